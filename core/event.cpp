@@ -1,0 +1,247 @@
+#include "core/event.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "core/sha256.h"
+
+namespace tollgate {
+
+bool IsKnownEventType(std::string_view type) {
+  for (auto t : kEventTypes) {
+    if (t == type) return true;
+  }
+  return false;
+}
+
+Json Event::BodyJson() const {
+  Json j = Json::object();
+  j["id"] = id;
+  j["type"] = type;
+  j["time"] = FormatTime(time_us);
+  j["org_id"] = org_id;
+  j["agent_id"] = agent_id;
+  j["session_id"] = session_id;
+  j["request_id"] = request_id;
+  j["tool"] = tool;
+  j["data"] = data;
+  return j;
+}
+
+Json Event::RecordJson() const {
+  Json j = BodyJson();
+  j["seq"] = seq;
+  j["prev_hash"] = prev_hash;
+  j["hash"] = hash;
+  return j;
+}
+
+namespace {
+
+Status CheckIdField(const char* name, const std::string& v, bool required) {
+  if (required && v.empty()) {
+    return Status::Error(errc::kInvalidEvent, std::string("field '") + name + "' is required");
+  }
+  if (v.size() > kMaxIdBytes) {
+    return Status::Error(errc::kInvalidEvent, std::string("field '") + name + "' is " +
+                                                  std::to_string(v.size()) + " bytes, limit " +
+                                                  std::to_string(kMaxIdBytes));
+  }
+  for (unsigned char c : v) {
+    if (c < 0x20 || c == 0x7f) {
+      return Status::Error(errc::kInvalidEvent,
+                           std::string("field '") + name + "' contains a control character");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidateEnvelope(const Event& e) {
+  if (!IsKnownEventType(e.type)) {
+    if (e.type.empty()) return Status::Error(errc::kInvalidEvent, "field 'type' is required");
+    return Status::Error(errc::kUnknownEventType, "unknown event type '" + e.type.substr(0, 64) + "'");
+  }
+  const bool needs_request = e.type != "policy.updated";
+  Status s;
+  if (!(s = CheckIdField("id", e.id, true)).ok()) return s;
+  if (!(s = CheckIdField("org_id", e.org_id, true)).ok()) return s;
+  if (!(s = CheckIdField("agent_id", e.agent_id, needs_request)).ok()) return s;
+  if (!(s = CheckIdField("session_id", e.session_id, needs_request)).ok()) return s;
+  if (!(s = CheckIdField("request_id", e.request_id, needs_request)).ok()) return s;
+  if (!(s = CheckIdField("tool", e.tool, false)).ok()) return s;
+  if (e.time_us <= 0) return Status::Error(errc::kInvalidEvent, "field 'time' must be after 1970");
+  if (!e.data.is_object()) return Status::Error(errc::kInvalidEvent, "field 'data' must be an object");
+  return Status::Ok();
+}
+
+namespace {
+
+Status ReadString(const Json& j, const char* name, std::string* out) {
+  auto it = j.find(name);
+  if (it == j.end()) return Status::Ok();
+  if (!it->is_string()) {
+    return Status::Error(errc::kInvalidEvent, std::string("field '") + name + "' must be a string");
+  }
+  *out = it->get<std::string>();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status EventFromJson(const Json& j, Event* out) {
+  if (!j.is_object()) return Status::Error(errc::kInvalidEvent, "an event must be a JSON object");
+  static const char* kKnown[] = {"seq", "id", "type", "time", "org_id", "agent_id", "session_id",
+                                 "request_id", "tool", "data", "prev_hash", "hash"};
+  for (const auto& [key, _] : j.items()) {
+    bool known = false;
+    for (const char* k : kKnown) known = known || key == k;
+    if (!known) return Status::Error(errc::kInvalidEvent, "unknown envelope field '" + key.substr(0, 64) + "'");
+  }
+  Event e;
+  Status s;
+  if (!(s = ReadString(j, "id", &e.id)).ok()) return s;
+  if (!(s = ReadString(j, "type", &e.type)).ok()) return s;
+  if (!(s = ReadString(j, "org_id", &e.org_id)).ok()) return s;
+  if (!(s = ReadString(j, "agent_id", &e.agent_id)).ok()) return s;
+  if (!(s = ReadString(j, "session_id", &e.session_id)).ok()) return s;
+  if (!(s = ReadString(j, "request_id", &e.request_id)).ok()) return s;
+  if (!(s = ReadString(j, "tool", &e.tool)).ok()) return s;
+  if (!(s = ReadString(j, "prev_hash", &e.prev_hash)).ok()) return s;
+  if (!(s = ReadString(j, "hash", &e.hash)).ok()) return s;
+  std::string time;
+  if (!(s = ReadString(j, "time", &time)).ok()) return s;
+  if (time.empty()) return Status::Error(errc::kInvalidEvent, "field 'time' is required");
+  if (!ParseTime(time, &e.time_us)) {
+    return Status::Error(errc::kInvalidEvent, "field 'time' is not an RFC 3339 timestamp");
+  }
+  if (auto it = j.find("seq"); it != j.end()) {
+    if (!it->is_number_unsigned()) {
+      return Status::Error(errc::kInvalidEvent, "field 'seq' must be a positive integer");
+    }
+    e.seq = it->get<uint64_t>();
+  }
+  auto data = j.find("data");
+  if (data == j.end()) return Status::Error(errc::kInvalidEvent, "field 'data' is required");
+  e.data = *data;
+  if (!(s = ValidateEnvelope(e)).ok()) return s;
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+Status EventFromText(std::string_view text, Event* out) {
+  Json j;
+  Status s = ParseJson(text, &j);
+  if (!s.ok()) return s;
+  return EventFromJson(j, out);
+}
+
+Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out) {
+  Status s = ValidateEnvelope(e);
+  if (!s.ok()) return s;
+  s = CanonicalBytes(e.BodyJson(), out);
+  if (!s.ok()) return s;
+  if (out->size() > max_bytes) {
+    return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(out->size()) +
+                                                   " bytes, limit " + std::to_string(max_bytes));
+  }
+  return Status::Ok();
+}
+
+std::string MakeEventId(std::string_view type, std::string_view request_id,
+                        std::string_view discriminator) {
+  std::string input = "tollgate.event.v1";
+  input.push_back('\0');
+  input.append(type);
+  input.push_back('\0');
+  input.append(request_id);
+  input.push_back('\0');
+  input.append(discriminator);
+  return Sha256Hex(input).substr(0, 32);
+}
+
+std::string FormatTime(int64_t time_us) {
+  int64_t secs = time_us / 1000000;
+  int64_t frac = time_us % 1000000;
+  if (frac < 0) {
+    frac += 1000000;
+    secs -= 1;
+  }
+  std::time_t t = static_cast<std::time_t>(secs);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<long long>(frac));
+  return buf;
+}
+
+bool ParseTime(std::string_view s, int64_t* time_us) {
+  // YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|+HH:MM|-HH:MM)
+  auto digits = [&](size_t pos, size_t n, int* v) {
+    if (pos + n > s.size()) return false;
+    int r = 0;
+    for (size_t i = pos; i < pos + n; ++i) {
+      if (s[i] < '0' || s[i] > '9') return false;
+      r = r * 10 + (s[i] - '0');
+    }
+    *v = r;
+    return true;
+  };
+  int Y, M, D, h, m, sec;
+  if (!digits(0, 4, &Y) || s.size() < 20 || s[4] != '-' || !digits(5, 2, &M) || s[7] != '-' ||
+      !digits(8, 2, &D) || (s[10] != 'T' && s[10] != 't') || !digits(11, 2, &h) || s[13] != ':' ||
+      !digits(14, 2, &m) || s[16] != ':' || !digits(17, 2, &sec)) {
+    return false;
+  }
+  if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60) return false;
+  size_t pos = 19;
+  int64_t frac_us = 0;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    size_t start = pos;
+    int64_t scale = 100000;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (pos - start >= 9) return false;
+      frac_us += (s[pos] - '0') * scale;
+      scale /= 10;
+      ++pos;
+    }
+    if (pos == start) return false;
+  }
+  int64_t offset_s = 0;
+  if (pos < s.size() && (s[pos] == 'Z' || s[pos] == 'z')) {
+    ++pos;
+  } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
+    int oh, om;
+    if (!digits(pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !digits(pos + 4, 2, &om)) {
+      return false;
+    }
+    offset_s = (oh * 3600 + om * 60) * (s[pos] == '+' ? 1 : -1);
+    pos += 6;
+  } else {
+    return false;
+  }
+  if (pos != s.size()) return false;
+  // Days from civil (Howard Hinnant's algorithm).
+  int y = Y - (M <= 2);
+  int era = (y >= 0 ? y : y - 399) / 400;
+  unsigned yoe = static_cast<unsigned>(y - era * 400);
+  unsigned doy = (153 * (M + (M > 2 ? -3 : 9)) + 2) / 5 + D - 1;
+  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  int64_t days = static_cast<int64_t>(era) * 146097 + static_cast<int64_t>(doe) - 719468;
+  int64_t secs = days * 86400 + h * 3600 + m * 60 + sec - offset_s;
+  *time_us = secs * 1000000 + frac_us;
+  return true;
+}
+
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace tollgate

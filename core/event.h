@@ -1,0 +1,82 @@
+// The event envelope: one entry of the tollgate event log.
+//
+// Every stage describes what it did as Events; the log (audit/) assigns seq,
+// prev_hash and hash on append. The *body* of an event is every envelope field
+// except seq, prev_hash and hash; its canonical JSON is what the hash chain
+// covers (docs/log_format.md). Value type; not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/canonical_json.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+// The event vocabulary of shared/DESIGN.md; schemas/ is normative for data.
+inline constexpr std::string_view kEventTypes[] = {
+    "request.received", "request.rejected",  "decision.made",
+    "approval.requested", "approval.granted", "approval.denied",
+    "approval.expired", "execution.started", "execution.completed",
+    "policy.updated",
+};
+bool IsKnownEventType(std::string_view type);
+
+// Limits that keep one event from swamping the log or a reader.
+inline constexpr size_t kMaxIdBytes = 256;             // every id-like field
+inline constexpr size_t kDefaultMaxEventBytes = 1 << 20;  // canonical body
+
+struct Event {
+  uint64_t seq = 0;        // assigned by the log; 0 = not yet appended
+  std::string id;          // deterministic (MakeEventId); the dedupe key
+  std::string type;        // one of kEventTypes
+  int64_t time_us = 0;     // microseconds since the Unix epoch, UTC
+  std::string org_id;
+  std::string agent_id;
+  std::string session_id;  // may be empty (e.g. policy.updated)
+  std::string request_id;  // may be empty (e.g. policy.updated)
+  std::string tool;        // may be empty
+  Json data = Json::object();
+  std::string prev_hash;   // hex; assigned by the log
+  std::string hash;        // hex; assigned by the log
+
+  // The envelope minus seq/prev_hash/hash, as a JSON object.
+  Json BodyJson() const;
+  // The full record as exported and returned by queries.
+  Json RecordJson() const;
+};
+
+// Checks the envelope: known type, id-like fields present where required,
+// at most kMaxIdBytes and free of control characters (the index key
+// separator is NUL), data an object. Errors name the field.
+Status ValidateEnvelope(const Event& e);
+
+// Parses and validates an event body or full record. Unknown envelope fields
+// are refused (E_INVALID_EVENT) so that nothing the hash covers is dropped.
+// seq/prev_hash/hash are read when present.
+Status EventFromJson(const Json& j, Event* out);
+Status EventFromText(std::string_view text, Event* out);
+
+// Validates `e` and writes its canonical body bytes; E_EVENT_TOO_LARGE past
+// max_bytes.
+Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out);
+
+// Deterministic event id: the first 32 hex digits of
+// SHA-256("tollgate.event.v1" NUL type NUL request_id NUL discriminator).
+// The same step of the same request always yields the same id, so
+// re-processing after a crash appends nothing new. `discriminator` tells
+// apart several events of one type for one request (an approver, an attempt).
+std::string MakeEventId(std::string_view type, std::string_view request_id,
+                        std::string_view discriminator = {});
+
+// RFC 3339 UTC with exactly six fractional digits: 2026-11-22T10:40:24.123456Z.
+std::string FormatTime(int64_t time_us);
+// Accepts RFC 3339 with Z or a numeric offset and 0-9 fractional digits.
+bool ParseTime(std::string_view text, int64_t* time_us);
+int64_t NowMicros();
+
+}  // namespace tollgate
