@@ -1,0 +1,196 @@
+#include "audit/audit_query.h"
+
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <charconv>
+
+namespace tollgate {
+
+using namespace logfmt;
+
+namespace {
+
+Status Invalid(const std::string& msg) { return Status::Error(errc::kInvalidQuery, msg); }
+
+bool ParseCursor(const std::string& c, uint64_t* seq) {
+  if (c.size() < 2 || c[0] != 's') return false;
+  auto [ptr, ec] = std::from_chars(c.data() + 1, c.data() + c.size(), *seq);
+  return ec == std::errc() && ptr == c.data() + c.size() && *seq > 0;
+}
+
+std::string MakeCursor(uint64_t seq) { return "s" + std::to_string(seq); }
+
+bool Matches(const AuditQuery& q, const Event& e) {
+  if (!q.org_id.empty() && e.org_id != q.org_id) return false;
+  if (!q.agent_id.empty() && e.agent_id != q.agent_id) return false;
+  if (!q.session_id.empty() && e.session_id != q.session_id) return false;
+  if (!q.request_id.empty() && e.request_id != q.request_id) return false;
+  if (!q.tool.empty() && e.tool != q.tool) return false;
+  if (!q.types.empty() && std::find(q.types.begin(), q.types.end(), e.type) == q.types.end()) return false;
+  if (!q.verdict.empty()) {
+    auto v = e.data.find("verdict");
+    if (e.type != "decision.made" || v == e.data.end() || !v->is_string() || *v != q.verdict) return false;
+  }
+  if (q.since_us && e.time_us < *q.since_us) return false;
+  if (q.until_us && e.time_us >= *q.until_us) return false;
+  return true;
+}
+
+// One way of walking candidate seqs in order.
+struct Plan {
+  int cf = kEvents;
+  std::string prefix;  // field indexes: value NUL
+};
+
+Plan ChoosePlan(const AuditQuery& q) {
+  auto field = [](Cf cf, const std::string& v) { return Plan{cf, IndexPrefix(v)}; };
+  if (!q.request_id.empty()) return field(kByRequest, q.request_id);
+  if (!q.session_id.empty()) return field(kBySession, q.session_id);
+  if (!q.agent_id.empty()) return field(kByAgent, q.agent_id);
+  if (q.since_us && q.until_us) return Plan{kByTime, ""};
+  if (!q.tool.empty()) return field(kByTool, q.tool);
+  if (q.types.size() == 1) return field(kByType, q.types[0]);
+  if (!q.verdict.empty()) return field(kByType, "decision.made");
+  if (!q.org_id.empty()) return field(kByOrg, q.org_id);
+  if (q.since_us || q.until_us) return Plan{kByTime, ""};
+  return Plan{kEvents, ""};
+}
+
+}  // namespace
+
+Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query,
+                   AuditPage* page) {
+  *page = AuditPage();
+  AuditQuery q = query;
+  if (!scope.all_orgs) {
+    if (q.org_id.empty()) return Invalid("org_id is required for a caller scoped to an org");
+    if (q.org_id != scope.org_id) {
+      return Status::Error(errc::kForbidden, "caller of org '" + scope.org_id +
+                                                 "' may not read the audit log of org '" + q.org_id + "'");
+    }
+  }
+  if (q.limit == 0) q.limit = kDefaultQueryLimit;
+  if (q.limit > kMaxQueryLimit) {
+    return Invalid("limit " + std::to_string(q.limit) + " exceeds the maximum of " +
+                   std::to_string(kMaxQueryLimit));
+  }
+  for (const auto& t : q.types) {
+    if (!IsKnownEventType(t)) return Invalid("unknown event type '" + t + "'");
+  }
+  if (!q.verdict.empty() && q.verdict != "allow" && q.verdict != "deny" && q.verdict != "ask") {
+    return Invalid("verdict must be allow, deny or ask, not '" + q.verdict + "'");
+  }
+  if (q.since_us && q.until_us && *q.since_us >= *q.until_us) {
+    return Invalid("the time range is empty: since must be before until");
+  }
+  uint64_t cursor_seq = 0;
+  if (!q.cursor.empty() && !ParseCursor(q.cursor, &cursor_seq)) {
+    return Invalid("cursor '" + q.cursor.substr(0, 40) + "' is not one this log issued");
+  }
+
+  const Plan plan = ChoosePlan(q);
+  page->index_used = CfName(plan.cf);
+  const bool desc = q.descending;
+
+  // Where to start: just past the cursor (or at the range's edge).
+  std::string start;
+  if (plan.cf == kByTime) {
+    int64_t t;
+    uint64_t s;
+    if (cursor_seq != 0) {
+      Event at;
+      Status st = store.ReadEvent(cursor_seq, &at);
+      if (!st.ok()) return Invalid("cursor points at no event: " + st.message());
+      t = at.time_us;
+      s = desc ? cursor_seq - 1 : cursor_seq + 1;
+    } else if (desc) {
+      t = q.until_us ? *q.until_us - 1 : INT64_MAX;
+      s = UINT64_MAX;
+    } else {
+      t = q.since_us ? *q.since_us : INT64_MIN;
+      s = 0;
+    }
+    start = TimeKey(t, s);
+  } else {
+    uint64_t s = cursor_seq != 0 ? (desc ? cursor_seq - 1 : cursor_seq + 1) : (desc ? UINT64_MAX : 0);
+    start = plan.prefix + EncodeSeq(s);
+  }
+
+  rocksdb::ReadOptions ro;
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(plan.cf)));
+  if (desc) it->SeekForPrev(start);
+  else it->Seek(start);
+
+  // Reads candidate seqs from the iterator; false at the end of the range.
+  auto next_candidate = [&](uint64_t* seq) -> bool {
+    if (!it->Valid()) return false;
+    std::string_view key = it->key().ToStringView();
+    if (plan.cf == kEvents) {
+      if (!DecodeSeq(key, seq)) return false;
+    } else if (plan.cf == kByTime) {
+      int64_t t;
+      if (!ParseTimeKey(key, &t, seq)) return false;
+      if (!desc && q.until_us && t >= *q.until_us) return false;
+      if (desc && q.since_us && t < *q.since_us) return false;
+    } else {
+      if (key.size() != plan.prefix.size() + 8 || key.substr(0, plan.prefix.size()) != plan.prefix) return false;
+      DecodeSeq(key.substr(plan.prefix.size()), seq);
+    }
+    return true;
+  };
+  auto advance = [&] { desc ? it->Prev() : it->Next(); };
+
+  // Collect candidates in chunks and read their records with one MultiGet.
+  // `more` ends up true when candidates may remain past the last one read.
+  std::vector<uint64_t> seqs;
+  std::vector<std::string> keys;
+  bool more = false;
+  uint64_t last_read = 0;
+  while (page->events.size() < q.limit) {
+    if (page->scanned >= kMaxScanPerPage) {
+      more = true;
+      break;
+    }
+    seqs.clear();
+    size_t want = std::clamp<size_t>(q.limit - page->events.size(), 16, 256);
+    uint64_t seq;
+    while (seqs.size() < want && next_candidate(&seq)) {
+      seqs.push_back(seq);
+      advance();
+    }
+    if (seqs.empty()) break;
+    keys.clear();
+    for (uint64_t s : seqs) keys.push_back(EncodeSeq(s));
+    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+    std::vector<rocksdb::PinnableSlice> values(seqs.size());
+    std::vector<rocksdb::Status> statuses(seqs.size());
+    store.db()->MultiGet(ro, store.cf(kEvents), slices.size(), slices.data(), values.data(),
+                         statuses.data());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      ++page->scanned;
+      last_read = seqs[i];
+      if (!statuses[i].ok()) {
+        return Status::Error(errc::kLogCorrupt, "index points at seq " + std::to_string(seqs[i]) +
+                                                    " which cannot be read: " + statuses[i].ToString() +
+                                                    "; run `tollgate audit verify`");
+      }
+      Event e;
+      Status st = LogStore::DecodeEvent(seqs[i], values[i].ToStringView(), &e);
+      if (!st.ok()) return st;
+      if (!Matches(q, e)) continue;
+      page->events.push_back(std::move(e));
+      if (page->events.size() == q.limit) {
+        // Candidates read past the last match are read again next page.
+        uint64_t peek;
+        more = i + 1 < seqs.size() || next_candidate(&peek);
+        break;
+      }
+    }
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "audit query failed");
+  if (more && last_read != 0) page->next_cursor = MakeCursor(last_read);
+  return Status::Ok();
+}
+
+}  // namespace tollgate

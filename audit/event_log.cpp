@@ -1,0 +1,218 @@
+#include "audit/event_log.h"
+
+#include <unordered_map>
+
+namespace tollgate {
+
+using namespace logfmt;
+
+bool ParseDurability(std::string_view text, Durability* out) {
+  if (text == "sync") *out = Durability::kSync;
+  else if (text == "buffered") *out = Durability::kBuffered;
+  else return false;
+  return true;
+}
+
+struct EventLog::Pending {
+  Event event;
+  std::string body;  // canonical bytes, computed on the caller's thread
+  bool expect_position = false;
+  std::promise<AppendResult> done;
+};
+
+Status EventLog::Open(const std::string& path, const LogOptions& options,
+                      std::unique_ptr<EventLog>* out) {
+  std::unique_ptr<EventLog> log(new EventLog());
+  log->options_ = options;
+  if (log->options_.max_batch_events == 0) log->options_.max_batch_events = 1;
+  Status s = LogStore::Open(path, OpenMode::kPrimary, &log->store_);
+  if (!s.ok()) return s;
+  s = log->store_->ReadHead(&log->head_seq_, &log->head_hash_);
+  if (!s.ok()) return s;
+  // Meta and events are written in one batch, so they agree unless something
+  // outside tollgate changed the database. Refuse to extend such a chain.
+  std::unique_ptr<rocksdb::Iterator> it(
+      log->store_->db()->NewIterator({}, log->store_->cf(kEvents)));
+  it->SeekToLast();
+  uint64_t last = 0;
+  if (it->Valid() && !DecodeSeq(it->key().ToStringView(), &last)) last = UINT64_MAX;
+  if (!it->status().ok()) return FromRocks(it->status(), "cannot read the last event");
+  if (last != log->head_seq_) {
+    return Status::Error(errc::kLogCorrupt,
+                         "head seq in meta is " + std::to_string(log->head_seq_) +
+                             " but the last event is " + std::to_string(last) +
+                             "; run `tollgate audit verify` before writing to this log");
+  }
+  log->writer_ = std::thread([l = log.get()] { l->WriterLoop(); });
+  *out = std::move(log);
+  return Status::Ok();
+}
+
+EventLog::~EventLog() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+}
+
+uint64_t EventLog::head_seq() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return head_seq_;
+}
+
+std::string EventLog::head_hash() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ToHex(head_hash_);
+}
+
+std::future<AppendResult> EventLog::AppendAsync(Event e) { return Enqueue(std::move(e), false); }
+
+AppendResult EventLog::Append(Event e) { return AppendAsync(std::move(e)).get(); }
+
+AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(record), true).get(); }
+
+std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
+  auto p = std::make_unique<Pending>();
+  auto future = p->done.get_future();
+  Status s = EncodeEventBody(e, options_.max_event_bytes, &p->body);
+  if (!s.ok()) {
+    p->done.set_value(AppendResult::Error(s));
+    return future;
+  }
+  p->event = std::move(e);
+  p->expect_position = expect_position;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      p->done.set_value(AppendResult::Error(Status::Error(errc::kLogClosed, "the event log is closing")));
+      return future;
+    }
+    if (!failed_.ok()) {
+      p->done.set_value(AppendResult::Error(failed_));
+      return future;
+    }
+    queue_.push_back(std::move(p));
+  }
+  cv_.notify_one();
+  return future;
+}
+
+void EventLog::WriterLoop() {
+  std::vector<std::unique_ptr<Pending>> batch;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      while (!queue_.empty() && batch.size() < options_.max_batch_events) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+    }
+    WriteBatchOf(batch);
+    batch.clear();
+  }
+}
+
+void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
+  uint64_t seq;
+  Digest hash;
+  Status failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seq = head_seq_;
+    hash = head_hash_;
+    failed = failed_;
+  }
+  std::vector<AppendResult> results(batch.size());
+  if (!failed.ok()) {
+    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(AppendResult::Error(failed));
+    return;
+  }
+  rocksdb::DB* db = store_->db();
+  rocksdb::WriteBatch wb;
+  std::unordered_map<std::string_view, size_t> in_batch;  // id -> index in batch
+  const uint64_t first_seq = seq + 1;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Pending& p = *batch[i];
+    AppendResult& r = results[i];
+    // Idempotency: an earlier item of this batch or a stored event.
+    if (auto it = in_batch.find(p.event.id); it != in_batch.end()) {
+      r = results[it->second];
+      r.duplicate = true;
+    } else {
+      std::string existing;
+      rocksdb::Status g = db->Get({}, store_->cf(kDedupe), p.event.id, &existing);
+      if (g.ok()) {
+        r.duplicate = DecodeSeq(existing, &r.seq);
+        std::string value;
+        logfmt::RecordView rec;
+        r.status = store_->ReadRaw(r.seq, &value);
+        if (r.status.ok()) r.status = DecodeRecord(value, &rec);
+        if (r.status.ok()) r.hash = ToHex(rec.hash);
+        if (!r.duplicate && r.status.ok()) {
+          r.status = Status::Error(errc::kLogCorrupt, "dedupe entry of " + p.event.id + " is malformed");
+        }
+      } else if (!g.IsNotFound()) {
+        r.status = FromRocks(g, "dedupe lookup failed");
+      }
+    }
+    if (p.expect_position && (r.duplicate || !r.status.ok())) {
+      r = AppendResult::Error(Status::Error(errc::kChainBroken,
+                                     "record " + std::to_string(p.event.seq) + " (id " + p.event.id +
+                                         ") is already in the log"));
+    }
+    if (r.duplicate || !r.status.ok()) continue;
+
+    const uint64_t next = seq + 1;
+    Digest next_hash = ChainHash(hash, p.body);
+    if (p.expect_position) {
+      std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
+      if (p.event.seq != next || p.event.prev_hash != want_prev || p.event.hash != got_hash) {
+        r.status = Status::Error(
+            errc::kChainBroken,
+            "record seq " + std::to_string(p.event.seq) + " does not continue the log at seq " +
+                std::to_string(next) + " (prev_hash or hash differ)");
+        continue;
+      }
+    }
+    const std::string seq_key = EncodeSeq(next);
+    wb.Put(store_->cf(kEvents), seq_key, EncodeRecord(hash, next_hash, p.body));
+    for (const auto& [cf, key] : IndexEntries(p.event, next)) wb.Put(store_->cf(cf), key, {});
+    wb.Put(store_->cf(kDedupe), p.event.id, seq_key);
+    seq = next;
+    hash = next_hash;
+    r.seq = seq;
+    r.hash = ToHex(hash);
+    in_batch.emplace(batch[i]->event.id, i);
+  }
+
+  if (seq >= first_seq) {
+    wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
+    wb.Put(store_->cf(kMeta), kMetaHeadHash,
+           std::string_view(reinterpret_cast<const char*>(hash.data()), hash.size()));
+    rocksdb::WriteOptions wo;
+    wo.sync = options_.durability == Durability::kSync;
+    rocksdb::Status w = db->Write(wo, &wb);
+    if (!w.ok()) {
+      Status err = FromRocks(w, "event log write failed; the log refuses appends until reopened");
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        failed_ = err;
+      }
+      for (auto& p : batch) p->done.set_value(AppendResult::Error(err));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      head_seq_ = seq;
+      head_hash_ = hash;
+    }
+    if (options_.batch_observer) options_.batch_observer(wb);
+  }
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+}
+
+}  // namespace tollgate

@@ -1,0 +1,112 @@
+// EventLog: the single writer of a tollgate event log.
+//
+// Appends from any number of threads are queued to one writer thread, which
+// takes everything queued (up to max_batch_events), assigns dense seqs,
+// extends the hash chain, and writes the events, all their index entries,
+// their dedupe entries and the new head as ONE RocksDB WriteBatch. A caller's
+// future completes only after that batch is durable: fdatasync'd under
+// Durability::kSync, handed to the OS under kBuffered.
+//
+// Idempotent: an event whose id is already in the log is not written again;
+// the caller gets the existing seq with duplicate=true (the first write wins;
+// the id is the event's identity, see MakeEventId).
+//
+// Fail closed: validation errors come back before anything is queued; a
+// failed write fails every append of its batch and leaves the log refusing
+// all further appends (E_LOG_IO) until it is reopened, because RocksDB's
+// state after a failed write is not something to build a chain on.
+//
+// Only one EventLog may have a path open (RocksDB's lock enforces it). Other
+// processes read through LogStore in kSecondary mode. Thread-safe.
+#pragma once
+
+#include <rocksdb/write_batch.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/log_store.h"
+#include "core/event.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+enum class Durability { kSync, kBuffered };
+// "sync" / "buffered"; false for anything else.
+bool ParseDurability(std::string_view text, Durability* out);
+
+struct LogOptions {
+  Durability durability = Durability::kSync;
+  size_t max_event_bytes = kDefaultMaxEventBytes;
+  size_t max_batch_events = 1024;
+  // Called on the writer thread with every batch after it is durable. For
+  // benchmarks (replaying identical batches) and tests; keep it cheap.
+  std::function<void(const rocksdb::WriteBatch&)> batch_observer;
+};
+
+struct AppendResult {
+  Status status;
+  uint64_t seq = 0;        // valid when status.ok()
+  bool duplicate = false;  // the id was already in the log
+  std::string hash;        // hex hash of the record at seq
+
+  static AppendResult Error(Status s) {
+    AppendResult r;
+    r.status = std::move(s);
+    return r;
+  }
+};
+
+class EventLog {
+ public:
+  static Status Open(const std::string& path, const LogOptions& options,
+                     std::unique_ptr<EventLog>* out);
+  // Drains the queue, then closes the database.
+  ~EventLog();
+
+  // Queues `e` (its seq/prev_hash/hash are ignored). The future is ready
+  // when the event is durable or the append failed.
+  std::future<AppendResult> AppendAsync(Event e);
+  // AppendAsync and wait.
+  AppendResult Append(Event e);
+
+  // For import: appends a record carrying seq, prev_hash and hash, and fails
+  // (E_CHAIN_BROKEN) unless it lands at exactly that seq with exactly that
+  // hash, i.e. the log is the record's chain prefix.
+  AppendResult AppendRecord(Event record);
+
+  // Head after the last durable batch.
+  uint64_t head_seq() const;
+  std::string head_hash() const;
+
+  // Read access (thread-safe).
+  const LogStore& store() const { return *store_; }
+
+ private:
+  struct Pending;
+  EventLog() = default;
+  std::future<AppendResult> Enqueue(Event e, bool expect_position);
+  void WriterLoop();
+  void WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch);
+
+  LogOptions options_;
+  std::unique_ptr<LogStore> store_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Pending>> queue_;  // guarded by mu_
+  bool stopping_ = false;                       // guarded by mu_
+  Status failed_;                               // guarded by mu_; sticky
+  uint64_t head_seq_ = 0;                       // guarded by mu_
+  Digest head_hash_{};                          // guarded by mu_
+  std::thread writer_;
+};
+
+}  // namespace tollgate

@@ -1,0 +1,123 @@
+#include "audit/export.h"
+
+#include <rocksdb/iterator.h>
+
+#include "audit/verify.h"
+
+namespace tollgate {
+
+using namespace logfmt;
+
+namespace {
+
+// The smallest seq range holding every event whose time is in [since, until).
+Status SeqRangeForTime(const LogStore& store, const ExportRange& r, uint64_t* lo, uint64_t* hi) {
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kByTime)));
+  uint64_t min_seq = UINT64_MAX, max_seq = 0;
+  for (it->Seek(TimeKey(r.since_us.value_or(INT64_MIN), 0)); it->Valid(); it->Next()) {
+    int64_t t;
+    uint64_t seq;
+    if (!ParseTimeKey(it->key().ToStringView(), &t, &seq)) {
+      return Status::Error(errc::kLogCorrupt, "malformed time index key; run `tollgate audit verify`");
+    }
+    if (r.until_us && t >= *r.until_us) break;
+    min_seq = std::min(min_seq, seq);
+    max_seq = std::max(max_seq, seq);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reading the time index failed");
+  *lo = std::max(*lo, min_seq == UINT64_MAX ? *hi + 1 : min_seq);
+  *hi = std::min(*hi, max_seq);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out, ExportStats* stats) {
+  uint64_t head;
+  Digest head_hash;
+  Status s = store.ReadHead(&head, &head_hash);
+  if (!s.ok()) return s;
+  uint64_t lo = std::max<uint64_t>(range.from_seq.value_or(1), 1);
+  uint64_t hi = std::min(range.to_seq.value_or(head), head);
+  if (range.since_us || range.until_us) {
+    s = SeqRangeForTime(store, range, &lo, &hi);
+    if (!s.ok()) return s;
+  }
+  if (lo > hi) {  // nothing in range: an empty, still verifiable export
+    lo = hi + 1;
+  }
+  Digest prev = kGenesisHash;
+  if (lo > 1) {
+    std::string raw;
+    RecordView rec;
+    s = store.ReadRaw(lo - 1, &raw);
+    if (s.ok()) s = DecodeRecord(raw, &rec);
+    if (!s.ok()) return s;
+    prev = rec.hash;
+  }
+  Json header = {{"tollgate_export", 1}, {"from_seq", lo}, {"to_seq", hi}, {"prev_hash", ToHex(prev)}};
+  out << header.dump() << '\n';
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kEvents)));
+  uint64_t expected = lo;
+  std::string line;
+  for (it->Seek(EncodeSeq(lo)); it->Valid() && expected <= hi; it->Next(), ++expected) {
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView(), &seq) || seq != expected) {
+      return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(expected) +
+                                                  " is missing; run `tollgate audit verify`");
+    }
+    Event e;
+    s = LogStore::DecodeEvent(seq, it->value().ToStringView(), &e);
+    if (!s.ok()) return s;
+    s = CanonicalBytes(e.RecordJson(), &line);
+    if (!s.ok()) return s;
+    out << line << '\n';
+    prev = Digest{};
+    DigestFromHex(e.hash, &prev);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "export failed");
+  if (expected != hi + 1) {
+    return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(expected) + " is missing");
+  }
+  Json end = {{"tollgate_export_end", {{"count", hi + 1 - lo}, {"last_seq", hi}, {"last_hash", ToHex(prev)}}}};
+  out << end.dump() << '\n';
+  out.flush();
+  if (!out) return Status::Error(errc::kLogIO, "writing the export failed");
+  if (stats) *stats = ExportStats{lo, hi, hi + 1 - lo};
+  return Status::Ok();
+}
+
+Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
+  VerifyReport report = VerifyExport(in);
+  if (!report.ok()) {
+    return Status::Error(errc::kExportInvalid, "the export does not verify (" + report.Summary() +
+                                                   "): " + report.problems.front().status.ToString());
+  }
+  in.clear();
+  in.seekg(0);
+  std::string line;
+  std::getline(in, line);  // header: VerifyExport checked it
+  Json header = Json::parse(line);
+  if (header["from_seq"].get<uint64_t>() != log.head_seq() + 1 ||
+      header["prev_hash"].get<std::string>() != log.head_hash()) {
+    return Status::Error(errc::kChainBroken,
+                         "the export starts at seq " + header["from_seq"].dump() +
+                             " but the log's next seq is " + std::to_string(log.head_seq() + 1) +
+                             " (or its prev_hash is not the log's head hash)");
+  }
+  uint64_t n = 0;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line);
+    if (j.contains("tollgate_export_end")) break;
+    Event e;
+    Status s = EventFromJson(j, &e);
+    if (!s.ok()) return s;
+    AppendResult r = log.AppendRecord(std::move(e));
+    if (!r.status.ok()) return r.status;
+    ++n;
+  }
+  if (imported) *imported = n;
+  return Status::Ok();
+}
+
+}  // namespace tollgate

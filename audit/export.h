@@ -1,0 +1,45 @@
+// Export and import of an event log as JSON lines: an auditor's copy that can
+// be verified offline (VerifyExport) and loaded into a fresh log.
+//
+// Format (docs/log_format.md, "Export format"): a header line
+//   {"tollgate_export":1,"from_seq":A,"to_seq":B,"prev_hash":"<hash before A>"}
+// then one canonical JSON record per event, seqs A..B in order, each with
+// seq, prev_hash and hash, then an end line
+//   {"tollgate_export_end":{"count":N,"last_seq":B,"last_hash":"<hash of B>"}}
+// The end line makes a cut-off export detectable. An export covers a
+// contiguous seq range, because only a contiguous range can be chain-checked:
+// a time range exports the smallest seq range holding every event in it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <istream>
+
+#include "audit/event_log.h"
+#include "audit/log_store.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+struct ExportRange {
+  std::optional<uint64_t> from_seq;  // inclusive; default 1
+  std::optional<uint64_t> to_seq;    // inclusive; default head
+  std::optional<int64_t> since_us;   // inclusive
+  std::optional<int64_t> until_us;   // exclusive
+};
+
+struct ExportStats {
+  uint64_t from_seq = 0, to_seq = 0, count = 0;
+};
+
+Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out,
+                 ExportStats* stats = nullptr);
+
+// Verifies the whole stream first (nothing is written if it does not verify),
+// then appends its records; the export must continue the log exactly (from
+// seq head+1 with prev_hash = head hash), so a fresh log takes an export that
+// starts at seq 1. `in` must be seekable (a file).
+Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported = nullptr);
+
+}  // namespace tollgate

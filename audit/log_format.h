@@ -1,0 +1,81 @@
+// The on-disk format of the event log: column family names, key and value
+// encodings. Pure functions only; docs/log_format.md is the prose version and
+// the two must agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/event.h"
+#include "core/sha256.h"
+#include "core/status.h"
+
+namespace tollgate::logfmt {
+
+// Column families, in the order they are opened. kDefault exists because
+// RocksDB requires it; the log stores nothing there.
+enum Cf : int {
+  kDefault = 0,
+  kEvents,      // be64(seq) -> record value
+  kBySession,   // session_id NUL be64(seq) -> ""
+  kByAgent,     // agent_id NUL be64(seq) -> ""
+  kByRequest,   // request_id NUL be64(seq) -> ""
+  kByTool,      // tool NUL be64(seq) -> ""
+  kByOrg,       // org_id NUL be64(seq) -> ""
+  kByType,      // type NUL be64(seq) -> ""
+  kByTime,      // be64(time_us ^ sign bit) be64(seq) -> ""
+  kDedupe,      // event id -> be64(seq)
+  kMeta,        // fixed keys below
+  kNumCfs,
+};
+const char* CfName(int cf);
+// The field-index families, in the order get_audit_log prefers them.
+inline constexpr Cf kFieldIndexes[] = {kByRequest, kBySession, kByAgent, kByTool, kByType, kByOrg};
+
+inline constexpr std::string_view kMetaHeadSeq = "head_seq";    // be64
+inline constexpr std::string_view kMetaHeadHash = "head_hash";  // 32 raw bytes
+inline constexpr std::string_view kMetaFormat = "format";       // "tollgate-log-1"
+inline constexpr std::string_view kFormatName = "tollgate-log-1";
+
+std::string EncodeSeq(uint64_t seq);               // 8 bytes, big-endian
+bool DecodeSeq(std::string_view in, uint64_t* seq);  // exactly 8 bytes
+
+// Key of a field index entry: value NUL be64(seq). Field values never hold
+// NUL (ValidateEnvelope refuses control characters), so keys of one value
+// form one contiguous, seq-ordered range starting at IndexPrefix(value).
+std::string IndexPrefix(std::string_view value);
+std::string IndexKey(std::string_view value, uint64_t seq);
+// Splits an index key; false if it is not of that form.
+bool ParseIndexKey(std::string_view key, std::string_view* value, uint64_t* seq);
+
+// Time index: be64 of time_us with the sign bit flipped (so negative times
+// sort first), then be64(seq).
+std::string TimeKey(int64_t time_us, uint64_t seq);
+bool ParseTimeKey(std::string_view key, int64_t* time_us, uint64_t* seq);
+
+// The field an index family covers, read off an event ("" = not indexed).
+std::string_view IndexedField(const Event& e, Cf cf);
+
+// Every index entry (family, key) that event `e` at `seq` must have: one per
+// non-empty field index, plus the time index. The dedupe entry is separate.
+std::vector<std::pair<Cf, std::string>> IndexEntries(const Event& e, uint64_t seq);
+
+// Record value: version byte 0x01, prev_hash (32 raw bytes), hash (32 raw
+// bytes), canonical body bytes.
+inline constexpr char kRecordVersion = 0x01;
+std::string EncodeRecord(const Digest& prev_hash, const Digest& hash, std::string_view body);
+struct RecordView {
+  Digest prev_hash;
+  Digest hash;
+  std::string_view body;  // points into the decoded buffer
+};
+Status DecodeRecord(std::string_view value, RecordView* out);
+
+// The chain link: SHA-256(prev_hash || canonical body bytes).
+inline Digest ChainHash(const Digest& prev, std::string_view body) {
+  return Sha256(std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), body);
+}
+
+}  // namespace tollgate::logfmt

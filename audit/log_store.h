@@ -1,0 +1,63 @@
+// LogStore: one RocksDB database holding a tollgate event log, opened with
+// every column family of audit/log_format.h, plus typed reads.
+//
+// Modes: kPrimary (the single writer process; EventLog owns it), kSecondary
+// (a live, read-only follower in another process: call CatchUp() to see new
+// appends) and kReadOnly (a closed log). All reads are thread-safe; CatchUp()
+// must not run concurrently with reads on the same store.
+#pragma once
+
+#include <rocksdb/db.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "audit/log_format.h"
+#include "core/event.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+enum class OpenMode { kPrimary, kSecondary, kReadOnly };
+
+class LogStore {
+ public:
+  // Opens the log at `path`. kPrimary creates it when missing. kSecondary
+  // keeps its own RocksDB info files under `secondary_path` (a fresh
+  // temporary directory is made when empty and removed on close).
+  static Status Open(const std::string& path, OpenMode mode, std::unique_ptr<LogStore>* out,
+                     const std::string& secondary_path = "");
+  ~LogStore();
+
+  rocksdb::DB* db() const { return db_.get(); }
+  rocksdb::ColumnFamilyHandle* cf(int which) const { return handles_[which]; }
+  OpenMode mode() const { return mode_; }
+  const std::string& path() const { return path_; }
+
+  // Secondary only: applies what the primary appended since the last call.
+  Status CatchUp();
+
+  // The head from meta: 0 and the genesis hash for an empty log.
+  Status ReadHead(uint64_t* seq, Digest* hash) const;
+  // E_NOT_FOUND when absent; E_LOG_CORRUPT when the value does not decode.
+  Status ReadRaw(uint64_t seq, std::string* value) const;
+  // The event at `seq` with seq, prev_hash and hash filled in.
+  Status ReadEvent(uint64_t seq, Event* out) const;
+  // Decodes a stored record value into an Event (seq supplied by the caller).
+  static Status DecodeEvent(uint64_t seq, std::string_view value, Event* out);
+
+ private:
+  LogStore() = default;
+  std::string path_;
+  std::string secondary_path_;
+  bool owns_secondary_path_ = false;
+  OpenMode mode_ = OpenMode::kReadOnly;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+};
+
+// RocksDB status -> tollgate Status with E_LOG_IO (or E_LOG_CORRUPT).
+Status FromRocks(const rocksdb::Status& s, const std::string& what);
+
+}  // namespace tollgate

@@ -1,0 +1,50 @@
+// Verification of an event log or of an export of one.
+//
+// VerifyLog checks, over the whole database: seqs are dense from 1; every
+// record decodes, its body is canonical and a valid envelope, its prev_hash
+// is the previous record's hash and its hash is SHA-256(prev_hash || body);
+// meta's head equals the last record; every index and dedupe entry the
+// events imply exists, and no other entry does. VerifyExport checks an
+// export stream (audit/export.h) the same way, offline, with no database.
+//
+// Both report every problem found (up to a cap) and the first bad seq. They
+// read only; run them on a LogStore in any mode (a secondary sees the log as
+// of its last CatchUp).
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <string>
+#include <vector>
+
+#include "audit/log_store.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+struct VerifyProblem {
+  uint64_t seq = 0;  // 0 when the problem has no seq (e.g. a malformed header)
+  Status status;     // E_CHAIN_BROKEN, E_INDEX_MISMATCH, E_LOG_CORRUPT, E_EXPORT_INVALID
+};
+
+struct VerifyReport {
+  uint64_t events = 0;         // records checked
+  uint64_t index_entries = 0;  // index and dedupe entries checked
+  uint64_t head_seq = 0;
+  std::string head_hash;       // hex
+  std::vector<VerifyProblem> problems;  // sorted by seq; at most kMaxProblems
+  bool truncated_problems = false;
+
+  bool ok() const { return problems.empty(); }
+  // The smallest seq of any problem (0 if none carries one).
+  uint64_t first_bad_seq() const;
+  std::string Summary() const;
+};
+
+inline constexpr size_t kMaxProblems = 100;
+
+// I/O errors reading the store are reported as problems, never thrown.
+VerifyReport VerifyLog(const LogStore& store);
+VerifyReport VerifyExport(std::istream& in);
+
+}  // namespace tollgate

@@ -1,0 +1,179 @@
+// `tollgate audit query|verify|export|import`.
+//
+// Readers open the log as a RocksDB secondary, so they work while `tollgate
+// up` is writing it; import opens it as the writer.
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "audit/audit_query.h"
+#include "audit/event_log.h"
+#include "audit/export.h"
+#include "audit/verify.h"
+#include "cli/commands.h"
+
+namespace tollgate::cli {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "tollgate: " << s.ToString() << "\n";
+  return 2;
+}
+
+Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) {
+  Status s = LogStore::Open(data, OpenMode::kSecondary, store);
+  if (s.ok()) s = (*store)->CatchUp();
+  return s;
+}
+
+struct QueryFlags {
+  std::string data = kDefaultDataDir;
+  AuditQuery q;
+  std::string since, until;
+  bool all_pages = false;
+};
+
+int RunQuery(QueryFlags& f) {
+  if (!f.since.empty()) f.q.since_us = ParseTimeFlag("--since", f.since);
+  if (!f.until.empty()) f.q.until_us = ParseTimeFlag("--until", f.until);
+  std::unique_ptr<LogStore> store;
+  Status s = OpenReader(f.data, &store);
+  if (!s.ok()) return Fail(s);
+  std::string line;
+  for (;;) {
+    AuditPage page;
+    s = GetAuditLog(*store, QueryScope::Operator(), f.q, &page);
+    if (!s.ok()) return Fail(s);
+    for (const Event& e : page.events) {
+      s = CanonicalBytes(e.RecordJson(), &line);
+      if (!s.ok()) return Fail(s);
+      std::cout << line << '\n';
+    }
+    if (page.next_cursor.empty()) break;
+    if (!f.all_pages) {
+      std::cerr << "more: --cursor " << page.next_cursor << "\n";
+      break;
+    }
+    f.q.cursor = page.next_cursor;
+  }
+  return 0;
+}
+
+int PrintReport(const VerifyReport& r) {
+  std::cout << r.Summary() << "\n";
+  for (const auto& p : r.problems) {
+    std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
+  }
+  if (r.truncated_problems) std::cout << "  (more problems not shown)\n";
+  return r.ok() ? 0 : 1;
+}
+
+}  // namespace
+
+void AddAuditCommands(CLI::App& app, int* exit_code) {
+  auto* audit = app.add_subcommand("audit", "query, verify, export and import the event log");
+  audit->require_subcommand(1);
+
+  auto qf = std::make_shared<QueryFlags>();
+  auto* query = audit->add_subcommand("query", "print matching events as JSON lines (get_audit_log)");
+  query->add_option("--data", qf->data, "log directory")->capture_default_str();
+  query->add_option("--org", qf->q.org_id, "org id");
+  query->add_option("--agent", qf->q.agent_id, "agent id");
+  query->add_option("--session", qf->q.session_id, "session id");
+  query->add_option("--request", qf->q.request_id, "request id");
+  query->add_option("--tool", qf->q.tool, "tool name");
+  query->add_option("--type", qf->q.types, "event type (repeatable)");
+  query->add_option("--verdict", qf->q.verdict, "decision verdict: allow, deny or ask");
+  query->add_option("--since", qf->since, "from this time (RFC 3339, inclusive)");
+  query->add_option("--until", qf->until, "before this time (RFC 3339, exclusive)");
+  query->add_option("--cursor", qf->q.cursor, "continue after a previous page");
+  query->add_option("--limit", qf->q.limit, "events per page (default 100, max 1000)");
+  query->add_flag("--desc", qf->q.descending, "newest first");
+  query->add_flag("--all", qf->all_pages, "follow cursors to the end");
+  query->callback([qf, exit_code] { *exit_code = RunQuery(*qf); });
+
+  auto vdata = std::make_shared<std::string>(kDefaultDataDir);
+  auto vfile = std::make_shared<std::string>();
+  auto* verify = audit->add_subcommand("verify", "check the hash chain and every index; exit 1 on any break");
+  verify->add_option("--data", *vdata, "log directory")->capture_default_str();
+  verify->add_option("--file", *vfile, "verify an export file offline instead");
+  verify->callback([vdata, vfile, exit_code] {
+    if (!vfile->empty()) {
+      std::ifstream in(*vfile);
+      if (!in) {
+        *exit_code = Fail(Status::Error(errc::kNotFound, "cannot open " + *vfile));
+        return;
+      }
+      *exit_code = PrintReport(VerifyExport(in));
+      return;
+    }
+    std::unique_ptr<LogStore> store;
+    Status s = OpenReader(*vdata, &store);
+    *exit_code = s.ok() ? PrintReport(VerifyLog(*store)) : Fail(s);
+  });
+
+  struct ExportFlags {
+    std::string data = kDefaultDataDir, out, since, until;
+    ExportRange range;
+    uint64_t from = 0, to = 0;
+  };
+  auto ef = std::make_shared<ExportFlags>();
+  auto* exp = audit->add_subcommand("export", "write the log (or a range) as verifiable JSON lines");
+  exp->add_option("--data", ef->data, "log directory")->capture_default_str();
+  exp->add_option("--out", ef->out, "output file (default: stdout)");
+  exp->add_option("--from-seq", ef->from, "first seq");
+  exp->add_option("--to-seq", ef->to, "last seq");
+  exp->add_option("--since", ef->since, "events from this time (RFC 3339)");
+  exp->add_option("--until", ef->until, "events before this time (RFC 3339)");
+  exp->callback([ef, exit_code] {
+    if (ef->from) ef->range.from_seq = ef->from;
+    if (ef->to) ef->range.to_seq = ef->to;
+    if (!ef->since.empty()) ef->range.since_us = ParseTimeFlag("--since", ef->since);
+    if (!ef->until.empty()) ef->range.until_us = ParseTimeFlag("--until", ef->until);
+    std::unique_ptr<LogStore> store;
+    Status s = OpenReader(ef->data, &store);
+    if (!s.ok()) {
+      *exit_code = Fail(s);
+      return;
+    }
+    ExportStats stats;
+    if (ef->out.empty()) {
+      s = ExportLog(*store, ef->range, std::cout, &stats);
+    } else {
+      std::ofstream out(ef->out, std::ios::trunc);
+      s = out ? ExportLog(*store, ef->range, out, &stats)
+              : Status::Error(errc::kLogIO, "cannot write " + ef->out);
+    }
+    if (!s.ok()) {
+      *exit_code = Fail(s);
+      return;
+    }
+    std::cerr << "exported seq " << stats.from_seq << ".." << stats.to_seq << " (" << stats.count
+              << " events)\n";
+  });
+
+  auto idata = std::make_shared<std::string>(kDefaultDataDir);
+  auto ifile = std::make_shared<std::string>();
+  auto* imp = audit->add_subcommand("import", "load a verified export into a log it continues (e.g. a fresh one)");
+  imp->add_option("--data", *idata, "log directory")->capture_default_str();
+  imp->add_option("--file", *ifile, "export file")->required();
+  imp->callback([idata, ifile, exit_code] {
+    std::ifstream in(*ifile);
+    if (!in) {
+      *exit_code = Fail(Status::Error(errc::kNotFound, "cannot open " + *ifile));
+      return;
+    }
+    std::unique_ptr<EventLog> log;
+    LogOptions opts;
+    Status s = EventLog::Open(*idata, opts, &log);
+    uint64_t n = 0;
+    if (s.ok()) s = ImportLog(*log, in, &n);
+    if (!s.ok()) {
+      *exit_code = Fail(s);
+      return;
+    }
+    std::cerr << "imported " << n << " events; head seq " << log->head_seq() << "\n";
+  });
+}
+
+}  // namespace tollgate::cli

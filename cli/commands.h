@@ -1,0 +1,21 @@
+// Subcommand registration for the `tollgate` binary. Each Add*Commands
+// attaches its subcommands to the app; the callback it installs sets
+// *exit_code. Registered in one place: cli/main.cpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace tollgate::cli {
+
+inline constexpr const char* kDefaultDataDir = "tollgate-data";
+
+void AddUpCommand(CLI::App& app, int* exit_code);
+void AddAuditCommands(CLI::App& app, int* exit_code);
+void AddBenchCommands(CLI::App& app, int* exit_code);
+
+// Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
+int64_t ParseTimeFlag(const std::string& flag, const std::string& value);
+
+}  // namespace tollgate::cli

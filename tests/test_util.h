@@ -1,0 +1,48 @@
+// Helpers shared by the test suites: scratch directories and event builders.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/event.h"
+
+namespace tollgate::testing {
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tollgate-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// A valid event of `type` for request `request_id`; ids are deterministic.
+inline Event MakeEvent(const std::string& type, const std::string& request_id,
+                       const std::string& session = "s1", const std::string& agent = "a1",
+                       const std::string& org = "o1", const std::string& tool = "echo",
+                       int64_t time_us = 1'790'000'000'000'000, Json data = Json::object()) {
+  Event e;
+  e.type = type;
+  e.request_id = request_id;
+  e.id = MakeEventId(type, request_id);
+  e.session_id = session;
+  e.agent_id = agent;
+  e.org_id = org;
+  e.tool = tool;
+  e.time_us = time_us;
+  e.data = data.empty() ? Json{{"note", "test"}} : std::move(data);
+  return e;
+}
+
+}  // namespace tollgate::testing
