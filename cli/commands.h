@@ -11,7 +11,8 @@ namespace tollgate::cli {
 
 inline constexpr const char* kDefaultDataDir = "tollgate-data";
 
-void AddUpCommand(CLI::App& app, int* exit_code);
+void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
+void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 

@@ -1,120 +1,118 @@
-// `tollgate up`: everything on one machine.
-//
-// The Kafka pipeline (ingest, decide, approve, execute) is built by the next
-// issue. Until then `up` opens the event log under --data, appends one demo
-// agent session through the real append path (group commit, hash chain,
-// indexes), reads it back with get_audit_log, verifies the whole log, and
-// says how to look at it with the audit commands.
+// `tollgate up`: the whole pipeline on one machine (embedded deployment);
+// `tollgate broker`: the embedded broker alone, for multi-process setups.
+#include <signal.h>
+
 #include <filesystem>
-#include <future>
 #include <iostream>
 
-#include "audit/audit_query.h"
-#include "audit/event_log.h"
-#include "audit/verify.h"
 #include "cli/commands.h"
-#include "core/sha256.h"
+#include "cli/pipeline.h"
 
 namespace tollgate::cli {
 namespace {
 
-std::vector<Event> DemoSession(const std::string& session, int64_t t0) {
-  std::vector<Event> out;
-  struct Call { const char* tool; Json args; const char* verdict; };
-  const Call calls[] = {{"echo", {{"text", "hello"}}, "allow"},
-                        {"current_time", Json::object(), "allow"},
-                        {"delete_file", {{"path", "notes.txt"}}, "deny"}};
-  int64_t t = t0;
-  int n = 0;
-  for (const auto& c : calls) {
-    const std::string rid = session + "-req-" + std::to_string(++n);
-    auto ev = [&](const char* type, Json data) {
-      Event e;
-      e.id = MakeEventId(type, rid);
-      e.type = type;
-      e.time_us = (t += 1500);
-      e.org_id = "demo-org";
-      e.agent_id = "demo-agent";
-      e.session_id = session;
-      e.request_id = rid;
-      e.tool = c.tool;
-      e.data = std::move(data);
-      out.push_back(std::move(e));
-    };
-    ev("request.received", {{"request", {{"tool", c.tool}, {"args", c.args}}},
-                            {"args_hash", Sha256Hex(c.args.dump())},
-                            {"received_at", FormatTime(t)}});
-    ev("decision.made", {{"verdict", c.verdict}, {"reason", "demo policy"}, {"rule", "demo"},
-                         {"danger_level", std::string(c.verdict) == "allow" ? "SAFE" : "HIGH"},
-                         {"policy_version", "demo"}});
-    if (std::string(c.verdict) == "allow") {
-      ev("execution.started", {{"executor", "demo"}, {"attempt", 1}});
-      ev("execution.completed", {{"result", {{"success", true}, {"data", c.args}, {"error", nullptr},
-                                             {"meta", {{"duration_ms", 1}}}}},
-                                 {"duration_ms", 1}});
-    }
-  }
-  return out;
+// Blocks SIGINT/SIGTERM in every thread started after this call and returns
+// a function that waits for one of them.
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
 }
 
-int RunUp(const std::string& data, const std::string& durability_name) {
-  Durability durability;
-  if (!ParseDurability(durability_name, &durability)) {
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+struct UpFlags {
+  PipelineOptions pipeline;
+  std::string durability = "sync";
+};
+
+int RunUp(UpFlags& f) {
+  if (!ParseDurability(f.durability, &f.pipeline.durability)) {
     std::cerr << "tollgate: --durability must be sync or buffered\n";
     return 2;
   }
-  std::filesystem::create_directories(data);
-  std::unique_ptr<EventLog> log;
-  LogOptions opts;
-  opts.durability = durability;
-  Status s = EventLog::Open(data + "/log", opts, &log);
+  BlockStopSignals();
+  std::unique_ptr<Pipeline> p;
+  Status s = Pipeline::Start(f.pipeline, &p);
   if (!s.ok()) {
-    std::cerr << "tollgate: " << s.ToString() << "\n";
+    std::cerr << "tollgate: cannot start: " << s.ToString() << "\n";
     return 2;
   }
-  const std::string session = "demo-session-" + std::to_string(log->head_seq() + 1);
-  std::vector<std::future<AppendResult>> pending;
-  for (Event& e : DemoSession(session, NowMicros())) pending.push_back(log->AppendAsync(std::move(e)));
-  for (auto& f : pending) {
-    AppendResult r = f.get();
-    if (!r.status.ok()) {
-      std::cerr << "tollgate: append failed: " << r.status.ToString() << "\n";
-      return 2;
-    }
-  }
-  std::cout << "tollgate: event log at " << data << "/log (durability " << durability_name << ")\n"
-            << "  appended demo session " << session << "; head seq " << log->head_seq() << "\n";
-  AuditQuery q;
-  q.session_id = session;
-  AuditPage page;
-  s = GetAuditLog(log->store(), QueryScope::Operator(), q, &page);
-  if (!s.ok()) {
-    std::cerr << "tollgate: " << s.ToString() << "\n";
-    return 2;
-  }
-  for (const Event& e : page.events) {
-    std::cout << "  seq " << e.seq << "  " << e.type << "  " << e.tool << "  " << e.hash.substr(0, 16) << "…\n";
-  }
-  VerifyReport report = VerifyLog(log->store());
-  std::cout << "  verify: " << report.Summary() << "\n\n"
-            << "Look at it:\n"
-            << "  tollgate audit query --data " << data << "/log --session " << session << "\n"
-            << "  tollgate audit verify --data " << data << "/log\n"
-            << "  tollgate audit export --data " << data << "/log --out audit.jsonl\n"
-            << "The Kafka pipeline (ingest → decide → approve → execute) is not built yet;\n"
-            << "`up` will run it here once it is.\n";
-  return report.ok() ? 0 : 1;
+  const auto& rec = p->reconciled();
+  const std::string data = f.pipeline.data_dir;
+  std::cout << "tollgate is up\n"
+            << "  broker     " << p->bootstrap() << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n"
+            << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
+            << "  log        " << data << "/log  (durability " << f.durability << ", head seq " << p->log().head_seq() << ")\n"
+            << "  endpoints  " << data << "/endpoints.json\n"
+            << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
+            << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
+            << "Submit a call:\n"
+            << "  tollgate submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
+            << "or publish JSON to " << p->topics().requests() << " with any Kafka client, e.g.\n"
+            << "  echo '{\"org_id\":\"o\",\"agent_id\":\"a\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' | kcat -P -b "
+            << p->bootstrap() << " -t " << p->topics().requests() << " -k a\n"
+            << "Audit: tollgate audit query --data " << data << "/log --session s1\n"
+            << "Ctrl-C stops after the batches in flight.\n"
+            << std::flush;
+  int sig = WaitForSignal();
+  std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
+  p->Stop();
+  p.reset();
+  std::cout << "tollgate: stopped" << std::endl;
+  return 0;
 }
 
 }  // namespace
 
 void AddUpCommand(CLI::App& app, int* exit_code) {
-  auto data = std::make_shared<std::string>(kDefaultDataDir);
-  auto durability = std::make_shared<std::string>("sync");
-  auto* up = app.add_subcommand("up", "run tollgate on this machine (embedded defaults)");
-  up->add_option("--data", *data, "data directory (the log lives in DATA/log)")->capture_default_str();
-  up->add_option("--durability", *durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
-  up->callback([data, durability, exit_code] { *exit_code = RunUp(*data, *durability); });
+  auto f = std::make_shared<UpFlags>();
+  f->pipeline.data_dir = kDefaultDataDir;
+  auto* up = app.add_subcommand("up", "run the whole pipeline on this machine (embedded broker unless --brokers)");
+  up->add_option("--data", f->pipeline.data_dir, "data directory: the log, endpoints.json")->capture_default_str();
+  up->add_option("--brokers", f->pipeline.brokers, "Kafka bootstrap servers (default: start the embedded broker)");
+  up->add_option("--topic-prefix", f->pipeline.topic_prefix, "topic name prefix")->capture_default_str();
+  up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
+  up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
+  up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->callback([f, exit_code] { *exit_code = RunUp(*f); });
+
+  auto bf = std::make_shared<UpFlags>();
+  bf->pipeline.data_dir = "";
+  auto* broker = app.add_subcommand("broker", "run the embedded Kafka-protocol broker alone (in memory)");
+  broker->add_option("--topic-prefix", bf->pipeline.topic_prefix, "topic name prefix")->capture_default_str();
+  broker->add_option("--partitions", bf->pipeline.partitions, "partitions per topic")->capture_default_str();
+  broker->add_option("--data", bf->pipeline.data_dir, "write DATA/endpoints.json with the bootstrap address");
+  broker->callback([bf, exit_code] {
+    BlockStopSignals();
+    std::unique_ptr<EmbeddedBroker> b;
+    Status s = EmbeddedBroker::Start(1, &b);
+    Topics topics{bf->pipeline.topic_prefix};
+    for (size_t i = 0; s.ok() && i < topics.All().size(); ++i) s = b->CreateTopic(topics.All()[i], bf->pipeline.partitions);
+    if (s.ok() && !bf->pipeline.data_dir.empty()) {
+      std::filesystem::create_directories(bf->pipeline.data_dir);
+      s = WriteEndpoints(bf->pipeline.data_dir, {{"bootstrap", b->bootstrap()}, {"topic_prefix", topics.prefix},
+                                                 {"embedded_broker", true}, {"pid", getpid()}});
+    }
+    if (!s.ok()) {
+      std::cerr << "tollgate: " << s.ToString() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    std::cout << b->bootstrap() << std::endl;
+    WaitForSignal();
+    *exit_code = 0;
+  });
 }
 
 }  // namespace tollgate::cli

@@ -35,12 +35,18 @@ Status CanonicalBytes(const Json& value, std::string* out) {
   return Status::Ok();
 }
 
+std::string ToValidUtf8(std::string_view text) {
+  // nlohmann's "replace" handler does exactly this when serialising.
+  std::string quoted = Json(std::string(text)).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return Json::parse(quoted).get<std::string>();
+}
+
 Status ParseJson(std::string_view text, Json* out) {
   try {
     *out = Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
-    return Status::Error(errc::kInvalidJson, std::string("malformed JSON at byte ") +
-                                                 std::to_string(e.byte) + ": " + e.what());
+    return Status::Error(errc::kInvalidJson, "malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                                                 ToValidUtf8(e.what()));
   }
   return Status::Ok();
 }

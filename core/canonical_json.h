@@ -23,6 +23,10 @@ using Json = nlohmann::json;
 // (which JSON cannot represent). *out is unspecified on failure.
 Status CanonicalBytes(const Json& value, std::string* out);
 
+// `text` with every byte sequence that is not valid UTF-8 replaced by U+FFFD,
+// so that text quoting untrusted input (an error message) can be logged.
+std::string ToValidUtf8(std::string_view text);
+
 // Parses `text` as one JSON document. E_INVALID_JSON names the byte offset.
 Status ParseJson(std::string_view text, Json* out);
 

@@ -1,0 +1,151 @@
+#include "cli/pipeline.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "approve/approve_stage.h"
+#include "decide/decide_stage.h"
+#include "execute/execute_stage.h"
+#include "ingest/ingest_stage.h"
+
+namespace tollgate {
+
+Status WriteEndpoints(const std::string& data_dir, const Json& endpoints) {
+  const std::string path = data_dir + "/endpoints.json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << endpoints.dump(2) << "\n";
+    if (!out) return Status::Error(errc::kLogIO, "cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::Error(errc::kLogIO, "cannot write " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+Status ReadEndpoints(const std::string& data_dir, Json* endpoints) {
+  const std::string path = data_dir + "/endpoints.json";
+  std::ifstream in(path);
+  if (!in) {
+    return Status::Error(errc::kNotFound, "no " + path + ": is `tollgate up --data " + data_dir +
+                                              "` running? (or pass --brokers)");
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseJson(text, endpoints);
+}
+
+Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out) {
+  std::unique_ptr<Pipeline> p(new Pipeline());
+  p->options_ = options;
+  p->bus_.topics.prefix = options.topic_prefix;
+  p->bus_.partitions = options.partitions;
+  std::filesystem::create_directories(options.data_dir);
+
+  std::string incarnation;
+  Status s;
+  if (options.brokers.empty()) {
+    s = EmbeddedBroker::Start(1, &p->broker_);
+    if (!s.ok()) return s;
+    for (const auto& t : p->bus_.topics.All()) {
+      s = p->broker_->CreateTopic(t, options.partitions);
+      if (!s.ok()) return s;
+    }
+    p->bus_.brokers = p->broker_->bootstrap();
+    // The embedded broker starts empty each time: its offsets mean nothing
+    // across restarts, so sources carry a fresh incarnation.
+    std::random_device rd;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "emb-%08x%08x", rd(), rd());
+    incarnation = buf;
+  } else {
+    p->bus_.brokers = options.brokers;
+    s = EnsureTopics(p->bus_, std::chrono::seconds(30));
+    if (!s.ok()) return s;
+    incarnation = "ext";
+  }
+
+  LogOptions lo;
+  lo.durability = options.durability;
+  // request.received carries the whole request: leave it room.
+  lo.max_event_bytes = std::max(kDefaultMaxEventBytes, 2 * options.max_request_bytes + (64 << 10));
+  s = EventLog::Open(options.data_dir + "/log", lo, &p->log_);
+  if (!s.ok()) return s;
+  p->sink_ = std::make_unique<LogSink>(*p->log_);
+  p->view_ = std::make_unique<StoreLogView>(p->log_->store());
+
+  s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
+  if (!s.ok()) return s;
+  s = p->ReconcileNow();
+  if (!s.ok()) return s;
+
+  const Topics& topics = p->bus_.topics;
+  IngestConfig ic;
+  ic.topics = topics;
+  ic.max_request_bytes = options.max_request_bytes;
+  p->stages_.push_back(std::make_unique<IngestStage>(ic));
+  p->stages_.push_back(std::make_unique<DecideStage>(DecideConfig{topics}));
+  p->stages_.push_back(std::make_unique<ApproveStage>(ApproveConfig{topics}));
+  p->stages_.push_back(std::make_unique<ExecuteStage>(ExecuteConfig{topics}));
+  Pipeline* raw = p.get();
+  for (auto& stage : p->stages_) {
+    RunnerOptions ro;
+    ro.bus = p->bus_;
+    ro.incarnation = incarnation;
+    ro.max_batch = options.max_batch;
+    ro.max_event_bytes = lo.max_event_bytes;
+    ro.on_offset_lost = [raw](const Status&) {
+      Status r = raw->ReconcileNow();
+      if (!r.ok()) std::cerr << "tollgate: reconcile after offset loss failed: " << r.ToString() << "\n";
+    };
+    auto runner = std::make_unique<StageRunner>(*stage, *p->sink_, *p->view_, ro);
+    s = runner->Start();
+    if (!s.ok()) return s;
+    p->runners_.push_back(std::move(runner));
+  }
+  for (auto& runner : p->runners_) {
+    p->threads_.emplace_back([r = runner.get()] {
+      Status st = r->Run();
+      if (!st.ok()) std::cerr << "tollgate: stage stopped: " << st.ToString() << "\n";
+    });
+  }
+  if (options.write_endpoints) {
+    Json ep{{"bootstrap", p->bus_.brokers}, {"topic_prefix", options.topic_prefix},
+            {"log", options.data_dir + "/log"}, {"embedded_broker", options.brokers.empty()}, {"pid", getpid()}};
+    s = WriteEndpoints(options.data_dir, ep);
+    if (!s.ok()) return s;
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status Pipeline::ReconcileNow() {
+  std::lock_guard<std::mutex> lock(reconcile_mu_);
+  return Reconcile(*log_, *reconcile_producer_, bus_.topics, &reconciled_);
+}
+
+uint64_t Pipeline::retries() const {
+  uint64_t n = 0;
+  for (const auto& r : runners_) n += r->stats().retries.load();
+  return n;
+}
+
+void Pipeline::Stop() {
+  for (auto& r : runners_) r->Stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+Pipeline::~Pipeline() {
+  Stop();
+  runners_.clear();
+  reconcile_producer_.reset();
+  log_.reset();
+  broker_.reset();
+}
+
+}  // namespace tollgate

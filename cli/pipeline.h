@@ -1,0 +1,70 @@
+// The embedded deployment (shared/DESIGN.md): one process, every stage its
+// own consumer on its own topic, the local RocksDB log as the event sink,
+// and — without --brokers — librdkafka's mock cluster as the broker.
+// Used by `tollgate up` and by the integration tests.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "audit/event_log.h"
+#include "audit/log_sink.h"
+#include "cli/reconciler.h"
+#include "core/kafka_bus.h"
+#include "core/stage_runner.h"
+
+namespace tollgate {
+
+struct PipelineOptions {
+  std::string data_dir = "tollgate-data";  // the log is data_dir/log
+  std::string brokers;                     // empty: start the embedded broker
+  std::string topic_prefix = "tollgate.";
+  int partitions = 3;
+  Durability durability = Durability::kSync;
+  size_t max_request_bytes = 1 << 20;
+  size_t max_batch = 500;
+  bool write_endpoints = true;             // data_dir/endpoints.json
+};
+
+class Pipeline {
+ public:
+  // Starts the broker (if embedded), the log, the reconciler, then the
+  // stages. On error nothing keeps running.
+  static Status Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out);
+  // Stops every stage after its batch in flight, then closes the log.
+  ~Pipeline();
+  void Stop();
+
+  const std::string& bootstrap() const { return bus_.brokers; }
+  const Topics& topics() const { return bus_.topics; }
+  EmbeddedBroker* broker() { return broker_.get(); }  // null with --brokers
+  EventLog& log() { return *log_; }
+  const ReconcileStats& reconciled() const { return reconciled_; }
+  // Sum of every runner's retries (failed batches).
+  uint64_t retries() const;
+  // Re-drives unfinished requests now (also run at start).
+  Status ReconcileNow();
+
+ private:
+  Pipeline() = default;
+  PipelineOptions options_;
+  BusConfig bus_;
+  std::unique_ptr<EmbeddedBroker> broker_;
+  std::unique_ptr<EventLog> log_;
+  std::unique_ptr<LogSink> sink_;
+  std::unique_ptr<StoreLogView> view_;
+  std::unique_ptr<Producer> reconcile_producer_;
+  std::mutex reconcile_mu_;
+  ReconcileStats reconciled_;
+  std::vector<std::unique_ptr<Stage>> stages_;
+  std::vector<std::unique_ptr<StageRunner>> runners_;
+  std::vector<std::thread> threads_;
+};
+
+// endpoints.json: where `up` serves, so the other subcommands need no flags.
+Status WriteEndpoints(const std::string& data_dir, const Json& endpoints);
+Status ReadEndpoints(const std::string& data_dir, Json* endpoints);
+
+}  // namespace tollgate

@@ -1,0 +1,79 @@
+#include "cli/reconciler.h"
+
+#include <rocksdb/iterator.h>
+
+#include "audit/log_sink.h"
+#include "core/request_state.h"
+
+namespace tollgate {
+
+std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topics& topics, int64_t now_us) {
+  RequestState st = Summarize(events);
+  if (st.received == nullptr || st.terminal()) return std::nullopt;
+  const Json& data = st.received->data;
+  Flow flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""), nullptr};
+  auto redacted = data.find("redacted");
+  if (redacted != data.end() && redacted->is_array() && !redacted->empty()) {
+    // The log holds the request with its secrets redacted; re-driving it would
+    // run the tool with "[REDACTED]" values. End it, saying so.
+    const std::string msg = "the request was received but the broker lost it before it finished, and its "
+                            "secret-bearing args are not kept in the log; submit it again";
+    Event e = *st.received;
+    e.type = "request.rejected";
+    e.id = MakeEventId(e.type, e.request_id, "reconcile");
+    e.time_us = now_us;
+    e.seq = 0;
+    e.data = {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "reconciler"}};
+    Json decision = st.decision ? st.decision->data : Json();
+    Json result = MakeResult(flow.request, "failed", decision, nullptr, ToolResultError(errc::kRequestLost, msg, true));
+    return Redrive{MessageFor(topics.results(), flow.request, result), std::move(e), 0};
+  }
+  if (st.decision == nullptr) return Redrive{MessageFor(topics.decide(), flow.request, flow.ToJson()), {}, -1};
+  flow.decision = st.decision->data;
+  flow.decision.erase("source");
+  const std::string verdict = st.verdict();
+  if (verdict == "ask" && st.approval_settled == nullptr) {
+    return Redrive{MessageFor(topics.approve(), flow.request, flow.ToJson()), {}, -1};
+  }
+  if (verdict == "allow" || (st.approval_settled && st.approval_settled->type == "approval.granted")) {
+    return Redrive{MessageFor(topics.execute(), flow.request, flow.ToJson()), {}, -1};
+  }
+  return std::nullopt;
+}
+
+Status Reconcile(EventLog& log, Producer& producer, const Topics& topics, ReconcileStats* stats) {
+  const LogStore& store = log.store();
+  StoreLogView view(store);
+  const std::string prefix = logfmt::IndexPrefix("request.received");
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kByType)));
+  const int64_t now = NowMicros();
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    uint64_t seq;
+    logfmt::DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq);
+    Event received;
+    Status s = store.ReadEvent(seq, &received);
+    if (!s.ok()) return s;
+    std::vector<Event> events;
+    s = view.EventsOfRequest(received.request_id, &events);
+    if (!s.ok()) return s;
+    ++stats->requests_seen;
+    auto plan = PlanRedrive(events, topics, now);
+    if (!plan) continue;
+    if (plan->event) {
+      AppendResult r = log.Append(*plan->event);
+      if (!r.status.ok()) return r.status;  // fail closed: publish nothing the log lacks
+      Json v = Json::parse(plan->message.value);
+      v["log_seq"] = r.seq;
+      plan->message.value = v.dump();
+      ++stats->failed_closed;
+    } else {
+      ++stats->redriven;
+    }
+    s = producer.Send(plan->message);
+    if (!s.ok()) return s;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "reconcile scan failed");
+  return producer.Flush(std::chrono::seconds(30));
+}
+
+}  // namespace tollgate

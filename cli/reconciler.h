@@ -1,0 +1,34 @@
+// The reconciler: at start (and when a consumer finds its offset gone), it
+// re-drives every request the log shows unfinished, because the embedded
+// broker keeps messages in memory only and the log, not the broker, is the
+// record. Stages recognise a re-driven copy of a step already in the log
+// and ignore it, so re-driving is safe even when the original is still in
+// a topic.
+#pragma once
+
+#include <optional>
+
+#include "audit/event_log.h"
+#include "core/kafka_bus.h"
+#include "core/messages.h"
+
+namespace tollgate {
+
+// What to do for one request, given its events in log order. Pure.
+struct Redrive {
+  Message message;               // to publish
+  std::optional<Event> event;    // to append first (requests that cannot be re-driven)
+  int log_seq_of_event = -1;     // as StageOutput
+};
+std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topics& topics, int64_t now_us);
+
+struct ReconcileStats {
+  uint64_t requests_seen = 0;
+  uint64_t redriven = 0;
+  uint64_t failed_closed = 0;  // could not be re-driven (redacted secrets): ended with E_REQUEST_LOST
+};
+
+// Walks every request.received in the log and applies PlanRedrive.
+Status Reconcile(EventLog& log, Producer& producer, const Topics& topics, ReconcileStats* stats);
+
+}  // namespace tollgate

@@ -1,0 +1,114 @@
+// `tollgate submit`: publish one tool request, optionally wait for its result.
+// Exit code: 0 completed, 1 any other status (denied, failed, rejected,
+// expired), 2 usage or connection error, 3 no result within --timeout.
+#include <iostream>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "core/messages.h"
+
+namespace tollgate::cli {
+namespace {
+
+struct SubmitFlags {
+  std::string data = kDefaultDataDir, brokers, topic_prefix;
+  std::string org = "default", agent, session, tool, args = "{}", action, request_id;
+  double cost = -1;
+  bool wait = false;
+  int timeout_s = 30;
+};
+
+std::string RandomId() {
+  std::random_device rd;
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "req-%08x%08x%08x", rd(), rd(), rd());
+  return buf;
+}
+
+int RunSubmit(SubmitFlags& f) {
+  BusConfig bus;
+  bus.brokers = f.brokers;
+  bus.topics.prefix = f.topic_prefix.empty() ? "tollgate." : f.topic_prefix;
+  if (bus.brokers.empty()) {
+    Json ep;
+    Status s = ReadEndpoints(f.data, &ep);
+    if (!s.ok()) {
+      std::cerr << "tollgate: " << s.ToString() << "\n";
+      return 2;
+    }
+    bus.brokers = ep.value("bootstrap", "");
+    if (f.topic_prefix.empty()) bus.topics.prefix = ep.value("topic_prefix", "tollgate.");
+  }
+  Json args;
+  if (!ParseJson(f.args, &args).ok() || !args.is_object()) {
+    std::cerr << "tollgate: --args must be a JSON object\n";
+    return 2;
+  }
+  if (f.request_id.empty()) f.request_id = RandomId();
+  Json req{{"request_id", f.request_id}, {"org_id", f.org}, {"agent_id", f.agent},
+           {"session_id", f.session},    {"tool", f.tool},  {"args", args}};
+  if (!f.action.empty()) req["action"] = f.action;
+  if (f.cost >= 0) req["estimated_cost_usd"] = f.cost;
+
+  // Subscribe first, so the result cannot slip past between send and read.
+  std::unique_ptr<Consumer> consumer;
+  if (f.wait) {
+    Status s = Consumer::Open(bus, "tollgate-submit-" + f.request_id, {bus.topics.results()}, &consumer);
+    if (!s.ok()) {
+      std::cerr << "tollgate: " << s.ToString() << "\n";
+      return 2;
+    }
+  }
+  std::unique_ptr<Producer> producer;
+  Status s = Producer::Open(bus, "", &producer);
+  if (s.ok()) s = producer->Send(MessageFor(bus.topics.requests(), req, req));
+  if (s.ok()) s = producer->Flush(std::chrono::seconds(f.timeout_s));
+  if (!s.ok()) {
+    std::cerr << "tollgate: cannot publish: " << s.ToString() << "\n";
+    return 2;
+  }
+  if (!f.wait) {
+    std::cout << Json{{"request_id", f.request_id}, {"status", "submitted"}}.dump() << std::endl;
+    return 0;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
+  std::vector<Message> batch;
+  while (std::chrono::steady_clock::now() < deadline) {
+    batch.clear();
+    consumer->Poll(100, std::chrono::milliseconds(200), &batch);
+    for (const auto& m : batch) {
+      auto it = m.headers.find(kHeaderRequestId);
+      if (it == m.headers.end() || it->second != f.request_id) continue;
+      Json result;
+      if (!ParseJson(m.value, &result).ok()) continue;
+      std::cout << result.dump(2) << std::endl;
+      return result.value("status", "") == "completed" ? 0 : 1;
+    }
+  }
+  std::cerr << "tollgate: no result for " << f.request_id << " within " << f.timeout_s << " s\n";
+  return 3;
+}
+
+}  // namespace
+
+void AddSubmitCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SubmitFlags>();
+  auto* cmd = app.add_subcommand("submit", "publish a tool request; --wait prints its result");
+  cmd->add_option("--data", f->data, "where `up` wrote endpoints.json")->capture_default_str();
+  cmd->add_option("--brokers", f->brokers, "Kafka bootstrap servers (instead of endpoints.json)");
+  cmd->add_option("--topic-prefix", f->topic_prefix, "topic name prefix");
+  cmd->add_option("--org", f->org, "org id")->capture_default_str();
+  cmd->add_option("--agent", f->agent, "agent id")->required();
+  cmd->add_option("--session", f->session, "session id")->required();
+  cmd->add_option("--tool", f->tool, "tool, e.g. echo, http_request, cli:code-search")->required();
+  cmd->add_option("--args", f->args, "arguments as a JSON object")->capture_default_str();
+  cmd->add_option("--action", f->action, "optional action");
+  cmd->add_option("--cost", f->cost, "estimated cost in USD");
+  cmd->add_option("--request-id", f->request_id, "idempotency key (default: a random id)");
+  cmd->add_flag("--wait", f->wait, "wait for the result and print it");
+  cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();
+  cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });
+}
+
+}  // namespace tollgate::cli

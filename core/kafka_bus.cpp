@@ -1,0 +1,419 @@
+#include "core/kafka_bus.h"
+
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+
+#include <atomic>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+namespace tollgate {
+namespace {
+
+Status KafkaError(const std::string& what, rd_kafka_resp_err_t err) {
+  return Status::Error(errc::kKafka, what + ": " + rd_kafka_err2str(err));
+}
+
+Status FromKafkaError(const std::string& what, rd_kafka_error_t* error) {
+  if (error == nullptr) return Status::Ok();
+  const bool abortable = rd_kafka_error_txn_requires_abort(error);
+  const bool retriable = rd_kafka_error_is_retriable(error);
+  Status s = Status::Error(abortable || retriable ? errc::kTxnAbortable : errc::kKafka,
+                           what + ": " + rd_kafka_error_string(error));
+  rd_kafka_error_destroy(error);
+  return s;
+}
+
+class Conf {
+ public:
+  explicit Conf(const BusConfig& c) : conf_(rd_kafka_conf_new()) {
+    Set("bootstrap.servers", c.brokers);
+    Set("client.id", c.client_id);
+    Set("log_level", "4");  // warnings and worse
+    for (const auto& [k, v] : c.extra) Set(k, v);
+  }
+  ~Conf() {
+    if (conf_) rd_kafka_conf_destroy(conf_);
+  }
+  void Set(const std::string& k, const std::string& v) {
+    char err[512];
+    if (rd_kafka_conf_set(conf_, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK && status_.ok()) {
+      status_ = Status::Error(errc::kKafka, "bad Kafka setting " + k + "=" + v + ": " + err);
+    }
+  }
+  const Status& status() const { return status_; }
+  rd_kafka_conf_t* get() const { return conf_; }
+  // rd_kafka_new takes ownership on success.
+  rd_kafka_t* Create(rd_kafka_type_t type, Status* s) {
+    if (!status_.ok()) {
+      *s = status_;
+      return nullptr;
+    }
+    char err[512];
+    rd_kafka_t* rk = rd_kafka_new(type, conf_, err, sizeof err);
+    if (rk == nullptr) {
+      *s = Status::Error(errc::kKafka, std::string("cannot create a Kafka client: ") + err);
+      return nullptr;
+    }
+    conf_ = nullptr;
+    return rk;
+  }
+
+ private:
+  rd_kafka_conf_t* conf_;
+  Status status_;
+};
+
+using OffsetMap = std::map<std::pair<std::string, int32_t>, int64_t>;
+
+rd_kafka_topic_partition_list_t* ToList(const OffsetMap& offsets) {
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(offsets.size()));
+  for (const auto& [tp, off] : offsets) {
+    rd_kafka_topic_partition_list_add(list, tp.first.c_str(), tp.second)->offset = off;
+  }
+  return list;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- broker
+
+Status EmbeddedBroker::Start(int brokers, std::unique_ptr<EmbeddedBroker>* out) {
+  std::unique_ptr<EmbeddedBroker> b(new EmbeddedBroker());
+  BusConfig bc;
+  Conf conf(bc);
+  conf.Set("bootstrap.servers", "");
+  Status s;
+  b->handle_ = conf.Create(RD_KAFKA_PRODUCER, &s);
+  if (!s.ok()) return s;
+  b->cluster_ = rd_kafka_mock_cluster_new(b->handle_, brokers);
+  if (b->cluster_ == nullptr) return Status::Error(errc::kKafka, "cannot start the embedded broker");
+  b->bootstrap_ = rd_kafka_mock_cluster_bootstraps(b->cluster_);
+  *out = std::move(b);
+  return Status::Ok();
+}
+
+EmbeddedBroker::~EmbeddedBroker() {
+  if (cluster_) rd_kafka_mock_cluster_destroy(cluster_);
+  if (handle_) rd_kafka_destroy(handle_);
+}
+
+Status EmbeddedBroker::CreateTopic(const std::string& topic, int partitions) {
+  rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(cluster_, topic.c_str(), partitions, 1);
+  if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) return KafkaError("create topic " + topic, err);
+  return Status::Ok();
+}
+
+Status EmbeddedBroker::SetBrokerDown(int32_t id) {
+  rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_down(cluster_, id);
+  return err ? KafkaError("broker down", err) : Status::Ok();
+}
+
+Status EmbeddedBroker::SetBrokerUp(int32_t id) {
+  rd_kafka_resp_err_t err = rd_kafka_mock_broker_set_up(cluster_, id);
+  return err ? KafkaError("broker up", err) : Status::Ok();
+}
+
+void EmbeddedBroker::PushRequestErrors(int16_t api_key, int count, int error) {
+  std::vector<rd_kafka_resp_err_t> errs(count, static_cast<rd_kafka_resp_err_t>(error));
+  rd_kafka_mock_push_request_errors_array(cluster_, api_key, errs.size(), errs.data());
+}
+
+// ---------------------------------------------------------------- topics
+
+Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) {
+  Conf conf(config);
+  Status s;
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_PRODUCER, &s);
+  if (!s.ok()) return s;
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> guard(rk, rd_kafka_destroy);
+  const auto names = config.topics.All();
+  std::vector<rd_kafka_NewTopic_t*> news;
+  for (const auto& t : names) {
+    char err[256];
+    news.push_back(rd_kafka_NewTopic_new(t.c_str(), config.partitions, -1, err, sizeof err));
+  }
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_AdminOptions_t* opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  char err[256];
+  rd_kafka_AdminOptions_set_operation_timeout(opts, static_cast<int>(timeout.count()), err, sizeof err);
+  rd_kafka_CreateTopics(rk, news.data(), news.size(), opts, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, static_cast<int>(timeout.count()) + 1000);
+  if (ev == nullptr) {
+    s = Status::Error(errc::kKafka, "creating topics timed out; is the broker at " + config.brokers + " up?");
+  } else if (rd_kafka_event_error(ev)) {
+    s = Status::Error(errc::kKafka, std::string("creating topics failed: ") + rd_kafka_event_error_string(ev));
+  } else {
+    size_t n = 0;
+    const rd_kafka_topic_result_t** res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    for (size_t i = 0; i < n && s.ok(); ++i) {
+      rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
+      if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        s = KafkaError(std::string("creating topic ") + rd_kafka_topic_result_name(res[i]), e);
+      }
+    }
+  }
+  if (ev) rd_kafka_event_destroy(ev);
+  rd_kafka_AdminOptions_destroy(opts);
+  rd_kafka_NewTopic_destroy_array(news.data(), news.size());
+  rd_kafka_queue_destroy(q);
+  return s;
+}
+
+// ---------------------------------------------------------------- producer
+
+struct Producer::DeliveryState {
+  std::mutex mu;
+  std::string first_error;  // guarded by mu
+  size_t failed = 0;        // guarded by mu
+};
+
+namespace {
+void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  auto* d = static_cast<Producer::DeliveryState*>(opaque);
+  std::lock_guard<std::mutex> lock(d->mu);
+  if (d->failed++ == 0) {
+    d->first_error = std::string("delivery to ") + rd_kafka_topic_name(m->rkt) + " failed: " + rd_kafka_err2str(m->err);
+  }
+}
+}  // namespace
+
+Status Producer::Open(const BusConfig& config, const std::string& transactional_id,
+                      std::unique_ptr<Producer>* out) {
+  std::unique_ptr<Producer> p(new Producer());
+  p->delivery_ = std::make_unique<DeliveryState>();
+  Conf conf(config);
+  conf.Set("enable.idempotence", "true");
+  conf.Set("acks", "all");
+  conf.Set("partitioner", "murmur2_random");
+  conf.Set("linger.ms", "2");
+  if (!transactional_id.empty()) {
+    conf.Set("transactional.id", transactional_id);
+    conf.Set("transaction.timeout.ms", "60000");
+  }
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), OnDelivery);
+  rd_kafka_conf_set_opaque(conf.get(), p->delivery_.get());
+  Status s;
+  p->rk_ = conf.Create(RD_KAFKA_PRODUCER, &s);
+  if (!s.ok()) return s;
+  if (!transactional_id.empty()) {
+    p->transactional_ = true;
+    s = FromKafkaError("init transactions", rd_kafka_init_transactions(p->rk_, 30000));
+    if (!s.ok()) return s;
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Producer::~Producer() {
+  if (rk_) {
+    rd_kafka_flush(rk_, 5000);
+    rd_kafka_destroy(rk_);
+  }
+}
+
+Status Producer::Send(const Message& m) {
+  for (int attempt = 0;; ++attempt) {
+    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(m.headers.size());
+    for (const auto& [k, v] : m.headers) rd_kafka_header_add(hdrs, k.data(), k.size(), v.data(), v.size());
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk_, RD_KAFKA_V_TOPIC(m.topic.c_str()), RD_KAFKA_V_KEY(m.key.data(), m.key.size()),
+        RD_KAFKA_V_VALUE(const_cast<char*>(m.value.data()), m.value.size()),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // hdrs now owned by librdkafka
+    rd_kafka_headers_destroy(hdrs);
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || attempt > 100) return KafkaError("produce to " + m.topic, err);
+    rd_kafka_poll(rk_, 50);
+  }
+  rd_kafka_poll(rk_, 0);
+  return Status::Ok();
+}
+
+Status Producer::Flush(std::chrono::milliseconds timeout) {
+  rd_kafka_resp_err_t err = rd_kafka_flush(rk_, static_cast<int>(timeout.count()));
+  if (err) return KafkaError("flush", err);
+  std::lock_guard<std::mutex> lock(delivery_->mu);
+  if (delivery_->failed) {
+    Status s = Status::Error(errc::kKafka, delivery_->first_error + " (" + std::to_string(delivery_->failed) + " failed)");
+    delivery_->failed = 0;
+    delivery_->first_error.clear();
+    return s;
+  }
+  return Status::Ok();
+}
+
+Status Producer::BeginTransaction() { return FromKafkaError("begin transaction", rd_kafka_begin_transaction(rk_)); }
+
+Status Producer::SendOffsets(const Consumer& consumer, const OffsetMap& next_offsets,
+                             std::chrono::milliseconds timeout) {
+  if (next_offsets.empty()) return Status::Ok();
+  rd_kafka_topic_partition_list_t* list = ToList(next_offsets);
+  rd_kafka_consumer_group_metadata_t* md = rd_kafka_consumer_group_metadata(consumer.rk_);
+  Status s = FromKafkaError("send offsets to transaction",
+                            rd_kafka_send_offsets_to_transaction(rk_, list, md, static_cast<int>(timeout.count())));
+  rd_kafka_consumer_group_metadata_destroy(md);
+  rd_kafka_topic_partition_list_destroy(list);
+  return s;
+}
+
+Status Producer::CommitTransaction(std::chrono::milliseconds timeout) {
+  Status s = FromKafkaError("commit transaction", rd_kafka_commit_transaction(rk_, static_cast<int>(timeout.count())));
+  std::lock_guard<std::mutex> lock(delivery_->mu);
+  delivery_->failed = 0;  // a committed transaction delivered everything in it
+  return s;
+}
+
+Status Producer::AbortTransaction(std::chrono::milliseconds timeout) {
+  Status s = FromKafkaError("abort transaction", rd_kafka_abort_transaction(rk_, static_cast<int>(timeout.count())));
+  std::lock_guard<std::mutex> lock(delivery_->mu);
+  delivery_->failed = 0;
+  return s;
+}
+
+// ---------------------------------------------------------------- consumer
+
+namespace {
+
+// Assignment: start every partition at its committed offset, or at the
+// beginning for a group that never committed one. A committed offset the
+// broker no longer holds is data lost before this group read it: reported.
+void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void*) {
+  if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    rd_kafka_committed(rk, parts, 10000);
+    for (int i = 0; i < parts->cnt; ++i) {
+      auto& p = parts->elems[i];
+      if (p.offset < 0) p.offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+    rd_kafka_assign(rk, parts);
+  } else {
+    rd_kafka_assign(rk, nullptr);
+  }
+}
+
+}  // namespace
+
+Status Consumer::Open(const BusConfig& config, const std::string& group,
+                      const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out) {
+  std::unique_ptr<Consumer> c(new Consumer());
+  Conf conf(config);
+  conf.Set("group.id", group);
+  conf.Set("enable.auto.commit", "false");
+  conf.Set("enable.auto.offset.store", "false");
+  conf.Set("isolation.level", "read_committed");
+  // "error": an offset the broker no longer has is reported to us instead
+  // of being silently reset (see Poll).
+  conf.Set("auto.offset.reset", "error");
+  conf.Set("session.timeout.ms", "6000");
+  conf.Set("heartbeat.interval.ms", "1000");
+  conf.Set("fetch.wait.max.ms", "20");
+  // Oversized requests must reach ingest to be rejected with a result: a
+  // message larger than the fetch size would stall its partition.
+  conf.Set("max.partition.fetch.bytes", "33554432");
+  conf.Set("fetch.max.bytes", "67108864");
+  conf.Set("receive.message.max.bytes", "134217728");
+  rd_kafka_conf_set_rebalance_cb(conf.get(), OnRebalance);
+  Status s;
+  c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
+  if (!s.ok()) return s;
+  rd_kafka_poll_set_consumer(c->rk_);
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()));
+  for (const auto& t : topics) rd_kafka_topic_partition_list_add(list, t.c_str(), RD_KAFKA_PARTITION_UA);
+  rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return KafkaError("subscribe", err);
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Consumer::~Consumer() {
+  Close();
+  if (rk_) rd_kafka_destroy(rk_);
+}
+
+void Consumer::Close() {
+  if (rk_ && !closed_) {
+    rd_kafka_consumer_close(rk_);
+    closed_ = true;
+  }
+}
+
+Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector<Message>* out) {
+  Status result;
+  auto wait = timeout;
+  while (out->size() < max) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, static_cast<int>(wait.count()));
+    if (m == nullptr) break;
+    wait = std::chrono::milliseconds(0);
+    if (m->err) {
+      if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && m->rkt) {
+        // The offset we were to read from is gone (the broker dropped it, or
+        // restarted empty). Say so, then go on from what the broker has.
+        std::string topic = rd_kafka_topic_name(m->rkt);
+        result = Status::Error(errc::kOffsetLost,
+                               "OFFSET LOST on " + topic + "[" + std::to_string(m->partition) +
+                                   "]: " + rd_kafka_message_errstr(m) +
+                                   "; continuing from the earliest offset the broker holds");
+        auto* list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, topic.c_str(), m->partition)->offset = RD_KAFKA_OFFSET_BEGINNING;
+        rd_kafka_error_t* e = rd_kafka_seek_partitions(rk_, list, 5000);
+        if (e) rd_kafka_error_destroy(e);
+        rd_kafka_topic_partition_list_destroy(list);
+      } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && result.ok()) {
+        // Transient errors (broker down, ...) are retried by librdkafka.
+        std::cerr << "tollgate: consumer: " << rd_kafka_message_errstr(m) << "\n";
+      }
+      rd_kafka_message_destroy(m);
+      continue;
+    }
+    Message msg;
+    msg.topic = rd_kafka_topic_name(m->rkt);
+    msg.partition = m->partition;
+    msg.offset = m->offset;
+    if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
+    if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* name;
+      const void* val;
+      size_t size;
+      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+        msg.headers[name] = val ? std::string(static_cast<const char*>(val), size) : "";
+      }
+    }
+    out->push_back(std::move(msg));
+    rd_kafka_message_destroy(m);
+  }
+  return result;
+}
+
+Status Consumer::Commit(const OffsetMap& next_offsets) {
+  if (next_offsets.empty()) return Status::Ok();
+  auto* list = ToList(next_offsets);
+  rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list, 0);
+  rd_kafka_topic_partition_list_destroy(list);
+  return err ? KafkaError("commit offsets", err) : Status::Ok();
+}
+
+Status Consumer::RewindToCommitted() {
+  rd_kafka_topic_partition_list_t* parts = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_assignment(rk_, &parts);
+  if (err) return KafkaError("assignment", err);
+  err = rd_kafka_committed(rk_, parts, 10000);
+  if (!err) {
+    for (int i = 0; i < parts->cnt; ++i) {
+      if (parts->elems[i].offset < 0) parts->elems[i].offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+    rd_kafka_error_t* e = rd_kafka_seek_partitions(rk_, parts, 10000);
+    if (e) {
+      Status s = FromKafkaError("rewind", e);
+      rd_kafka_topic_partition_list_destroy(parts);
+      return s;
+    }
+  }
+  rd_kafka_topic_partition_list_destroy(parts);
+  return err ? KafkaError("committed offsets", err) : Status::Ok();
+}
+
+}  // namespace tollgate

@@ -1,0 +1,155 @@
+// The Kafka transport: topic names, an embedded Kafka-protocol broker
+// (librdkafka's mock cluster), and thin producer/consumer wrappers.
+//
+// Every stage talks to Kafka only through these types, and only the stage
+// runner (core/stage_runner.h) uses them; stage cores never see Kafka.
+// Producer and consumer are each used from one thread at a time, except
+// where a method says otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+struct rd_kafka_s;
+struct rd_kafka_mock_cluster_s;
+
+namespace tollgate {
+
+// The topic set of shared/DESIGN.md under a configurable prefix.
+struct Topics {
+  std::string prefix = "tollgate.";
+  std::string requests() const { return prefix + "requests"; }
+  std::string decide() const { return prefix + "decide"; }
+  std::string approve() const { return prefix + "approve"; }
+  std::string execute() const { return prefix + "execute"; }
+  std::string results() const { return prefix + "results"; }
+  std::string approval_responses() const { return prefix + "approval-responses"; }
+  std::string events() const { return prefix + "events"; }
+  std::vector<std::string> All() const {
+    return {requests(), decide(), approve(), execute(), results(), approval_responses(), events()};
+  }
+};
+
+struct BusConfig {
+  std::string brokers;        // bootstrap.servers
+  Topics topics;
+  int partitions = 3;         // for topics tollgate creates
+  std::string client_id = "tollgate";
+  // Extra librdkafka properties applied to every client (e.g. security).
+  std::map<std::string, std::string> extra;
+};
+
+// A Kafka message as a stage sees it. Headers carry request_id, session_id
+// and trace_id (shared/DESIGN.md).
+struct Message {
+  std::string topic;
+  int32_t partition = -1;
+  int64_t offset = -1;
+  std::string key;
+  std::string value;
+  std::map<std::string, std::string> headers;
+};
+
+// librdkafka's Kafka-protocol mock cluster, in this process, listening on
+// 127.0.0.1. Keeps data in memory only. Thread-safe.
+class EmbeddedBroker {
+ public:
+  static Status Start(int brokers, std::unique_ptr<EmbeddedBroker>* out);
+  ~EmbeddedBroker();
+  const std::string& bootstrap() const { return bootstrap_; }
+  Status CreateTopic(const std::string& topic, int partitions);
+  // Fault injection for tests, through the mock cluster's own controls.
+  Status SetBrokerDown(int32_t broker_id);
+  Status SetBrokerUp(int32_t broker_id);
+  // The next `count` requests of Kafka API `api_key` (0 = Produce, 1 =
+  // Fetch, 8 = OffsetCommit, ...) fail with `error` (an rd_kafka_resp_err_t).
+  void PushRequestErrors(int16_t api_key, int count, int error);
+
+ private:
+  EmbeddedBroker() = default;
+  rd_kafka_s* handle_ = nullptr;
+  rd_kafka_mock_cluster_s* cluster_ = nullptr;
+  std::string bootstrap_;
+};
+
+// Creates the topics of `config` that are missing (admin API), and checks
+// that those present have at least one partition. Works against the
+// embedded broker and Apache Kafka alike.
+Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout);
+
+// An idempotent producer (acks=all, murmur2 partitioner so Java clients
+// agree on partitions), optionally transactional.
+class Producer {
+ public:
+  // `transactional_id` empty = plain idempotent producer.
+  static Status Open(const BusConfig& config, const std::string& transactional_id,
+                     std::unique_ptr<Producer>* out);
+  ~Producer();
+
+  // Queues a message; delivery is confirmed by Flush() (or by committing
+  // the transaction). Keyed messages go to murmur2(key) % partitions.
+  Status Send(const Message& m);
+  // Waits until everything queued is delivered; fails if any delivery failed
+  // since the last Flush.
+  Status Flush(std::chrono::milliseconds timeout);
+
+  // Transactions (transactional producers only). On an error whose
+  // code is E_TXN_ABORTABLE the caller must AbortTransaction and retry the
+  // batch; other errors are fatal for this producer.
+  Status BeginTransaction();
+  // Commits the consumer's offsets (next offset to read, per partition)
+  // in the current transaction.
+  Status SendOffsets(const class Consumer& consumer,
+                     const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets,
+                     std::chrono::milliseconds timeout);
+  Status CommitTransaction(std::chrono::milliseconds timeout);
+  Status AbortTransaction(std::chrono::milliseconds timeout);
+
+  struct DeliveryState;  // shared with librdkafka's delivery callback
+
+ private:
+  Producer() = default;
+  rd_kafka_s* rk_ = nullptr;
+  bool transactional_ = false;
+  std::unique_ptr<DeliveryState> delivery_;
+};
+
+// A consumer in a group with manual offset commits, reading committed data
+// only. Offset loss (the broker dropped data the group had not read) is
+// reported, never skipped silently: Poll returns E_OFFSET_LOST once and then
+// continues from the earliest offset still held.
+class Consumer {
+ public:
+  static Status Open(const BusConfig& config, const std::string& group,
+                     const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out);
+  ~Consumer();
+
+  // Up to `max` messages, waiting at most `timeout` for the first.
+  Status Poll(size_t max, std::chrono::milliseconds timeout, std::vector<Message>* out);
+  // Synchronously commits next offsets (non-transactional use).
+  Status Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets);
+  // Rewinds every assigned partition to its committed offset (after an
+  // aborted transaction, so the batch is read again).
+  Status RewindToCommitted();
+  void Close();
+
+ private:
+  friend class Producer;
+  Consumer() = default;
+  rd_kafka_s* rk_ = nullptr;
+  bool closed_ = false;
+};
+
+namespace errc {
+inline constexpr const char* kKafka = "E_KAFKA";
+inline constexpr const char* kTxnAbortable = "E_TXN_ABORTABLE";
+inline constexpr const char* kOffsetLost = "E_OFFSET_LOST";
+}  // namespace errc
+
+}  // namespace tollgate

@@ -1,0 +1,69 @@
+// The messages that move along the pipeline's topics, and the result every
+// agent gets back (shared/DESIGN.md, "Public contract"). Builders only:
+// stages and the reconciler use them so that a message re-driven from the
+// log is byte-for-byte what the stage would have sent.
+#pragma once
+
+#include <string>
+
+#include "core/canonical_json.h"
+#include "core/event.h"
+#include "core/kafka_bus.h"
+
+namespace tollgate {
+
+// Stable error codes of the pipeline (docs/errors.md).
+namespace errc {
+inline constexpr const char* kInvalidRequest = "E_INVALID_REQUEST";
+inline constexpr const char* kRequestTooLarge = "E_REQUEST_TOO_LARGE";
+inline constexpr const char* kDuplicateRequest = "E_DUPLICATE_REQUEST";
+inline constexpr const char* kRequestLost = "E_REQUEST_LOST";
+inline constexpr const char* kPolicyDenied = "E_POLICY_DENIED";
+inline constexpr const char* kUnknownTool = "E_UNKNOWN_TOOL";
+inline constexpr const char* kApprovalDenied = "E_APPROVAL_DENIED";
+inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
+inline constexpr const char* kToolExec = "E_TOOL_EXEC";
+inline constexpr const char* kOutcomeUnknown = "E_OUTCOME_UNKNOWN";
+inline constexpr const char* kInternal = "E_INTERNAL";
+}  // namespace errc
+
+// Header names carried on every pipeline message.
+inline constexpr const char* kHeaderRequestId = "request_id";
+inline constexpr const char* kHeaderSessionId = "session_id";
+inline constexpr const char* kHeaderTraceId = "trace_id";
+
+// ToolResult: {success, data, error: {code, message, recoverable} | null, meta: {duration_ms, ...}}.
+Json ToolResultOk(Json data, double duration_ms);
+Json ToolResultError(const std::string& code, const std::string& message, bool recoverable,
+                     double duration_ms = 0);
+
+// The flow message on the decide, approve and execute topics:
+// {"request": <normalised request, args NOT redacted>, "received_at": "...",
+//  "args_hash": "<hex>", "decision": {...} (from decide on)}.
+// `request` holds request_id, org_id, agent_id, session_id, tool, args and the
+// optional action, estimated_cost_usd, metadata.
+struct Flow {
+  Json request;
+  std::string received_at;
+  std::string args_hash;
+  Json decision;  // null before decide
+  Json ToJson() const;
+  static bool FromJson(const Json& j, Flow* out);
+  std::string request_id() const { return request.value("request_id", ""); }
+  std::string agent_id() const { return request.value("agent_id", ""); }
+};
+
+// The result published on tollgate.results. `decision` and `approval` may be
+// null; log_seq is filled in by the stage runner.
+Json MakeResult(const Json& request, const std::string& status, const Json& decision,
+                const Json& approval, const Json& tool_result);
+
+// A message for `topic` keyed by the request's agent_id with the standard
+// headers. The trace id is the request's metadata.trace_id when given, else
+// the request id.
+Message MessageFor(const std::string& topic, const Json& request, const Json& value);
+
+// SHA-256 hex of the canonical JSON of `args`.
+std::string ArgsHash(const Json& args);
+
+}  // namespace tollgate

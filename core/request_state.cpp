@@ -1,0 +1,90 @@
+#include "core/request_state.h"
+
+#include "core/messages.h"
+
+namespace tollgate {
+
+bool RequestState::terminal() const {
+  if (rejected || completed) return true;
+  if (decision && verdict() == "deny") return true;
+  if (approval_settled && approval_settled->type != "approval.granted") return true;
+  return false;
+}
+
+std::string RequestState::verdict() const {
+  if (!decision) return "";
+  auto v = decision->data.find("verdict");
+  return v != decision->data.end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+RequestState Summarize(const std::vector<Event>& events) {
+  RequestState s;
+  for (const Event& e : events) {
+    if (e.type == "request.received") {
+      s.received = &e;
+      s.rejected = nullptr;  // an id rejected as invalid, then sent valid, is live again
+    }
+    else if (e.type == "request.rejected") {
+      // A conflicting re-use of the id is refused but does not end the
+      // original request.
+      auto err = e.data.find("error");
+      bool dup = err != e.data.end() && err->is_object() && err->value("code", "") == errc::kDuplicateRequest;
+      if (!dup) s.rejected = &e;
+    } else if (e.type == "decision.made") s.decision = &e;
+    else if (e.type == "approval.requested") s.approval_requested = &e;
+    else if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") s.approval_settled = &e;
+    else if (e.type == "execution.started") {
+      s.started = &e;
+      ++s.attempts;
+    } else if (e.type == "execution.completed") s.completed = &e;
+  }
+  return s;
+}
+
+Json ResultFromLog(const RequestState& st) {
+  if (!st.terminal()) return nullptr;
+  const Event* any = st.received ? st.received : st.rejected;
+  Json request = st.received ? st.received->data.value("request", Json::object())
+                             : Json{{"request_id", any->request_id}, {"org_id", any->org_id},
+                                    {"agent_id", any->agent_id}, {"session_id", any->session_id}, {"tool", any->tool}};
+  auto clean = [](Json d) {
+    if (d.is_object()) d.erase("source");
+    return d;
+  };
+  Json decision = st.decision ? clean(st.decision->data) : Json();
+  Json approval = st.approval_settled ? clean(st.approval_settled->data) : Json();
+  Json result;
+  const Event* last = nullptr;
+  if (st.rejected) {
+    auto err = st.rejected->data.value("error", Json::object());
+    const std::string code = err.value("code", errc::kInvalidRequest);
+    result = MakeResult(request, code == errc::kRequestLost ? "failed" : "rejected", decision, approval,
+                        ToolResultError(code, err.value("message", ""), code == errc::kRequestLost));
+    last = st.rejected;
+  } else if (st.completed) {
+    Json tr = st.completed->data.value("result", Json());
+    result = MakeResult(request, tr.value("success", false) ? "completed" : "failed", decision, approval, tr);
+    last = st.completed;
+  } else if (st.approval_settled) {
+    const bool expired = st.approval_settled->type == "approval.expired";
+    result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
+                        ToolResultError(expired ? errc::kApprovalExpired : errc::kApprovalDenied,
+                                        approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")), false));
+    last = st.approval_settled;
+  } else {
+    result = MakeResult(request, "denied", decision, nullptr,
+                        ToolResultError(decision.value("error_code", errc::kPolicyDenied),
+                                        decision.value("reason", "denied by policy"), false));
+    last = st.decision;
+  }
+  result["log_seq"] = last->seq;
+  return result;
+}
+
+std::string SourceOf(const Event* e) {
+  if (!e) return "";
+  auto it = e->data.find("source");
+  return it != e->data.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace tollgate

@@ -1,0 +1,44 @@
+// What the log says about one request: which steps happened and whether it
+// is finished. Pure; used by stages to recognise re-sent messages, by the
+// reconciler to re-drive unfinished requests, and by replay.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/event.h"
+
+namespace tollgate {
+
+struct RequestState {
+  const Event* received = nullptr;    // request.received
+  // The request.rejected that ended this request: the last one not followed
+  // by a request.received, ignoring E_DUPLICATE_REQUEST refusals (which turn
+  // away a conflicting copy, not the original).
+  const Event* rejected = nullptr;
+  const Event* decision = nullptr;    // decision.made
+  const Event* approval_requested = nullptr;
+  const Event* approval_settled = nullptr;  // approval.granted / denied / expired
+  const Event* started = nullptr;     // the last execution.started
+  const Event* completed = nullptr;   // execution.completed
+  int attempts = 0;                   // execution.started count
+
+  // Finished: rejected, denied, approval denied/expired, or completed.
+  bool terminal() const;
+  std::string verdict() const;  // of the decision, "" without one
+};
+
+// `events` must outlive the result (it points into them).
+RequestState Summarize(const std::vector<Event>& events);
+
+// The result of a finished request as the log records it (tool results as
+// logged, i.e. with secrets redacted), for re-sending to an agent that asks
+// again. Null when the request is not finished.
+Json ResultFromLog(const RequestState& state);
+
+// The source ("incarnation/topic/partition/offset") an event was made from,
+// "" when it has none.
+std::string SourceOf(const Event* e);
+
+}  // namespace tollgate

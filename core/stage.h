@@ -1,0 +1,79 @@
+// The stage contract: a stage is a pure function of its input message and of
+// state derived from the log (shared/DESIGN.md, "Deployments").
+//
+// Process() sees no Kafka and no RocksDB: it gets the message, a
+// StageContext (wall clock, where the message came from) and a read-only
+// view of the log (LogView), and returns the events to append and the
+// messages to produce. The stage runner (core/stage_runner.h) does the
+// plumbing: consume, append the events (before anything is produced), produce
+// the outputs and commit the input offsets in one Kafka transaction.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/event.h"
+#include "core/kafka_bus.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+// Read-only access to what the log knows about a request. Implementations:
+// the RocksDB log (audit/log_view.h) and, in tests, a vector of events.
+// The runner overlays the events of the batch in progress, so a stage sees
+// its own earlier decisions in the same batch.
+class LogView {
+ public:
+  virtual ~LogView() = default;
+  // Every event of `request_id`, in log order.
+  virtual Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const = 0;
+};
+
+struct StageContext {
+  int64_t now_us = 0;
+  // Where the input came from: "<broker incarnation>/<topic>/<partition>/<offset>".
+  // A message read again after a crash has the same source; a re-sent copy
+  // (an agent's retry, the reconciler) has another one.
+  std::string source;
+};
+
+struct StageOutput {
+  Message message;  // topic, key, value, headers; partition/offset unused
+  // When >= 0, the runner sets "log_seq" in the (JSON object) value to the
+  // seq of events[log_seq_of_event] once it is appended.
+  int log_seq_of_event = -1;
+};
+
+struct StageResult {
+  std::vector<Event> events;
+  std::vector<StageOutput> outputs;
+  // Non-ok when the message could not be processed for a reason outside it
+  // (the log cannot be read): the runner produces nothing and retries.
+  Status error;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+  virtual std::string name() const = 0;
+  virtual std::vector<std::string> input_topics() const = 0;
+  // Must not throw for any input: bad input yields events and outputs that
+  // say so. Must be deterministic given (in, ctx, log).
+  virtual StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) = 0;
+};
+
+// Where a runner puts events. Embedded: the local RocksDB log.
+class EventSink {
+ public:
+  struct Appended {
+    Status status;
+    uint64_t seq = 0;
+    bool duplicate = false;
+  };
+  virtual ~EventSink() = default;
+  // Appends all events (one group commit where possible) and fills one
+  // result per event, in order, when each is durable or has failed.
+  virtual void AppendAll(std::vector<Event> events, std::vector<Appended>* results) = 0;
+};
+
+}  // namespace tollgate

@@ -1,0 +1,177 @@
+#include "core/stage_runner.h"
+
+#include "core/flow_stage.h"
+
+#include <iostream>
+#include <map>
+#include <thread>
+
+namespace tollgate {
+namespace {
+
+using OffsetMap = std::map<std::pair<std::string, int32_t>, int64_t>;
+constexpr std::chrono::milliseconds kTxnTimeout{30000};
+
+// The log as the stage sees it mid-batch: the durable log plus the events
+// this batch has produced so far.
+class OverlayView : public LogView {
+ public:
+  explicit OverlayView(const LogView& base) : base_(base) {}
+  void Add(const std::vector<Event>& events) {
+    for (const auto& e : events) pending_[e.request_id].push_back(e);
+  }
+  void Clear() { pending_.clear(); }
+  Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const override {
+    Status s = base_.EventsOfRequest(request_id, out);
+    if (!s.ok()) return s;
+    auto it = pending_.find(request_id);
+    if (it != pending_.end()) {
+      for (const auto& e : it->second) {
+        bool seen = false;
+        for (const auto& have : *out) seen = seen || have.id == e.id;
+        if (!seen) out->push_back(e);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const LogView& base_;
+  std::map<std::string, std::vector<Event>> pending_;
+};
+
+}  // namespace
+
+StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, RunnerOptions options)
+    : stage_(stage), sink_(sink), log_(log), options_(std::move(options)) {
+  if (options_.group.empty()) options_.group = "tollgate-" + stage_.name();
+  if (options_.transactional_id.empty()) options_.transactional_id = "tollgate-" + stage_.name();
+}
+
+StageRunner::~StageRunner() {
+  if (consumer_) consumer_->Close();
+}
+
+Status StageRunner::Start() {
+  BusConfig bus = options_.bus;
+  bus.client_id = "tollgate-" + stage_.name();
+  Status s = Producer::Open(bus, options_.transactional_id, &producer_);
+  if (!s.ok()) return s;
+  return Consumer::Open(bus, options_.group, stage_.input_topics(), &consumer_);
+}
+
+Status StageRunner::Run() {
+  std::vector<Message> batch;
+  auto backoff = std::chrono::milliseconds(100);
+  while (!stop_.load()) {
+    batch.clear();
+    Status polled = consumer_->Poll(options_.max_batch, options_.poll_timeout, &batch);
+    if (!polled.ok()) {
+      std::cerr << "tollgate: " << stage_.name() << ": " << polled.ToString() << "\n";
+      if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
+    }
+    if (batch.empty()) continue;
+    Status s = ProcessBatch(batch);
+    if (s.ok()) {
+      backoff = std::chrono::milliseconds(100);
+      continue;
+    }
+    // Fail closed: nothing of this batch was committed; read it again.
+    ++stats_.retries;
+    std::cerr << "tollgate: " << stage_.name() << ": batch failed, retrying in " << backoff.count()
+              << " ms: " << s.ToString() << "\n";
+    Status r = consumer_->RewindToCommitted();
+    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    if (s.code() == errc::kKafka) {
+      // A fatal producer error (e.g. fenced): start a fresh producer.
+      producer_.reset();
+      BusConfig bus = options_.bus;
+      bus.client_id = "tollgate-" + stage_.name();
+      Status p = Producer::Open(bus, options_.transactional_id, &producer_);
+      if (!p.ok()) return p;
+    }
+  }
+  consumer_->Close();
+  return Status::Ok();
+}
+
+Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
+  OverlayView view(log_);
+  std::vector<Event> events;
+  std::vector<StageOutput> outputs;
+  std::vector<std::pair<size_t, size_t>> seq_refs;  // (output index, event index)
+  OffsetMap next;
+  const int64_t now = NowMicros();
+  for (const Message& m : batch) {
+    StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
+                              std::to_string(m.offset)};
+    StageResult r = stage_.Process(m, ctx, view);
+    if (!r.error.ok()) return r.error;
+    // An event the log would refuse (a stage bug: bad UTF-8, too large)
+    // would fail the batch on every retry. Record the failure instead, so
+    // the message still gets a result and the stage keeps moving.
+    std::string body;
+    for (const Event& e : r.events) {
+      Status valid = EncodeEventBody(e, options_.max_event_bytes, &body);
+      if (!valid.ok()) {
+        std::cerr << "tollgate: " << stage_.name() << ": refused its own event: " << valid.ToString() << "\n";
+        r = RejectMalformedFlow(stage_.name(), options_.bus.topics, m, ctx,
+                                "internal error (" + valid.code() + "): " + valid.message());
+        break;
+      }
+    }
+    view.Add(r.events);
+    for (auto& o : r.outputs) {
+      if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
+      outputs.push_back(std::move(o));
+    }
+    for (auto& e : r.events) events.push_back(std::move(e));
+    next[{m.topic, m.partition}] = m.offset + 1;
+  }
+
+  // 1. The log first: nothing leaves this stage that the log does not hold.
+  std::vector<EventSink::Appended> appended;
+  if (!events.empty()) {
+    sink_.AppendAll(events, &appended);
+    for (size_t i = 0; i < appended.size(); ++i) {
+      if (!appended[i].status.ok()) {
+        return Status::Error(appended[i].status.code(),
+                             "append of " + events[i].type + " for " + events[i].request_id +
+                                 " failed: " + appended[i].status.message());
+      }
+    }
+  }
+  for (auto [out, ev] : seq_refs) {
+    Json v = Json::parse(outputs[out].message.value, nullptr, false);
+    if (v.is_object()) {
+      v["log_seq"] = appended[ev].seq;
+      outputs[out].message.value = v.dump();
+    }
+  }
+  // 2. Outputs and offsets, atomically.
+  Status s = Publish(outputs, next);
+  if (!s.ok()) return s;
+  stats_.messages += batch.size();
+  stats_.events += events.size();
+  stats_.outputs += outputs.size();
+  ++stats_.batches;
+  return Status::Ok();
+}
+
+Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& next) {
+  Status s = producer_->BeginTransaction();
+  for (size_t i = 0; s.ok() && i < outputs.size(); ++i) s = producer_->Send(outputs[i].message);
+  if (s.ok()) s = producer_->SendOffsets(*consumer_, next, kTxnTimeout);
+  if (s.ok()) s = producer_->CommitTransaction(kTxnTimeout);
+  if (!s.ok()) {
+    Status a = producer_->AbortTransaction(kTxnTimeout);
+    if (!a.ok()) return Status::Error(errc::kKafka, s.message() + "; abort failed too: " + a.message());
+    // Abortable: the batch is retried with this producer.
+    return Status::Error(errc::kTxnAbortable, s.message());
+  }
+  return s;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,75 @@
+// StageRunner: the plumbing every stage shares, written once.
+//
+// Loop: poll a batch from the stage's input topics -> Process() each message
+// (pure) -> append every event of the batch to the sink in one group commit
+// -> in one Kafka transaction, produce the outputs and commit the input
+// offsets. Nothing is produced unless every event is durable (fail closed):
+// on an append failure the batch is rewound and retried after a backoff, so a
+// log that cannot be written stops the flow instead of losing the record.
+// A crash between append and commit replays the batch; deterministic event
+// ids make the appends no-ops and the stage re-emits the same outputs, which
+// read_committed consumers see once.
+//
+// Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
+// the batch in flight is finished first.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/kafka_bus.h"
+#include "core/stage.h"
+
+namespace tollgate {
+
+struct RunnerOptions {
+  BusConfig bus;
+  std::string group;             // consumer group; default "tollgate-<stage>"
+  std::string transactional_id;  // default "tollgate-<stage>"
+  std::string incarnation;       // identifies the broker's data; see StageContext::source
+  size_t max_batch = 500;
+  size_t max_event_bytes = kDefaultMaxEventBytes;  // as the sink's log
+  std::chrono::milliseconds poll_timeout{50};
+  // Called (on the runner thread) when the consumer finds its offset gone:
+  // data the broker dropped before this stage read it. The embedded
+  // deployment re-drives unfinished requests from the log.
+  std::function<void(const Status&)> on_offset_lost;
+};
+
+struct RunnerStats {
+  std::atomic<uint64_t> messages{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> outputs{0};
+  std::atomic<uint64_t> retries{0};
+};
+
+class StageRunner {
+ public:
+  StageRunner(Stage& stage, EventSink& sink, const LogView& log, RunnerOptions options);
+  ~StageRunner();
+
+  // Connects (consumer, transactional producer). Call before Run().
+  Status Start();
+  // Processes until Stop(); returns the error that ended it, if any.
+  Status Run();
+  void Stop() { stop_.store(true); }
+  const RunnerStats& stats() const { return stats_; }
+
+ private:
+  Status ProcessBatch(std::vector<Message>& batch);
+  Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
+
+  Stage& stage_;
+  EventSink& sink_;
+  const LogView& log_;
+  RunnerOptions options_;
+  std::unique_ptr<Consumer> consumer_;
+  std::unique_ptr<Producer> producer_;
+  std::atomic<bool> stop_{false};
+  RunnerStats stats_;
+};
+
+}  // namespace tollgate

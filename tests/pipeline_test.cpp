@@ -1,0 +1,251 @@
+// The pipeline end to end, in this process: the embedded broker (librdkafka's
+// mock cluster over TCP on 127.0.0.1), every stage, a real RocksDB log, and
+// real Kafka clients (librdkafka, python3-confluent-kafka) as agents.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <map>
+#include <thread>
+
+#include "audit/audit_query.h"
+#include "audit/verify.h"
+#include "cli/pipeline.h"
+#include "core/messages.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace tollgate {
+namespace {
+
+using testing::TempDir;
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    PipelineOptions o;
+    o.data_dir = dir_.sub("data");
+    o.durability = Durability::kBuffered;
+    ASSERT_TRUE(Pipeline::Start(o, &p_).ok());
+    bus_.brokers = p_->bootstrap();
+    bus_.extra["message.max.bytes"] = "16000000";
+    ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
+    ASSERT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
+  }
+  void TearDown() override {
+    results_.reset();
+    producer_.reset();
+    p_.reset();
+  }
+
+  void Send(const std::string& key, const std::string& value) {
+    Message m;
+    m.topic = bus_.topics.requests();
+    m.key = key;
+    m.value = value;
+    ASSERT_TRUE(producer_->Send(m).ok());
+    ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  }
+  Json Request(const std::string& rid, const std::string& tool, Json args, const std::string& agent = "agent-1") {
+    return {{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", "sess-1"},
+            {"tool", tool}, {"args", std::move(args)}};
+  }
+  // Reads results until `want` distinct keys (by request_id header, or by
+  // Kafka key when `by_key`) are in, or 30 s pass.
+  std::map<std::string, std::vector<Json>> Collect(size_t want, bool by_key = false,
+                                                   std::chrono::seconds extra = std::chrono::seconds(0)) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::map<std::string, std::vector<Json>> got;
+    bool done_at = false;
+    auto settle = std::chrono::steady_clock::time_point::max();
+    while (std::chrono::steady_clock::now() < std::min(deadline, settle)) {
+      std::vector<Message> batch;
+      results_->Poll(100, std::chrono::milliseconds(100), &batch);
+      for (auto& m : batch) got[by_key ? m.key : m.headers[kHeaderRequestId]].push_back(Json::parse(m.value));
+      if (!done_at && got.size() >= want) {
+        done_at = true;
+        settle = std::chrono::steady_clock::now() + extra;  // wait for duplicates that should not come
+      }
+    }
+    return got;
+  }
+  std::vector<Event> EventsOf(const std::string& rid) {
+    std::vector<Event> out;
+    StoreLogView view(p_->log().store());
+    EXPECT_TRUE(view.EventsOfRequest(rid, &out).ok());
+    return out;
+  }
+  static std::vector<std::string> Types(const std::vector<Event>& events) {
+    std::vector<std::string> t;
+    for (auto& e : events) t.push_back(e.type);
+    return t;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Pipeline> p_;
+  BusConfig bus_;
+  std::unique_ptr<Producer> producer_;
+  std::unique_ptr<Consumer> results_;
+};
+
+const std::vector<std::string> kCompleted = {"request.received", "decision.made", "execution.started",
+                                             "execution.completed"};
+const std::vector<std::string> kDenied = {"request.received", "decision.made"};
+
+TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+  posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
+  std::string bootstrap = p_->bootstrap();
+  const char* argv[] = {"/usr/bin/python3", TOLLGATE_SOURCE_DIR "/examples/agent.py", "--bootstrap",
+                        bootstrap.c_str(), "--count", "12", "--timeout", "60", nullptr};
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(out_pipe[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(out_pipe[0], buf, sizeof buf)) > 0) out.append(buf, n);
+  close(out_pipe[0]);
+  int status;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  Json summary = Json::parse(out.substr(out.rfind('\n') + 1));
+  EXPECT_EQ(summary["received"], 14);
+  for (auto& [rid, st] : summary["statuses"].items()) {
+    auto events = EventsOf(rid);
+    EXPECT_EQ(Types(events), st == "completed" ? kCompleted : kDenied) << rid;
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(summary["log_seqs"][rid], events.back().seq) << "result.log_seq is the request's last event";
+  }
+  EXPECT_TRUE(VerifyLog(p_->log().store()).ok());
+}
+
+TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
+  struct Case { std::string key, value, status, code, needle; };
+  Json wrong_type = Request("bad-type", "echo", "not-an-object", "k-type");
+  Json missing = Request("bad-missing", "echo", Json::object(), "k-missing");
+  missing.erase("tool");
+  const std::vector<Case> cases = {
+      {"k-bytes", std::string("\xff\x00garbage", 9), "rejected", "E_INVALID_REQUEST", "not JSON"},
+      {"k-array", "[1,2,3]", "rejected", "E_INVALID_REQUEST", "JSON object"},
+      {"k-missing", missing.dump(), "rejected", "E_INVALID_REQUEST", "tool"},
+      {"k-type", wrong_type.dump(), "rejected", "E_INVALID_REQUEST", "args"},
+      // 4 MiB: over ingest's 1 MiB limit. (The embedded broker itself holds
+      // no message over 5 MiB; see README, "The embedded broker".)
+      {"k-huge", std::string(4 * 1024 * 1024, 'x'), "rejected", "E_REQUEST_TOO_LARGE", "limit"},
+      {"k-unknown", Request("unknown-tool", "teleport", Json::object(), "k-unknown").dump(), "denied",
+       "E_UNKNOWN_TOOL", "teleport"},
+      {"k-denied", Request("denied-tool", "delete_file", {{"path", "x"}}, "k-denied").dump(), "denied",
+       "E_POLICY_DENIED", "delete_file"},
+  };
+  for (const auto& c : cases) Send(c.key, c.value);
+  Send("k-good", Request("good-after-bad", "echo", {{"still", "alive"}}, "k-good").dump());
+  auto got = Collect(cases.size() + 1, /*by_key=*/true);
+  for (const auto& c : cases) {
+    ASSERT_EQ(got[c.key].size(), 1u) << c.key << " among " << Json(got).dump().substr(0, 2000);
+    const Json& r = got[c.key][0];
+    EXPECT_EQ(r["status"], c.status) << c.key;
+    EXPECT_EQ(r["result"]["error"]["code"], c.code) << c.key;
+    EXPECT_NE(r["result"]["error"]["message"].get<std::string>().find(c.needle), std::string::npos)
+        << c.key << ": " << r["result"]["error"]["message"];
+    // Every refusal is in the log, under the result's request id.
+    auto events = EventsOf(r["request_id"]);
+    ASSERT_FALSE(events.empty()) << c.key;
+    EXPECT_EQ(events.back().seq, r["log_seq"]) << c.key;
+    EXPECT_EQ(events.back().type, c.status == "rejected" ? "request.rejected" : "decision.made") << c.key;
+  }
+  ASSERT_EQ(got["k-good"].size(), 1u);
+  EXPECT_EQ(got["k-good"][0]["status"], "completed");
+  EXPECT_EQ(got["k-good"][0]["result"]["data"]["still"], "alive");
+  EXPECT_TRUE(VerifyLog(p_->log().store()).ok());
+}
+
+TEST_F(PipelineTest, DuplicatesAreCaughtAndSecretsStayOutOfTheLog) {
+  Json req = Request("dup-1", "echo", {{"note", "n"}, {"headers", {{"Authorization", "Bearer s3cret"}}}, {"password", "hunter2"}});
+  Send("agent-1", req.dump());
+  auto first = Collect(1);
+  ASSERT_EQ(first["dup-1"].size(), 1u);
+  EXPECT_EQ(first["dup-1"][0]["result"]["data"]["password"], "hunter2") << "the tool gets the real value";
+  // The same request again: its recorded outcome, no second execution.
+  Send("agent-1", req.dump());
+  // Same id, other content: refused.
+  Json other = req;
+  other["args"]["note"] = "changed";
+  Send("agent-1", other.dump());
+  auto again = Collect(1, false, std::chrono::seconds(2));
+  ASSERT_EQ(again["dup-1"].size(), 2u);
+  std::map<std::string, Json> by_status;
+  for (auto& r : again["dup-1"]) by_status[r["status"]] = r;
+  EXPECT_EQ(by_status["completed"]["log_seq"], first["dup-1"][0]["log_seq"]);
+  EXPECT_EQ(by_status["rejected"]["result"]["error"]["code"], "E_DUPLICATE_REQUEST");
+
+  auto events = EventsOf("dup-1");
+  int executions = 0;
+  for (auto& e : events) {
+    executions += e.type == "execution.completed";
+    std::string text = e.data.dump();
+    EXPECT_EQ(text.find("hunter2"), std::string::npos) << e.type << " leaks a secret: " << text;
+    EXPECT_EQ(text.find("s3cret"), std::string::npos) << e.type << " leaks a secret: " << text;
+  }
+  EXPECT_EQ(executions, 1);
+  EXPECT_EQ(events[0].data["request"]["args"]["password"], "[REDACTED]");
+}
+
+TEST_F(PipelineTest, ARequestWithoutIdGetsOneFromItsKafkaCoordinates) {
+  Json req = Request("", "echo", {{"x", 1}});
+  req.erase("request_id");
+  req["agent_id"] = "anon";
+  Send("anon", req.dump());
+  auto got = Collect(1, true);
+  ASSERT_EQ(got["anon"].size(), 1u);
+  std::string rid = got["anon"][0]["request_id"];
+  EXPECT_EQ(rid.rfind("k-", 0), 0u) << rid;
+  EXPECT_EQ(Types(EventsOf(rid)), kCompleted);
+}
+
+TEST_F(PipelineTest, BrokerFaultsLoseNothing) {
+  EmbeddedBroker* b = p_->broker();
+  ASSERT_NE(b, nullptr);
+  const int kRequests = 30;
+  for (int i = 0; i < kRequests; ++i) {
+    if (i == 10) {
+      // Produce (0), EndTxn (26) and TxnOffsetCommit (28) requests fail for a while.
+      b->PushRequestErrors(0, 3, 6 /* NOT_LEADER_FOR_PARTITION */);
+      b->PushRequestErrors(26, 2, 15 /* COORDINATOR_NOT_AVAILABLE */);
+      b->PushRequestErrors(28, 2, 15);
+    }
+    if (i == 20) {
+      ASSERT_TRUE(b->SetBrokerDown(1).ok());
+      std::thread([b] {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        b->SetBrokerUp(1);
+      }).detach();
+    }
+    Message m;
+    m.topic = bus_.topics.requests();
+    m.key = "agent-f";
+    m.value = Request("fault-" + std::to_string(i), "echo", {{"i", i}}, "agent-f").dump();
+    ASSERT_TRUE(producer_->Send(m).ok());
+  }
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(30)).ok());
+  auto got = Collect(kRequests, false, std::chrono::seconds(2));
+  for (int i = 0; i < kRequests; ++i) {
+    const std::string rid = "fault-" + std::to_string(i);
+    EXPECT_EQ(got[rid].size(), 1u) << rid << " has one result";
+    EXPECT_EQ(Types(EventsOf(rid)), kCompleted) << rid;
+  }
+  EXPECT_TRUE(VerifyLog(p_->log().store()).ok());
+}
+
+}  // namespace
+}  // namespace tollgate
