@@ -34,12 +34,24 @@ void BlockStopSignals() {
 struct UpFlags {
   PipelineOptions pipeline;
   std::string durability = "sync";
+  bool check = false;
 };
 
 int RunUp(UpFlags& f) {
   if (!ParseDurability(f.durability, &f.pipeline.durability)) {
     std::cerr << "tollgate: --durability must be sync or buffered\n";
     return 2;
+  }
+  if (f.pipeline.partitions < 1 || f.pipeline.max_request_bytes < 1024) {
+    std::cerr << "tollgate: --partitions must be >= 1 and --max-request-bytes >= 1024\n";
+    return 2;
+  }
+  if (f.check) {
+    // Validates the invocation without starting anything (compose test).
+    std::cout << Json{{"data", f.pipeline.data_dir}, {"brokers", f.pipeline.brokers},
+                      {"topic_prefix", f.pipeline.topic_prefix}, {"partitions", f.pipeline.partitions},
+                      {"durability", f.durability}}.dump() << std::endl;
+    return 0;
   }
   BlockStopSignals();
   std::unique_ptr<Pipeline> p;
@@ -85,6 +97,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 
   auto bf = std::make_shared<UpFlags>();
