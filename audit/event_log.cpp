@@ -15,7 +15,7 @@ bool ParseDurability(std::string_view text, Durability* out) {
 
 struct EventLog::Pending {
   Event event;
-  std::string body;  // canonical bytes, computed on the caller's thread
+  EventBodyParts body;  // canonical bytes around the seq, made on the caller's thread
   bool expect_position = false;
   std::promise<AppendResult> done;
 };
@@ -76,7 +76,7 @@ AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(rec
 std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
   auto p = std::make_unique<Pending>();
   auto future = p->done.get_future();
-  Status s = EncodeEventBody(e, options_.max_event_bytes, &p->body);
+  Status s = SplitEventBody(e, options_.max_event_bytes, &p->body);
   if (!s.ok()) {
     p->done.set_value(AppendResult::Error(s));
     return future;
@@ -167,7 +167,8 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     if (r.duplicate || !r.status.ok()) continue;
 
     const uint64_t next = seq + 1;
-    Digest next_hash = ChainHash(hash, p.body);
+    const std::string body = p.body.Join(next);
+    Digest next_hash = ChainHash(hash, body);
     if (p.expect_position) {
       std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
       if (p.event.seq != next || p.event.prev_hash != want_prev || p.event.hash != got_hash) {
@@ -179,7 +180,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
       }
     }
     const std::string seq_key = EncodeSeq(next);
-    wb.Put(store_->cf(kEvents), seq_key, EncodeRecord(hash, next_hash, p.body));
+    wb.Put(store_->cf(kEvents), seq_key, EncodeRecord(hash, next_hash, body));
     for (const auto& [cf, key] : IndexEntries(p.event, next)) wb.Put(store_->cf(cf), key, {});
     wb.Put(store_->cf(kDedupe), p.event.id, seq_key);
     seq = next;

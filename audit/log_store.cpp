@@ -144,7 +144,10 @@ Status LogStore::DecodeEvent(uint64_t seq, std::string_view value, Event* out) {
   if (!s.ok()) {
     return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " does not decode: " + s.message());
   }
-  out->seq = seq;
+  if (out->seq != seq) {
+    return Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
+                                                std::to_string(out->seq));
+  }
   out->prev_hash = ToHex(rec.prev_hash);
   out->hash = ToHex(rec.hash);
   return Status::Ok();

@@ -65,6 +65,9 @@ bool CheckBody(uint64_t seq, std::string_view body, Collector& c, Event* e) {
     c.Add(seq, errc::kLogCorrupt, "seq " + S(seq) + " body is not a valid event: " + s.message());
     return false;
   }
+  if (e->seq != seq) {
+    c.Add(seq, errc::kChainBroken, "the record at seq " + S(seq) + " says it is seq " + S(e->seq));
+  }
   std::string canon;
   if (!CanonicalBytes(j, &canon).ok() || canon != body) {
     c.Add(seq, errc::kLogCorrupt, "seq " + S(seq) + " body is not in canonical form");
@@ -110,7 +113,8 @@ VerifyReport VerifyLog(const LogStore& store) {
       continue;
     }
     if (rec.prev_hash != prev) {
-      c.Add(seq, errc::kChainBroken, "seq " + S(seq) + " prev_hash does not match the hash of seq " + S(seq - 1));
+      c.Add(seq, errc::kChainBroken,
+            "seq " + S(seq) + " prev_hash does not match the hash of seq " + S(seq - 1));
     }
     if (ChainHash(rec.prev_hash, rec.body) != rec.hash) {
       c.Add(seq, errc::kChainBroken, "seq " + S(seq) + " hash does not match its contents");
@@ -186,20 +190,111 @@ VerifyReport VerifyLog(const LogStore& store) {
       if (well_formed && seq >= 1 && seq <= last) {
         std::string raw;
         if (store.ReadRaw(seq, &raw).ok() && LogStore::DecodeEvent(seq, raw, &e).ok()) {
-          if (cf == kDedupe) matches = e.id == value;
-          else if (cf == kByTime) matches = e.time_us == t;
-          else matches = IndexedField(e, static_cast<Cf>(cf)) == value;
+          if (cf == kDedupe)
+            matches = e.id == value;
+          else if (cf == kByTime)
+            matches = e.time_us == t;
+          else
+            matches = IndexedField(e, static_cast<Cf>(cf)) == value;
         }
       }
       if (!matches) {
-        c.Add(seq != 0 ? seq : last + 1, errc::kIndexMismatch,
-              std::string(CfName(cf)) + " holds an entry for seq " + S(seq) + " that the event does not imply");
+        c.Add(
+            seq != 0 ? seq : last + 1, errc::kIndexMismatch,
+            std::string(CfName(cf)) + " holds an entry for seq " + S(seq) + " that the event does not imply");
       }
     }
   }
   if (snap != nullptr) db->ReleaseSnapshot(snap);
   c.Finish();
   return report;
+}
+
+// Checks one line of an export; false when checking should stop.
+bool VerifyExportLine(const std::string& line, const std::string& where, Collector& c, VerifyReport& report,
+                      bool& have_header, bool& have_end, uint64_t& expected_seq, uint64_t& from_seq,
+                      uint64_t& to_seq, Digest& prev) {
+  if (have_end) {
+    c.Add(expected_seq, errc::kExportInvalid, where + " follows the end line");
+    return false;
+  }
+  Json j;
+  if (!ParseJson(line, &j).ok() || !j.is_object()) {
+    c.Add(have_header ? expected_seq : 0, errc::kExportInvalid, where + " is not a JSON object");
+    if (!have_header) return false;
+    ++expected_seq;  // assume one record was mangled; keep checking the rest
+    return true;
+  }
+  if (!have_header) {
+    auto version = j.find("tollgate_export");
+    auto fs = j.find("from_seq");
+    auto ts = j.find("to_seq");
+    auto ph = j.find("prev_hash");
+    if (version == j.end() || !version->is_number_unsigned() || *version != 1 || fs == j.end() ||
+        !fs->is_number_unsigned() || *fs == 0 || ts == j.end() || !ts->is_number_unsigned() ||
+        ph == j.end() || !ph->is_string() || !DigestFromHex(ph->get<std::string>(), &prev)) {
+      c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate export header");
+      return false;
+    }
+    have_header = true;
+    from_seq = fs->get<uint64_t>();
+    to_seq = ts->get<uint64_t>();
+    expected_seq = from_seq;
+    if (from_seq == 1 && prev != kGenesisHash) {
+      // The first record of a log links to the genesis hash, nothing else.
+      c.Add(1, errc::kChainBroken, "the export starts at seq 1 but its prev_hash is not the genesis hash");
+    }
+    return true;
+  }
+  if (auto end = j.find("tollgate_export_end"); end != j.end()) {
+    have_end = true;
+    const uint64_t count = expected_seq - from_seq;
+    if (!end->is_object() || end->value("count", UINT64_MAX) != count ||
+        end->value("last_seq", UINT64_MAX) != expected_seq - 1 || expected_seq - 1 != to_seq ||
+        end->value("last_hash", std::string()) != ToHex(prev)) {
+      c.Add(expected_seq, errc::kExportInvalid,
+            where + ": the end line does not match the records (count, last seq or last hash)");
+    }
+    return true;
+  }
+  auto seq_it = j.find("seq");
+  uint64_t seq = seq_it != j.end() && seq_it->is_number_unsigned() ? seq_it->get<uint64_t>() : 0;
+  if (seq != expected_seq) {
+    c.Add(expected_seq, errc::kChainBroken,
+          where + " holds seq " + S(seq) + " where seq " + S(expected_seq) + " was expected");
+  }
+  Digest rec_prev{}, rec_hash{};
+  bool hashes_ok = j.contains("prev_hash") && j["prev_hash"].is_string() &&
+                   DigestFromHex(j["prev_hash"].get<std::string>(), &rec_prev) && j.contains("hash") &&
+                   j["hash"].is_string() && DigestFromHex(j["hash"].get<std::string>(), &rec_hash);
+  const uint64_t at = seq != 0 ? seq : expected_seq;
+  if (!hashes_ok) {
+    c.Add(at, errc::kChainBroken, where + " lacks a well-formed prev_hash or hash");
+  } else {
+    Json body = j;
+    body.erase("prev_hash");
+    body.erase("hash");
+    std::string canon;
+    Event e;
+    Status s = CanonicalBytes(body, &canon);
+    if (s.ok()) s = EventFromJson(body, &e);
+    if (!s.ok()) {
+      c.Add(at, errc::kExportInvalid, where + " is not a valid event: " + s.message());
+    } else if (rec_prev != prev) {
+      c.Add(at, errc::kChainBroken,
+            where + " (seq " + S(at) + ") prev_hash does not match the previous record");
+    } else if (logfmt::ChainHash(rec_prev, canon) != rec_hash) {
+      c.Add(at, errc::kChainBroken, where + " (seq " + S(at) + ") hash does not match its contents");
+    }
+    std::string line_canon;
+    if (CanonicalBytes(j, &line_canon).ok() && line_canon != line) {
+      c.Add(at, errc::kExportInvalid, where + " (seq " + S(at) + ") is not in canonical form");
+    }
+  }
+  if (hashes_ok) prev = rec_hash;
+  ++report.events;
+  expected_seq = (seq != 0 ? seq : expected_seq) + 1;
+  return true;
 }
 
 VerifyReport VerifyExport(std::istream& in) {
@@ -213,80 +308,18 @@ VerifyReport VerifyExport(std::istream& in) {
   while (std::getline(in, line)) {
     ++line_no;
     const std::string where = "line " + S(line_no);
-    if (have_end) {
-      c.Add(expected_seq, errc::kExportInvalid, where + " follows the end line");
-      break;
+    // A field of the wrong type anywhere is a malformed export, not a crash.
+    bool stop = false;
+    try {
+      stop = !VerifyExportLine(line, where, c, report, have_header, have_end, expected_seq, from_seq, to_seq,
+                               prev);
+    } catch (const Json::exception& e) {
+      c.Add(have_header ? expected_seq : 0, errc::kExportInvalid,
+            where + " has a field of the wrong type: " + e.what());
+      stop = !have_header;
+      if (have_header) ++expected_seq;
     }
-    Json j;
-    if (!ParseJson(line, &j).ok() || !j.is_object()) {
-      c.Add(have_header ? expected_seq : 0, errc::kExportInvalid, where + " is not a JSON object");
-      if (!have_header) break;
-      ++expected_seq;  // assume one record was mangled; keep checking the rest
-      continue;
-    }
-    if (!have_header) {
-      auto fs = j.find("from_seq");
-      auto ph = j.find("prev_hash");
-      if (j.value("tollgate_export", 0) != 1 || fs == j.end() || !fs->is_number_unsigned() ||
-          ph == j.end() || !ph->is_string() || !DigestFromHex(ph->get<std::string>(), &prev) ||
-          !j.contains("to_seq") || !j["to_seq"].is_number_unsigned()) {
-        c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate export header");
-        break;
-      }
-      have_header = true;
-      from_seq = fs->get<uint64_t>();
-      to_seq = j["to_seq"].get<uint64_t>();
-      expected_seq = from_seq;
-      continue;
-    }
-    if (auto end = j.find("tollgate_export_end"); end != j.end()) {
-      have_end = true;
-      const uint64_t count = expected_seq - from_seq;
-      if (!end->is_object() || end->value("count", UINT64_MAX) != count ||
-          end->value("last_seq", UINT64_MAX) != expected_seq - 1 || expected_seq - 1 != to_seq ||
-          end->value("last_hash", std::string()) != ToHex(prev)) {
-        c.Add(expected_seq, errc::kExportInvalid,
-              where + ": the end line does not match the records (count, last seq or last hash)");
-      }
-      continue;
-    }
-    auto seq_it = j.find("seq");
-    uint64_t seq = seq_it != j.end() && seq_it->is_number_unsigned() ? seq_it->get<uint64_t>() : 0;
-    if (seq != expected_seq) {
-      c.Add(expected_seq, errc::kChainBroken,
-            where + " holds seq " + S(seq) + " where seq " + S(expected_seq) + " was expected");
-    }
-    Digest rec_prev{}, rec_hash{};
-    bool hashes_ok = j.contains("prev_hash") && j["prev_hash"].is_string() &&
-                     DigestFromHex(j["prev_hash"].get<std::string>(), &rec_prev) && j.contains("hash") &&
-                     j["hash"].is_string() && DigestFromHex(j["hash"].get<std::string>(), &rec_hash);
-    const uint64_t at = seq != 0 ? seq : expected_seq;
-    if (!hashes_ok) {
-      c.Add(at, errc::kChainBroken, where + " lacks a well-formed prev_hash or hash");
-    } else {
-      Json body = j;
-      body.erase("seq");
-      body.erase("prev_hash");
-      body.erase("hash");
-      std::string canon;
-      Event e;
-      Status s = CanonicalBytes(body, &canon);
-      if (s.ok()) s = EventFromJson(body, &e);
-      if (!s.ok()) {
-        c.Add(at, errc::kExportInvalid, where + " is not a valid event: " + s.message());
-      } else if (rec_prev != prev) {
-        c.Add(at, errc::kChainBroken, where + " (seq " + S(at) + ") prev_hash does not match the previous record");
-      } else if (logfmt::ChainHash(rec_prev, canon) != rec_hash) {
-        c.Add(at, errc::kChainBroken, where + " (seq " + S(at) + ") hash does not match its contents");
-      }
-      std::string line_canon;
-      if (CanonicalBytes(j, &line_canon).ok() && line_canon != line) {
-        c.Add(at, errc::kExportInvalid, where + " (seq " + S(at) + ") is not in canonical form");
-      }
-    }
-    if (hashes_ok) prev = rec_hash;
-    ++report.events;
-    expected_seq = (seq != 0 ? seq : expected_seq) + 1;
+    if (stop) break;
   }
   if (!have_header && report.problems.empty()) c.Add(0, errc::kExportInvalid, "the export is empty");
   if (have_header && !have_end) {

@@ -17,6 +17,7 @@ bool IsKnownEventType(std::string_view type) {
 
 Json Event::BodyJson() const {
   Json j = Json::object();
+  j["seq"] = seq;
   j["id"] = id;
   j["type"] = type;
   j["time"] = FormatTime(time_us);
@@ -31,7 +32,6 @@ Json Event::BodyJson() const {
 
 Json Event::RecordJson() const {
   Json j = BodyJson();
-  j["seq"] = seq;
   j["prev_hash"] = prev_hash;
   j["hash"] = hash;
   return j;
@@ -146,6 +146,26 @@ Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out) {
   if (out->size() > max_bytes) {
     return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(out->size()) +
                                                    " bytes, limit " + std::to_string(max_bytes));
+  }
+  return Status::Ok();
+}
+
+Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
+  Status s = ValidateEnvelope(e);
+  if (!s.ok()) return s;
+  Json before = {{"agent_id", e.agent_id}, {"data", e.data}, {"id", e.id}, {"org_id", e.org_id},
+                 {"request_id", e.request_id}};
+  Json after = {{"session_id", e.session_id}, {"time", FormatTime(e.time_us)}, {"tool", e.tool}, {"type", e.type}};
+  std::string a, b;
+  if (!(s = CanonicalBytes(before, &a)).ok()) return s;
+  if (!(s = CanonicalBytes(after, &b)).ok()) return s;
+  a.back() = ',';  // drop the closing brace
+  out->head = std::move(a) + "\"seq\":";
+  out->tail = "," + b.substr(1);
+  const size_t size = out->head.size() + out->tail.size() + 20;
+  if (size > max_bytes) {
+    return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(size) + " bytes, limit " +
+                                                   std::to_string(max_bytes));
   }
   return Status::Ok();
 }

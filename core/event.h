@@ -2,8 +2,8 @@
 //
 // Every stage describes what it did as Events; the log (audit/) assigns seq,
 // prev_hash and hash on append. The *body* of an event is every envelope field
-// except seq, prev_hash and hash; its canonical JSON is what the hash chain
-// covers (docs/log_format.md). Value type; not synchronised.
+// except prev_hash and hash (so it includes seq); its canonical JSON is what
+// the hash chain covers (docs/log_format.md). Value type; not synchronised.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +44,7 @@ struct Event {
   std::string prev_hash;   // hex; assigned by the log
   std::string hash;        // hex; assigned by the log
 
-  // The envelope minus seq/prev_hash/hash, as a JSON object.
+  // The envelope minus prev_hash/hash, as a JSON object.
   Json BodyJson() const;
   // The full record as exported and returned by queries.
   Json RecordJson() const;
@@ -61,9 +61,20 @@ Status ValidateEnvelope(const Event& e);
 Status EventFromJson(const Json& j, Event* out);
 Status EventFromText(std::string_view text, Event* out);
 
-// Validates `e` and writes its canonical body bytes; E_EVENT_TOO_LARGE past
-// max_bytes.
+// Validates `e` and writes its canonical body bytes (with e.seq);
+// E_EVENT_TOO_LARGE past max_bytes.
 Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out);
+
+// The canonical body split around its seq, so that it can be serialised
+// before the log assigns the seq: body = head + decimal(seq) + tail. (Keys
+// are sorted; "seq" falls between "request_id" and "session_id".)
+struct EventBodyParts {
+  std::string head;
+  std::string tail;
+  std::string Join(uint64_t seq) const { return head + std::to_string(seq) + tail; }
+};
+// As EncodeEventBody; the size limit allows for a 20-digit seq.
+Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out);
 
 // Deterministic event id: the first 32 hex digits of
 // SHA-256("tollgate.event.v1" NUL type NUL request_id NUL discriminator).
