@@ -14,6 +14,7 @@
 #include "audit/verify.h"
 #include "cli/pipeline.h"
 #include "core/messages.h"
+#include "core/schema.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -36,6 +37,25 @@ class PipelineTest : public ::testing::Test {
     ASSERT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
   }
   void TearDown() override {
+    // The contract holds for everything the pipeline wrote: every event
+    // conforms to schemas/event + its data schema, every result to
+    // schemas/result.
+    AuditQuery q;
+    q.limit = kMaxQueryLimit;
+    for (;;) {
+      AuditPage page;
+      ASSERT_TRUE(GetAuditLog(p_->log().store(), QueryScope::Operator(), q, &page).ok());
+      for (const Event& e : page.events) {
+        Status s = SchemaRegistry::Builtin().ValidateEvent(e.RecordJson());
+        EXPECT_TRUE(s.ok()) << e.type << ": " << s.ToString() << "\n" << e.RecordJson().dump();
+      }
+      if (page.next_cursor.empty()) break;
+      q.cursor = page.next_cursor;
+    }
+    for (const Json& r : results_seen_) {
+      Status s = SchemaRegistry::Builtin().Validate("result", r);
+      EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << r.dump();
+    }
     results_.reset();
     producer_.reset();
     p_.reset();
@@ -64,7 +84,11 @@ class PipelineTest : public ::testing::Test {
     while (std::chrono::steady_clock::now() < std::min(deadline, settle)) {
       std::vector<Message> batch;
       results_->Poll(100, std::chrono::milliseconds(100), &batch);
-      for (auto& m : batch) got[by_key ? m.key : m.headers[kHeaderRequestId]].push_back(Json::parse(m.value));
+      for (auto& m : batch) {
+        Json r = Json::parse(m.value);
+        results_seen_.push_back(r);
+        got[by_key ? m.key : m.headers[kHeaderRequestId]].push_back(r);
+      }
       if (!done_at && got.size() >= want) {
         done_at = true;
         settle = std::chrono::steady_clock::now() + extra;  // wait for duplicates that should not come
@@ -89,6 +113,7 @@ class PipelineTest : public ::testing::Test {
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> results_;
+  std::vector<Json> results_seen_;
 };
 
 const std::vector<std::string> kCompleted = {"request.received", "decision.made", "execution.started",
