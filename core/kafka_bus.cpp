@@ -355,11 +355,20 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
                                "OFFSET LOST on " + topic + "[" + std::to_string(m->partition) +
                                    "]: " + rd_kafka_message_errstr(m) +
                                    "; continuing from the earliest offset the broker holds");
-        auto* list = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(list, topic.c_str(), m->partition)->offset = RD_KAFKA_OFFSET_BEGINNING;
-        rd_kafka_error_t* e = rd_kafka_seek_partitions(rk_, list, 5000);
-        if (e) rd_kafka_error_destroy(e);
-        rd_kafka_topic_partition_list_destroy(list);
+        // The partition is now in an error state where seek() is refused;
+        // re-assigning it from the beginning (the others from where they
+        // are) is what restarts its fetcher.
+        rd_kafka_topic_partition_list_t* list = nullptr;
+        if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+          rd_kafka_position(rk_, list);
+          for (int i = 0; i < list->cnt; ++i) {
+            auto& p = list->elems[i];
+            if (topic == p.topic && p.partition == m->partition) p.offset = RD_KAFKA_OFFSET_BEGINNING;
+          }
+          rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list);
+          if (err) std::cerr << "tollgate: consumer: re-assign after offset loss failed: " << rd_kafka_err2str(err) << "\n";
+          rd_kafka_topic_partition_list_destroy(list);
+        }
       } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && result.ok()) {
         // Transient errors (broker down, ...) are retried by librdkafka.
         std::cerr << "tollgate: consumer: " << rd_kafka_message_errstr(m) << "\n";

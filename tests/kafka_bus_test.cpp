@@ -1,0 +1,128 @@
+// core/kafka_bus against the embedded broker (librdkafka's mock cluster on
+// 127.0.0.1) with real clients.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/kafka_bus.h"
+
+namespace tollgate {
+namespace {
+
+// Kafka's own partitioner (Java: Utils.murmur2, toPositive, % partitions), so
+// the test pins that our producer agrees with Java clients.
+int32_t JavaPartition(const std::string& key, int partitions) {
+  const uint32_t m = 0x5bd1e995;
+  const int r = 24;
+  const auto* data = reinterpret_cast<const unsigned char*>(key.data());
+  int length = static_cast<int>(key.size());
+  uint32_t h = 0x9747b28c ^ static_cast<uint32_t>(length);
+  int i = 0;
+  for (; i + 4 <= length; i += 4) {
+    uint32_t k = data[i] | data[i + 1] << 8 | data[i + 2] << 16 | static_cast<uint32_t>(data[i + 3]) << 24;
+    k *= m;
+    k ^= k >> r;
+    k *= m;
+    h *= m;
+    h ^= k;
+  }
+  switch (length % 4) {
+    case 3: h ^= data[i + 2] << 16; [[fallthrough]];
+    case 2: h ^= data[i + 1] << 8; [[fallthrough]];
+    case 1: h ^= data[i]; h *= m;
+  }
+  h ^= h >> 13;
+  h *= m;
+  h ^= h >> 15;
+  return static_cast<int32_t>((h & 0x7fffffff) % partitions);
+}
+
+class BusTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(EmbeddedBroker::Start(1, &broker_).ok());
+    bus_.brokers = broker_->bootstrap();
+  }
+  std::vector<Message> Drain(Consumer& c, size_t want, std::chrono::seconds timeout = std::chrono::seconds(15)) {
+    std::vector<Message> out;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
+      Status s = c.Poll(100, std::chrono::milliseconds(100), &out);
+      if (!s.ok()) last_poll_error_ = s;
+    }
+    return out;
+  }
+  std::unique_ptr<EmbeddedBroker> broker_;
+  BusConfig bus_;
+  Status last_poll_error_;
+};
+
+TEST_F(BusTest, KeyedMessagesLandWhereJavaClientsPutThem) {
+  ASSERT_TRUE(broker_->CreateTopic("keyed", 6).ok());
+  std::unique_ptr<Producer> p;
+  ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
+  std::vector<std::string> keys = {"agent-1", "agent-2", "a", "fleet/worker-17", "ünïcode", "x123456789"};
+  for (const auto& k : keys) {
+    Message m{"keyed", -1, -1, k, "v", {{"request_id", "r-" + k}}};
+    ASSERT_TRUE(p->Send(m).ok());
+  }
+  ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  std::unique_ptr<Consumer> c;
+  ASSERT_TRUE(Consumer::Open(bus_, "g-keyed", {"keyed"}, &c).ok());
+  auto got = Drain(*c, keys.size());
+  ASSERT_EQ(got.size(), keys.size());
+  for (const auto& m : got) {
+    EXPECT_EQ(m.partition, JavaPartition(m.key, 6)) << m.key;
+    EXPECT_EQ(m.headers.at("request_id"), "r-" + m.key) << "headers travel";
+  }
+}
+
+TEST_F(BusTest, AbortedTransactionsAreNeverSeen) {
+  ASSERT_TRUE(broker_->CreateTopic("txn", 1).ok());
+  std::unique_ptr<Producer> p;
+  ASSERT_TRUE(Producer::Open(bus_, "tx-test", &p).ok());
+  ASSERT_TRUE(p->BeginTransaction().ok());
+  ASSERT_TRUE(p->Send({"txn", -1, -1, "k", "aborted", {}}).ok());
+  ASSERT_TRUE(p->AbortTransaction(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(p->BeginTransaction().ok());
+  ASSERT_TRUE(p->Send({"txn", -1, -1, "k", "committed", {}}).ok());
+  ASSERT_TRUE(p->CommitTransaction(std::chrono::seconds(10)).ok());
+  std::unique_ptr<Consumer> c;
+  ASSERT_TRUE(Consumer::Open(bus_, "g-txn", {"txn"}, &c).ok());
+  auto got = Drain(*c, 2, std::chrono::seconds(5));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].value, "committed");
+}
+
+TEST_F(BusTest, AnOffsetTheBrokerDroppedIsReportedNotSkipped) {
+  ASSERT_TRUE(broker_->CreateTopic("lossy", 1).ok());
+  std::unique_ptr<Producer> p;
+  ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
+  ASSERT_TRUE(p->Send({"lossy", -1, -1, "k", "first", {}}).ok());
+  ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  {
+    std::unique_ptr<Consumer> c;
+    ASSERT_TRUE(Consumer::Open(bus_, "g-lossy", {"lossy"}, &c).ok());
+    auto got = Drain(*c, 1);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(c->Commit({{{"lossy", 0}, got[0].offset + 1}}).ok());
+    c->Close();
+  }
+  // While the group is away, more than the broker keeps (~5 MiB a
+  // partition) arrives: the oldest unread messages are dropped.
+  const std::string chunk(512 * 1024, 'x');
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(p->Send({"lossy", -1, -1, "k", chunk, {}}).ok());
+    ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  }
+  std::unique_ptr<Consumer> c;
+  ASSERT_TRUE(Consumer::Open(bus_, "g-lossy", {"lossy"}, &c).ok());
+  auto got = Drain(*c, 1);
+  EXPECT_EQ(last_poll_error_.code(), "E_OFFSET_LOST") << last_poll_error_.ToString();
+  EXPECT_NE(last_poll_error_.message().find("lossy[0]"), std::string::npos);
+  ASSERT_FALSE(got.empty()) << "after reporting, it continues from what the broker still holds";
+  EXPECT_GT(got[0].offset, 1);
+}
+
+}  // namespace
+}  // namespace tollgate
