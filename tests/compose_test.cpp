@@ -13,7 +13,7 @@ extern char** environ;
 
 namespace {
 
-int Run(std::vector<std::string> args, std::string* out) {
+int RunProcess(std::vector<std::string> args, std::string* out) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -59,13 +59,13 @@ TEST(Compose, ParsesAndRunsAValidTollgateCommand) {
   command[0] = TOLLGATE_BIN;
   command.push_back("--check");
   std::string out;
-  ASSERT_EQ(Run(command, &out), 0) << out;
+  ASSERT_EQ(RunProcess(command, &out), 0) << out;
   EXPECT_NE(out.find("\"brokers\":\"kafka:9092\""), std::string::npos) << out;
 
   // And --check does refuse a bad invocation, so the test can fail.
   std::string bad_out;
-  EXPECT_NE(Run({TOLLGATE_BIN, "up", "--durability", "sometimes", "--check"}, &bad_out), 0);
-  EXPECT_NE(Run({TOLLGATE_BIN, "up", "--no-such-flag", "--check"}, &bad_out), 0);
+  EXPECT_NE(RunProcess({TOLLGATE_BIN, "up", "--durability", "sometimes", "--check"}, &bad_out), 0);
+  EXPECT_NE(RunProcess({TOLLGATE_BIN, "up", "--no-such-flag", "--check"}, &bad_out), 0);
 }
 
 TEST(Compose, DockerfileBuildsWithTheSetupScript) {

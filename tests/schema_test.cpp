@@ -363,7 +363,7 @@ TEST(EventSchema, RefusesBadEnvelopes) {
       {With(good, "/time", "2026-13-01T00:00:00Z"), "/time: must be an RFC 3339 timestamp"},
       {With(good, "/time", "2026-11-22 10:40:24Z"), "/time: must be an RFC 3339 timestamp"},
       {With(good, "/time", 1795862424), "/time: expected string, got integer"},
-      {With(good, "/seq", 0), "/seq: must be >= 1"},
+      {With(good, "/seq", -1), "/seq: must be >= 0"},
       {With(good, "/seq", "1"), "/seq: expected integer, got string"},
       {With(good, "/hash", "ABC"), "/hash: must be a SHA-256 digest"},
       {With(good, "/prev_hash", std::string(63, 'a')), "/prev_hash: must be a SHA-256 digest"},
