@@ -17,6 +17,7 @@ struct EventLog::Pending {
   Event event;
   EventBodyParts body;  // canonical bytes around the seq, made on the caller's thread
   bool expect_position = false;
+  bool group_continues = false;  // the next queued item belongs to the same group
   std::promise<AppendResult> done;
 };
 
@@ -83,20 +84,56 @@ std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
   }
   p->event = std::move(e);
   p->expect_position = expect_position;
+  std::vector<std::unique_ptr<Pending>> one;
+  one.push_back(std::move(p));
+  EnqueueGroup(std::move(one));
+  return future;
+}
+
+std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(std::vector<Event> events) {
+  std::vector<std::unique_ptr<Pending>> group;
+  std::vector<std::future<AppendResult>> futures;
+  Status invalid;
+  size_t invalid_at = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    auto p = std::make_unique<Pending>();
+    futures.push_back(p->done.get_future());
+    Status s = SplitEventBody(events[i], options_.max_event_bytes, &p->body);
+    if (!s.ok() && invalid.ok()) {
+      invalid = s;
+      invalid_at = i;
+    }
+    p->event = std::move(events[i]);
+    group.push_back(std::move(p));
+  }
+  if (!invalid.ok()) {
+    for (size_t i = 0; i < group.size(); ++i) {
+      group[i]->done.set_value(AppendResult::Error(
+          i == invalid_at ? invalid
+                          : Status::Error(invalid.code(), "not appended: event " + std::to_string(invalid_at) +
+                                                              " of the same group is invalid: " + invalid.message())));
+    }
+    return futures;
+  }
+  for (size_t i = 0; i + 1 < group.size(); ++i) group[i]->group_continues = true;
+  EnqueueGroup(std::move(group));
+  return futures;
+}
+
+void EventLog::EnqueueGroup(std::vector<std::unique_ptr<Pending>> group) {
+  if (group.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
-      p->done.set_value(AppendResult::Error(Status::Error(errc::kLogClosed, "the event log is closing")));
-      return future;
+    Status refused;
+    if (stopping_) refused = Status::Error(errc::kLogClosed, "the event log is closing");
+    else if (!failed_.ok()) refused = failed_;
+    if (!refused.ok()) {
+      for (auto& p : group) p->done.set_value(AppendResult::Error(refused));
+      return;
     }
-    if (!failed_.ok()) {
-      p->done.set_value(AppendResult::Error(failed_));
-      return future;
-    }
-    queue_.push_back(std::move(p));
+    for (auto& p : group) queue_.push_back(std::move(p));
   }
   cv_.notify_one();
-  return future;
 }
 
 void EventLog::WriterLoop() {
@@ -106,7 +143,9 @@ void EventLog::WriterLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
-      while (!queue_.empty() && batch.size() < options_.max_batch_events) {
+      // A group is never split: past the limit, only its rest is taken.
+      while (!queue_.empty() &&
+             (batch.size() < options_.max_batch_events || batch.back()->group_continues)) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }

@@ -76,6 +76,11 @@ class EventLog {
   std::future<AppendResult> AppendAsync(Event e);
   // AppendAsync and wait.
   AppendResult Append(Event e);
+  // Appends `events` atomically: all of them go into the same RocksDB write
+  // batch (never split across two, whatever max_batch_events says), so a
+  // crash leaves all or none of them. If any event is invalid, none is
+  // queued and every future carries an error. One future per event, in order.
+  std::vector<std::future<AppendResult>> AppendGroupAsync(std::vector<Event> events);
 
   // For import: appends a record carrying seq, prev_hash and hash, and fails
   // (E_CHAIN_BROKEN) unless it lands at exactly that seq with exactly that
@@ -93,6 +98,8 @@ class EventLog {
   struct Pending;
   EventLog() = default;
   std::future<AppendResult> Enqueue(Event e, bool expect_position);
+  // Queues `group` contiguously under one lock; false if the log refuses.
+  void EnqueueGroup(std::vector<std::unique_ptr<Pending>> group);
   void WriterLoop();
   void WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch);
 

@@ -5,9 +5,8 @@
 namespace tollgate {
 
 void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* results) {
-  std::vector<std::future<AppendResult>> futures;
-  futures.reserve(events.size());
-  for (auto& e : events) futures.push_back(log_.AppendAsync(std::move(e)));
+  // One group: a stage's batch lands in the log whole or not at all.
+  std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(std::move(events));
   results->clear();
   for (auto& f : futures) {
     AppendResult r = f.get();

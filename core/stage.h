@@ -71,8 +71,9 @@ class EventSink {
     bool duplicate = false;
   };
   virtual ~EventSink() = default;
-  // Appends all events (one group commit where possible) and fills one
-  // result per event, in order, when each is durable or has failed.
+  // Appends all events atomically (one group commit: a crash leaves all of
+  // them or none) and fills one result per event, in order, when they are
+  // durable or have failed.
   virtual void AppendAll(std::vector<Event> events, std::vector<Appended>* results) = 0;
 };
 
