@@ -6,6 +6,7 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace tollgate {
@@ -128,7 +129,23 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
   rd_kafka_t* rk = conf.Create(RD_KAFKA_PRODUCER, &s);
   if (!s.ok()) return s;
   std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> guard(rk, rd_kafka_destroy);
-  const auto names = config.topics.All();
+  // Only the missing topics are created: some brokers (the embedded mock
+  // cluster among them) do not implement CreateTopics at all.
+  std::vector<std::string> names;
+  {
+    const rd_kafka_metadata_t* md = nullptr;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, nullptr, &md, static_cast<int>(timeout.count()));
+    if (err) return KafkaError("reading topic metadata from " + config.brokers, err);
+    std::set<std::string> present;
+    for (int i = 0; i < md->topic_cnt; ++i) {
+      if (md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) present.insert(md->topics[i].topic);
+    }
+    rd_kafka_metadata_destroy(md);
+    for (const auto& t : config.topics.All()) {
+      if (!present.count(t)) names.push_back(t);
+    }
+  }
+  if (names.empty()) return Status::Ok();
   std::vector<rd_kafka_NewTopic_t*> news;
   for (const auto& t : names) {
     char err[256];
@@ -397,10 +414,10 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
   return result;
 }
 
-Status Consumer::Commit(const OffsetMap& next_offsets) {
+Status Consumer::Commit(const OffsetMap& next_offsets, bool async) {
   if (next_offsets.empty()) return Status::Ok();
   auto* list = ToList(next_offsets);
-  rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list, 0);
+  rd_kafka_resp_err_t err = rd_kafka_commit(rk_, list, async ? 1 : 0);
   rd_kafka_topic_partition_list_destroy(list);
   return err ? KafkaError("commit offsets", err) : Status::Ok();
 }

@@ -132,8 +132,9 @@ class Consumer {
 
   // Up to `max` messages, waiting at most `timeout` for the first.
   Status Poll(size_t max, std::chrono::milliseconds timeout, std::vector<Message>* out);
-  // Synchronously commits next offsets (non-transactional use).
-  Status Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets);
+  // Commits next offsets (non-transactional use). `async`: queue the commit
+  // and return; a lost async commit only means re-reading (callers dedupe).
+  Status Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets, bool async = false);
   // Rewinds every assigned partition to its committed offset (after an
   // aborted transaction, so the batch is read again).
   Status RewindToCommitted();
