@@ -14,7 +14,7 @@ struct LogBenchOptions {
   size_t append_events = 50000;
   size_t sync_appenders = 32;
   size_t sync_events = 4000;
-  size_t query_base_events = 100000;  // the smaller log of the growth test
+  size_t query_base_events = 50000;   // the smaller log of the growth test (10x: the larger)
   bool quick = false;                  // smaller sizes, for tests
 };
 
