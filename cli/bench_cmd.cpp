@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "bench/log_bench.h"
+#include "bench/pipeline_bench.h"
 #include "cli/commands.h"
 
 namespace tollgate::cli {
@@ -17,6 +18,23 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   log->add_flag("--quick", opts->quick, "small sizes (seconds, not minutes)");
   log->callback([opts, exit_code] {
     Json result = bench::RunLogBench(*opts);
+    std::cout << result.dump() << std::endl;
+    *exit_code = result.contains("error") ? 1 : 0;
+  });
+
+  auto popts = std::make_shared<bench::PipelineBenchOptions>();
+  auto* pipeline = bench->add_subcommand(
+      "pipeline", "requests end to end (ingest, decide, execute echo, every event logged) vs a bare 3-hop relay");
+  pipeline->add_option("--dir", popts->dir, "scratch directory (default: a temp dir)");
+  pipeline->add_option("--requests", popts->requests, "requests for the throughput test")->capture_default_str();
+  pipeline->add_option("--rounds", popts->rounds, "throughput rounds (the median is reported)")->capture_default_str();
+  pipeline->add_option("--rate", popts->rate, "requests per second for the latency test")->capture_default_str();
+  pipeline->add_option("--seconds", popts->seconds, "duration of the latency test")->capture_default_str();
+  pipeline->add_option("--batch", popts->max_batch, "max batch of the stage runners and the relay")->capture_default_str();
+  pipeline->add_flag_function("--no-sync", [popts](std::int64_t) { popts->sync = false; }, "skip the durability=sync figures");
+  pipeline->add_flag("--quick", popts->quick, "small sizes (seconds, not minutes)");
+  pipeline->callback([popts, exit_code] {
+    Json result = bench::RunPipelineBench(*popts);
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
   });

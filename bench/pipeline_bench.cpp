@@ -1,0 +1,457 @@
+#include "bench/pipeline_bench.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "cli/pipeline.h"
+#include "core/kafka_bus.h"
+#include "core/messages.h"
+
+namespace tollgate::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using OffsetMap = std::map<std::pair<std::string, int32_t>, int64_t>;
+constexpr std::chrono::milliseconds kTxnTimeout{30000};
+constexpr int kAgents = 8;  // request keys, so every partition carries traffic
+
+int64_t MonoMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count();
+}
+
+void Progress(const std::string& line) { std::cerr << "[bench pipeline] " << line << std::endl; }
+
+// A scratch directory: a fresh mkdtemp child of `parent` (or of the system
+// temp dir), removed with everything in it on destruction. Only what this
+// run created is ever removed.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& parent) {
+    std::error_code ec;
+    std::filesystem::path base = parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
+    std::filesystem::create_directories(base, ec);
+    std::string tmpl = (base / "tollgate-pbench-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The integer after `"name":` in compact JSON, or -1. A string search, not a
+// parse: the reader's cost per message must stay small and identical for the
+// pipeline and the relay.
+int64_t FindInt(const std::string& text, const std::string& name) {
+  const std::string needle = "\"" + name + "\":";
+  size_t at = text.find(needle);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(text.c_str() + at + needle.size(), nullptr, 10);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+// ------------------------------------------------------------------ the agent side
+
+struct PhaseResult {
+  Status status;
+  double seconds = 0;       // first publish -> last result read
+  size_t received = 0;      // distinct results of this phase
+  size_t not_completed = 0; // results whose status is not "completed" (pipeline only)
+  std::vector<double> latencies_ms;
+};
+
+// Publishes requests on `requests` and reads them back (as results, or as
+// relayed requests) from `results`, the way an agent does: one idempotent
+// producer, one read_committed consumer.
+class Driver {
+ public:
+  Status Open(const BusConfig& bus, const std::string& group) {
+    bus_ = bus;
+    Status s = Producer::Open(bus_, "", &producer_);
+    if (!s.ok()) return s;
+    return Consumer::Open(bus_, group, {bus_.topics.results()}, &consumer_);
+  }
+  ~Driver() {
+    if (consumer_) consumer_->Close();
+  }
+
+  // Publishes `n` echo requests with ids `prefix`0.. — back to back when
+  // rate == 0, else `rate` per second on a fixed schedule — each stamped
+  // with its send time (args.sent_us, steady clock), and reads until all
+  // `n` came back or `timeout` passed.
+  PhaseResult Run(const std::string& prefix, size_t n, double rate, std::chrono::seconds timeout,
+                  bool expect_status) {
+    PhaseResult r;
+    r.latencies_ms.reserve(n);
+    std::atomic<bool> sending_failed{false};
+    std::atomic<int64_t> last_us{0};
+    const int64_t t0 = MonoMicros();
+    const auto deadline = Clock::now() + timeout;
+
+    std::thread reader([&] {
+      std::unordered_set<std::string> seen;
+      std::vector<Message> batch;
+      while (seen.size() < n && Clock::now() < deadline && !sending_failed.load()) {
+        batch.clear();
+        consumer_->Poll(1000, std::chrono::milliseconds(50), &batch);
+        const int64_t now = MonoMicros();
+        for (const Message& m : batch) {
+          auto h = m.headers.find(kHeaderRequestId);
+          if (h == m.headers.end() || h->second.rfind(prefix, 0) != 0) continue;
+          if (!seen.insert(h->second).second) continue;  // a duplicate: counted once
+          const int64_t sent = FindInt(m.value, "sent_us");
+          if (sent > 0) r.latencies_ms.push_back(static_cast<double>(now - sent) / 1000.0);
+          if (expect_status && m.value.find("\"status\":\"completed\"") == std::string::npos) ++r.not_completed;
+          last_us.store(now);
+        }
+      }
+      r.received = seen.size();
+    });
+
+    const auto start = Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      if (rate > 0) {
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(static_cast<double>(i) / rate)));
+      }
+      const std::string rid = prefix + std::to_string(i);
+      const std::string agent = "bench-agent-" + std::to_string(i % kAgents);
+      Json req{{"request_id", rid},
+               {"org_id", "bench-org"},
+               {"agent_id", agent},
+               {"session_id", "bench-session-" + std::to_string(i % kAgents)},
+               {"tool", "echo"},
+               {"args", {{"i", i}, {"text", "benchmark payload"}, {"sent_us", MonoMicros()}}}};
+      Message m;
+      m.topic = bus_.topics.requests();
+      m.key = agent;
+      m.value = req.dump();
+      m.headers[kHeaderRequestId] = rid;
+      m.headers[kHeaderSessionId] = req["session_id"].get<std::string>();
+      Status s = producer_->Send(m);
+      if (!s.ok()) {
+        r.status = s;
+        sending_failed.store(true);
+        break;
+      }
+    }
+    if (r.status.ok()) r.status = producer_->Flush(std::chrono::seconds(30));
+    if (!r.status.ok()) sending_failed.store(true);
+    reader.join();
+    r.seconds = static_cast<double>(last_us.load() - t0) / 1e6;
+    if (r.status.ok() && r.received < n) {
+      r.status = Status::Error("E_BENCH", prefix + ": only " + std::to_string(r.received) + " of " +
+                                              std::to_string(n) + " came back within " +
+                                              std::to_string(timeout.count()) + " s");
+    }
+    if (r.status.ok() && r.not_completed > 0) {
+      r.status = Status::Error("E_BENCH", prefix + ": " + std::to_string(r.not_completed) + " of " +
+                                              std::to_string(n) + " results are not `completed`");
+    }
+    return r;
+  }
+
+ private:
+  BusConfig bus_;
+  std::unique_ptr<Producer> producer_;
+  std::unique_ptr<Consumer> consumer_;
+};
+
+// ------------------------------------------------------------------ the baseline
+
+// The bare relay: requests -> decide -> execute -> results, three hops, each
+// a consumer + transactional producer loop that does no processing. It
+// batches exactly like StageRunner::Run/Publish: poll up to max_batch with
+// the runner's poll timeout, then begin transaction, produce every message
+// (same key, value and headers) to the next topic, send the consumed offsets
+// to the transaction, commit.
+class Relay {
+ public:
+  ~Relay() { Stop(); }
+
+  Status Start(const BusConfig& bus, size_t max_batch) {
+    const Topics& t = bus.topics;
+    const std::vector<std::pair<std::string, std::string>> hops = {
+        {t.requests(), t.decide()}, {t.decide(), t.execute()}, {t.execute(), t.results()}};
+    for (size_t i = 0; i < hops.size(); ++i) {
+      auto hop = std::make_unique<Hop>();
+      hop->from = hops[i].first;
+      hop->to = hops[i].second;
+      BusConfig b = bus;
+      b.client_id = "tollgate-relay-" + std::to_string(i);
+      Status s = Producer::Open(b, "tollgate-relay-" + std::to_string(i), &hop->producer);
+      if (!s.ok()) return s;
+      s = Consumer::Open(b, "tollgate-relay-" + std::to_string(i), {hop->from}, &hop->consumer);
+      if (!s.ok()) return s;
+      hops_.push_back(std::move(hop));
+    }
+    for (auto& hop : hops_) {
+      hop->thread = std::thread([this, h = hop.get(), max_batch] { Loop(*h, max_batch); });
+    }
+    return Status::Ok();
+  }
+
+  void Stop() {
+    stop_.store(true);
+    for (auto& hop : hops_) {
+      if (hop->thread.joinable()) hop->thread.join();
+      if (hop->consumer) hop->consumer->Close();
+    }
+  }
+  uint64_t retries() const { return retries_.load(); }
+
+ private:
+  struct Hop {
+    std::string from, to;
+    std::unique_ptr<Consumer> consumer;
+    std::unique_ptr<Producer> producer;
+    std::thread thread;
+  };
+
+  void Loop(Hop& h, size_t max_batch) {
+    std::vector<Message> batch;
+    while (!stop_.load()) {
+      batch.clear();
+      h.consumer->Poll(max_batch, std::chrono::milliseconds(50), &batch);  // RunnerOptions::poll_timeout
+      if (batch.empty()) continue;
+      OffsetMap next;
+      Status s = h.producer->BeginTransaction();
+      for (size_t i = 0; s.ok() && i < batch.size(); ++i) {
+        Message out = batch[i];
+        out.topic = h.to;
+        out.partition = -1;
+        next[{batch[i].topic, batch[i].partition}] = batch[i].offset + 1;
+        s = h.producer->Send(out);
+      }
+      if (s.ok()) s = h.producer->SendOffsets(*h.consumer, next, kTxnTimeout);
+      if (s.ok()) s = h.producer->CommitTransaction(kTxnTimeout);
+      if (!s.ok()) {
+        ++retries_;
+        std::cerr << "[bench pipeline] relay " << h.from << ": batch failed, retrying: " << s.ToString() << "\n";
+        h.producer->AbortTransaction(kTxnTimeout);
+        h.consumer->RewindToCommitted();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<Hop>> hops_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> retries_{0};
+};
+
+// ------------------------------------------------------------------ one target
+
+struct Figures {
+  Status status;
+  double req_per_s = 0;
+  double throughput_seconds = 0;       // median over the rounds
+  std::vector<double> rounds_req_per_s;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double max_ms = 0;
+  size_t latency_samples = 0;
+};
+
+struct Sizes {
+  size_t warmup;
+  size_t requests;
+  size_t rounds;
+  double rate;
+  double seconds;
+};
+
+// Warm-up (every consumer group joined, every producer connected), then the
+// throughput test, then the latency test, through whatever moves
+// bus.topics.requests() to bus.topics.results().
+Figures Measure(const BusConfig& bus, const std::string& label, const Sizes& z, bool expect_status) {
+  Figures f;
+  Driver d;
+  f.status = d.Open(bus, "bench-agent-" + label);
+  if (!f.status.ok()) return f;
+
+  Progress(label + ": warm-up (" + std::to_string(z.warmup) + " requests)");
+  PhaseResult w = d.Run(label + "-warm-", z.warmup, 0, std::chrono::seconds(90), expect_status);
+  if (!w.status.ok()) {
+    f.status = w.status;
+    return f;
+  }
+
+  // Several rounds, the median reported: one round through the relay takes
+  // a fraction of a second, where batch boundaries and poll timing alone
+  // move a single figure by +-20%.
+  const auto thr_timeout = std::chrono::seconds(120 + static_cast<int64_t>(z.requests / 50));
+  std::vector<double> seconds;
+  for (size_t round = 0; round < z.rounds; ++round) {
+    Progress(label + ": throughput round " + std::to_string(round + 1) + "/" + std::to_string(z.rounds) + ", " +
+             std::to_string(z.requests) + " requests back to back");
+    PhaseResult t = d.Run(label + "-thr" + std::to_string(round) + "-", z.requests, 0, thr_timeout, expect_status);
+    if (!t.status.ok()) {
+      f.status = t.status;
+      return f;
+    }
+    seconds.push_back(t.seconds);
+    f.rounds_req_per_s.push_back(t.seconds > 0 ? static_cast<double>(z.requests) / t.seconds : 0);
+    Progress(label + ": " + std::to_string(static_cast<int64_t>(f.rounds_req_per_s.back())) + " req/s");
+  }
+  f.throughput_seconds = Percentile(seconds, 0.5);
+  f.req_per_s = f.throughput_seconds > 0 ? static_cast<double>(z.requests) / f.throughput_seconds : 0;
+
+  const size_t n = std::max<size_t>(1, static_cast<size_t>(z.rate * z.seconds));
+  Progress(label + ": latency, " + std::to_string(n) + " requests at " +
+           std::to_string(static_cast<int64_t>(z.rate)) + " req/s");
+  const auto lat_timeout = std::chrono::seconds(60 + static_cast<int64_t>(z.seconds));
+  PhaseResult l = d.Run(label + "-lat-", n, z.rate, lat_timeout, expect_status);
+  if (!l.status.ok()) {
+    f.status = l.status;
+    return f;
+  }
+  f.latency_samples = l.latencies_ms.size();
+  f.p50_ms = Percentile(l.latencies_ms, 0.50);
+  f.p99_ms = Percentile(l.latencies_ms, 0.99);
+  f.max_ms = Percentile(l.latencies_ms, 1.0);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s: p50 %.2f ms, p99 %.2f ms", label.c_str(), f.p50_ms, f.p99_ms);
+  Progress(buf);
+  return f;
+}
+
+Figures MeasureRelay(const PipelineBenchOptions& o, const Sizes& z, uint64_t* retries) {
+  Figures f;
+  std::unique_ptr<EmbeddedBroker> broker;
+  f.status = EmbeddedBroker::Start(1, &broker);
+  if (!f.status.ok()) return f;
+  BusConfig bus;
+  bus.brokers = broker->bootstrap();
+  bus.partitions = o.partitions;
+  for (const auto& t : {bus.topics.requests(), bus.topics.decide(), bus.topics.execute(), bus.topics.results()}) {
+    f.status = broker->CreateTopic(t, o.partitions);
+    if (!f.status.ok()) return f;
+  }
+  Relay relay;
+  f.status = relay.Start(bus, o.max_batch);
+  if (!f.status.ok()) return f;
+  f = Measure(bus, "relay", z, /*expect_status=*/false);
+  relay.Stop();
+  *retries = relay.retries();
+  return f;
+}
+
+Figures MeasurePipeline(const PipelineBenchOptions& o, const Sizes& z, const std::string& dir, Durability durability,
+                        const std::string& label, uint64_t* retries) {
+  Figures f;
+  PipelineOptions po;
+  po.data_dir = dir + "/" + label;
+  po.durability = durability;
+  po.partitions = o.partitions;
+  po.max_batch = o.max_batch;
+  po.write_endpoints = false;
+  std::unique_ptr<Pipeline> p;
+  f.status = Pipeline::Start(po, &p);
+  if (!f.status.ok()) return f;
+  BusConfig bus;
+  bus.brokers = p->bootstrap();
+  bus.topics = p->topics();
+  bus.partitions = o.partitions;
+  f = Measure(bus, label, z, /*expect_status=*/true);
+  *retries = p->retries();
+  p.reset();
+  return f;
+}
+
+Json FiguresJson(const Figures& f) {
+  return {{"req_per_s", f.req_per_s},          {"throughput_seconds", f.throughput_seconds},
+          {"rounds_req_per_s", f.rounds_req_per_s},
+          {"p50_ms", f.p50_ms},                {"p99_ms", f.p99_ms},
+          {"max_ms", f.max_ms},                {"latency_samples", f.latency_samples}};
+}
+
+}  // namespace
+
+Json RunPipelineBench(const PipelineBenchOptions& options) {
+  Sizes z{20, options.requests, options.rounds, options.rate, options.seconds};
+  if (options.quick) {
+    z = Sizes{10, std::min<size_t>(options.requests, 500), 1, std::min(options.rate, 100.0),
+              std::min(options.seconds, 2.0)};
+  }
+  if (z.requests == 0 || z.rounds == 0 || z.rate <= 0 || z.seconds <= 0 || options.partitions <= 0 || options.max_batch == 0) {
+    return Json{{"error", "--requests, --rounds, --rate, --seconds, partitions and max_batch must be positive"}};
+  }
+  ScratchDir dir(options.dir);
+  if (dir.path().empty()) return Json{{"error", "cannot create a scratch directory under " + options.dir}};
+  Progress("scratch directory " + dir.path());
+
+  uint64_t relay_retries = 0, buffered_retries = 0, sync_retries = 0;
+  Figures relay = MeasureRelay(options, z, &relay_retries);
+  if (!relay.status.ok()) return Json{{"error", "relay: " + relay.status.ToString()}};
+  Figures buffered = MeasurePipeline(options, z, dir.path(), Durability::kBuffered, "pipeline-buffered",
+                                     &buffered_retries);
+  if (!buffered.status.ok()) return Json{{"error", "pipeline (buffered): " + buffered.status.ToString()}};
+  Figures sync;
+  if (options.sync) {
+    sync = MeasurePipeline(options, z, dir.path(), Durability::kSync, "pipeline-sync", &sync_retries);
+    if (!sync.status.ok()) return Json{{"error", "pipeline (sync): " + sync.status.ToString()}};
+  }
+
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  const double throughput_vs_relay = ratio(buffered.req_per_s, relay.req_per_s);
+  const double p99_vs_relay = ratio(buffered.p99_ms, relay.p99_ms);
+  Json out;
+  out["bench"] = "pipeline";
+  out["throughput_vs_relay"] = throughput_vs_relay;
+  out["p99_vs_relay"] = p99_vs_relay;
+  out["pipeline_req_per_s"] = buffered.req_per_s;
+  out["pipeline_p50_ms"] = buffered.p50_ms;
+  out["pipeline_p99_ms"] = buffered.p99_ms;
+  out["relay_req_per_s"] = relay.req_per_s;
+  out["relay_p50_ms"] = relay.p50_ms;
+  out["relay_p99_ms"] = relay.p99_ms;
+  if (options.sync) {
+    out["sync_throughput_vs_relay"] = ratio(sync.req_per_s, relay.req_per_s);
+    out["sync_p99_vs_relay"] = ratio(sync.p99_ms, relay.p99_ms);
+    out["pipeline_sync_req_per_s"] = sync.req_per_s;
+    out["pipeline_sync_p50_ms"] = sync.p50_ms;
+    out["pipeline_sync_p99_ms"] = sync.p99_ms;
+  }
+  out["requests"] = z.requests;
+  out["rounds"] = z.rounds;
+  out["rate_per_s"] = z.rate;
+  out["latency_seconds"] = z.seconds;
+  out["latency_requests"] = std::max<size_t>(1, static_cast<size_t>(z.rate * z.seconds));
+  out["partitions"] = options.partitions;
+  out["max_batch"] = options.max_batch;
+  out["hops"] = 3;
+  out["relay_batching"] =
+      "per hop: poll up to max_batch (50 ms poll timeout), begin txn, produce, send offsets, commit — as StageRunner";
+  out["detail"] = {{"relay", FiguresJson(relay)}, {"pipeline_buffered", FiguresJson(buffered)}};
+  if (options.sync) out["detail"]["pipeline_sync"] = FiguresJson(sync);
+  out["retries"] = {{"relay", relay_retries}, {"pipeline_buffered", buffered_retries}, {"pipeline_sync", sync_retries}};
+  out["goals"] = {{"throughput_vs_relay", ">= 0.3"}, {"p99_vs_relay", "<= 3"}};
+  out["met"] = {{"throughput_vs_relay", throughput_vs_relay >= 0.3}, {"p99_vs_relay", p99_vs_relay > 0 && p99_vs_relay <= 3}};
+  out["quick"] = options.quick;
+  return out;
+}
+
+}  // namespace tollgate::bench
