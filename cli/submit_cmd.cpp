@@ -54,7 +54,7 @@ int RunSubmit(SubmitFlags& f) {
   // Subscribe first, so the result cannot slip past between send and read.
   std::unique_ptr<Consumer> consumer;
   if (f.wait) {
-    Status s = Consumer::Open(bus, "tollgate-submit-" + f.request_id, {bus.topics.results()}, &consumer);
+    Status s = Consumer::OpenTail(bus, bus.topics.results(), std::chrono::seconds(10), &consumer);
     if (!s.ok()) {
       std::cerr << "tollgate: " << s.ToString() << "\n";
       return 2;

@@ -62,6 +62,10 @@ int RunUp(UpFlags& f) {
   }
   const auto& rec = p->reconciled();
   const std::string data = f.pipeline.data_dir;
+  // The commands below name this very binary, so they paste as they are.
+  std::error_code ec;
+  std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || self.empty()) self = "tollgate";
   std::cout << "tollgate is up\n"
             << "  broker     " << p->bootstrap() << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n"
             << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
@@ -70,11 +74,11 @@ int RunUp(UpFlags& f) {
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call:\n"
-            << "  tollgate submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
+            << "  " << self << " submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
             << "or publish JSON to " << p->topics().requests() << " with any Kafka client, e.g.\n"
             << "  echo '{\"org_id\":\"o\",\"agent_id\":\"a\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' | kcat -P -b "
             << p->bootstrap() << " -t " << p->topics().requests() << " -k a\n"
-            << "Audit: tollgate audit query --data " << data << "/log --session s1\n"
+            << "Audit: " << self << " audit query --data " << data << "/log --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n"
             << std::flush;
   int sig = WaitForSignal();

@@ -311,10 +311,9 @@ void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partiti
 
 }  // namespace
 
-Status Consumer::Open(const BusConfig& config, const std::string& group,
-                      const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out) {
-  std::unique_ptr<Consumer> c(new Consumer());
-  Conf conf(config);
+namespace {
+// The settings every consumer of ours shares.
+void SetConsumerConf(Conf& conf, const std::string& group) {
   conf.Set("group.id", group);
   conf.Set("enable.auto.commit", "false");
   conf.Set("enable.auto.offset.store", "false");
@@ -330,6 +329,14 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
   conf.Set("max.partition.fetch.bytes", "33554432");
   conf.Set("fetch.max.bytes", "67108864");
   conf.Set("receive.message.max.bytes", "134217728");
+}
+}  // namespace
+
+Status Consumer::Open(const BusConfig& config, const std::string& group,
+                      const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out) {
+  std::unique_ptr<Consumer> c(new Consumer());
+  Conf conf(config);
+  SetConsumerConf(conf, group);
   rd_kafka_conf_set_rebalance_cb(conf.get(), OnRebalance);
   Status s;
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
@@ -340,6 +347,41 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
   rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return KafkaError("subscribe", err);
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout,
+                          std::unique_ptr<Consumer>* out) {
+  std::unique_ptr<Consumer> c(new Consumer());
+  Conf conf(config);
+  SetConsumerConf(conf, "tollgate-tail");  // never joined: no subscribe, no commits
+  Status s;
+  c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
+  if (!s.ok()) return s;
+  rd_kafka_poll_set_consumer(c->rk_);
+  const int ms = static_cast<int>(timeout.count());
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(c->rk_, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(c->rk_, 0, rkt, &md, ms);
+  rd_kafka_topic_destroy(rkt);
+  if (err) return KafkaError("metadata of " + topic, err);
+  int partitions = md->topic_cnt == 1 && !md->topics[0].err ? md->topics[0].partition_cnt : 0;
+  rd_kafka_metadata_destroy(md);
+  if (partitions <= 0) return Status::Error(errc::kKafka, "topic " + topic + " does not exist");
+  auto* list = rd_kafka_topic_partition_list_new(partitions);
+  for (int32_t p = 0; p < partitions; ++p) {
+    int64_t low = 0, high = 0;
+    err = rd_kafka_query_watermark_offsets(c->rk_, topic.c_str(), p, &low, &high, ms);
+    if (err) {
+      rd_kafka_topic_partition_list_destroy(list);
+      return KafkaError("end offset of " + topic + "[" + std::to_string(p) + "]", err);
+    }
+    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = high;
+  }
+  err = rd_kafka_assign(c->rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return KafkaError("assign " + topic, err);
   *out = std::move(c);
   return Status::Ok();
 }

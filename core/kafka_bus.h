@@ -128,6 +128,12 @@ class Consumer {
  public:
   static Status Open(const BusConfig& config, const std::string& group,
                      const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out);
+  // A consumer outside any group that reads `topic` from its current end
+  // (every partition's high watermark, fetched before this returns), so
+  // nothing published after Open is missed. No group join: ready at once.
+  // For one-shot readers such as `tollgate submit --wait`; Commit fails.
+  static Status OpenTail(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout,
+                         std::unique_ptr<Consumer>* out);
   ~Consumer();
 
   // Up to `max` messages, waiting at most `timeout` for the first.

@@ -10,8 +10,11 @@
 //   EmbeddedBrokerKillUp       `up` with its in-process broker: kill -9 takes
 //                              the broker's data with it; what reached the log
 //                              is finished by the reconciler after a restart.
-//   UpStopsCleanlyOnSigint     `up` with nothing published: prints where it
-//                              listens and exits 0 on SIGINT.
+//   UpServesSubmitAndStopsOnSigint
+//                              `up` prints where it listens; `submit --wait`
+//                              prints results with the documented exit codes;
+//                              `audit verify` reads the live log; SIGINT
+//                              drains and exits 0.
 //
 // Seed: TOLLGATE_CRASH_SEED (default: random; printed). Only loopback
 // addresses are used (the mock cluster listens on 127.0.0.1).
@@ -826,8 +829,10 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   std::cout << "[ time ] EmbeddedBrokerKillUp took " << Since(t0) << " s\n";
 }
 
-// `up` with nothing to do: prints where it listens, stops on SIGINT, exit 0.
-TEST_F(PipelineCrashTest, UpStopsCleanlyOnSigint) {
+// What a newcomer does first: `up`, then `submit --wait` from another
+// process (it finds the broker through endpoints.json), then `audit verify`
+// on the live log, then Ctrl-C.
+TEST_F(PipelineCrashTest, UpServesSubmitAndStopsOnSigint) {
   const auto t0 = Clock::now();
   ScratchDir dir("sigint");
   ASSERT_FALSE(dir.path().empty());
@@ -851,6 +856,47 @@ TEST_F(PipelineCrashTest, UpStopsCleanlyOnSigint) {
   EXPECT_EQ(ep.value("pid", 0), up.pid());
   EXPECT_EQ(ep.value("embedded_broker", false), true);
 
+  // submit --wait: the result JSON on stdout; exit 0 completed, 1 any other
+  // status, 2 a usage or connection error.
+  auto run = [&](const std::string& name, std::vector<std::string> argv, std::string* out) {
+    Child c;
+    std::string e;
+    EXPECT_TRUE(c.Start(argv, dir.sub(name + ".out"), dir.sub(name + ".err"), &e)) << e;
+    auto st = c.Wait(seconds(60));
+    *out = c.out();
+    if (!st) return -1;
+    return WIFEXITED(*st) ? WEXITSTATUS(*st) : -1;
+  };
+  std::string sout;
+  EXPECT_EQ(run("submit-echo",
+                {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1", "--tool", "echo",
+                 "--args", R"({"text":"hi"})", "--wait"},
+                &sout),
+            0)
+      << sout;
+  Json r = Json::parse(sout, nullptr, false);
+  EXPECT_EQ(r.value("status", ""), "completed") << sout;
+  EXPECT_EQ(r["result"]["data"].value("text", ""), "hi") << sout;
+  EXPECT_EQ(run("submit-denied",
+                {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1", "--tool",
+                 "delete_file", "--args", R"({"path":"x"})", "--wait"},
+                &sout),
+            1)
+      << sout;
+  r = Json::parse(sout, nullptr, false);
+  EXPECT_EQ(r.value("status", ""), "denied") << sout;
+  EXPECT_EQ(r["result"]["error"].value("code", ""), "E_POLICY_DENIED") << sout;
+  EXPECT_EQ(run("submit-bad", {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1",
+                               "--tool", "echo", "--args", "not json", "--wait"},
+                &sout),
+            2);
+  // The running log, read by another process (a RocksDB secondary).
+  EXPECT_EQ(run("verify", {TOLLGATE_BIN, "audit", "verify", "--data", data + "/log"}, &sout), 0) << sout;
+  EXPECT_EQ(run("query", {TOLLGATE_BIN, "audit", "query", "--data", data + "/log", "--session", "s1"}, &sout), 0);
+  size_t lines = 0;
+  for (char ch : sout) lines += ch == '\n';
+  EXPECT_GE(lines, 6u) << "two requests: received, decided, result at least\n" << sout;
+
   up.Signal(SIGINT);
   auto st = up.Wait(seconds(20));
   ASSERT_TRUE(st.has_value()) << "`up` ignored SIGINT for 20 s\n" << up.Describe();
@@ -858,14 +904,14 @@ TEST_F(PipelineCrashTest, UpStopsCleanlyOnSigint) {
   EXPECT_TRUE(Contains(up.out(), "SIGINT, draining")) << up.Describe();
   EXPECT_TRUE(Contains(up.out(), "tollgate: stopped")) << up.Describe();
 
-  // The log it leaves is empty and sound.
+  // The log it leaves is sound.
   std::unique_ptr<LogStore> store;
   Status s = LogStore::Open(data + "/log", OpenMode::kReadOnly, &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
-  EXPECT_EQ(report.events, 0u);
-  std::cout << "[ time ] UpStopsCleanlyOnSigint took " << Since(t0) << " s\n";
+  EXPECT_GE(report.events, 6u);
+  std::cout << "[ time ] UpServesSubmitAndStopsOnSigint took " << Since(t0) << " s\n";
 }
 
 // ------------------------------------------------ regressions
