@@ -1,5 +1,7 @@
 #include "audit/audit_query.h"
 
+#include "core/canonical_json.h"
+
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
@@ -20,6 +22,20 @@ bool ParseCursor(const std::string& c, uint64_t* seq) {
 }
 
 std::string MakeCursor(uint64_t seq) { return "s" + std::to_string(seq); }
+
+// The filters a query applies to what it reads, on the envelope alone
+// (verdict needs data: such queries decode).
+bool EnvelopeMatches(const AuditQuery& q, const EnvelopeView& e, int64_t time_us) {
+  if (!q.org_id.empty() && e.org_id != q.org_id) return false;
+  if (!q.agent_id.empty() && e.agent_id != q.agent_id) return false;
+  if (!q.session_id.empty() && e.session_id != q.session_id) return false;
+  if (!q.request_id.empty() && e.request_id != q.request_id) return false;
+  if (!q.tool.empty() && e.tool != q.tool) return false;
+  if (!q.types.empty() && std::find(q.types.begin(), q.types.end(), e.type) == q.types.end()) return false;
+  if (q.since_us && time_us < *q.since_us) return false;
+  if (q.until_us && time_us >= *q.until_us) return false;
+  return true;
+}
 
 bool Matches(const AuditQuery& q, const Event& e) {
   if (!q.org_id.empty() && e.org_id != q.org_id) return false;
@@ -147,13 +163,47 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
   std::vector<std::string> keys;
   bool more = false;
   uint64_t last_read = 0;
-  while (page->events.size() < q.limit) {
+  auto found = [&] { return q.json_lines ? page->lines.size() : page->events.size(); };
+  // Reads the record at seqs[i]; true (and the page grown) if it matches.
+  auto take = [&](uint64_t seq, std::string_view value, Status* st) -> bool {
+    if (q.json_lines && q.verdict.empty()) {
+      logfmt::RecordView rec;
+      EnvelopeView v;
+      int64_t t;
+      *st = logfmt::DecodeRecord(value, &rec);
+      if (!st->ok()) return false;
+      if (ScanEnvelope(rec.body, &v) && ParseTime(v.time, &t)) {
+        if (v.seq != seq) {
+          *st = Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
+                                                     std::to_string(v.seq));
+          return false;
+        }
+        if (!EnvelopeMatches(q, v, t)) return false;
+        page->lines.push_back(RecordText(rec.body, v, ToHex(rec.prev_hash), ToHex(rec.hash)));
+        return true;
+      }
+      // Not in the writer's exact layout (e.g. escapes): decode it.
+    }
+    Event e;
+    *st = LogStore::DecodeEvent(seq, value, &e);
+    if (!st->ok() || !Matches(q, e)) return false;
+    if (q.json_lines) {
+      std::string line;
+      *st = CanonicalBytes(e.RecordJson(), &line);
+      if (!st->ok()) return false;
+      page->lines.push_back(std::move(line));
+    } else {
+      page->events.push_back(std::move(e));
+    }
+    return true;
+  };
+  while (found() < q.limit) {
     if (page->scanned >= kMaxScanPerPage) {
       more = true;
       break;
     }
     seqs.clear();
-    size_t want = std::clamp<size_t>(q.limit - page->events.size(), 16, 256);
+    size_t want = std::clamp<size_t>(q.limit - found(), 16, 256);
     uint64_t seq;
     while (seqs.size() < want && next_candidate(&seq)) {
       seqs.push_back(seq);
@@ -175,12 +225,11 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
                                                     " which cannot be read: " + statuses[i].ToString() +
                                                     "; run `tollgate audit verify`");
       }
-      Event e;
-      Status st = LogStore::DecodeEvent(seqs[i], values[i].ToStringView(), &e);
+      Status st;
+      const bool matched = take(seqs[i], values[i].ToStringView(), &st);
       if (!st.ok()) return st;
-      if (!Matches(q, e)) continue;
-      page->events.push_back(std::move(e));
-      if (page->events.size() == q.limit) {
+      if (!matched) continue;
+      if (found() == q.limit) {
         // Candidates read past the last match are read again next page.
         uint64_t peek;
         more = i + 1 < seqs.size() || next_candidate(&peek);

@@ -47,6 +47,11 @@ struct AuditQuery {
   std::string cursor;               // from a previous page
   size_t limit = 0;                 // 0 = kDefaultQueryLimit
   bool descending = false;
+  // Fill AuditPage::lines (each record's canonical JSON, exactly what
+  // CanonicalBytes(event.RecordJson()) gives) instead of AuditPage::events.
+  // For callers that hand records on as JSON (CLI, HTTP, the tool): no JSON
+  // tree is built for an event whose envelope settles the filters.
+  bool json_lines = false;
 };
 
 // Who is asking: one org (tenant-scoped, e.g. an auditor or an agent) or
@@ -59,7 +64,8 @@ struct QueryScope {
 };
 
 struct AuditPage {
-  std::vector<Event> events;
+  std::vector<Event> events;       // unless json_lines
+  std::vector<std::string> lines;  // when json_lines
   std::string next_cursor;  // empty when there is nothing more
   std::string index_used;   // e.g. "idx_session", "events"
   uint64_t scanned = 0;     // index entries examined

@@ -39,16 +39,12 @@ int RunQuery(QueryFlags& f) {
   std::unique_ptr<LogStore> store;
   Status s = OpenReader(f.data, &store);
   if (!s.ok()) return Fail(s);
-  std::string line;
+  f.q.json_lines = true;
   for (;;) {
     AuditPage page;
     s = GetAuditLog(*store, QueryScope::Operator(), f.q, &page);
     if (!s.ok()) return Fail(s);
-    for (const Event& e : page.events) {
-      s = CanonicalBytes(e.RecordJson(), &line);
-      if (!s.ok()) return Fail(s);
-      std::cout << line << '\n';
-    }
+    for (const std::string& l : page.lines) std::cout << l << '\n';
     if (page.next_cursor.empty()) break;
     if (!f.all_pages) {
       std::cerr << "more: --cursor " << page.next_cursor << "\n";

@@ -264,4 +264,106 @@ int64_t NowMicros() {
       .count();
 }
 
+namespace {
+
+// A cursor over canonical body bytes; every step checks bounds.
+struct BodyScanner {
+  std::string_view text;
+  size_t pos = 0;
+
+  bool Literal(std::string_view lit) {
+    if (text.substr(pos, lit.size()) != lit) return false;
+    pos += lit.size();
+    return true;
+  }
+  // "..." without escapes or control bytes; the view excludes the quotes.
+  bool PlainString(std::string_view* out) {
+    if (pos >= text.size() || text[pos] != '"') return false;
+    const size_t start = ++pos;
+    while (pos < text.size()) {
+      const unsigned char c = static_cast<unsigned char>(text[pos]);
+      if (c == '"') {
+        *out = text.substr(start, pos - start);
+        ++pos;
+        return true;
+      }
+      if (c == '\\' || c < 0x20) return false;
+      ++pos;
+    }
+    return false;
+  }
+  bool Unsigned(uint64_t* out) {
+    const size_t start = pos;
+    uint64_t v = 0;
+    while (pos < text.size() && text[pos] >= '0' && text[pos] <= '9') {
+      if (pos - start >= 19) return false;  // beyond any seq we write
+      v = v * 10 + static_cast<uint64_t>(text[pos] - '0');
+      ++pos;
+    }
+    if (pos == start || (text[start] == '0' && pos - start > 1)) return false;
+    *out = v;
+    return true;
+  }
+  // An object or array, skipped by bracket matching (strings honoured).
+  bool Nested(std::string_view* out) {
+    const size_t start = pos;
+    if (pos >= text.size() || (text[pos] != '{' && text[pos] != '[')) return false;
+    int depth = 0;
+    bool in_string = false;
+    for (; pos < text.size(); ++pos) {
+      const char c = text[pos];
+      if (in_string) {
+        if (c == '\\') ++pos;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{' || c == '[') {
+        ++depth;
+      } else if (c == '}' || c == ']') {
+        if (--depth == 0) {
+          ++pos;
+          *out = text.substr(start, pos - start);
+          return true;
+        }
+      }
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+bool ScanEnvelope(std::string_view body, EnvelopeView* v) {
+  BodyScanner s{body};
+  auto str = [&](std::string_view key, std::string_view* out, bool last = false) {
+    return s.Literal(key) && s.PlainString(out) && s.Literal(last ? "}" : ",");
+  };
+  if (!s.Literal("{")) return false;
+  if (!str("\"agent_id\":", &v->agent_id)) return false;
+  if (!s.Literal("\"data\":") || !s.Nested(&v->data) || v->data.front() != '{' || !s.Literal(",")) return false;
+  v->id_key_at = s.pos;
+  if (!str("\"id\":", &v->id) || !str("\"org_id\":", &v->org_id)) return false;
+  v->request_id_key_at = s.pos;
+  if (!str("\"request_id\":", &v->request_id)) return false;
+  if (!s.Literal("\"seq\":") || !s.Unsigned(&v->seq) || !s.Literal(",")) return false;
+  if (!str("\"session_id\":", &v->session_id) || !str("\"time\":", &v->time) ||
+      !str("\"tool\":", &v->tool) || !str("\"type\":", &v->type, /*last=*/true)) {
+    return false;
+  }
+  return s.pos == body.size();
+}
+
+std::string RecordText(std::string_view body, const EnvelopeView& v, std::string_view prev_hash_hex,
+                       std::string_view hash_hex) {
+  // Sorted keys: ... data, "hash", id, org_id, "prev_hash", request_id, ...
+  std::string out;
+  out.reserve(body.size() + prev_hash_hex.size() + hash_hex.size() + 32);
+  out.append(body.substr(0, v.id_key_at));
+  out.append("\"hash\":\"").append(hash_hex).append("\",");
+  out.append(body.substr(v.id_key_at, v.request_id_key_at - v.id_key_at));
+  out.append("\"prev_hash\":\"").append(prev_hash_hex).append("\",");
+  out.append(body.substr(v.request_id_key_at));
+  return out;
+}
+
 }  // namespace tollgate

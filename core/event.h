@@ -76,6 +76,26 @@ struct EventBodyParts {
 // As EncodeEventBody; the size limit allows for a 20-digit seq.
 Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out);
 
+// The envelope of a canonical event body, found by a single pass over the
+// bytes without building a JSON tree: for readers (audit queries) that filter
+// on the envelope and hand records on as JSON. Views point into the body.
+struct EnvelopeView {
+  uint64_t seq = 0;
+  std::string_view agent_id, data, id, org_id, request_id, session_id, time, tool, type;
+  size_t id_key_at = 0;          // offset of the "id" key's opening quote
+  size_t request_id_key_at = 0;  // offset of the "request_id" key's opening quote
+};
+// True when `body` has exactly the layout EncodeEventBody writes: the ten
+// envelope keys in sorted order, no whitespace, string fields without escape
+// sequences. `data` is skipped by bracket matching, not validated. False
+// means "decode it with EventFromText instead", never "the event is bad".
+bool ScanEnvelope(std::string_view body, EnvelopeView* out);
+// The canonical bytes of the full record (body plus "hash" and "prev_hash"),
+// identical to CanonicalBytes(RecordJson()) of the decoded event. `view`
+// must come from ScanEnvelope(body).
+std::string RecordText(std::string_view body, const EnvelopeView& view, std::string_view prev_hash_hex,
+                       std::string_view hash_hex);
+
 // Deterministic event id: the first 32 hex digits of
 // SHA-256("tollgate.event.v1" NUL type NUL request_id NUL discriminator).
 // The same step of the same request always yields the same id, so

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "audit/audit_query.h"
+#include "core/canonical_json.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
 #include "audit/verify.h"
@@ -231,6 +232,31 @@ class QueryTest : public ::testing::Test {
     if (pages) *pages = n;
     return out;
   }
+  // The json_lines form of the same query: one canonical record per event.
+  std::vector<std::string> AllLines(AuditQuery q, QueryScope scope = QueryScope::Operator()) {
+    std::vector<std::string> out;
+    q.json_lines = true;
+    for (;;) {
+      AuditPage page;
+      Status s = GetAuditLog(log_->store(), scope, q, &page);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      if (!s.ok()) break;
+      EXPECT_TRUE(page.events.empty());
+      out.insert(out.end(), page.lines.begin(), page.lines.end());
+      if (page.next_cursor.empty()) break;
+      q.cursor = page.next_cursor;
+    }
+    return out;
+  }
+  static std::vector<std::string> Lines(const std::vector<Event>& events) {
+    std::vector<std::string> out;
+    for (const Event& e : events) {
+      std::string line;
+      EXPECT_TRUE(CanonicalBytes(e.RecordJson(), &line).ok());
+      out.push_back(line);
+    }
+    return out;
+  }
   // The same filter computed by brute force over every event.
   std::vector<uint64_t> Expected(const std::function<bool(const Event&)>& pred) {
     std::vector<uint64_t> out;
@@ -283,12 +309,39 @@ TEST_F(QueryTest, EachFilterMatchesABruteForceScan) {
       std::vector<uint64_t> want = Expected(c.pred);
       ASSERT_FALSE(want.empty()) << c.name;
       if (desc) std::reverse(want.begin(), want.end());
-      EXPECT_EQ(Seqs(All(q)), want) << c.name << (desc ? " desc" : " asc");
+      const std::vector<Event> got = All(q);
+      EXPECT_EQ(Seqs(got), want) << c.name << (desc ? " desc" : " asc");
+      EXPECT_EQ(AllLines(q), Lines(got)) << c.name << (desc ? " desc" : " asc") << ": json_lines differ";
       AuditPage first;
       ASSERT_TRUE(GetAuditLog(log_->store(), QueryScope::Operator(), q, &first).ok());
       EXPECT_EQ(first.index_used, c.index) << c.name;
     }
   }
+}
+
+// json_lines reads the envelope without a JSON tree when the record has the
+// writer's plain layout, and decodes it otherwise (escapes); either way each
+// line is the record's canonical JSON.
+TEST_F(QueryTest, JsonLinesAreTheCanonicalRecordsWhateverTheyHold) {
+  const int64_t t = 1'800'000'000'000'000;
+  log_->Append(MakeEvent("request.received", "odd-1", "s\"quoted", "agent-ü", "org0", "echo", t,
+                         {{"note", "}{\"]["}, {"nested", {{"a", {1, 2, {{"b", "}"}}}}}}}));
+  log_->Append(MakeEvent("request.received", "odd-2", "plain", "agent-ü", "org0", "tool\\x", t + 1,
+                         {{"text", "日本語 \\ \" \n"}}));
+  log_->Append(MakeEvent("request.received", "odd-3", "plain", "agent-ü", "org0", "echo", t + 2));
+  AuditQuery q;
+  q.agent_id = "agent-ü";
+  const std::vector<Event> got = All(q);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(AllLines(q), Lines(got));
+  q.tool = "echo";  // a filter on the envelope of a record that takes the fast path and one that does not
+  EXPECT_EQ(AllLines(q), Lines(All(q)));
+  EXPECT_EQ(All(q).size(), 2u);
+  q = AuditQuery();
+  q.since_us = t + 1;
+  q.until_us = t + 2;
+  EXPECT_EQ(AllLines(q), Lines(All(q)));
+  EXPECT_EQ(All(q).size(), 1u);
 }
 
 TEST_F(QueryTest, PagesAreExactAndTheLastCursorIsEmpty) {

@@ -156,6 +156,51 @@ TEST(Event, EncodeBodyEnforcesTheSizeLimit) {
   EXPECT_NE(s.message().find("limit 1024"), std::string::npos);
 }
 
+TEST(Event, ScanEnvelopeReadsWhatEncodeWrites) {
+  Event e;
+  e.seq = 1234567;
+  e.id = MakeEventId("decision.made", "r-1");
+  e.type = "decision.made";
+  e.time_us = 1'790'000'000'123'456;
+  e.org_id = "acme";
+  e.agent_id = "agent-ü";
+  e.session_id = "s-1";
+  e.request_id = "r-1";
+  e.tool = "";
+  e.data = {{"verdict", "allow"}, {"tricky", "}]{\"["}, {"list", {1, {{"k", "v"}}}}};
+  std::string body;
+  ASSERT_TRUE(EncodeEventBody(e, 1 << 20, &body).ok());
+  EnvelopeView v;
+  ASSERT_TRUE(ScanEnvelope(body, &v)) << body;
+  EXPECT_EQ(v.seq, e.seq);
+  EXPECT_EQ(v.id, e.id);
+  EXPECT_EQ(v.type, e.type);
+  EXPECT_EQ(v.time, FormatTime(e.time_us));
+  EXPECT_EQ(v.org_id, e.org_id);
+  EXPECT_EQ(v.agent_id, e.agent_id);
+  EXPECT_EQ(v.session_id, e.session_id);
+  EXPECT_EQ(v.request_id, e.request_id);
+  EXPECT_EQ(v.tool, "");
+  EXPECT_EQ(Json::parse(v.data), e.data);
+  e.prev_hash = std::string(64, 'a');
+  e.hash = std::string(64, 'b');
+  std::string record;
+  ASSERT_TRUE(CanonicalBytes(e.RecordJson(), &record).ok());
+  EXPECT_EQ(RecordText(body, v, e.prev_hash, e.hash), record);
+
+  // Anything but the writer's exact layout is left to the full decoder.
+  e.session_id = "s\"1";  // an escape
+  ASSERT_TRUE(EncodeEventBody(e, 1 << 20, &body).ok());
+  EXPECT_FALSE(ScanEnvelope(body, &v));
+  for (std::string bad : {std::string(""), std::string("{}"), std::string("[1]"), record,
+                          body.substr(0, body.size() - 1), " " + body}) {
+    EXPECT_FALSE(ScanEnvelope(bad, &v)) << bad;
+  }
+  e.session_id = "s1";
+  ASSERT_TRUE(EncodeEventBody(e, 1 << 20, &body).ok());
+  for (size_t cut = 0; cut < body.size(); ++cut) EXPECT_FALSE(ScanEnvelope(body.substr(0, cut), &v)) << cut;
+}
+
 TEST(Time, FormatAndParse) {
   EXPECT_EQ(FormatTime(0 + 1), "1970-01-01T00:00:00.000001Z");
   int64_t t;
