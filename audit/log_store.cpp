@@ -1,6 +1,7 @@
 #include "audit/log_store.h"
 
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
 #include <cstdlib>
@@ -16,10 +17,40 @@ Status FromRocks(const rocksdb::Status& s, const std::string& what) {
 
 namespace {
 
+// The key minus its last `n` bytes: keys of the log's CFs end in a seq (and
+// the time index in time+seq), so within a prefix new keys arrive in order.
+class DropSuffixTransform : public rocksdb::SliceTransform {
+ public:
+  explicit DropSuffixTransform(size_t n) : n_(n), name_("tollgate.DropSuffix" + std::to_string(n)) {}
+  const char* Name() const override { return name_.c_str(); }
+  rocksdb::Slice Transform(const rocksdb::Slice& key) const override {
+    return rocksdb::Slice(key.data(), key.size() - n_);
+  }
+  bool InDomain(const rocksdb::Slice& key) const override { return key.size() >= n_; }
+
+ private:
+  size_t n_;
+  std::string name_;
+};
+
 std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors() {
+  // Appends are in seq order, so each memtable insert lands right after the
+  // previous key of its prefix; a per-prefix insert hint turns the skiplist
+  // search into a near-constant step (the writer's main CPU cost). Not for
+  // the request index (a prefix per request: the hints would cost memory and
+  // save nothing) nor dedupe (random ids).
+  static const std::shared_ptr<const rocksdb::SliceTransform> kSeqSuffix =
+      std::make_shared<DropSuffixTransform>(8);
+  static const std::shared_ptr<const rocksdb::SliceTransform> kTimeSeqSuffix =
+      std::make_shared<DropSuffixTransform>(16);
   std::vector<rocksdb::ColumnFamilyDescriptor> out;
   for (int i = 0; i < logfmt::kNumCfs; ++i) {
     rocksdb::ColumnFamilyOptions o;
+    if (i == logfmt::kByTime) {
+      o.memtable_insert_with_hint_prefix_extractor = kTimeSeqSuffix;
+    } else if (i != logfmt::kByRequest && i != logfmt::kDedupe && i != logfmt::kMeta) {
+      o.memtable_insert_with_hint_prefix_extractor = kSeqSuffix;
+    }
     if (i == logfmt::kDedupe) {
       // Every append looks its id up here; most ids are new, so a bloom
       // filter answers most lookups without touching data blocks.
@@ -47,6 +78,8 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
   options.max_background_jobs = 2;
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   options.keep_log_file_num = 2;
+  // One writer thread; insert hints (above) need non-concurrent inserts.
+  options.allow_concurrent_memtable_write = false;
   auto descriptors = Descriptors();
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s;
