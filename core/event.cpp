@@ -1,6 +1,7 @@
 #include "core/event.h"
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 
@@ -139,10 +140,10 @@ Status EventFromText(std::string_view text, Event* out) {
 }
 
 Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out) {
-  Status s = ValidateEnvelope(e);
+  EventBodyParts parts;
+  Status s = SplitEventBody(e, SIZE_MAX - 64, &parts);
   if (!s.ok()) return s;
-  s = CanonicalBytes(e.BodyJson(), out);
-  if (!s.ok()) return s;
+  *out = parts.Join(e.seq);
   if (out->size() > max_bytes) {
     return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(out->size()) +
                                                    " bytes, limit " + std::to_string(max_bytes));
@@ -150,18 +151,55 @@ Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// Appends `,"key":` + the canonical JSON of string `v` (exactly what
+// CanonicalBytes gives, without building a Json for plain ASCII).
+Status AppendStringField(std::string* out, std::string_view key, const std::string& v, bool first = false) {
+  if (!first) out->push_back(',');
+  out->push_back('"');
+  out->append(key);
+  out->append("\":");
+  bool plain = true;
+  for (unsigned char c : v) plain = plain && c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+  if (plain) {
+    out->push_back('"');
+    out->append(v);
+    out->push_back('"');
+    return Status::Ok();
+  }
+  std::string quoted;
+  Status s = CanonicalBytes(Json(v), &quoted);
+  if (s.ok()) out->append(quoted);
+  return s;
+}
+
+}  // namespace
+
 Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
   Status s = ValidateEnvelope(e);
   if (!s.ok()) return s;
-  Json before = {{"agent_id", e.agent_id}, {"data", e.data}, {"id", e.id}, {"org_id", e.org_id},
-                 {"request_id", e.request_id}};
-  Json after = {{"session_id", e.session_id}, {"time", FormatTime(e.time_us)}, {"tool", e.tool}, {"type", e.type}};
-  std::string a, b;
-  if (!(s = CanonicalBytes(before, &a)).ok()) return s;
-  if (!(s = CanonicalBytes(after, &b)).ok()) return s;
-  a.back() = ',';  // drop the closing brace
-  out->head = std::move(a) + "\"seq\":";
-  out->tail = "," + b.substr(1);
+  // The body's keys in canonical (sorted) order, written field by field so
+  // that data is serialised in place rather than copied into a new tree.
+  std::string data;
+  if (!(s = CanonicalBytes(e.data, &data)).ok()) return s;
+  std::string& h = out->head;
+  h.clear();
+  h.reserve(data.size() + 256);
+  h.push_back('{');
+  if (!(s = AppendStringField(&h, "agent_id", e.agent_id, /*first=*/true)).ok()) return s;
+  h.append(",\"data\":").append(data);
+  if (!(s = AppendStringField(&h, "id", e.id)).ok()) return s;
+  if (!(s = AppendStringField(&h, "org_id", e.org_id)).ok()) return s;
+  if (!(s = AppendStringField(&h, "request_id", e.request_id)).ok()) return s;
+  h.append(",\"seq\":");
+  std::string& t = out->tail;
+  t.clear();
+  if (!(s = AppendStringField(&t, "session_id", e.session_id)).ok()) return s;
+  if (!(s = AppendStringField(&t, "time", FormatTime(e.time_us))).ok()) return s;
+  if (!(s = AppendStringField(&t, "tool", e.tool)).ok()) return s;
+  if (!(s = AppendStringField(&t, "type", e.type)).ok()) return s;
+  t.push_back('}');
   const size_t size = out->head.size() + out->tail.size() + 20;
   if (size > max_bytes) {
     return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(size) + " bytes, limit " +

@@ -156,6 +156,34 @@ TEST(Event, EncodeBodyEnforcesTheSizeLimit) {
   EXPECT_NE(s.message().find("limit 1024"), std::string::npos);
 }
 
+// The body is written field by field for speed; it must stay byte for byte
+// the canonical JSON of BodyJson(), which is what the hash covers.
+TEST(Event, EncodedBodyIsTheCanonicalJsonOfTheEnvelope) {
+  const std::vector<std::string> odd = {"plain", "", "quote\"d", "back\\slash", "ünï", "日本", "tab\tx",
+                                        "del\x7f", "emoji \xF0\x9F\x98\x80", "/slash", "<>&'"};
+  int n = 0;
+  for (const std::string& v : odd) {
+    Event e;
+    e.seq = 42 + n;
+    e.type = "decision.made";
+    e.request_id = v.empty() ? "r" : "r-" + v;
+    e.id = MakeEventId(e.type, e.request_id);
+    e.time_us = 1'790'000'000'000'001 + n++;
+    e.org_id = "org-" + v;
+    e.agent_id = "a" + v;
+    e.session_id = v;
+    e.tool = v;
+    e.data = {{"k", v}, {"n", 1.5}, {"nested", {{"z", 1}, {"a", {true, nullptr}}}}};
+    std::string body, want;
+    Status s = EncodeEventBody(e, 1 << 20, &body);
+    Status valid = ValidateEnvelope(e);
+    ASSERT_EQ(s.ok(), valid.ok()) << v << ": " << s.ToString();
+    if (!s.ok()) continue;  // e.g. a control character in an id field
+    ASSERT_TRUE(CanonicalBytes(e.BodyJson(), &want).ok());
+    EXPECT_EQ(body, want) << v;
+  }
+}
+
 TEST(Event, ScanEnvelopeReadsWhatEncodeWrites) {
   Event e;
   e.seq = 1234567;
