@@ -417,13 +417,25 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
         // The partition is now in an error state where seek() is refused;
         // re-assigning it from the beginning (the others from where they
         // are) is what restarts its fetcher.
+        // A partition with no position yet (nothing fetched since it was
+        // assigned) keeps its start: the committed offset, else the
+        // beginning. Re-assigning it "unset" would make it fail the same
+        // way, and the partitions would knock each other back forever.
         rd_kafka_topic_partition_list_t* list = nullptr;
         if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+          rd_kafka_topic_partition_list_t* committed = rd_kafka_topic_partition_list_copy(list);
+          const bool have_committed = rd_kafka_committed(rk_, committed, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR;
           rd_kafka_position(rk_, list);
           for (int i = 0; i < list->cnt; ++i) {
             auto& p = list->elems[i];
-            if (topic == p.topic && p.partition == m->partition) p.offset = RD_KAFKA_OFFSET_BEGINNING;
+            if (topic == p.topic && p.partition == m->partition) {
+              p.offset = RD_KAFKA_OFFSET_BEGINNING;
+            } else if (p.offset < 0) {
+              const int64_t c = have_committed ? committed->elems[i].offset : -1;
+              p.offset = c >= 0 ? c : RD_KAFKA_OFFSET_BEGINNING;
+            }
           }
+          rd_kafka_topic_partition_list_destroy(committed);
           rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list);
           if (err) std::cerr << "tollgate: consumer: re-assign after offset loss failed: " << rd_kafka_err2str(err) << "\n";
           rd_kafka_topic_partition_list_destroy(list);
