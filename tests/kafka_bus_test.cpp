@@ -134,6 +134,56 @@ TEST_F(BusTest, AnOffsetTheBrokerDroppedIsReportedNotSkipped) {
   EXPECT_GT(got[0].offset, 1);
 }
 
+// One partition loses its offset while the group's other partitions have
+// never been read: the loss is reported once, and every partition goes on
+// (the re-assignment that restarts the lost one must not knock the others
+// back into the same error, over and over).
+TEST_F(BusTest, AnOffsetLossOnOnePartitionLeavesTheOthersReading) {
+  ASSERT_TRUE(broker_->CreateTopic("lossy3", 3).ok());
+  std::unique_ptr<Producer> p;
+  ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
+  ASSERT_TRUE(p->Send({"lossy3", 0, -1, "k", "first", {}}).ok());
+  ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  {
+    std::unique_ptr<Consumer> c;
+    ASSERT_TRUE(Consumer::Open(bus_, "g-lossy3", {"lossy3"}, &c).ok());
+    auto got = Drain(*c, 1);
+    ASSERT_EQ(got.size(), 1u);
+    ASSERT_TRUE(c->Commit({{{"lossy3", 0}, got[0].offset + 1}}).ok());
+    c->Close();
+  }
+  const std::string chunk(512 * 1024, 'x');
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(p->Send({"lossy3", 0, -1, "k", chunk, {}}).ok());
+    ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  }
+  std::unique_ptr<Consumer> c;
+  ASSERT_TRUE(Consumer::Open(bus_, "g-lossy3", {"lossy3"}, &c).ok());
+  int losses = 0;
+  std::vector<Message> got;
+  auto poll_for = [&](std::chrono::seconds d, size_t want_small) {
+    auto deadline = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < deadline) {
+      Status s = c->Poll(100, std::chrono::milliseconds(100), &got);
+      if (s.code() == errc::kOffsetLost) ++losses;
+      size_t small = 0;
+      for (auto& m : got) small += m.value.size() < 100;
+      if (small >= want_small) return;
+    }
+  };
+  poll_for(std::chrono::seconds(8), 99);  // settle: read what partition 0 still holds
+  for (int32_t part : {0, 1, 2}) ASSERT_TRUE(p->Send({"lossy3", part, -1, "k", "after-" + std::to_string(part), {}}).ok());
+  ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
+  poll_for(std::chrono::seconds(15), 3);
+  std::set<std::string> after;
+  for (auto& m : got) {
+    if (m.value.rfind("after-", 0) == 0) after.insert(m.value);
+  }
+  EXPECT_EQ(after, (std::set<std::string>{"after-0", "after-1", "after-2"}));
+  EXPECT_GE(losses, 1) << "the loss on partition 0 is reported";
+  EXPECT_LE(losses, 3) << "reported once per lost partition, not in a loop";
+}
+
 // Counts each message it is given; one event per message into the log.
 class CountingStage : public Stage {
  public:
