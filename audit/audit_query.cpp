@@ -23,9 +23,10 @@ bool ParseCursor(const std::string& c, uint64_t* seq) {
 
 std::string MakeCursor(uint64_t seq) { return "s" + std::to_string(seq); }
 
-// The filters a query applies to what it reads, on the envelope alone
-// (verdict needs data: such queries decode).
-bool EnvelopeMatches(const AuditQuery& q, const EnvelopeView& e, int64_t time_us) {
+// The filters a query applies to what it reads that the envelope settles.
+// `E` is an Event or an EnvelopeView (same field names).
+template <class E>
+bool EnvelopeMatches(const AuditQuery& q, const E& e, int64_t time_us) {
   if (!q.org_id.empty() && e.org_id != q.org_id) return false;
   if (!q.agent_id.empty() && e.agent_id != q.agent_id) return false;
   if (!q.session_id.empty() && e.session_id != q.session_id) return false;
@@ -37,19 +38,13 @@ bool EnvelopeMatches(const AuditQuery& q, const EnvelopeView& e, int64_t time_us
   return true;
 }
 
+// Every filter, verdict (which needs data) included.
 bool Matches(const AuditQuery& q, const Event& e) {
-  if (!q.org_id.empty() && e.org_id != q.org_id) return false;
-  if (!q.agent_id.empty() && e.agent_id != q.agent_id) return false;
-  if (!q.session_id.empty() && e.session_id != q.session_id) return false;
-  if (!q.request_id.empty() && e.request_id != q.request_id) return false;
-  if (!q.tool.empty() && e.tool != q.tool) return false;
-  if (!q.types.empty() && std::find(q.types.begin(), q.types.end(), e.type) == q.types.end()) return false;
+  if (!EnvelopeMatches(q, e, e.time_us)) return false;
   if (!q.verdict.empty()) {
     auto v = e.data.find("verdict");
     if (e.type != "decision.made" || v == e.data.end() || !v->is_string() || *v != q.verdict) return false;
   }
-  if (q.since_us && e.time_us < *q.since_us) return false;
-  if (q.until_us && e.time_us >= *q.until_us) return false;
   return true;
 }
 
