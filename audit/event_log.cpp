@@ -44,7 +44,10 @@ Status EventLog::Open(const std::string& path, const LogOptions& options,
                              " but the last event is " + std::to_string(last) +
                              "; run `tollgate audit verify` before writing to this log");
   }
+  log->written_seq_ = log->head_seq_;
+  log->written_hash_ = log->head_hash_;
   log->writer_ = std::thread([l = log.get()] { l->WriterLoop(); });
+  if (log->options_.durability == Durability::kSync) log->syncer_ = std::thread([l = log.get()] { l->SyncLoop(); });
   *out = std::move(log);
   return Status::Ok();
 }
@@ -56,6 +59,54 @@ EventLog::~EventLog() {
   }
   cv_.notify_all();
   if (writer_.joinable()) writer_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writer_done_ = true;
+  }
+  sync_cv_.notify_all();
+  if (syncer_.joinable()) syncer_.join();
+}
+
+void EventLog::Complete(std::vector<std::unique_ptr<Pending>>& batch, std::vector<AppendResult>& results) {
+  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+}
+
+void EventLog::SyncLoop() {
+  std::deque<Unsynced> taken;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      sync_cv_.wait(lock, [this] { return writer_done_ || !unsynced_.empty(); });
+      if (unsynced_.empty()) return;  // the writer has stopped and all is acknowledged
+      taken.swap(unsynced_);
+    }
+    // Everything taken was written before this call, so one sync covers it.
+    Status failed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      failed = failed_;
+    }
+    if (failed.ok()) {
+      rocksdb::Status w = store_->db()->SyncWAL();
+      if (!w.ok()) failed = FromRocks(w, "event log sync failed; the log refuses appends until reopened");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (failed.ok()) {
+        head_seq_ = taken.back().seq;
+        head_hash_ = taken.back().hash;
+      } else if (failed_.ok()) {
+        failed_ = failed;
+      }
+    }
+    for (auto& u : taken) {
+      if (!failed.ok()) {
+        for (auto& r : u.results) r = AppendResult::Error(failed);
+      }
+      Complete(u.batch, u.results);
+    }
+    taken.clear();
+  }
 }
 
 uint64_t EventLog::head_seq() const {
@@ -156,13 +207,11 @@ void EventLog::WriterLoop() {
 }
 
 void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
-  uint64_t seq;
-  Digest hash;
+  uint64_t seq = written_seq_;
+  Digest hash = written_hash_;
   Status failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    seq = head_seq_;
-    hash = head_hash_;
     failed = failed_;
   }
   std::vector<AppendResult> results(batch.size());
@@ -229,12 +278,12 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     in_batch.emplace(batch[i]->event.id, i);
   }
 
+  const bool sync = options_.durability == Durability::kSync;
   if (seq >= first_seq) {
     wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
     wb.Put(store_->cf(kMeta), kMetaHeadHash,
            std::string_view(reinterpret_cast<const char*>(hash.data()), hash.size()));
-    rocksdb::WriteOptions wo;
-    wo.sync = options_.durability == Durability::kSync;
+    rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
     rocksdb::Status w = db->Write(wo, &wb);
     if (!w.ok()) {
       Status err = FromRocks(w, "event log write failed; the log refuses appends until reopened");
@@ -245,14 +294,26 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
       for (auto& p : batch) p->done.set_value(AppendResult::Error(err));
       return;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      head_seq_ = seq;
-      head_hash_ = hash;
-    }
+    written_seq_ = seq;
+    written_hash_ = hash;
     if (options_.batch_observer) options_.batch_observer(wb);
   }
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+  if (sync) {
+    // Even a batch of duplicates waits: the events it points at may be
+    // written but not yet synced.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      unsynced_.push_back(Unsynced{std::move(batch), std::move(results), written_seq_, written_hash_});
+    }
+    sync_cv_.notify_one();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    head_seq_ = written_seq_;
+    head_hash_ = written_hash_;
+  }
+  Complete(batch, results);
 }
 
 }  // namespace tollgate

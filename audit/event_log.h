@@ -7,6 +7,11 @@
 // future completes only after that batch is durable: fdatasync'd under
 // Durability::kSync, handed to the OS under kBuffered.
 //
+// Under kSync the fsync is pipelined: a second thread syncs the WAL (one
+// fdatasync covers every batch written before it) while the writer goes on
+// to the next batch. So a batch can be visible to readers shortly before it
+// is durable; it is acknowledged only once it is.
+//
 // Idempotent: an event whose id is already in the log is not written again;
 // the caller gets the existing seq with duplicate=true (the first write wins;
 // the id is the event's identity, see MakeEventId).
@@ -46,8 +51,9 @@ struct LogOptions {
   Durability durability = Durability::kSync;
   size_t max_event_bytes = kDefaultMaxEventBytes;
   size_t max_batch_events = 1024;
-  // Called on the writer thread with every batch after it is durable. For
-  // benchmarks (replaying identical batches) and tests; keep it cheap.
+  // Called on the writer thread with every batch once it is written (under
+  // kSync its fsync may still be pending). For benchmarks (replaying
+  // identical batches) and tests; keep it cheap.
   std::function<void(const rocksdb::WriteBatch&)> batch_observer;
 };
 
@@ -87,7 +93,7 @@ class EventLog {
   // hash, i.e. the log is the record's chain prefix.
   AppendResult AppendRecord(Event record);
 
-  // Head after the last durable batch.
+  // Head after the last durable (acknowledged) batch.
   uint64_t head_seq() const;
   std::string head_hash() const;
 
@@ -100,8 +106,18 @@ class EventLog {
   std::future<AppendResult> Enqueue(Event e, bool expect_position);
   // Queues `group` contiguously under one lock; false if the log refuses.
   void EnqueueGroup(std::vector<std::unique_ptr<Pending>> group);
+  // Written but not yet synced (kSync): acknowledged by SyncLoop.
+  struct Unsynced {
+    std::vector<std::unique_ptr<Pending>> batch;
+    std::vector<AppendResult> results;
+    uint64_t seq;  // the chain's tip after this batch
+    Digest hash;
+  };
   void WriterLoop();
+  void SyncLoop();
   void WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch);
+  // Completes a batch's futures; results.size() == batch.size().
+  static void Complete(std::vector<std::unique_ptr<Pending>>& batch, std::vector<AppendResult>& results);
 
   LogOptions options_;
   std::unique_ptr<LogStore> store_;
@@ -111,9 +127,15 @@ class EventLog {
   std::deque<std::unique_ptr<Pending>> queue_;  // guarded by mu_
   bool stopping_ = false;                       // guarded by mu_
   Status failed_;                               // guarded by mu_; sticky
-  uint64_t head_seq_ = 0;                       // guarded by mu_
-  Digest head_hash_{};                          // guarded by mu_
+  uint64_t head_seq_ = 0;                       // guarded by mu_; durable
+  Digest head_hash_{};                          // guarded by mu_; durable
+  uint64_t written_seq_ = 0;                    // writer thread only: the chain's tip
+  Digest written_hash_{};                       // writer thread only
+  std::condition_variable sync_cv_;
+  std::deque<Unsynced> unsynced_;               // guarded by mu_
+  bool writer_done_ = false;                    // guarded by mu_
   std::thread writer_;
+  std::thread syncer_;
 };
 
 }  // namespace tollgate
