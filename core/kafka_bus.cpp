@@ -313,7 +313,8 @@ void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partiti
 
 namespace {
 // The settings every consumer of ours shares.
-void SetConsumerConf(Conf& conf, const std::string& group) {
+// BusConfig::extra is applied last: an operator's explicit setting wins.
+void SetConsumerConf(Conf& conf, const BusConfig& config, const std::string& group) {
   conf.Set("group.id", group);
   conf.Set("enable.auto.commit", "false");
   conf.Set("enable.auto.offset.store", "false");
@@ -323,12 +324,17 @@ void SetConsumerConf(Conf& conf, const std::string& group) {
   conf.Set("auto.offset.reset", "error");
   conf.Set("session.timeout.ms", "6000");
   conf.Set("heartbeat.interval.ms", "1000");
-  conf.Set("fetch.wait.max.ms", "20");
+  // How long the broker holds an empty fetch. Each request crosses three
+  // topics, so this bounds its latency when traffic is light: 5 ms gave a
+  // p50 of ~30 ms end to end (20 ms: ~62 ms) for ~12% of a core when idle
+  // (20 ms: ~5%). BusConfig::extra overrides it.
+  conf.Set("fetch.wait.max.ms", "5");
   // Oversized requests must reach ingest to be rejected with a result: a
   // message larger than the fetch size would stall its partition.
   conf.Set("max.partition.fetch.bytes", "33554432");
   conf.Set("fetch.max.bytes", "67108864");
   conf.Set("receive.message.max.bytes", "134217728");
+  for (const auto& [k, v] : config.extra) conf.Set(k, v);
 }
 }  // namespace
 
@@ -336,7 +342,7 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
                       const std::vector<std::string>& topics, std::unique_ptr<Consumer>* out) {
   std::unique_ptr<Consumer> c(new Consumer());
   Conf conf(config);
-  SetConsumerConf(conf, group);
+  SetConsumerConf(conf, config, group);
   rd_kafka_conf_set_rebalance_cb(conf.get(), OnRebalance);
   Status s;
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
@@ -355,7 +361,7 @@ Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std
                           std::unique_ptr<Consumer>* out) {
   std::unique_ptr<Consumer> c(new Consumer());
   Conf conf(config);
-  SetConsumerConf(conf, "tollgate-tail");  // never joined: no subscribe, no commits
+  SetConsumerConf(conf, config, "tollgate-tail");  // never joined: no subscribe, no commits
   Status s;
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
   if (!s.ok()) return s;
