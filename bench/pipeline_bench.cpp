@@ -273,6 +273,7 @@ struct Figures {
   double p99_ms = 0;
   double max_ms = 0;
   size_t latency_samples = 0;
+  Json stages;  // the pipeline's runner counters (where batch time goes)
 };
 
 struct Sizes {
@@ -377,15 +378,18 @@ Figures MeasurePipeline(const PipelineBenchOptions& o, const Sizes& z, const std
   bus.partitions = o.partitions;
   f = Measure(bus, label, z, /*expect_status=*/true);
   *retries = p->retries();
+  f.stages = p->stats();
   p.reset();
   return f;
 }
 
 Json FiguresJson(const Figures& f) {
-  return {{"req_per_s", f.req_per_s},          {"throughput_seconds", f.throughput_seconds},
-          {"rounds_req_per_s", f.rounds_req_per_s},
-          {"p50_ms", f.p50_ms},                {"p99_ms", f.p99_ms},
-          {"max_ms", f.max_ms},                {"latency_samples", f.latency_samples}};
+  Json j = {{"req_per_s", f.req_per_s},          {"throughput_seconds", f.throughput_seconds},
+            {"rounds_req_per_s", f.rounds_req_per_s},
+            {"p50_ms", f.p50_ms},                {"p99_ms", f.p99_ms},
+            {"max_ms", f.max_ms},                {"latency_samples", f.latency_samples}};
+  if (!f.stages.is_null()) j["stages"] = f.stages;
+  return j;
 }
 
 }  // namespace

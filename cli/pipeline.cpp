@@ -132,6 +132,18 @@ uint64_t Pipeline::retries() const {
   return n;
 }
 
+Json Pipeline::stats() const {
+  Json out = Json::object();
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    const RunnerStats& st = runners_[i]->stats();
+    out[stages_[i]->name()] = {{"messages", st.messages.load()},     {"batches", st.batches.load()},
+                               {"events", st.events.load()},         {"outputs", st.outputs.load()},
+                               {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
+                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()}};
+  }
+  return out;
+}
+
 void Pipeline::Stop() {
   for (auto& r : runners_) r->Stop();
   for (auto& t : threads_) {

@@ -44,6 +44,8 @@ class Pipeline {
   const ReconcileStats& reconciled() const { return reconciled_; }
   // Sum of every runner's retries (failed batches).
   uint64_t retries() const;
+  // Each stage's runner counters, by stage name.
+  Json stats() const;
   // Re-drives unfinished requests now (also run at start).
   Status ReconcileNow();
 

@@ -104,6 +104,11 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   std::vector<std::pair<size_t, size_t>> seq_refs;  // (output index, event index)
   OffsetMap next;
   const int64_t now = NowMicros();
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::time_point a, Clock::time_point b) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+  };
+  const auto t0 = Clock::now();
   for (const Message& m : batch) {
     StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
                               std::to_string(m.offset)};
@@ -132,6 +137,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   }
 
   // 1. The log first: nothing leaves this stage that the log does not hold.
+  const auto t1 = Clock::now();
   std::vector<EventSink::Appended> appended;
   if (!events.empty()) {
     sink_.AppendAll(events, &appended);
@@ -151,8 +157,13 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     }
   }
   // 2. Outputs and offsets, atomically.
+  const auto t2 = Clock::now();
   Status s = Publish(outputs, next);
   if (!s.ok()) return s;
+  const auto t3 = Clock::now();
+  stats_.process_us += us(t0, t1);
+  stats_.append_us += us(t1, t2);
+  stats_.publish_us += us(t2, t3);
   stats_.messages += batch.size();
   stats_.events += events.size();
   stats_.outputs += outputs.size();
