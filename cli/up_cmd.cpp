@@ -84,6 +84,15 @@ int RunUp(UpFlags& f) {
   int sig = WaitForSignal();
   std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
   p->Stop();
+  // What each stage did, and where its time went: the first thing an
+  // on-call engineer asks after a slow or stuck run.
+  const Json stats = p->stats();
+  for (const auto& [stage, st] : stats.items()) {
+    std::cout << "  " << stage << ": " << st["messages"] << " messages in " << st["batches"] << " batches, "
+              << st["events"] << " events, " << st["retries"] << " retries; ms in process "
+              << st["process_us"].get<uint64_t>() / 1000 << ", append " << st["append_us"].get<uint64_t>() / 1000
+              << ", publish " << st["publish_us"].get<uint64_t>() / 1000 << "\n";
+  }
   p.reset();
   std::cout << "tollgate: stopped" << std::endl;
   return 0;

@@ -903,6 +903,9 @@ TEST_F(PipelineCrashTest, UpServesSubmitAndStopsOnSigint) {
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeStatus(*st) << "\n" << up.Describe();
   EXPECT_TRUE(Contains(up.out(), "SIGINT, draining")) << up.Describe();
   EXPECT_TRUE(Contains(up.out(), "tollgate: stopped")) << up.Describe();
+  // What each stage did: two requests reached ingest, one was executed.
+  EXPECT_TRUE(Contains(up.out(), "ingest: 2 messages")) << up.Describe();
+  EXPECT_TRUE(Contains(up.out(), "execute: 1 messages")) << up.Describe();
 
   // The log it leaves is sound.
   std::unique_ptr<LogStore> store;
