@@ -2,22 +2,39 @@
 
 #include <openssl/evp.h>
 
+#include <memory>
 #include <stdexcept>
 
 namespace tollgate {
 
+namespace {
+
+// The digest is fetched once and each thread keeps one context: creating
+// both per call cost more than hashing a typical event.
+const EVP_MD* Sha256Md() {
+  static const EVP_MD* md = [] {
+    const EVP_MD* fetched = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return fetched != nullptr ? fetched : EVP_sha256();
+  }();
+  return md;
+}
+
+struct CtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+
+}  // namespace
+
 Digest Sha256(std::string_view a, std::string_view b) {
+  thread_local std::unique_ptr<EVP_MD_CTX, CtxFree> ctx(EVP_MD_CTX_new());
   Digest out{};
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   unsigned int len = 0;
-  if (ctx == nullptr || EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1 ||
-      EVP_DigestUpdate(ctx, a.data(), a.size()) != 1 ||
-      EVP_DigestUpdate(ctx, b.data(), b.size()) != 1 ||
-      EVP_DigestFinal_ex(ctx, out.data(), &len) != 1) {
-    EVP_MD_CTX_free(ctx);
+  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), Sha256Md(), nullptr) != 1 ||
+      EVP_DigestUpdate(ctx.get(), a.data(), a.size()) != 1 ||
+      EVP_DigestUpdate(ctx.get(), b.data(), b.size()) != 1 ||
+      EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1) {
     throw std::runtime_error("OpenSSL SHA-256 failed");
   }
-  EVP_MD_CTX_free(ctx);
   return out;
 }
 
