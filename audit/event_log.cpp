@@ -223,6 +223,13 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
   rocksdb::WriteBatch wb;
   std::unordered_map<std::string_view, size_t> in_batch;  // id -> index in batch
   const uint64_t first_seq = seq + 1;
+  // Idempotency lookups for the whole batch in one MultiGet.
+  std::vector<rocksdb::Slice> ids;
+  ids.reserve(batch.size());
+  for (const auto& p : batch) ids.emplace_back(p->event.id);
+  std::vector<rocksdb::PinnableSlice> found(batch.size());
+  std::vector<rocksdb::Status> lookups(batch.size());
+  db->MultiGet({}, store_->cf(kDedupe), ids.size(), ids.data(), found.data(), lookups.data());
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = *batch[i];
     AppendResult& r = results[i];
@@ -231,8 +238,8 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
       r = results[it->second];
       r.duplicate = true;
     } else {
-      std::string existing;
-      rocksdb::Status g = db->Get({}, store_->cf(kDedupe), p.event.id, &existing);
+      const std::string_view existing = found[i].ToStringView();
+      const rocksdb::Status& g = lookups[i];
       if (g.ok()) {
         r.duplicate = DecodeSeq(existing, &r.seq);
         std::string value;
