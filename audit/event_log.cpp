@@ -13,12 +13,30 @@ bool ParseDurability(std::string_view text, Durability* out) {
   return true;
 }
 
+// What the writer needs of an event, all made on the caller's thread: the
+// writer neither encodes nor frees an Event (its JSON tree is costly to
+// destroy), it only joins bytes, hashes and writes.
 struct EventLog::Pending {
-  Event event;
-  EventBodyParts body;  // canonical bytes around the seq, made on the caller's thread
+  std::string id;
+  EventBodyParts body;  // canonical bytes around the seq
+  // Index keys minus their trailing be64(seq), which the writer appends.
+  std::vector<std::pair<logfmt::Cf, std::string>> index_prefixes;
+  // For AppendRecord: where the record says it belongs.
+  uint64_t record_seq = 0;
+  std::string record_prev_hash, record_hash;
   bool expect_position = false;
   bool group_continues = false;  // the next queued item belongs to the same group
   std::promise<AppendResult> done;
+
+  // Everything but the body (made by SplitEventBody) from `e`.
+  void Take(const Event& e) {
+    id = e.id;
+    record_seq = e.seq;
+    record_prev_hash = e.prev_hash;
+    record_hash = e.hash;
+    index_prefixes = IndexEntries(e, 0);
+    for (auto& [cf, key] : index_prefixes) key.resize(key.size() - 8);  // every index key ends in be64(seq)
+  }
 };
 
 Status EventLog::Open(const std::string& path, const LogOptions& options,
@@ -133,7 +151,7 @@ std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
     p->done.set_value(AppendResult::Error(s));
     return future;
   }
-  p->event = std::move(e);
+  p->Take(e);
   p->expect_position = expect_position;
   std::vector<std::unique_ptr<Pending>> one;
   one.push_back(std::move(p));
@@ -154,7 +172,7 @@ std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(std::vector<Ev
       invalid = s;
       invalid_at = i;
     }
-    p->event = std::move(events[i]);
+    p->Take(events[i]);
     group.push_back(std::move(p));
   }
   if (!invalid.ok()) {
@@ -226,7 +244,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
   // Idempotency lookups for the whole batch in one MultiGet.
   std::vector<rocksdb::Slice> ids;
   ids.reserve(batch.size());
-  for (const auto& p : batch) ids.emplace_back(p->event.id);
+  for (const auto& p : batch) ids.emplace_back(p->id);
   std::vector<rocksdb::PinnableSlice> found(batch.size());
   std::vector<rocksdb::Status> lookups(batch.size());
   db->MultiGet({}, store_->cf(kDedupe), ids.size(), ids.data(), found.data(), lookups.data());
@@ -234,7 +252,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     Pending& p = *batch[i];
     AppendResult& r = results[i];
     // Idempotency: an earlier item of this batch or a stored event.
-    if (auto it = in_batch.find(p.event.id); it != in_batch.end()) {
+    if (auto it = in_batch.find(p.id); it != in_batch.end()) {
       r = results[it->second];
       r.duplicate = true;
     } else {
@@ -248,7 +266,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
         if (r.status.ok()) r.status = DecodeRecord(value, &rec);
         if (r.status.ok()) r.hash = ToHex(rec.hash);
         if (!r.duplicate && r.status.ok()) {
-          r.status = Status::Error(errc::kLogCorrupt, "dedupe entry of " + p.event.id + " is malformed");
+          r.status = Status::Error(errc::kLogCorrupt, "dedupe entry of " + p.id + " is malformed");
         }
       } else if (!g.IsNotFound()) {
         r.status = FromRocks(g, "dedupe lookup failed");
@@ -256,7 +274,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     }
     if (p.expect_position && (r.duplicate || !r.status.ok())) {
       r = AppendResult::Error(Status::Error(errc::kChainBroken,
-                                     "record " + std::to_string(p.event.seq) + " (id " + p.event.id +
+                                     "record " + std::to_string(p.record_seq) + " (id " + p.id +
                                          ") is already in the log"));
     }
     if (r.duplicate || !r.status.ok()) continue;
@@ -266,23 +284,27 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     Digest next_hash = ChainHash(hash, body);
     if (p.expect_position) {
       std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
-      if (p.event.seq != next || p.event.prev_hash != want_prev || p.event.hash != got_hash) {
+      if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
         r.status = Status::Error(
             errc::kChainBroken,
-            "record seq " + std::to_string(p.event.seq) + " does not continue the log at seq " +
+            "record seq " + std::to_string(p.record_seq) + " does not continue the log at seq " +
                 std::to_string(next) + " (prev_hash or hash differ)");
         continue;
       }
     }
     const std::string seq_key = EncodeSeq(next);
     wb.Put(store_->cf(kEvents), seq_key, EncodeRecord(hash, next_hash, body));
-    for (const auto& [cf, key] : IndexEntries(p.event, next)) wb.Put(store_->cf(cf), key, {});
-    wb.Put(store_->cf(kDedupe), p.event.id, seq_key);
+    std::string key;
+    for (const auto& [cf, prefix] : p.index_prefixes) {
+      key.assign(prefix).append(seq_key);
+      wb.Put(store_->cf(cf), key, {});
+    }
+    wb.Put(store_->cf(kDedupe), p.id, seq_key);
     seq = next;
     hash = next_hash;
     r.seq = seq;
     r.hash = ToHex(hash);
-    in_batch.emplace(batch[i]->event.id, i);
+    in_batch.emplace(batch[i]->id, i);
   }
 
   const bool sync = options_.durability == Durability::kSync;
