@@ -4,14 +4,31 @@
 
 namespace tollgate {
 
+void LogSink::AddListener(Listener listener) {
+  std::lock_guard<std::mutex> lock(listeners_mu_);
+  listeners_.push_back(std::move(listener));
+}
+
 void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* results) {
+  std::vector<Listener> listeners;
+  {
+    std::lock_guard<std::mutex> lock(listeners_mu_);
+    listeners = listeners_;
+  }
+  std::vector<Event> copy;
+  if (!listeners.empty()) copy = events;
   // One group: a stage's batch lands in the log whole or not at all.
   std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(std::move(events));
   results->clear();
+  bool all_ok = true;
   for (auto& f : futures) {
     AppendResult r = f.get();
+    all_ok = all_ok && r.status.ok();
     results->push_back({r.status, r.seq, r.duplicate});
   }
+  if (listeners.empty() || !all_ok) return;
+  for (size_t i = 0; i < copy.size(); ++i) copy[i].seq = (*results)[i].seq;
+  for (const auto& l : listeners) l(copy);
 }
 
 Status StoreLogView::EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const {

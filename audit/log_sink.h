@@ -4,6 +4,9 @@
 // Thread-safe: several stage runners share one of each.
 #pragma once
 
+#include <functional>
+#include <mutex>
+
 #include "audit/event_log.h"
 #include "core/stage.h"
 
@@ -11,11 +14,22 @@ namespace tollgate {
 
 class LogSink : public EventSink {
  public:
+  // Sees every group this sink appended, after it is durable, with `seq` set
+  // on each event (prev_hash/hash are not). Re-appended (duplicate) events
+  // are passed again with their stored seq, so a listener must be idempotent
+  // (key its state by event id or request id). Called on the appending
+  // stage's thread: a listener guards its own state.
+  using Listener = std::function<void(const std::vector<Event>&)>;
+
   explicit LogSink(EventLog& log) : log_(log) {}
   void AppendAll(std::vector<Event> events, std::vector<Appended>* results) override;
+  // Register before the stages start; listeners live as long as the sink.
+  void AddListener(Listener listener);
 
  private:
   EventLog& log_;
+  std::mutex listeners_mu_;
+  std::vector<Listener> listeners_;
 };
 
 class StoreLogView : public LogView {

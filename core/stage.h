@@ -60,6 +60,12 @@ class Stage {
   // Must not throw for any input: bad input yields events and outputs that
   // say so. Must be deterministic given (in, ctx, log).
   virtual StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) = 0;
+  // Called by the runner between batches, at most every tick_interval (see
+  // RunnerOptions), so a stage can act on time alone (an approval's deadline)
+  // when no message arrives. Same rules as Process: deterministic given
+  // (ctx, log, the stage's derived state), never throws. Its events are
+  // appended and its outputs produced like a batch's, with no offsets.
+  virtual StageResult Tick(const StageContext& ctx, const LogView& log) { return {}; }
 };
 
 // Where a runner puts events. Embedded: the local RocksDB log.

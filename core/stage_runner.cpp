@@ -70,6 +70,14 @@ Status StageRunner::Run() {
       std::cerr << "tollgate: " << stage_.name() << ": " << polled.ToString() << "\n";
       if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
     }
+    if (std::chrono::steady_clock::now() - last_tick_ >= options_.tick_interval) {
+      Status t = RunTick();
+      if (!t.ok()) {
+        ++stats_.retries;
+        std::cerr << "tollgate: " << stage_.name() << ": tick failed (retried at the next tick): " << t.ToString()
+                  << "\n";
+      }
+    }
     if (batch.empty()) continue;
     Status s = ProcessBatch(batch);
     if (s.ok()) {
@@ -136,8 +144,25 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     next[{m.topic, m.partition}] = m.offset + 1;
   }
 
-  // 1. The log first: nothing leaves this stage that the log does not hold.
   const auto t1 = Clock::now();
+  Clock::time_point t2;
+  Status s = AppendAndPublish(events, outputs, seq_refs, next, &t2);
+  if (!s.ok()) return s;
+  const auto t3 = Clock::now();
+  stats_.process_us += us(t0, t1);
+  stats_.append_us += us(t1, t2);
+  stats_.publish_us += us(t2, t3);
+  stats_.messages += batch.size();
+  stats_.events += events.size();
+  stats_.outputs += outputs.size();
+  ++stats_.batches;
+  return Status::Ok();
+}
+
+Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
+                                     const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
+                                     std::chrono::steady_clock::time_point* appended_at) {
+  // 1. The log first: nothing leaves this stage that the log does not hold.
   std::vector<EventSink::Appended> appended;
   if (!events.empty()) {
     sink_.AppendAll(events, &appended);
@@ -156,25 +181,35 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
       outputs[out].message.value = v.dump();
     }
   }
+  if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
   // 2. Outputs and offsets, atomically.
-  const auto t2 = Clock::now();
-  Status s = Publish(outputs, next);
-  if (!s.ok()) return s;
-  const auto t3 = Clock::now();
-  stats_.process_us += us(t0, t1);
-  stats_.append_us += us(t1, t2);
-  stats_.publish_us += us(t2, t3);
-  stats_.messages += batch.size();
-  stats_.events += events.size();
-  stats_.outputs += outputs.size();
-  ++stats_.batches;
-  return Status::Ok();
+  if (outputs.empty() && next.empty()) return Status::Ok();
+  return Publish(outputs, next);
+}
+
+Status StageRunner::RunTick() {
+  last_tick_ = std::chrono::steady_clock::now();
+  OverlayView view(log_);
+  StageContext ctx{NowMicros(), options_.incarnation + "/tick/" + stage_.name()};
+  StageResult r = stage_.Tick(ctx, view);
+  if (!r.error.ok()) return r.error;
+  if (r.events.empty() && r.outputs.empty()) return Status::Ok();
+  std::vector<std::pair<size_t, size_t>> seq_refs;
+  for (size_t i = 0; i < r.outputs.size(); ++i) {
+    if (r.outputs[i].log_seq_of_event >= 0) seq_refs.emplace_back(i, r.outputs[i].log_seq_of_event);
+  }
+  Status s = AppendAndPublish(r.events, r.outputs, seq_refs, {}, nullptr);
+  if (s.ok()) {
+    stats_.events += r.events.size();
+    stats_.outputs += r.outputs.size();
+  }
+  return s;
 }
 
 Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& next) {
   Status s = producer_->BeginTransaction();
   for (size_t i = 0; s.ok() && i < outputs.size(); ++i) s = producer_->Send(outputs[i].message);
-  if (s.ok()) s = producer_->SendOffsets(*consumer_, next, kTxnTimeout);
+  if (s.ok() && !next.empty()) s = producer_->SendOffsets(*consumer_, next, kTxnTimeout);
   if (s.ok()) s = producer_->CommitTransaction(kTxnTimeout);
   if (!s.ok()) {
     Status a = producer_->AbortTransaction(kTxnTimeout);
@@ -187,6 +222,7 @@ Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& 
   // stores it, so without this a restarted stage re-reads its whole topic.
   // On Apache Kafka it rewrites what the transaction stored. Async: losing
   // it costs a re-read, which downstream de-duplication absorbs.
+  if (next.empty()) return Status::Ok();
   Status c = consumer_->Commit(next, /*async=*/true);
   if (!c.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << c.ToString() << "\n";
   return Status::Ok();

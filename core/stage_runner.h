@@ -32,6 +32,9 @@ struct RunnerOptions {
   size_t max_batch = 500;
   size_t max_event_bytes = kDefaultMaxEventBytes;  // as the sink's log
   std::chrono::milliseconds poll_timeout{50};
+  // How often Stage::Tick runs (it also runs after a batch if this much
+  // time has passed).
+  std::chrono::milliseconds tick_interval{200};
   // Called (on the runner thread) when the consumer finds its offset gone:
   // data the broker dropped before this stage read it. The embedded
   // deployment re-drives unfinished requests from the log.
@@ -65,6 +68,13 @@ class StageRunner {
 
  private:
   Status ProcessBatch(std::vector<Message>& batch);
+  // Appends `events`, fills log_seq of the outputs that ask for it, then
+  // produces the outputs and commits `next` in one transaction.
+  Status AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
+                          const std::vector<std::pair<size_t, size_t>>& seq_refs,
+                          const std::map<std::pair<std::string, int32_t>, int64_t>& next,
+                          std::chrono::steady_clock::time_point* appended_at);
+  Status RunTick();
   Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
   Stage& stage_;
@@ -74,6 +84,7 @@ class StageRunner {
   std::unique_ptr<Consumer> consumer_;
   std::unique_ptr<Producer> producer_;
   std::atomic<bool> stop_{false};
+  std::chrono::steady_clock::time_point last_tick_{};
   RunnerStats stats_;
 };
 

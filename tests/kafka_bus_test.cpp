@@ -254,5 +254,59 @@ TEST_F(BusTest, ARestartedStageResumesAfterWhatItCommitted) {
   EXPECT_EQ(log->head_seq(), 15u);
 }
 
+// A stage that acts on time alone: its third tick appends one event and
+// publishes one output (with the event's seq), with no input at all.
+class TickingStage : public Stage {
+ public:
+  std::string name() const override { return "ticking"; }
+  std::vector<std::string> input_topics() const override { return {"idle-in"}; }
+  StageResult Process(const Message&, const StageContext&, const LogView&) override { return {}; }
+  StageResult Tick(const StageContext& ctx, const LogView&) override {
+    StageResult r;
+    if (++ticks == 3) {
+      r.events.push_back(testing::MakeEvent("approval.expired", "r-tick"));
+      r.outputs.push_back({{"tick-out", -1, -1, "a1", "{\"tick\":true}", {}}, 0});
+    }
+    return r;
+  }
+  std::atomic<int> ticks{0};
+};
+
+TEST_F(BusTest, TicksRunWithoutInputAndTheirEventsReachListenersAndTheLog) {
+  ASSERT_TRUE(broker_->CreateTopic("idle-in", 1).ok());
+  ASSERT_TRUE(broker_->CreateTopic("tick-out", 1).ok());
+  testing::TempDir dir;
+  std::unique_ptr<EventLog> log;
+  ASSERT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
+  LogSink sink(*log);
+  std::vector<Event> heard;
+  std::mutex heard_mu;
+  sink.AddListener([&](const std::vector<Event>& events) {
+    std::lock_guard<std::mutex> lock(heard_mu);
+    heard.insert(heard.end(), events.begin(), events.end());
+  });
+  StoreLogView view(log->store());
+  RunnerOptions options;
+  options.bus = bus_;
+  options.tick_interval = std::chrono::milliseconds(20);
+  TickingStage stage;
+  StageRunner runner(stage, sink, view, options);
+  ASSERT_TRUE(runner.Start().ok());
+  std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
+  std::unique_ptr<Consumer> c;
+  ASSERT_TRUE(Consumer::Open(bus_, "g-tick-reader", {"tick-out"}, &c).ok());
+  std::vector<Message> got = Drain(*c, 1);
+  runner.Stop();
+  t.join();
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(Json::parse(got[0].value).value("log_seq", 0), 1) << got[0].value;
+  EXPECT_GE(stage.ticks.load(), 3);
+  EXPECT_EQ(log->head_seq(), 1u);
+  std::lock_guard<std::mutex> lock(heard_mu);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].type, "approval.expired");
+  EXPECT_EQ(heard[0].seq, 1u);
+}
+
 }  // namespace
 }  // namespace tollgate
