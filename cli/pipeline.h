@@ -26,7 +26,16 @@ struct PipelineOptions {
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
   bool write_endpoints = true;             // data_dir/endpoints.json
+  // The policy file (decide watches it; execute reads its own section).
+  // Empty: config/default-policy.yaml of the source tree or next to the
+  // binary (DefaultPolicyPath()).
+  std::string policy_path;
 };
+
+// Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
+// config/default-policy.yaml next to the binary's tree, else of the source
+// tree the binary was built from.
+std::string DefaultPolicyPath();
 
 class Pipeline {
  public:

@@ -50,7 +50,9 @@ int RunUp(UpFlags& f) {
     // Validates the invocation without starting anything (compose test).
     std::cout << Json{{"data", f.pipeline.data_dir}, {"brokers", f.pipeline.brokers},
                       {"topic_prefix", f.pipeline.topic_prefix}, {"partitions", f.pipeline.partitions},
-                      {"durability", f.durability}}.dump() << std::endl;
+                      {"durability", f.durability},
+                      {"policy", f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}.dump()
+              << std::endl;
     return 0;
   }
   BlockStopSignals();
@@ -71,6 +73,8 @@ int RunUp(UpFlags& f) {
             << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
             << "  log        " << data << "/log  (durability " << f.durability << ", head seq " << p->log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
+            << "  policy     " << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
+            << "  (edit it to reload; `tollgate policy check FILE` first)\n"
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call:\n"
@@ -110,6 +114,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_option("--policy", f->pipeline.policy_path,
+                 "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 
