@@ -167,7 +167,7 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
       {"k-type", wrong_type.dump(), "rejected", "E_INVALID_REQUEST", "args"},
       {"k-unknown", Request("unknown-tool", "teleport", Json::object(), "k-unknown").dump(), "denied",
        "E_UNKNOWN_TOOL", "teleport"},
-      {"k-denied", Request("denied-tool", "delete_file", {{"path", "x"}}, "k-denied").dump(), "denied",
+      {"k-denied", Request("denied-tool", "delete_file", {{"path", "/etc/shadow"}}, "k-denied").dump(), "denied",
        "E_POLICY_DENIED", "delete_file"},
   };
   for (const auto& c : cases) Send(c.key, c.value);
