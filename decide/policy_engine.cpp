@@ -532,9 +532,10 @@ std::string Compiler::NormPath(std::string_view p) {
   return out;
 }
 
+// Path-component prefix: "/etc" covers "/etc" and "/etc/x", not "/etcetera".
 bool UnderPrefix(const std::string& path, const std::string& prefix) {
-  if (prefix == "/" || prefix.empty()) return !path.empty() && (prefix.empty() || path[0] == '/') &&
-                                                path.find("..") != 0 && path.find("/..") != 0;
+  if (prefix.empty()) return false;
+  if (prefix == "/") return !path.empty() && path[0] == '/';
   if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
   return path.size() == prefix.size() || path[prefix.size()] == '/';
 }
@@ -1155,7 +1156,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
       Step(d, "deny", "deny", pat);
-      Finish(d, "deny", "matches deny pattern '" + pat + "'",
+      const std::string& what = t->deny.at(i).Match(inv) ? inv : f.subject2;
+      Finish(d, "deny", "'" + what + "' matches deny pattern '" + pat + "'",
              std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
       return;
     }
