@@ -1098,8 +1098,9 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   } else if (IsFileTool(*f.tool)) {
     std::string p = FilePathArg(*f.args);
     if (!p.empty()) {
+      // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
       f.file_path = Compiler::NormPath(p);
-      f.subject2 = *f.tool + ":" + p;
+      f.subject2 = *f.tool + ":" + f.file_path;
     }
   }
   d->danger = spec.danger;

@@ -151,6 +151,7 @@ approval_threshold: HIGH
 deny:
   - "*:*password*"
   - "bash:rm *"
+  - "*:*/etc/shadow*"
 allow:
   - "*:*"            # the org allows everything not denied (deny still wins)
 tool_allowlist: [echo, read_file, write_file, delete_file, http_request, execute_command, "cli:*", current_time]
@@ -252,6 +253,8 @@ TEST(Precedence, OrgAllowEverythingStillHonoursDenyRulesGrantsAndModes) {
        "org.deny:*:*password*", "E_POLICY_DENIED"},
       {"deny beats allow for file path subjects", "anyone", "read_file", {{"path", "/srv/password.txt"}}, "deny",
        "org.deny:", "E_POLICY_DENIED"},
+      {"file subjects are normalised", "anyone", "delete_file", {{"path", "/etc//./shadow"}}, "deny",
+       "org.deny:*:*/etc/shadow*", "E_POLICY_DENIED"},
       {"bash deny", "anyone", "execute_command", {{"command", "rm -rf x"}}, "deny", "org.deny:bash:rm *",
        "E_POLICY_DENIED"},
       {"org allow", "anyone", "write_file", {{"path", "notes.txt"}}, "allow", "org.allow:*:*", ""},
