@@ -142,10 +142,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (state.approval_requested == nullptr || !who.InOrg(state.approval_requested->org_id)) {
       return Error(res, 404, errc::kNotFound, "no approval requested for '" + rid + "'");
     }
+    // Values are passed on as given: the schema check below names a wrong type.
+    auto field = [&](const char* k, Json dflt) { return body.contains(k) ? body[k] : dflt; };
     Json resp{{"request_id", rid},
-              {"decision", body.value("decision", "")},
+              {"decision", field("decision", "")},
               {"approver", who.identity},
-              {"scope", body.value("scope", "once")},
+              {"scope", field("scope", "once")},
               {"args_hash", body.contains("args_hash") ? body["args_hash"]
                                                        : state.approval_requested->data.value("args_hash", Json(""))},
               {"response_id", "http-" + NewToken().substr(0, 24)}};

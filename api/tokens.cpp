@@ -51,6 +51,14 @@ bool Principal::Has(const std::string& role) const {
 }
 
 Status TokenStore::Load(const std::string& path, TokenStore* out) {
+  try {
+    return LoadFile(path, out);
+  } catch (const std::exception& e) {  // a field of the wrong type
+    return Bad(path, e.what());
+  }
+}
+
+Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
   std::ifstream in(path);
   if (!in) return Status::Error(errc::kNotFound, "no tokens file " + path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -40,6 +40,7 @@ class TokenStore {
   size_t size() const { return by_hash_.size(); }
 
  private:
+  static Status LoadFile(const std::string& path, TokenStore* out);
   std::map<std::string, Principal> by_hash_;
 };
 

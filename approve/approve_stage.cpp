@@ -390,6 +390,7 @@ Status ApproveStage::Load(const LogStore& store) {
 
 void ApproveStage::OnAppended(const std::vector<Event>& events) {
   std::vector<Json> notify;
+  std::vector<const Event*> completed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events) {
@@ -433,8 +434,37 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
       } else if (e.type == "request.rejected") {
         held_.erase(rid);  // ended elsewhere (E_REQUEST_LOST)
         flows_.erase(rid);
+      } else if (e.type == "execution.completed" && notifier_ && view_ && !notified_.count(e.id)) {
+        completed.push_back(&e);
       }
     }
+  }
+  // After execution: only calls whose decision asked for it (read outside
+  // the lock; the log is the one place that knows the decision).
+  for (const Event* e : completed) {
+    std::vector<Event> history;
+    if (!view_->EventsOfRequest(e->request_id, &history).ok()) continue;
+    RequestState st = Summarize(history);
+    if (!st.decision) continue;
+    auto flag = st.decision->data.find("notify");
+    if (flag == st.decision->data.end() || !flag->is_boolean() || !flag->get<bool>()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!notified_.insert(e->id).second) continue;
+    }
+    const Json result = e->data.value("result", Json::object());
+    Json n{{"event", "execution.completed"},
+           {"request_id", e->request_id},
+           {"org_id", e->org_id},
+           {"agent_id", e->agent_id},
+           {"session_id", e->session_id},
+           {"tool", e->tool},
+           {"success", result.value("success", false)},
+           {"rule", st.decision->data.value("rule", "")},
+           {"reason", st.decision->data.value("reason", "")},
+           {"log_seq", e->seq}};
+    if (auto err = result.find("error"); err != result.end() && err->is_object()) n["error_code"] = err->value("code", "");
+    notify.push_back(std::move(n));
   }
   for (const Json& n : notify) notifier_->Enqueue(n);
 }

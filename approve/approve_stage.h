@@ -24,6 +24,8 @@
 //   `denied` result (E_APPROVAL_DENIED).
 // - Tick: a pending request past its deadline gets approval.expired and an
 //   `expired` result (E_APPROVAL_EXPIRED), whether or not a message arrives.
+// - webhooks (ApproveConfig::webhooks): notified when an approval is
+//   requested and after an execution whose decision asked to notify.
 //
 // Derived state: the pending requests' deadlines (for Tick) and the flows
 // seen on the approve topic (they carry the unredacted args that execute
@@ -83,8 +85,12 @@ class ApproveStage : public Stage {
 
   // Folds the pending approvals of the log (at start, before the runner).
   Status Load(const LogStore& store);
-  // A LogSink listener: every appended group, durable, with seqs.
+  // A LogSink listener: every appended group, durable, with seqs. With
+  // webhooks, it also notifies after an execution.completed whose
+  // decision.made carried "notify": true (the policy's notify patterns),
+  // reading the decision through the view given to SetLogView.
   void OnAppended(const std::vector<Event>& events);
+  void SetLogView(const LogView* view) { view_ = view; }
 
   size_t pending() const;
   // The earliest pending deadline, 0 when nothing is pending.
@@ -106,12 +112,13 @@ class ApproveStage : public Stage {
   bool FlowFor(const std::vector<Event>& history, Flow* flow) const;
 
   ApproveConfig config_;
+  const LogView* view_ = nullptr;
   std::unique_ptr<WebhookNotifier> notifier_;
   mutable std::mutex mu_;
   std::map<std::string, Held> held_;        // request_id -> pending; guarded by mu_
   std::set<std::string> settled_;           // request ids settled; guarded by mu_
   std::map<std::string, Flow> flows_;       // request_id -> flow from the approve topic; guarded by mu_
-  std::set<std::string> notified_;          // approval.requested ids notified; guarded by mu_
+  std::set<std::string> notified_;          // event ids notified; guarded by mu_
 };
 
 }  // namespace tollgate

@@ -96,6 +96,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     s = approve->Load(p->log_->store());
     if (!s.ok()) return s;
     ApproveStage* raw = approve.get();
+    raw->SetLogView(p->view_.get());
     p->sink_->AddListener([raw](const std::vector<Event>& events) { raw->OnAppended(events); });
     p->approve_ = raw;
     p->stages_.push_back(std::move(approve));

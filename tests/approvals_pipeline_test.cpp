@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <fstream>
@@ -331,6 +332,96 @@ TEST_F(ApprovalsPipelineTest, AWebhookIsDeliveredWithRetries) {
   server.join();
 }
 
+TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
+  StopPipeline();
+  httplib::Server hook;
+  std::mutex mu;
+  std::vector<Json> bodies;
+  hook.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu);
+    bodies.push_back(Json::parse(req.body));
+    res.status = 200;
+  });
+  const int port = hook.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread server([&] { hook.listen_after_bind(); });
+  webhooks_ = {"http://127.0.0.1:" + std::to_string(port) + "/hook"};
+  StartPipeline();
+  AskSpec loud;
+  loud.request_id = "r-loud";
+  loud.notify = true;
+  AskSpec quiet;
+  quiet.request_id = "r-quiet";
+  const std::string h1 = Ask(loud);
+  const std::string h2 = Ask(quiet);
+  Respond(Response("r-loud", "approve", "alice", h1));
+  Respond(Response("r-quiet", "approve", "alice", h2));
+  ASSERT_FALSE(WaitResult("r-loud").is_null());
+  ASSERT_FALSE(WaitResult("r-quiet").is_null());
+  EXPECT_TRUE(WaitFor([&] { return p_->approve().notifier()->delivered.load() == 3; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::vector<std::string> completed;
+    for (const auto& b : bodies) {
+      if (b["event"] == "execution.completed") completed.push_back(b["request_id"]);
+    }
+    EXPECT_EQ(bodies.size(), 3u) << "two approval.requested, one execution.completed";
+    EXPECT_EQ(completed, std::vector<std::string>{"r-loud"});
+  }
+  StopPipeline();
+  hook.stop();
+  server.join();
+}
+
+// `tollgate approvals ...` as a separate process against the running pipeline.
+struct CliRun {
+  int exit_code;
+  std::string out;
+};
+CliRun Tollgate(const std::string& args) {
+  CliRun r{-1, ""};
+  FILE* f = popen((std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null").c_str(), "r");
+  if (!f) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  int status = pclose(f);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
+  const std::string data = dir_.sub("data");
+  AskSpec a;
+  a.request_id = "r-cli";
+  a.approvers = {"alice"};
+  Ask(a);
+  AskSpec b;
+  b.request_id = "r-cli-other";
+  b.agent = "agent-9";
+  Ask(b);
+  CliRun list = Tollgate("approvals list --data " + data + " --agent agent-1");
+  ASSERT_EQ(list.exit_code, 0);
+  EXPECT_NE(list.out.find("\"request_id\":\"r-cli\""), std::string::npos) << list.out;
+  EXPECT_EQ(list.out.find("r-cli-other"), std::string::npos) << "filtered by agent";
+  CliRun refused = Tollgate("approvals approve r-cli --as mallory --data " + data);
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("E_APPROVER_NOT_ENTITLED"), std::string::npos) << refused.out;
+  CliRun unknown = Tollgate("approvals deny r-nope --as alice --data " + data);
+  EXPECT_EQ(unknown.exit_code, 1);
+  CliRun ok = Tollgate("approvals approve r-cli --as alice --comment lgtm --data " + data);
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_EQ(Json::parse(ok.out)["outcome"], "granted");
+  Json result = WaitResult("r-cli");
+  ASSERT_FALSE(result.is_null());
+  EXPECT_EQ(result["status"], "completed");
+  CliRun deny = Tollgate("approvals deny r-cli-other --as bob --comment no --data " + data);
+  ASSERT_EQ(deny.exit_code, 0) << deny.out;
+  EXPECT_EQ(Json::parse(deny.out)["outcome"], "denied");
+  EXPECT_EQ(WaitResult("r-cli-other")["result"]["error"]["code"], "E_APPROVAL_DENIED");
+}
+
 // ------------------------------------------------------------- HTTP API
 
 TEST_F(ApprovalsPipelineTest, HttpRefusesWithoutAValidTokenOrRole) {
@@ -393,6 +484,9 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
   EXPECT_EQ(unknown->status, 404);
   auto malformed = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":\"perhaps\"}", "application/json");
   EXPECT_EQ(malformed->status, 400);
+  auto wrong_type = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":7}", "application/json");
+  EXPECT_EQ(wrong_type->status, 400) << wrong_type->body;
+  EXPECT_EQ(http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "not json", "application/json")->status, 400);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_FALSE(Has("r-org2", "approval.granted"));
   EXPECT_FALSE(Has("r-org2", "approval.refused"));
@@ -488,6 +582,37 @@ TEST_F(ApprovalsPipelineTest, FirstStartCreatesAnAdminToken) {
   ASSERT_TRUE(Pipeline::Start(o, &p_).ok());
   EXPECT_FALSE(p_->admin_token_created()) << "only on first start";
   p_.reset();
+}
+
+TEST(Tokens, StoreHashesAndRefuseMalformedFiles) {
+  TempDir dir;
+  const std::string path = dir.sub("tokens.json");
+  std::string token;
+  ASSERT_TRUE(AddToken(path, {"alice", "acme", {"approver", "auditor"}}, &token).ok());
+  TokenStore store;
+  ASSERT_TRUE(TokenStore::Load(path, &store).ok());
+  Principal who;
+  ASSERT_TRUE(store.Authenticate(token, &who));
+  EXPECT_EQ(who.identity, "alice");
+  EXPECT_TRUE(who.Has("auditor"));
+  EXPECT_FALSE(who.admin());
+  EXPECT_FALSE(who.InOrg("other"));
+  EXPECT_FALSE(store.Authenticate(token + "x", &who));
+  EXPECT_FALSE(store.Authenticate("", &who));
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto write = [&](const std::string& text) {
+    std::ofstream(path, std::ios::trunc) << text;
+    return TokenStore::Load(path, &store);
+  };
+  const std::string hash(64, 'a');
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash + "\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[\"root\"]}]}").ok());
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash + "\",\"identity\":\"a\",\"org_id\":\"*\",\"roles\":[\"approver\"]}]}").ok())
+      << "every org is for admins only";
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"short\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}").ok());
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":7,\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}").ok());
+  EXPECT_EQ(TokenStore::Load(dir.sub("none.json"), &store).code(), errc::kNotFound);
 }
 
 }  // namespace
