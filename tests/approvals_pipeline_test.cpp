@@ -191,11 +191,9 @@ TEST_F(ApprovalsPipelineTest, AnAskExpiresOnTimeWithNoMessageArriving) {
   AskSpec spec;
   spec.request_id = "r-expire";
   spec.timeout_s = 1;
-  const auto t0 = std::chrono::steady_clock::now();
   Ask(spec);
   Json result = WaitResult("r-expire", std::chrono::seconds(10));
   ASSERT_FALSE(result.is_null());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5)) << "expired on time";
   EXPECT_EQ(result["status"], "expired");
   EXPECT_EQ(result["result"]["error"]["code"], "E_APPROVAL_EXPIRED");
   auto expired = Typed("r-expire", "approval.expired");
@@ -204,6 +202,9 @@ TEST_F(ApprovalsPipelineTest, AnAskExpiresOnTimeWithNoMessageArriving) {
   int64_t deadline;
   ASSERT_TRUE(ParseTime(requested.data["deadline"].get<std::string>(), &deadline));
   EXPECT_GE(expired[0].time_us, deadline);
+  // On time: within a few ticks of the deadline (or of the hold, when the
+  // stage's consumer joined its group after the deadline on a busy machine).
+  EXPECT_LT(expired[0].time_us - std::max(deadline, requested.time_us), 2'000'000) << "expired late";
   EXPECT_EQ(p_->approve().pending(), 0u);
 }
 
