@@ -1,29 +1,486 @@
 #include "approve/approve_stage.h"
 
+#include <algorithm>
+
+#include "audit/approvals.h"
+#include "core/schema.h"
+#include "core/sha256.h"
+
 namespace tollgate {
+namespace {
+
+constexpr const char* kTickSource = "approve:tick";
+
+Json Clean(Json d) {
+  if (d.is_object()) d.erase("source");
+  return d;
+}
+
+bool IsId(const std::string& s) {
+  if (s.empty() || s.size() > kMaxIdBytes) return false;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+// An event about the request of `history` (its envelope from the first
+// event that has one), or about an unknown request.
+Event EventAbout(const std::vector<Event>& history, const std::string& rid, const std::string& type,
+                 int64_t time_us, Json data, const std::string& discriminator) {
+  Event e;
+  const Event* like = nullptr;
+  for (const Event& h : history) {
+    if (h.type == "request.received") like = &h;
+  }
+  if (!like && !history.empty()) like = &history.front();
+  if (like) {
+    e.org_id = like->org_id;
+    e.agent_id = like->agent_id;
+    e.session_id = like->session_id;
+    e.tool = like->tool;
+  } else {
+    e.org_id = e.agent_id = e.session_id = "unknown";
+  }
+  e.type = type;
+  e.request_id = rid;
+  e.id = MakeEventId(type, rid, discriminator);
+  e.time_us = time_us;
+  e.data = std::move(data);
+  return e;
+}
+
+Json RequestOf(const RequestState& st, const Event& any) {
+  if (st.received) return st.received->data.value("request", Json::object());
+  return {{"request_id", any.request_id}, {"org_id", any.org_id}, {"agent_id", any.agent_id},
+          {"session_id", any.session_id}, {"tool", any.tool}};
+}
+
+// What the result and the forwarded flow say about a settled approval.
+Json ApprovalSummary(const RequestState& st) {
+  const Event& s = *st.approval_settled;
+  Json a = Json::object();
+  if (s.type == "approval.expired") {
+    a["deadline"] = s.data.value("deadline", "");
+    a["comment"] = "no decision before the deadline " + s.data.value("deadline", "");
+    return a;
+  }
+  a["approver"] = s.data.value("approver", "");
+  a["scope"] = s.data.value("scope", "once");
+  if (auto c = s.data.find("comment"); c != s.data.end() && c->is_string()) a["comment"] = *c;
+  if (s.type == "approval.granted") {
+    Json who = Json::array();
+    bool always = true;
+    for (const Event* g : st.grants) {
+      who.push_back(g->data.value("approver", ""));
+      always = always && g->data.value("scope", "") == "always";
+    }
+    a["approvers"] = who;
+    a["scope"] = always ? "always" : "once";
+  }
+  if (st.approval_requested) a["deadline"] = st.approval_requested->data.value("deadline", "");
+  return a;
+}
+
+}  // namespace
+
+std::string EscapeGlob(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const std::string& approver, int64_t time_us) {
+  const std::string pattern = EscapeGlob(invocation);
+  Json rule{{"agent_id", req.agent_id}, {"org_id", req.org_id}, {"allow", Json::array({pattern})}};
+  std::string bytes;
+  if (!CanonicalBytes(rule, &bytes).ok()) bytes = rule.dump();
+  const std::string hash = Sha256Hex(bytes);
+  Event e;
+  e.type = "policy.updated";
+  e.request_id = req.request_id;
+  e.id = MakeEventId(e.type, req.request_id, "always");
+  e.time_us = time_us;
+  e.org_id = req.org_id;
+  e.agent_id = req.agent_id;
+  e.session_id = req.session_id;
+  e.tool = req.tool;
+  e.data = {{"policy_version", "agent-rule:" + hash.substr(0, 16)},
+            {"content_hash", hash},
+            {"source", "approval:" + req.request_id},
+            {"tier", "agent_local"},
+            {"org_id", req.org_id},
+            {"agent_id", req.agent_id},
+            {"allow", Json::array({pattern})},
+            {"approver", approver}};
+  return e;
+}
+
+ApproveStage::ApproveStage(ApproveConfig config) : config_(std::move(config)) {
+  if (!config_.webhooks.urls.empty()) notifier_ = std::make_unique<WebhookNotifier>(config_.webhooks);
+}
+
+ApproveStage::~ApproveStage() = default;
 
 StageResult ApproveStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
+  if (in.topic == config_.topics.approval_responses()) return ProcessResponse(in, ctx, log);
+  return ProcessAsk(in, ctx, log);
+}
+
+StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log) {
   Flow flow;
   std::vector<Event> history;
   StageResult r;
   if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
-  RequestState state = Summarize(history);
-  Json approval;
-  if (state.approval_settled != nullptr) {
-    if (SourceOf(state.approval_settled) != ctx.source) return r;
-    approval = state.approval_settled->data;
-  } else {
-    approval = {{"approver", "system"}, {"scope", "once"},
-                {"comment", "no approvers are configured; approvals arrive with the approve stage"},
-                {"source", ctx.source}};
-    r.events.push_back(FlowEvent(flow, "approval.denied", ctx.now_us, approval, "system"));
+  RequestState st = Summarize(history);
+  if (flow.decision.is_null() || flow.decision.value("verdict", "") != "ask" || st.verdict() != "ask") {
+    // Only what decide asked about, as the log records it, is held.
+    return RejectMalformedFlow(name(), config_.topics, in, ctx,
+                               "request " + flow.request_id() + " has no ask decision in the log");
   }
-  approval.erase("source");
-  Json result = MakeResult(flow.request, "denied", flow.decision, approval,
-                           ToolResultError(errc::kApprovalDenied, approval.value("comment", ""), false));
-  if (state.approval_settled != nullptr) result["log_seq"] = state.approval_settled->seq;
-  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0});
+  if (st.terminal() || st.approval_settled) return r;  // settled: its outputs went out then
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    flows_[flow.request_id()] = flow;
+  }
+  if (st.approval_requested) return r;  // held already (a re-sent copy, or read again)
+
+  // The log's decision, not the message's, says what approval is needed.
+  const Json approval = st.decision->data.value("approval", Json::object());
+  int quorum = 1;
+  int64_t timeout_s = kDefaultApprovalTimeoutS;
+  Json approvers = Json::array();
+  if (approval.is_object()) {
+    if (auto q = approval.find("quorum"); q != approval.end() && q->is_number_integer()) quorum = std::max(1, q->get<int>());
+    if (auto t = approval.find("timeout_s"); t != approval.end() && t->is_number_integer() && t->get<int64_t>() > 0) {
+      timeout_s = t->get<int64_t>();
+    }
+    if (auto a = approval.find("approvers"); a != approval.end() && a->is_array()) {
+      for (const auto& x : *a) {
+        if (x.is_string() && IsId(x.get<std::string>())) approvers.push_back(x);
+      }
+    }
+  }
+  // The deadline counts from when decide asked (decision.made's time), so
+  // re-processing yields the same deadline and queueing time before this
+  // stage does not extend it.
+  const int64_t deadline = st.decision->time_us + timeout_s * 1'000'000;
+  std::string args_hash = st.received ? st.received->data.value("args_hash", flow.args_hash) : flow.args_hash;
+  r.events.push_back(FlowEvent(flow, "approval.requested", ctx.now_us,
+                               {{"approvers_needed", quorum},
+                                {"deadline", FormatTime(deadline)},
+                                {"args_hash", args_hash},
+                                {"approvers", approvers},
+                                {"timeout_s", timeout_s},
+                                {"source", ctx.source}}));
   return r;
+}
+
+bool ApproveStage::FlowFor(const std::vector<Event>& history, Flow* flow) const {
+  RequestState st = Summarize(history);
+  const std::string rid = st.received ? st.received->request_id : "";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = flows_.find(rid); it != flows_.end()) {
+      *flow = it->second;
+      return true;
+    }
+  }
+  if (!st.received) return false;
+  const Json& data = st.received->data;
+  auto redacted = data.find("redacted");
+  if (redacted != data.end() && redacted->is_array() && !redacted->empty()) return false;
+  *flow = Flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""), nullptr};
+  return true;
+}
+
+void ApproveStage::Settle(const std::vector<Event>& history, const Event& settled, bool fresh, StageResult* r) {
+  RequestState st = Summarize(history);
+  if (st.approval_settled == nullptr || st.approval_settled->id != settled.id) return;
+  const int index = fresh ? static_cast<int>(r->events.size()) - 1 : -1;
+  const Json decision = st.decision ? Clean(st.decision->data) : Json();
+  const Json request = RequestOf(st, settled);
+  const Json approval = ApprovalSummary(st);
+  Json result;
+  if (settled.type == "approval.granted") {
+    Flow flow;
+    if (FlowFor(history, &flow)) {
+      flow.decision = decision;
+      Json j = flow.ToJson();
+      j["approval"] = approval;
+      r->outputs.push_back({MessageFor(config_.topics.execute(), flow.request, j), -1});
+      return;
+    }
+    if (!fresh) return;  // ended when it was first processed
+    // Granted, but the args the tool needs were redacted from the log and
+    // the flow is gone (not seen since a restart): end it, as the
+    // reconciler does.
+    const std::string msg = "approved, but the request's secret-bearing args are no longer available; submit it again";
+    r->events.push_back(EventAbout(history, settled.request_id, "request.rejected", settled.time_us,
+                                   {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}},
+                                   "approve"));
+    result = MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
+    r->outputs.push_back({MessageFor(config_.topics.results(), request, result), static_cast<int>(r->events.size()) - 1});
+    return;
+  }
+  const bool expired = settled.type == "approval.expired";
+  const std::string msg = expired ? approval.value("comment", "approval expired")
+                                  : "denied by " + approval.value("approver", "") +
+                                        (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
+  result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
+                      ToolResultError(expired ? errc::kApprovalExpired : errc::kApprovalDenied, msg, false));
+  if (!fresh) result["log_seq"] = settled.seq;
+  r->outputs.push_back({MessageFor(config_.topics.results(), request, result), index});
+}
+
+StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log) {
+  StageResult r;
+  Json resp;
+  std::string rid;
+  Status valid = ParseJson(in.value, &resp);
+  if (valid.ok()) valid = SchemaRegistry::Builtin().Validate("approval_response", resp);
+  if (resp.is_object()) {
+    if (auto it = resp.find("request_id"); it != resp.end() && it->is_string()) rid = it->get<std::string>();
+  }
+  if (!IsId(rid)) rid = "k-" + Sha256Hex(ctx.source).substr(0, 24);
+  std::vector<Event> history;
+  Status s = log.EventsOfRequest(rid, &history);
+  if (!s.ok()) {
+    r.error = s;
+    return r;
+  }
+  // The same message read again after a crash: re-emit what it produced.
+  for (const Event& e : history) {
+    if (SourceOf(&e) != ctx.source) continue;
+    if (e.type == "approval.refused") return r;
+    if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") {
+      Settle(history, e, false, &r);
+      return r;
+    }
+  }
+
+  auto refuse = [&](const std::string& code, const std::string& message) {
+    Json data{{"code", code}, {"message", message}, {"source", ctx.source}};
+    if (resp.is_object()) {
+      for (const char* k : {"approver", "decision", "scope", "args_hash", "response_id"}) {
+        if (auto it = resp.find(k); it != resp.end() && it->is_string()) data[k] = *it;
+      }
+    }
+    r.events.push_back(EventAbout(history, rid, "approval.refused", ctx.now_us, std::move(data), ctx.source));
+    return r;
+  };
+  if (!valid.ok()) return refuse(approve_errc::kInvalidResponse, valid.message());
+
+  RequestState st = Summarize(history);
+  const std::string approver = resp["approver"];
+  const std::string decision = resp["decision"];
+  if (st.approval_requested == nullptr) {
+    return refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
+  }
+  if (st.approval_settled || st.terminal()) {
+    return refuse(approve_errc::kSettled, "the approval of " + rid + " is already settled");
+  }
+  const Json& req = st.approval_requested->data;
+  int64_t deadline = 0;
+  ParseTime(req.value("deadline", ""), &deadline);
+  if (ctx.now_us >= deadline) {
+    // Late, and the tick has not expired it yet: expire it now, so a late
+    // grant can never run the call.
+    std::vector<Event> with = history;
+    Event expired = EventAbout(history, rid, "approval.expired", ctx.now_us,
+                               {{"deadline", req.value("deadline", "")}, {"source", ctx.source}}, "");
+    r.events.push_back(expired);
+    with.push_back(expired);
+    Settle(with, with.back(), true, &r);
+    return refuse(errc::kApprovalExpired, "the approval of " + rid + " expired at " + req.value("deadline", ""));
+  }
+  if (resp["args_hash"] != req.value("args_hash", "")) {
+    return refuse(approve_errc::kArgsHashMismatch,
+                  "args_hash does not match the pending request's: the response is for other arguments");
+  }
+  if (auto list = req.find("approvers"); list != req.end() && list->is_array() && !list->empty()) {
+    if (std::find(list->begin(), list->end(), Json(approver)) == list->end()) {
+      return refuse(approve_errc::kNotEntitled, "'" + approver + "' is not among the approvers of " + rid);
+    }
+  }
+  if (decision == "approve") {
+    for (const Event* g : st.grants) {
+      if (g->data.value("approver", "") == approver) {
+        return refuse(approve_errc::kDuplicate, "'" + approver + "' has already approved " + rid +
+                                                    "; the quorum needs distinct approvers");
+      }
+    }
+  }
+  Json data{{"approver", approver}, {"scope", resp["scope"]}, {"source", ctx.source}};
+  for (const char* k : {"comment", "response_id"}) {
+    if (resp.contains(k)) data[k] = resp[k];
+  }
+  Event e = EventAbout(history, rid, decision == "approve" ? "approval.granted" : "approval.denied", ctx.now_us,
+                       std::move(data), "approver:" + approver);
+  std::vector<Event> with = history;
+  with.push_back(e);
+  r.events.push_back(e);
+  RequestState after = Summarize(with);
+  if (after.approval_settled && after.approval_settled->id == e.id && e.type == "approval.granted") {
+    bool always = true;
+    for (const Event* g : after.grants) always = always && g->data.value("scope", "") == "always";
+    if (always) {
+      std::string invocation = after.decision->data.value("invocation", "");
+      if (invocation.empty()) invocation = e.tool;
+      const Event& about = after.received ? *after.received : *after.approval_requested;
+      Event rule = AllowAlwaysEvent(about, invocation, approver, ctx.now_us);
+      r.events.push_back(rule);
+      with.push_back(rule);
+    }
+  }
+  Settle(with, with[history.size()], true, &r);
+  return r;
+}
+
+StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
+  StageResult r;
+  std::vector<std::string> due;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [rid, h] : held_) {
+      if (h.deadline_us <= ctx.now_us) due.push_back(rid);
+    }
+  }
+  for (const std::string& rid : due) {
+    std::vector<Event> history;
+    Status s = log.EventsOfRequest(rid, &history);
+    if (!s.ok()) {
+      r.error = s;
+      return r;
+    }
+    RequestState st = Summarize(history);
+    if (!st.approval_pending()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_.erase(rid);  // settled or ended elsewhere (e.g. the reconciler)
+      continue;
+    }
+    std::vector<Event> with = history;
+    Event expired = EventAbout(history, rid, "approval.expired", ctx.now_us,
+                               {{"deadline", st.approval_requested->data.value("deadline", "")}, {"source", kTickSource}},
+                               "");
+    r.events.push_back(expired);
+    with.push_back(expired);
+    Settle(with, with.back(), true, &r);
+  }
+  return r;
+}
+
+Status ApproveStage::Load(const LogStore& store) {
+  std::vector<PendingApproval> pending;
+  Status s = ListPendingApprovals(store, {}, &pending);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& p : pending) {
+    Held h;
+    h.deadline_us = p.deadline_us;
+    h.needed = p.approvers_needed;
+    h.granted_by.insert(p.granted_by.begin(), p.granted_by.end());
+    held_[p.request_id] = std::move(h);
+  }
+  return Status::Ok();
+}
+
+void ApproveStage::OnAppended(const std::vector<Event>& events) {
+  std::vector<Json> notify;
+  std::vector<const Event*> completed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Event& e : events) {
+      const std::string& rid = e.request_id;
+      if (e.type == "approval.requested") {
+        if (settled_.count(rid)) continue;
+        Held& h = held_[rid];
+        ParseTime(e.data.value("deadline", ""), &h.deadline_us);
+        h.needed = std::max(1, e.data.value("approvers_needed", 1));
+        if (notifier_ && notified_.insert(e.id).second) {
+          Json n{{"event", "approval.requested"},
+                 {"request_id", rid},
+                 {"org_id", e.org_id},
+                 {"agent_id", e.agent_id},
+                 {"session_id", e.session_id},
+                 {"tool", e.tool},
+                 {"approvers_needed", h.needed},
+                 {"approvers", e.data.value("approvers", Json::array())},
+                 {"deadline", e.data.value("deadline", "")},
+                 {"args_hash", e.data.value("args_hash", "")},
+                 {"log_seq", e.seq}};
+          if (auto f = flows_.find(rid); f != flows_.end() && f->second.decision.is_object()) {
+            n["reason"] = f->second.decision.value("reason", "");
+            n["danger_level"] = f->second.decision.value("danger_level", "");
+          }
+          notify.push_back(std::move(n));
+        }
+      } else if (e.type == "approval.granted") {
+        auto it = held_.find(rid);
+        if (it == held_.end()) continue;
+        it->second.granted_by.insert(e.data.value("approver", ""));
+        if (static_cast<int>(it->second.granted_by.size()) >= it->second.needed) {
+          held_.erase(it);
+          settled_.insert(rid);
+          flows_.erase(rid);
+        }
+      } else if (e.type == "approval.denied" || e.type == "approval.expired") {
+        held_.erase(rid);
+        settled_.insert(rid);
+        flows_.erase(rid);
+      } else if (e.type == "request.rejected") {
+        held_.erase(rid);  // ended elsewhere (E_REQUEST_LOST)
+        flows_.erase(rid);
+      } else if (e.type == "execution.completed" && notifier_ && view_ && !notified_.count(e.id)) {
+        completed.push_back(&e);
+      }
+    }
+  }
+  // After execution: only calls whose decision asked for it (read outside
+  // the lock; the log is the one place that knows the decision).
+  for (const Event* e : completed) {
+    std::vector<Event> history;
+    if (!view_->EventsOfRequest(e->request_id, &history).ok()) continue;
+    RequestState st = Summarize(history);
+    if (!st.decision) continue;
+    auto flag = st.decision->data.find("notify");
+    if (flag == st.decision->data.end() || !flag->is_boolean() || !flag->get<bool>()) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!notified_.insert(e->id).second) continue;
+    }
+    const Json result = e->data.value("result", Json::object());
+    Json n{{"event", "execution.completed"},
+           {"request_id", e->request_id},
+           {"org_id", e->org_id},
+           {"agent_id", e->agent_id},
+           {"session_id", e->session_id},
+           {"tool", e->tool},
+           {"success", result.value("success", false)},
+           {"rule", st.decision->data.value("rule", "")},
+           {"reason", st.decision->data.value("reason", "")},
+           {"log_seq", e->seq}};
+    if (auto err = result.find("error"); err != result.end() && err->is_object()) n["error_code"] = err->value("code", "");
+    notify.push_back(std::move(n));
+  }
+  for (const Json& n : notify) notifier_->Enqueue(n);
+}
+
+size_t ApproveStage::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_.size();
+}
+
+int64_t ApproveStage::next_deadline_us() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t best = 0;
+  for (const auto& [rid, h] : held_) {
+    if (best == 0 || h.deadline_us < best) best = h.deadline_us;
+  }
+  return best;
 }
 
 }  // namespace tollgate

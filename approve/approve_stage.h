@@ -1,25 +1,124 @@
-// The approve stage (pipeline slice): requests that decide answered `ask`.
-// Until human approvals land (the approve issue), no approver exists, so
-// every such request is denied with E_APPROVAL_DENIED and says why.
+// The approve stage: holds the requests decide answered `ask` until enough
+// approvers clear them, someone denies them, or their deadline passes
+// (docs/approvals.md).
+//
+// Inputs: the approve topic (Flow messages whose decision is `ask`) and the
+// approval-responses topic (schemas/approval_response.schema.json, written by
+// `tollgate approvals` and the HTTP API). The stage reads nothing of the
+// policy: it enforces exactly the decision's `approval` block
+// ({quorum, approvers, timeout_s}, /work/contracts.md) as the log records it.
+//
+// - ask: appends approval.requested (approvers_needed = quorum, approvers,
+//   timeout_s, deadline = the decision.made time + timeout_s, the logged
+//   args_hash) and holds the request. No output.
+// - response: judged against the request's events in the log (the runner
+//   overlays the batch in progress, so two responses in one batch see each
+//   other). Refused, as an approval.refused event with a reason code, when
+//   malformed, for an unknown or settled request, late, with another args
+//   hash, from an approver not in `approvers` (when not empty), or a second
+//   grant by the same approver. Otherwise approval.granted (one per distinct
+//   approver) or approval.denied. The grant that completes the quorum
+//   forwards the Flow, with an `approval` object, to execute; when every
+//   counted grant has scope `always`, a policy.updated adds the call's
+//   invocation to the agent-local tier (AllowAlwaysEvent). A denial sends a
+//   `denied` result (E_APPROVAL_DENIED).
+// - Tick: a pending request past its deadline gets approval.expired and an
+//   `expired` result (E_APPROVAL_EXPIRED), whether or not a message arrives.
+// - webhooks (ApproveConfig::webhooks): notified when an approval is
+//   requested and after an execution whose decision asked to notify.
+//
+// Derived state: the pending requests' deadlines (for Tick) and the flows
+// seen on the approve topic (they carry the unredacted args that execute
+// needs). Load() folds the log at start; OnAppended() keeps it current
+// (register it with LogSink::AddListener); both are idempotent. Decisions
+// themselves always come from the log view, so the state only says *when*
+// to look. A message read again after a crash re-emits what it produced.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "approve/webhook.h"
+#include "audit/log_store.h"
 #include "core/flow_stage.h"
 
 namespace tollgate {
 
+// Reason codes of approval.refused (docs/errors.md).
+namespace approve_errc {
+inline constexpr const char* kInvalidResponse = "E_INVALID_RESPONSE";
+inline constexpr const char* kUnknown = "E_APPROVAL_UNKNOWN";
+inline constexpr const char* kSettled = "E_APPROVAL_SETTLED";
+inline constexpr const char* kArgsHashMismatch = "E_ARGS_HASH_MISMATCH";
+inline constexpr const char* kNotEntitled = "E_APPROVER_NOT_ENTITLED";
+inline constexpr const char* kDuplicate = "E_APPROVAL_DUPLICATE";
+}  // namespace approve_errc
+
+inline constexpr int64_t kDefaultApprovalTimeoutS = 900;
+
 struct ApproveConfig {
   Topics topics;
+  // Notified (POST, JSON) when an approval is requested; empty = none.
+  WebhookOptions webhooks;
 };
+
+// `text` with the glob metacharacters * ? [ ] \ escaped by a backslash.
+std::string EscapeGlob(const std::string& text);
+
+// The policy.updated that "allow always" appends (contracts file): the rule
+// allows `invocation` (escaped) for the request's org and agent.
+Event AllowAlwaysEvent(const Event& request_event, const std::string& invocation, const std::string& approver,
+                       int64_t time_us);
 
 class ApproveStage : public Stage {
  public:
-  explicit ApproveStage(ApproveConfig config) : config_(std::move(config)) {}
+  explicit ApproveStage(ApproveConfig config);
+  ~ApproveStage() override;
   std::string name() const override { return "approve"; }
-  std::vector<std::string> input_topics() const override { return {config_.topics.approve()}; }
+  std::vector<std::string> input_topics() const override {
+    return {config_.topics.approve(), config_.topics.approval_responses()};
+  }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
+  StageResult Tick(const StageContext& ctx, const LogView& log) override;
+
+  // Folds the pending approvals of the log (at start, before the runner).
+  Status Load(const LogStore& store);
+  // A LogSink listener: every appended group, durable, with seqs. With
+  // webhooks, it also notifies after an execution.completed whose
+  // decision.made carried "notify": true (the policy's notify patterns),
+  // reading the decision through the view given to SetLogView.
+  void OnAppended(const std::vector<Event>& events);
+  void SetLogView(const LogView* view) { view_ = view; }
+
+  size_t pending() const;
+  // The earliest pending deadline, 0 when nothing is pending.
+  int64_t next_deadline_us() const;
+  const WebhookNotifier* notifier() const { return notifier_.get(); }
 
  private:
+  struct Held {
+    int64_t deadline_us = 0;
+    int needed = 1;
+    std::set<std::string> granted_by;
+  };
+  StageResult ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log);
+  StageResult ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log);
+  // Outputs for the event `settled` that ended the approval.
+  void Settle(const std::vector<Event>& history, const Event& settled, bool fresh, StageResult* r);
+  // The Flow to forward for a granted request: the one seen on the approve
+  // topic, else rebuilt from the log; false when the log's copy is redacted.
+  bool FlowFor(const std::vector<Event>& history, Flow* flow) const;
+
   ApproveConfig config_;
+  const LogView* view_ = nullptr;
+  std::unique_ptr<WebhookNotifier> notifier_;
+  mutable std::mutex mu_;
+  std::map<std::string, Held> held_;        // request_id -> pending; guarded by mu_
+  std::set<std::string> settled_;           // request ids settled; guarded by mu_
+  std::map<std::string, Flow> flows_;       // request_id -> flow from the approve topic; guarded by mu_
+  std::set<std::string> notified_;          // event ids notified; guarded by mu_
 };
 
 }  // namespace tollgate

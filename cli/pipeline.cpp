@@ -115,7 +115,20 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     p->sink_->AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
   }
   p->stages_.push_back(std::move(decide));
-  p->stages_.push_back(std::make_unique<ApproveStage>(ApproveConfig{topics}));
+  {
+    ApproveConfig ac;
+    ac.topics = topics;
+    ac.webhooks.urls = options.webhooks;
+    auto approve = std::make_unique<ApproveStage>(ac);
+    // Pending approvals (and their deadlines) are a fold over the log.
+    s = approve->Load(p->log_->store());
+    if (!s.ok()) return s;
+    ApproveStage* raw = approve.get();
+    raw->SetLogView(p->view_.get());
+    p->sink_->AddListener([raw](const std::vector<Event>& events) { raw->OnAppended(events); });
+    p->approve_ = raw;
+    p->stages_.push_back(std::move(approve));
+  }
   p->stages_.push_back(std::make_unique<ExecuteStage>(ExecuteConfig{topics}));
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
@@ -139,9 +152,23 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
       if (!st.ok()) std::cerr << "tollgate: stage stopped: " << st.ToString() << "\n";
     });
   }
+  if (!options.http_listen.empty()) {
+    ApiOptions ao;
+    if (!ParseListen(options.http_listen, &ao.host, &ao.port)) {
+      return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
+    }
+    const std::string tokens = options.tokens_file.empty() ? options.data_dir + "/tokens.json" : options.tokens_file;
+    s = EnsureAdminToken(tokens, options.data_dir + "/admin.token", &p->admin_token_created_);
+    if (s.ok()) s = TokenStore::Load(tokens, &ao.tokens);
+    if (!s.ok()) return s;
+    ao.bus = p->bus_;
+    s = ApiServer::Start(std::move(ao), p->log_->store(), &p->api_);
+    if (!s.ok()) return s;
+  }
   if (options.write_endpoints) {
     Json ep{{"bootstrap", p->bus_.brokers}, {"topic_prefix", options.topic_prefix},
             {"log", options.data_dir + "/log"}, {"embedded_broker", options.brokers.empty()}, {"pid", getpid()}};
+    if (p->api_) ep["http"] = p->api_->url();
     s = WriteEndpoints(options.data_dir, ep);
     if (!s.ok()) return s;
   }
@@ -181,6 +208,7 @@ void Pipeline::Stop() {
 }
 
 Pipeline::~Pipeline() {
+  api_.reset();  // it reads the log
   Stop();
   runners_.clear();
   reconcile_producer_.reset();

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "api/http_api.h"
+#include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "cli/reconciler.h"
@@ -30,6 +32,10 @@ struct PipelineOptions {
   // Empty: config/default-policy.yaml of the source tree or next to the
   // binary (DefaultPolicyPath()).
   std::string policy_path;
+  // Approvals (docs/approvals.md, docs/http_api.md).
+  std::vector<std::string> webhooks;       // POSTed to when an approval is requested
+  std::string http_listen;                 // HTTP API "HOST:PORT" (port 0: any); empty = no API
+  std::string tokens_file;                 // the API's tokens; default data_dir/tokens.json
 };
 
 // Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
@@ -57,6 +63,10 @@ class Pipeline {
   Json stats() const;
   // Re-drives unfinished requests now (also run at start).
   Status ReconcileNow();
+  ApproveStage& approve() { return *approve_; }
+  ApiServer* api() { return api_.get(); }  // null without http_listen
+  // This start created data_dir/admin.token (first start with the API).
+  bool admin_token_created() const { return admin_token_created_; }
 
  private:
   Pipeline() = default;
@@ -72,6 +82,9 @@ class Pipeline {
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<StageRunner>> runners_;
   std::vector<std::thread> threads_;
+  ApproveStage* approve_ = nullptr;  // owned by stages_
+  std::unique_ptr<ApiServer> api_;
+  bool admin_token_created_ = false;
 };
 
 // endpoints.json: where `up` serves, so the other subcommands need no flags.

@@ -33,9 +33,12 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
   flow.decision.erase("source");
   const std::string verdict = st.verdict();
   if (verdict == "ask" && st.approval_settled == nullptr) {
+    // A pending approval lives in the log: the approve stage rebuilds it
+    // (deadline included) at start, so re-sending it would only re-ask.
+    if (st.approval_requested != nullptr) return std::nullopt;
     return Redrive{MessageFor(topics.approve(), flow.request, flow.ToJson()), {}, -1};
   }
-  if (verdict == "allow" || (st.approval_settled && st.approval_settled->type == "approval.granted")) {
+  if (st.cleared()) {
     return Redrive{MessageFor(topics.execute(), flow.request, flow.ToJson()), {}, -1};
   }
   return std::nullopt;

@@ -83,7 +83,18 @@ int RunUp(UpFlags& f) {
             << "  echo '{\"org_id\":\"o\",\"agent_id\":\"a\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' | kcat -P -b "
             << p->bootstrap() << " -t " << p->topics().requests() << " -k a\n"
             << "Audit: " << self << " audit query --data " << data << "/log --session s1\n"
-            << "Ctrl-C stops after the batches in flight.\n"
+            << "Ctrl-C stops after the batches in flight.\n";
+  if (p->api()) {
+    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n";
+    if (p->admin_token_created()) {
+      std::cout << "  first start: an admin token is in " << data << "/admin.token (mode 0600); e.g.\n"
+                << "  curl -H \"Authorization: Bearer $(cat " << data << "/admin.token)\" " << p->api()->url()
+                << "/v1/approvals\n"
+                << "  add approvers: " << self << " tokens add --data " << data
+                << " --identity alice --org ORG --role approver\n";
+    }
+  }
+  std::cout << "Approvals: " << self << " approvals list --data " << data << "\n"
             << std::flush;
   int sig = WaitForSignal();
   std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
@@ -116,6 +127,11 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
   up->add_option("--policy", f->pipeline.policy_path,
                  "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
+  f->pipeline.http_listen = "127.0.0.1:0";
+  up->add_option("--http", f->pipeline.http_listen, "HTTP API address HOST:PORT (port 0: any free port; \"\": off)")
+      ->capture_default_str();
+  up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
+  up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 

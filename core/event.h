@@ -22,7 +22,7 @@ inline constexpr std::string_view kEventTypes[] = {
     "request.received", "request.rejected",  "decision.made",
     "approval.requested", "approval.granted", "approval.denied",
     "approval.expired", "execution.started", "execution.completed",
-    "policy.updated",
+    "policy.updated",       "approval.refused",
 };
 bool IsKnownEventType(std::string_view type);
 

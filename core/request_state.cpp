@@ -1,5 +1,7 @@
 #include "core/request_state.h"
 
+#include <algorithm>
+
 #include "core/messages.h"
 
 namespace tollgate {
@@ -9,6 +11,12 @@ bool RequestState::terminal() const {
   if (decision && verdict() == "deny") return true;
   if (approval_settled && approval_settled->type != "approval.granted") return true;
   return false;
+}
+
+bool RequestState::cleared() const {
+  const std::string v = verdict();
+  if (v == "allow") return true;
+  return v == "ask" && approval_settled && approval_settled->type == "approval.granted";
 }
 
 std::string RequestState::verdict() const {
@@ -31,8 +39,25 @@ RequestState Summarize(const std::vector<Event>& events) {
       bool dup = err != e.data.end() && err->is_object() && err->value("code", "") == errc::kDuplicateRequest;
       if (!dup) s.rejected = &e;
     } else if (e.type == "decision.made") s.decision = &e;
-    else if (e.type == "approval.requested") s.approval_requested = &e;
-    else if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") s.approval_settled = &e;
+    else if (e.type == "approval.requested") {
+      s.approval_requested = &e;
+      auto n = e.data.find("approvers_needed");
+      s.approvers_needed = n != e.data.end() && n->is_number_integer() ? std::max(1, n->get<int>()) : 1;
+    } else if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") {
+      if (s.approval_settled) continue;  // the first settlement stands
+      if (s.approvers_needed == 0) s.approvers_needed = 1;
+      if (e.type != "approval.granted") {
+        s.approval_settled = &e;
+        continue;
+      }
+      // Quorum: distinct approvers; the same approver twice counts once.
+      const std::string who = e.data.value("approver", "");
+      bool seen = false;
+      for (const Event* g : s.grants) seen = seen || g->data.value("approver", "") == who;
+      if (seen) continue;
+      s.grants.push_back(&e);
+      if (static_cast<int>(s.grants.size()) >= s.approvers_needed) s.approval_settled = &e;
+    }
     else if (e.type == "execution.started") {
       s.started = &e;
       ++s.attempts;

@@ -19,13 +19,27 @@ struct RequestState {
   const Event* rejected = nullptr;
   const Event* decision = nullptr;    // decision.made
   const Event* approval_requested = nullptr;
-  const Event* approval_settled = nullptr;  // approval.granted / denied / expired
+  // The event that settled the approval, following the quorum: the
+  // approval.granted that brought the distinct granters to approvers_needed,
+  // the first approval.denied, or approval.expired, whichever comes first;
+  // later approval events change nothing.
+  const Event* approval_settled = nullptr;
+  // approval.requested's approvers_needed (1 when it says nothing, or for a
+  // grant without a request); 0 without approval events.
+  int approvers_needed = 0;
+  // The counted grants, one per distinct approver (the first of each), in
+  // log order, up to the one that settled the approval.
+  std::vector<const Event*> grants;
   const Event* started = nullptr;     // the last execution.started
   const Event* completed = nullptr;   // execution.completed
   int attempts = 0;                   // execution.started count
 
   // Finished: rejected, denied, approval denied/expired, or completed.
   bool terminal() const;
+  // Waiting for approvers: approval.requested, not settled, not finished.
+  bool approval_pending() const { return approval_requested && !approval_settled && !terminal(); }
+  // May run: decide allowed it, or asked and the approval quorum granted it.
+  bool cleared() const;
   std::string verdict() const;  // of the decision, "" without one
 };
 

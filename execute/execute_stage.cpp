@@ -20,11 +20,10 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   StageResult r;
   if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
   RequestState state = Summarize(history);
-  if (flow.decision.is_null() || flow.decision.value("verdict", "") != "allow" ||
-      state.verdict() != "allow") {
-    // Only what decide allowed, as the log records it, runs.
+  if (flow.decision.is_null() || !state.cleared()) {
+    // Only what decide allowed, or what approvers granted, as the log records it, runs.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no allow decision in the log");
+                               "request " + flow.request_id() + " has no allow decision or granted approval in the log");
   }
   Json tool_result;
   if (state.completed != nullptr) {

@@ -303,6 +303,10 @@ Json GoodData(std::string_view type) {
   if (type == "approval.granted") return {{"approver", "alice"}, {"scope", "always"}, {"comment", "ok"}};
   if (type == "approval.denied") return {{"approver", "system"}, {"scope", "once"}};
   if (type == "approval.expired") return {{"deadline", "2026-11-22T11:40:24+01:00"}};
+  if (type == "approval.refused") {
+    return {{"code", "E_ARGS_HASH_MISMATCH"}, {"message", "args_hash does not match"}, {"approver", "alice"},
+            {"decision", "approve"}, {"scope", "once"}, {"args_hash", kHash}, {"source", "x/0/3"}};
+  }
   if (type == "execution.started") return {{"executor", "builtin"}, {"attempt", 1}, {"source", "x/0/1"}};
   if (type == "execution.completed") {
     return {{"result", FailedToolResult()}, {"duration_ms", 12.5}, {"cost_usd", 0}, {"redacted", Json::array()}};
@@ -448,6 +452,9 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"approval.denied", "/comment", 5, false, "/data/comment: expected string, got integer"},
       {"approval.expired", "/deadline", nullptr, true, "/data: missing required field 'deadline'"},
       {"approval.expired", "/deadline", 123, false, "/data/deadline: expected string, got integer"},
+      {"approval.refused", "/code", nullptr, true, "/data: missing required field 'code'"},
+      {"approval.refused", "/code", "args mismatch", false, "/data/code: must be a stable error code"},
+      {"approval.requested", "/approvers", "alice", false, "/data/approvers: expected array, got string"},
       {"execution.started", "/attempt", 0, false, "/data/attempt: must be >= 1"},
       {"execution.started", "/attempt", 1.5, false, "/data/attempt: expected integer, got number"},
       {"execution.started", "/executor", nullptr, true, "/data: missing required field 'executor'"},

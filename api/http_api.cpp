@@ -1,0 +1,273 @@
+#include "api/http_api.h"
+
+#include <httplib.h>
+
+#include <thread>
+
+#include "audit/approvals.h"
+#include "audit/audit_query.h"
+#include "audit/log_sink.h"
+#include "core/messages.h"
+#include "core/schema.h"
+
+namespace tollgate {
+
+bool ParseListen(const std::string& text, std::string* host, int* port) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  try {
+    size_t used = 0;
+    int p = std::stoi(text.substr(colon + 1), &used);
+    if (used != text.size() - colon - 1 || p < 0 || p > 65535) return false;
+    *host = text.substr(0, colon);
+    *port = p;
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+struct ApiServer::Impl {
+  ApiOptions options;
+  const LogStore* store = nullptr;
+  std::unique_ptr<Producer> producer;
+  std::mutex producer_mu;
+  httplib::Server server;
+  std::thread thread;
+};
+
+namespace {
+
+void Reply(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n", "application/json");
+}
+
+void Error(httplib::Response& res, int status, const std::string& code, const std::string& message) {
+  if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
+  Reply(res, status, {{"error", {{"code", code}, {"message", message}}}});
+}
+
+int StatusFor(const Status& s) {
+  if (s.code() == errc::kForbidden) return 403;
+  if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation || s.code() == errc::kInvalidJson) return 400;
+  if (s.code() == errc::kNotFound) return 404;
+  return 500;
+}
+
+// The caller, or false after answering 401/403.
+bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
+               std::initializer_list<const char*> roles, Principal* who) {
+  const std::string h = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (h.empty()) {
+    Error(res, 401, "E_UNAUTHORIZED", "missing Authorization: Bearer <token>");
+    return false;
+  }
+  if (h.compare(0, prefix.size(), prefix) != 0 || !o.tokens.Authenticate(h.substr(prefix.size()), who)) {
+    Error(res, 401, "E_UNAUTHORIZED", "unknown token");
+    return false;
+  }
+  for (const char* r : roles) {
+    if (who->Has(r)) return true;
+  }
+  std::string need;
+  for (const char* r : roles) need += std::string(need.empty() ? "" : " or ") + r;
+  Error(res, 403, errc::kForbidden, "'" + who->identity + "' lacks the role " + need);
+  return false;
+}
+
+std::string Param(const httplib::Request& req, const char* key) {
+  return req.has_param(key) ? req.get_param_value(key) : "";
+}
+
+}  // namespace
+
+Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_ptr<ApiServer>* out) {
+  std::unique_ptr<ApiServer> api(new ApiServer());
+  api->impl_ = std::make_unique<Impl>();
+  Impl* im = api->impl_.get();
+  im->options = std::move(options);
+  im->store = &store;
+  Status s = Producer::Open(im->options.bus, "", &im->producer);
+  if (!s.ok()) return s;
+  const ApiOptions& o = im->options;
+  httplib::Server& svr = im->server;
+
+  svr.Get("/healthz", [im](const httplib::Request&, httplib::Response& res) {
+    uint64_t seq = 0;
+    Digest hash;
+    Status st = im->store->ReadHead(&seq, &hash);
+    Reply(res, st.ok() ? 200 : 503, {{"ok", st.ok()}, {"head_seq", seq}});
+  });
+
+  svr.Get("/v1/approvals", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
+    PendingFilter f{Param(req, "org"), Param(req, "agent")};
+    if (!who.admin()) {
+      if (!f.org_id.empty() && f.org_id != who.org_id) {
+        return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not read org '" + f.org_id + "'");
+      }
+      f.org_id = who.org_id;
+    }
+    std::vector<PendingApproval> pending;
+    Status st = ListPendingApprovals(*im->store, f, &pending);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    Json list = Json::array();
+    for (const auto& p : pending) {
+      Json j = p.ToJson();
+      const bool listed = p.approvers.empty() ||
+                          std::find(p.approvers.begin(), p.approvers.end(), who.identity) != p.approvers.end();
+      j["you_may_approve"] = listed && std::find(p.granted_by.begin(), p.granted_by.end(), who.identity) == p.granted_by.end();
+      list.push_back(std::move(j));
+    }
+    Reply(res, 200, {{"approvals", list}});
+  });
+
+  svr.Post(R"(/v1/approvals/([^/]+))", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
+    const std::string rid = req.matches[1];
+    Json body;
+    if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
+      return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
+    }
+    StoreLogView view(*im->store);
+    std::vector<Event> events;
+    Status st = view.EventsOfRequest(rid, &events);
+    if (!st.ok()) return Error(res, 500, st.code(), st.message());
+    RequestState state = Summarize(events);
+    // Another org's request is as invisible as one that does not exist.
+    if (state.approval_requested == nullptr || !who.InOrg(state.approval_requested->org_id)) {
+      return Error(res, 404, errc::kNotFound, "no approval requested for '" + rid + "'");
+    }
+    // Values are passed on as given: the schema check below names a wrong type.
+    auto field = [&](const char* k, Json dflt) { return body.contains(k) ? body[k] : dflt; };
+    Json resp{{"request_id", rid},
+              {"decision", field("decision", "")},
+              {"approver", who.identity},
+              {"scope", field("scope", "once")},
+              {"args_hash", body.contains("args_hash") ? body["args_hash"]
+                                                       : state.approval_requested->data.value("args_hash", Json(""))},
+              {"response_id", "http-" + NewToken().substr(0, 24)}};
+    if (body.contains("comment")) resp["comment"] = body["comment"];
+    st = SchemaRegistry::Builtin().Validate("approval_response", resp);
+    if (!st.ok()) return Error(res, 400, st.code(), st.message());
+    const Json request = state.received ? state.received->data.value("request", Json::object())
+                                        : Json{{"request_id", rid}, {"agent_id", state.approval_requested->agent_id},
+                                               {"session_id", state.approval_requested->session_id}};
+    {
+      std::lock_guard<std::mutex> lock(im->producer_mu);
+      st = im->producer->Send(MessageFor(o.bus.topics.approval_responses(), request, resp));
+      if (st.ok()) st = im->producer->Flush(std::chrono::seconds(10));
+    }
+    if (!st.ok()) return Error(res, 503, st.code(), "could not publish the response: " + st.message());
+    // Wait for the stage's verdict on this response in the log.
+    const std::string response_id = resp["response_id"];
+    auto deadline = std::chrono::steady_clock::now() + o.outcome_wait;
+    do {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (!view.EventsOfRequest(rid, &events).ok()) break;
+      for (const Event& e : events) {
+        if (e.data.value("response_id", "") != response_id) continue;
+        RequestState now = Summarize(events);
+        Json out{{"request_id", rid},
+                 {"response_id", response_id},
+                 {"event", e.RecordJson()},
+                 {"approval_pending", now.approval_pending()},
+                 {"settled", now.approval_settled ? now.approval_settled->type : ""}};
+        if (e.type == "approval.refused") {
+          out["outcome"] = "refused";
+          out["error"] = {{"code", e.data.value("code", "")}, {"message", e.data.value("message", "")}};
+          return Reply(res, 409, out);
+        }
+        out["outcome"] = e.type == "approval.granted" ? "granted" : "denied";
+        return Reply(res, 200, out);
+      }
+    } while (std::chrono::steady_clock::now() < deadline);
+    Reply(res, 202, {{"request_id", rid}, {"response_id", response_id}, {"outcome", "submitted"}});
+  });
+
+  svr.Get("/v1/audit", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    AuditQuery q;
+    q.org_id = Param(req, "org");
+    q.agent_id = Param(req, "agent");
+    q.session_id = Param(req, "session");
+    q.request_id = Param(req, "request");
+    q.tool = Param(req, "tool");
+    q.verdict = Param(req, "verdict");
+    q.cursor = Param(req, "cursor");
+    for (size_t i = 0; i < req.get_param_value_count("type"); ++i) {
+      std::string t = req.get_param_value("type", i);
+      for (size_t at = 0; at <= t.size();) {
+        size_t comma = t.find(',', at);
+        if (comma == std::string::npos) comma = t.size();
+        if (comma > at) q.types.push_back(t.substr(at, comma - at));
+        at = comma + 1;
+      }
+    }
+    for (const char* k : {"since", "until"}) {
+      const std::string v = Param(req, k);
+      if (v.empty()) continue;
+      int64_t t;
+      if (!ParseTime(v, &t)) return Error(res, 400, errc::kInvalidQuery, std::string(k) + ": not an RFC 3339 time");
+      (std::string(k) == "since" ? q.since_us : q.until_us) = t;
+    }
+    if (const std::string l = Param(req, "limit"); !l.empty()) {
+      try {
+        q.limit = std::stoul(l);
+      } catch (...) {
+        return Error(res, 400, errc::kInvalidQuery, "limit: not a number");
+      }
+    }
+    const std::string desc = Param(req, "desc");
+    q.descending = desc == "1" || desc == "true";
+    q.json_lines = true;
+    QueryScope scope = QueryScope::Operator();
+    if (!who.admin()) {
+      scope = QueryScope::Tenant(who.org_id);
+      if (q.org_id.empty()) q.org_id = who.org_id;
+    }
+    AuditPage page;
+    Status st = GetAuditLog(*im->store, scope, q, &page);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    std::string text = "{\"events\":[";
+    for (size_t i = 0; i < page.lines.size(); ++i) {
+      if (i) text += ',';
+      text += page.lines[i];
+    }
+    text += "],\"next_cursor\":" + Json(page.next_cursor).dump() + "}\n";
+    res.status = 200;
+    res.set_content(text, "application/json");
+  });
+
+  if (o.port == 0) {
+    api->port_ = svr.bind_to_any_port(o.host);
+    if (api->port_ <= 0) return Status::Error(errc::kLogIO, "cannot listen on " + o.host);
+  } else {
+    if (!svr.bind_to_port(o.host, o.port)) {
+      return Status::Error(errc::kLogIO, "cannot listen on " + o.host + ":" + std::to_string(o.port));
+    }
+    api->port_ = o.port;
+  }
+  im->thread = std::thread([im] { im->server.listen_after_bind(); });
+  *out = std::move(api);
+  return Status::Ok();
+}
+
+ApiServer::~ApiServer() {
+  if (!impl_) return;
+  // stop() only acts on a running server: let the listener thread get there.
+  for (int i = 0; i < 200 && impl_->thread.joinable() && !impl_->server.is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::string ApiServer::url() const { return "http://" + impl_->options.host + ":" + std::to_string(port_); }
+
+}  // namespace tollgate

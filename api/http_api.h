@@ -1,0 +1,63 @@
+// The HTTP API served by `tollgate up` (docs/http_api.md), on cpp-httplib:
+//
+//   GET  /healthz             no token needed: {"ok": true, "head_seq": N}
+//   GET  /v1/approvals        approver, admin: pending approvals (?org= &agent=)
+//   POST /v1/approvals/{id}   approver, admin: {"decision": "approve"|"deny",
+//                             "scope": "once"|"always", "comment", "args_hash"}
+//   GET  /v1/audit            auditor, admin: get_audit_log, the filters of
+//                             `tollgate audit query`, paginated by cursor
+//
+// Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h): none
+// or an unknown one is 401, a role that may not do it is 403. Tenancy: a
+// non-admin sees and settles its own org only; another org's approval is 404
+// (its existence is not disclosed), naming another org in a filter is 403.
+//
+// A POST publishes an approval response (approver = the token's identity,
+// args_hash = the pending request's unless given) to the approval-responses
+// topic, which the approve stage judges and records; the API then waits up
+// to outcome_wait for the resulting event in the log and reports it: 200
+// (granted or denied), 409 (refused, with the stage's reason code) or 202
+// (not judged yet; the response is on its way).
+//
+// Reads go to the log store directly (thread-safe). Bound to 127.0.0.1 by
+// default.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "api/tokens.h"
+#include "audit/log_store.h"
+#include "core/kafka_bus.h"
+
+namespace tollgate {
+
+struct ApiOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: any free port
+  TokenStore tokens;
+  BusConfig bus;  // where approval responses are published
+  std::chrono::milliseconds outcome_wait{5000};
+};
+
+class ApiServer {
+ public:
+  static Status Start(ApiOptions options, const LogStore& store, std::unique_ptr<ApiServer>* out);
+  // Stops listening and waits for the handlers in flight.
+  ~ApiServer();
+  int port() const { return port_; }
+  // "http://host:port"
+  std::string url() const;
+
+ private:
+  struct Impl;
+  ApiServer() = default;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+// "HOST:PORT" -> host and port; false when malformed.
+bool ParseListen(const std::string& text, std::string* host, int* port);
+
+}  // namespace tollgate

@@ -1,0 +1,338 @@
+// The approve stage as a pure function (no Kafka, no RocksDB): asks,
+// responses, quorum, refusals, expiry on time alone, allow-always, replay
+// after a crash; and what RequestState and the reconciler make of approvals.
+#include <gtest/gtest.h>
+
+#include "approve/approve_stage.h"
+#include "approve_util.h"
+#include "cli/reconciler.h"
+#include "core/request_state.h"
+#include "core/schema.h"
+#include "core/sha256.h"
+
+namespace tollgate {
+namespace {
+
+using testing::AskSpec;
+using testing::MakeAsk;
+using testing::Response;
+
+constexpr int64_t kT0 = 1'790'000'000'000'000;
+
+class VectorLog : public LogView {
+ public:
+  Status EventsOfRequest(const std::string& rid, std::vector<Event>* out) const override {
+    out->clear();
+    for (const auto& e : events_) {
+      if (e.request_id == rid) out->push_back(e);
+    }
+    return Status::Ok();
+  }
+  // Appends like the log (dedupe by id) and tells the stage, like the sink.
+  void Append(const std::vector<Event>& events, ApproveStage* listener = nullptr) {
+    std::vector<Event> appended;
+    for (Event e : events) {
+      bool dup = false;
+      for (auto& have : events_) dup |= have.id == e.id;
+      if (!dup) {
+        e.seq = events_.size() + 1;
+        events_.push_back(e);
+      }
+      appended.push_back(e);
+    }
+    if (listener) listener->OnAppended(appended);
+  }
+  std::vector<Event> Of(const std::string& type) const {
+    std::vector<Event> out;
+    for (const auto& e : events_) {
+      if (e.type == type) out.push_back(e);
+    }
+    return out;
+  }
+  std::vector<Event> events_;
+};
+
+Message Msg(const std::string& topic, const Json& value, const std::string& key = "agent-1") {
+  Message m;
+  m.topic = topic;
+  m.key = key;
+  m.value = value.dump();
+  return m;
+}
+
+class ApproveTest : public ::testing::Test {
+ protected:
+  StageContext Ctx(int n, int64_t at = kT0 + 1'000'000) { return {at, "inc/topic/0/" + std::to_string(n)}; }
+  // decide's events in the log, the Flow processed by the stage, its events appended.
+  std::string Hold(const AskSpec& spec) {
+    auto ask = MakeAsk(spec, kT0);
+    log_.Append(ask.events);
+    StageResult r = stage_.Process(Msg(topics_.approve(), ask.flow.ToJson()), Ctx(next_++), log_);
+    EXPECT_TRUE(r.outputs.empty()) << "held, not answered";
+    log_.Append(r.events, &stage_);
+    return ask.flow.args_hash;
+  }
+  StageResult Respond(const Json& response, int64_t at = kT0 + 2'000'000) {
+    StageResult r = stage_.Process(Msg(topics_.approval_responses(), response), Ctx(next_++, at), log_);
+    log_.Append(r.events, &stage_);
+    return r;
+  }
+  RequestState State(const std::string& rid) {
+    history_.clear();
+    log_.EventsOfRequest(rid, &history_);
+    return Summarize(history_);
+  }
+
+  Topics topics_;
+  ApproveStage stage_{ApproveConfig{}};
+  VectorLog log_;
+  std::vector<Event> history_;
+  int next_ = 1;
+};
+
+TEST_F(ApproveTest, AnAskIsHeldWithItsQuorumDeadlineAndArgsHash) {
+  AskSpec spec;
+  spec.quorum = 2;
+  spec.approvers = {"alice", "bob", "carol"};
+  spec.timeout_s = 60;
+  const std::string hash = Hold(spec);
+  auto req = log_.Of("approval.requested");
+  ASSERT_EQ(req.size(), 1u);
+  EXPECT_EQ(req[0].data["approvers_needed"], 2);
+  EXPECT_EQ(req[0].data["args_hash"], hash);
+  EXPECT_EQ(req[0].data["approvers"], Json::array({"alice", "bob", "carol"}));
+  EXPECT_EQ(req[0].data["deadline"], FormatTime(kT0 + 60'000'000)) << "decision.made time + timeout_s";
+  EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(req[0].BodyJson()).ok());
+  EXPECT_EQ(stage_.pending(), 1u);
+  EXPECT_EQ(stage_.next_deadline_us(), kT0 + 60'000'000);
+  EXPECT_TRUE(State("r1").approval_pending());
+  // A re-sent copy (another source) asks nothing new.
+  auto ask = MakeAsk(spec, kT0);
+  StageResult again = stage_.Process(Msg(topics_.approve(), ask.flow.ToJson()), Ctx(99), log_);
+  EXPECT_TRUE(again.events.empty());
+  EXPECT_TRUE(again.outputs.empty());
+}
+
+TEST_F(ApproveTest, AFlowWithoutAnAskInTheLogIsNotHeld) {
+  auto ask = MakeAsk(AskSpec{}, kT0);
+  log_.Append({ask.events[0]});  // received, never decided
+  StageResult r = stage_.Process(Msg(topics_.approve(), ask.flow.ToJson()), Ctx(1), log_);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "request.rejected");
+  EXPECT_TRUE(log_.Of("approval.requested").empty());
+}
+
+TEST_F(ApproveTest, QuorumOfTwoCountsDistinctApproversAndForwardsOnce) {
+  AskSpec spec;
+  spec.quorum = 2;
+  const std::string hash = Hold(spec);
+  StageResult a1 = Respond(Response("r1", "approve", "alice", hash));
+  ASSERT_EQ(a1.events.size(), 1u);
+  EXPECT_EQ(a1.events[0].type, "approval.granted");
+  EXPECT_TRUE(a1.outputs.empty()) << "one of two";
+  StageResult a2 = Respond(Response("r1", "approve", "alice", hash));
+  ASSERT_EQ(a2.events.size(), 1u);
+  EXPECT_EQ(a2.events[0].type, "approval.refused");
+  EXPECT_EQ(a2.events[0].data["code"], "E_APPROVAL_DUPLICATE");
+  EXPECT_TRUE(a2.outputs.empty());
+  EXPECT_TRUE(State("r1").approval_pending()) << "the same approver twice counts once";
+  EXPECT_EQ(stage_.pending(), 1u);
+  StageResult b = Respond(Response("r1", "approve", "bob", hash));
+  ASSERT_EQ(b.outputs.size(), 1u);
+  EXPECT_EQ(b.outputs[0].message.topic, topics_.execute());
+  Json flow = Json::parse(b.outputs[0].message.value);
+  EXPECT_EQ(flow["request"]["args"]["text"], "hi");
+  EXPECT_EQ(flow["approval"]["approvers"], Json::array({"alice", "bob"}));
+  EXPECT_EQ(flow["decision"]["verdict"], "ask");
+  RequestState st = State("r1");
+  EXPECT_TRUE(st.cleared());
+  EXPECT_EQ(st.grants.size(), 2u);
+  EXPECT_EQ(stage_.pending(), 0u);
+  // A late answer is refused as settled.
+  StageResult late = Respond(Response("r1", "deny", "carol", hash));
+  ASSERT_EQ(late.events.size(), 1u);
+  EXPECT_EQ(late.events[0].data["code"], "E_APPROVAL_SETTLED");
+  EXPECT_TRUE(late.outputs.empty());
+}
+
+TEST_F(ApproveTest, OneDenyEndsItWithADeniedResult) {
+  AskSpec spec;
+  spec.quorum = 2;
+  const std::string hash = Hold(spec);
+  Respond(Response("r1", "approve", "alice", hash));
+  Json deny = Response("r1", "deny", "bob", hash);
+  deny["comment"] = "not on a Friday";
+  StageResult d = Respond(deny);
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "approval.denied");
+  ASSERT_EQ(d.outputs.size(), 1u);
+  EXPECT_EQ(d.outputs[0].message.topic, topics_.results());
+  EXPECT_EQ(d.outputs[0].log_seq_of_event, 0);
+  Json result = Json::parse(d.outputs[0].message.value);
+  EXPECT_EQ(result["status"], "denied");
+  EXPECT_EQ(result["result"]["error"]["code"], "E_APPROVAL_DENIED");
+  EXPECT_EQ(result["approval"]["approver"], "bob");
+  EXPECT_TRUE(SchemaRegistry::Builtin().Validate("result", result).ok());
+  RequestState st = State("r1");
+  EXPECT_TRUE(st.terminal());
+  EXPECT_FALSE(st.cleared());
+  EXPECT_EQ(stage_.pending(), 0u);
+}
+
+TEST_F(ApproveTest, RefusalsAreLoggedWithTheirReason) {
+  AskSpec spec;
+  spec.approvers = {"alice"};
+  const std::string hash = Hold(spec);
+  struct Case {
+    Json response;
+    const char* code;
+  };
+  const std::string other(64, 'a');
+  const Case cases[] = {
+      {Response("r1", "approve", "alice", other), "E_ARGS_HASH_MISMATCH"},
+      {Response("r1", "approve", "mallory", hash), "E_APPROVER_NOT_ENTITLED"},
+      {Response("nope", "approve", "alice", hash), "E_APPROVAL_UNKNOWN"},
+      {Json{{"request_id", "r1"}, {"decision", "maybe"}}, "E_INVALID_RESPONSE"},
+  };
+  for (const Case& c : cases) {
+    StageResult r = Respond(c.response);
+    ASSERT_EQ(r.events.size(), 1u) << c.code;
+    EXPECT_EQ(r.events[0].type, "approval.refused");
+    EXPECT_EQ(r.events[0].data["code"], c.code);
+    EXPECT_FALSE(r.events[0].data.value("message", "").empty());
+    EXPECT_TRUE(r.outputs.empty());
+    EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(r.events[0].BodyJson()).ok()) << c.code;
+  }
+  StageResult bad_json = stage_.Process(Msg(topics_.approval_responses(), Json("x")), Ctx(50), log_);
+  ASSERT_EQ(bad_json.events.size(), 1u);
+  EXPECT_EQ(bad_json.events[0].data["code"], "E_INVALID_RESPONSE");
+  EXPECT_TRUE(State("r1").approval_pending()) << "refusals change nothing";
+  EXPECT_EQ(log_.Of("approval.refused").size(), 4u);
+}
+
+TEST_F(ApproveTest, TickExpiresOnTimeWithoutAnyMessage) {
+  AskSpec spec;
+  spec.timeout_s = 30;
+  Hold(spec);
+  StageResult early = stage_.Tick({kT0 + 29'000'000, "tick"}, log_);
+  EXPECT_TRUE(early.events.empty());
+  StageResult due = stage_.Tick({kT0 + 30'000'000, "tick"}, log_);
+  ASSERT_EQ(due.events.size(), 1u);
+  EXPECT_EQ(due.events[0].type, "approval.expired");
+  EXPECT_EQ(due.events[0].data["deadline"], FormatTime(kT0 + 30'000'000));
+  ASSERT_EQ(due.outputs.size(), 1u);
+  Json result = Json::parse(due.outputs[0].message.value);
+  EXPECT_EQ(result["status"], "expired");
+  EXPECT_EQ(result["result"]["error"]["code"], "E_APPROVAL_EXPIRED");
+  EXPECT_TRUE(SchemaRegistry::Builtin().Validate("result", result).ok());
+  log_.Append(due.events, &stage_);
+  EXPECT_EQ(stage_.pending(), 0u);
+  EXPECT_TRUE(stage_.Tick({kT0 + 31'000'000, "tick"}, log_).events.empty());
+}
+
+TEST_F(ApproveTest, AGrantAfterTheDeadlineNeverRuns) {
+  AskSpec spec;
+  spec.timeout_s = 30;
+  const std::string hash = Hold(spec);
+  StageResult r = Respond(Response("r1", "approve", "alice", hash), kT0 + 31'000'000);
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[0].type, "approval.expired");
+  EXPECT_EQ(r.events[1].data["code"], "E_APPROVAL_EXPIRED");
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].message.topic, topics_.results());
+  EXPECT_FALSE(State("r1").cleared());
+}
+
+TEST_F(ApproveTest, AllowAlwaysWritesTheContractsPolicyUpdated) {
+  AskSpec spec;
+  spec.tool = "http_request";
+  spec.args = {{"method", "POST"}, {"url", "https://api.example.com/x?a=*"}};
+  spec.invocation = "http_request:POST https://api.example.com/x?a=*";
+  const std::string hash = Hold(spec);
+  StageResult r = Respond(Response("r1", "approve", "alice", hash, "always"));
+  ASSERT_EQ(r.events.size(), 2u);
+  const Event& p = r.events[1];
+  EXPECT_EQ(p.type, "policy.updated");
+  EXPECT_EQ(p.request_id, "r1");
+  EXPECT_EQ(p.org_id, "org-1");
+  EXPECT_EQ(p.agent_id, "agent-1");
+  EXPECT_EQ(p.session_id, "sess-1");
+  const std::string pattern = "http_request:POST https://api.example.com/x\\?a=\\*";
+  EXPECT_EQ(p.data["allow"], Json::array({pattern}));
+  std::string canon;
+  ASSERT_TRUE(CanonicalBytes(Json{{"agent_id", "agent-1"}, {"org_id", "org-1"}, {"allow", {pattern}}}, &canon).ok());
+  const std::string h = Sha256Hex(canon);
+  EXPECT_EQ(p.data["content_hash"], h);
+  EXPECT_EQ(p.data["policy_version"], "agent-rule:" + h.substr(0, 16));
+  EXPECT_EQ(p.data["source"], "approval:r1");
+  EXPECT_EQ(p.data["tier"], "agent_local");
+  EXPECT_EQ(p.data["approver"], "alice");
+  EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(p.BodyJson()).ok());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].message.topic, topics_.execute());
+  EXPECT_EQ(EscapeGlob("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
+}
+
+TEST_F(ApproveTest, AlwaysNeedsTheWholeQuorumToSayAlways) {
+  AskSpec spec;
+  spec.quorum = 2;
+  const std::string hash = Hold(spec);
+  Respond(Response("r1", "approve", "alice", hash, "always"));
+  StageResult r = Respond(Response("r1", "approve", "bob", hash, "once"));
+  EXPECT_TRUE(log_.Of("policy.updated").empty());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(Json::parse(r.outputs[0].message.value)["approval"]["scope"], "once");
+}
+
+TEST_F(ApproveTest, AResponseReadAgainAfterACrashReEmitsItsOutput) {
+  const std::string hash = Hold(AskSpec{});
+  const StageContext ctx = Ctx(77);
+  StageResult first = stage_.Process(Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash)), ctx, log_);
+  log_.Append(first.events, &stage_);
+  StageResult again = stage_.Process(Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash)), ctx, log_);
+  EXPECT_TRUE(again.events.empty());
+  ASSERT_EQ(again.outputs.size(), 1u);
+  EXPECT_EQ(again.outputs[0].message.value, first.outputs[0].message.value);
+}
+
+TEST(RequestStateApprovals, SettledFollowsTheQuorum) {
+  auto ask = MakeAsk(AskSpec{}, kT0);
+  std::vector<Event> ev = ask.events;
+  auto add = [&](const std::string& type, Json data, const std::string& disc) {
+    Event e = ev[0];
+    e.type = type;
+    e.id = MakeEventId(type, e.request_id, disc);
+    e.data = std::move(data);
+    ev.push_back(e);
+  };
+  add("approval.requested", {{"approvers_needed", 3}, {"deadline", FormatTime(kT0)}, {"args_hash", std::string(64, 'a')}}, "");
+  add("approval.granted", {{"approver", "a"}, {"scope", "once"}}, "approver:a");
+  add("approval.granted", {{"approver", "a"}, {"scope", "once"}}, "approver:a2");
+  add("approval.granted", {{"approver", "b"}, {"scope", "once"}}, "approver:b");
+  RequestState st = Summarize(ev);
+  EXPECT_TRUE(st.approval_pending());
+  EXPECT_EQ(st.grants.size(), 2u);
+  EXPECT_FALSE(st.cleared());
+  auto plan = PlanRedrive(ev, Topics{}, kT0);
+  EXPECT_FALSE(plan.has_value()) << "a pending approval is not re-asked";
+  add("approval.granted", {{"approver", "c"}, {"scope", "once"}}, "approver:c");
+  st = Summarize(ev);
+  EXPECT_TRUE(st.cleared());
+  EXPECT_FALSE(st.terminal());
+  plan = PlanRedrive(ev, Topics{}, kT0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->message.topic, Topics{}.execute()) << "granted but not executed goes to execute";
+  // A denial after the quorum changes nothing.
+  add("approval.denied", {{"approver", "d"}, {"scope", "once"}}, "approver:d");
+  EXPECT_TRUE(Summarize(ev).cleared());
+}
+
+TEST(RequestStateApprovals, AnAskNotYetRequestedIsReDrivenToApprove) {
+  auto ask = MakeAsk(AskSpec{}, kT0);
+  auto plan = PlanRedrive(ask.events, Topics{}, kT0);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(plan->message.topic, Topics{}.approve());
+}
+
+}  // namespace
+}  // namespace tollgate
