@@ -446,8 +446,9 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
     if (!view_->EventsOfRequest(e->request_id, &history).ok()) continue;
     RequestState st = Summarize(history);
     if (!st.decision) continue;
+    // decide lists the policy's notify patterns that matched the call.
     auto flag = st.decision->data.find("notify");
-    if (flag == st.decision->data.end() || !flag->is_boolean() || !flag->get<bool>()) continue;
+    if (flag == st.decision->data.end() || !flag->is_array() || flag->empty()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!notified_.insert(e->id).second) continue;
@@ -462,6 +463,7 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
            {"success", result.value("success", false)},
            {"rule", st.decision->data.value("rule", "")},
            {"reason", st.decision->data.value("reason", "")},
+           {"notify", *flag},
            {"log_seq", e->seq}};
     if (auto err = result.find("error"); err != result.end() && err->is_object()) n["error_code"] = err->value("code", "");
     notify.push_back(std::move(n));

@@ -87,7 +87,7 @@ class ApproveStage : public Stage {
   Status Load(const LogStore& store);
   // A LogSink listener: every appended group, durable, with seqs. With
   // webhooks, it also notifies after an execution.completed whose
-  // decision.made carried "notify": true (the policy's notify patterns),
+  // decision.made carried a non-empty "notify" (the policy's notify patterns that matched),
   // reading the decision through the view given to SetLogView.
   void OnAppended(const std::vector<Event>& events);
   void SetLogView(const LogView* view) { view_ = view; }

@@ -65,7 +65,7 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
                 {"invocation", s.invocation.empty() ? "builtin:" + s.tool : s.invocation},
                 {"read_only", true},
                 {"approval", {{"quorum", s.quorum}, {"approvers", s.approvers}, {"timeout_s", s.timeout_s}}}};
-  if (s.notify) decision["notify"] = true;
+  if (s.notify) decision["notify"] = Json::array({"*:*"});  // as decide lists matched notify patterns
   a.events.push_back(make("decision.made", decided_us, decision));
   a.flow = Flow{request, received_at, args_hash, decision};
   return a;
