@@ -501,6 +501,35 @@ struct Compiler {
         for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
       if (ap.contains("groups"))
         for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
+      // A quorum its own approver list cannot reach would make every such
+      // ask wait for its timeout: refuse the file instead.
+      auto reachable = [&](const ApprovalSpec& a, const std::string& ptr) {
+        if (!a.has_approvers || a.approvers.empty()) return true;
+        std::set<std::string> who;
+        for (const auto& x : a.approvers) {
+          if (x.rfind("group:", 0) == 0) {
+            auto it = c->groups.find(x.substr(6));
+            if (it == c->groups.end()) return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
+            who.insert(it->second.begin(), it->second.end());
+          } else {
+            who.insert(x);
+          }
+        }
+        if (a.quorum > 0 && static_cast<size_t>(a.quorum) > who.size()) {
+          return Fail(ptr, "quorum " + std::to_string(a.quorum) + " needs at least that many approvers; " +
+                               std::to_string(who.size()) + " listed");
+        }
+        return true;
+      };
+      if (!reachable(c->approval_default, "/approvals/default")) return false;
+      for (const char* section : {"danger", "tools", "orgs"}) {
+        const auto& m = std::string(section) == "danger" ? c->approval_by_danger
+                        : std::string(section) == "tools" ? c->approval_by_tool
+                                                          : c->approval_by_org;
+        for (const auto& [k, a] : m) {
+          if (!reachable(a, std::string("/approvals/") + section + "/" + PointerToken(k))) return false;
+        }
+      }
     }
     return true;
   }

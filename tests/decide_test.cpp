@@ -113,6 +113,9 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
       {"budgets:\n  - {name: b, window: fortnight, max_usd: 1}\n", "line 2:"},
       {"unknown_key: 1\n", "unknown_key"},
       {"- just\n- a list\n", "mapping"},
+      {"approvals:\n  groups: {ops: [alice]}\n  danger:\n    CRITICAL: {quorum: 2, approvers: [\"group:ops\"]}\n",
+       "line 4: quorum 2 needs at least that many approvers; 1 listed"},
+      {"approvals:\n  tools:\n    x: {approvers: [\"group:nobody\"]}\n", "unknown approver group 'nobody'"},
   };
   for (const auto& c : cases) {
     PolicyPtr p;
