@@ -264,6 +264,41 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysAppendsTheAgentRule) {
   // fold of this event (the decide issue).
 }
 
+// With the real decide stage: the default policy asks before write_file;
+// an "always" grant adds the agent-local rule, and decide folds it, so the
+// next identical call by that agent runs without asking, while another
+// agent is still asked.
+TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAsking) {
+  auto submit = [&](const std::string& rid, const std::string& agent) {
+    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", "s-always"},
+             {"tool", "write_file"}, {"args", {{"path", "notes/today.txt"}, {"content", "hello"}}}};
+    Publish(bus_.topics.requests(), req, req);
+  };
+  submit("r-first", "agent-1");
+  ASSERT_TRUE(WaitFor([&] { return Has("r-first", "approval.requested"); })) << "decide did not ask";
+  const auto asked = Typed("r-first", "decision.made");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0].data["verdict"], "ask");
+  const std::string version_before = asked[0].data.value("policy_version", "");
+  const std::string hash = Typed("r-first", "approval.requested")[0].data.value("args_hash", "");
+  Respond(Response("r-first", "approve", "alice", hash, "always"));
+  ASSERT_FALSE(WaitResult("r-first").is_null());
+  ASSERT_EQ(Typed("r-first", "policy.updated").size(), 1u);
+
+  submit("r-second", "agent-1");
+  ASSERT_FALSE(WaitResult("r-second").is_null());
+  const auto second = Typed("r-second", "decision.made");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].data["verdict"], "allow") << second[0].data.dump();
+  EXPECT_NE(second[0].data.value("policy_version", ""), version_before) << "agent rules are part of the version";
+  EXPECT_FALSE(Has("r-second", "approval.requested"));
+  EXPECT_TRUE(Has("r-second", "execution.started"));
+
+  submit("r-other-agent", "agent-2");
+  ASSERT_TRUE(WaitFor([&] { return Has("r-other-agent", "approval.requested"); }))
+      << "the rule is agent-1's alone";
+}
+
 TEST_F(ApprovalsPipelineTest, ARestartKeepsPendingApprovalsAndTheirDeadlines) {
   AskSpec keep;
   keep.request_id = "r-keep";
