@@ -227,7 +227,8 @@ class HttpRequest : public Tool {
 
     // Headers: configured defaults, then the call's own.
     std::map<std::string, std::pair<std::string, std::string>> headers;  // lower name -> (name, value)
-    for (const auto& [k, v] : cfg.value("default_headers", Json::object()).items()) {
+    const Json defaults = cfg.value("default_headers", Json::object());
+    for (const auto& [k, v] : defaults.items()) {
       std::string val, missing;
       if (!v.is_string() || !ExpandEnv(v.get<std::string>(), &val, &missing)) {
         return ToolFail(errc::kToolExec, "default header " + k + (missing.empty() ? " is not a string"
