@@ -14,6 +14,7 @@
 #include "cli/reconciler.h"
 #include "core/kafka_bus.h"
 #include "core/stage_runner.h"
+#include "execute/audit_reader.h"
 
 namespace tollgate {
 
@@ -26,6 +27,14 @@ struct PipelineOptions {
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
   bool write_endpoints = true;             // data_dir/endpoints.json
+  // The policy file (YAML; decide and execute each read their parts).
+  // Empty: every section's documented defaults.
+  std::string policy_path;
+  // Execute: CLI tools dir and workspace root; empty = the policy's
+  // execute.tools_dir / execute.workspace_root, else <data>/tools and
+  // <data>/workspaces.
+  std::string tools_dir;
+  std::string workspace_root;
 };
 
 class Pipeline {
@@ -58,6 +67,7 @@ class Pipeline {
   std::unique_ptr<LogSink> sink_;
   std::unique_ptr<StoreLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
+  std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;
   std::vector<std::unique_ptr<Stage>> stages_;

@@ -110,6 +110,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_option("--policy", f->pipeline.policy_path, "policy file (YAML)");
+  up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");
+  up->add_option("--workspaces", f->pipeline.workspace_root, "agents' workspaces root (default DATA/workspaces)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 

@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "cli/reconciler.h"
 #include "core/request_state.h"
 #include "execute/execute_stage.h"
 #include "tests/test_util.h"
@@ -128,6 +129,22 @@ TEST_F(ExecuteStageTest, AMutatingToolStartedButNotCompletedEndsOutcomeUnknown) 
   EXPECT_FALSE(std::filesystem::exists(Workspace() + "/once.txt"));
   EXPECT_EQ(log_.Count("w2", "execution.started"), 1);
   EXPECT_EQ(Summarize(log_.events_).completed != nullptr, true);
+}
+
+TEST_F(ExecuteStageTest, TheReconcilerRedrivesAStartedButUnfinishedExecutionToExecute) {
+  Message m = Allowed("w5", "write_file", {{"path", "z.txt"}, {"content", "x"}});
+  log_.Append(stage_->Process(m, Ctx(1), log_).events);  // started, then the crash
+  std::vector<Event> ev;
+  log_.EventsOfRequest("w5", &ev);
+  auto plan = PlanRedrive(ev, topics_, 5);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->message.topic, "tollgate.execute");
+  StageResult after = stage_->Process(plan->message, Ctx(50), log_);
+  ASSERT_EQ(after.events.size(), 1u);
+  EXPECT_EQ(after.events[0].data["result"]["error"]["code"], "E_OUTCOME_UNKNOWN");
+  log_.Append(after.events);
+  log_.EventsOfRequest("w5", &ev);
+  EXPECT_FALSE(PlanRedrive(ev, topics_, 5)) << "ended: nothing more to re-drive";
 }
 
 TEST_F(ExecuteStageTest, AReadOnlyToolStartedButNotCompletedRunsAgain) {
