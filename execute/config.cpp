@@ -94,6 +94,7 @@ ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
   ExecutePolicy p;
   p.workspace_root = data_dir + "/workspaces";
   p.tools_dir = data_dir + "/tools";
+  p.run_dir = data_dir + "/run";
   // Read-only, well-behaved utilities. Anything that can run another program
   // (find -exec, xargs, env, awk, sed's e command) stays out.
   p.command_allowlist = {"ls", "cat", "head", "tail", "wc", "grep", "sort", "uniq", "cut", "tr", "echo",

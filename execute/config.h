@@ -45,6 +45,9 @@ struct ExecutePolicy {
   int max_redirects = 5;
 
   std::string tools_dir;           // CLI tools: <tools_dir>/<name>/run
+  // Where running children's process groups are recorded (see
+  // KillLeftovers in execute/sandbox.h); "" = not recorded.
+  std::string run_dir;
   SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
 
   Json agents = Json::object();    // the policy's `agents` section, for http_request

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "core/redact.h"
+#include "execute/sandbox.h"
 
 namespace tollgate {
 namespace {
@@ -38,6 +39,8 @@ ExecuteStage::ExecuteStage(ExecuteConfig config)
     : config_(WithPolicy(std::move(config))), registry_(config_.policy->tools_dir) {
   registry_.RegisterBuiltins();
   registry_.Reload();
+  // A previous process died (kill -9) while tools ran: end what they left.
+  if (!config_.policy->run_dir.empty()) KillLeftovers(config_.policy->run_dir);
 }
 
 Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t now_us) const {

@@ -15,6 +15,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "execute/tool.h"
 
@@ -48,7 +51,49 @@ bool Drain(int fd, std::string* out, bool* truncated, size_t cap) {
   }
 }
 
+// Field 22 of /proc/<pid>/stat (start time in clock ticks) and field 5
+// (process group); false when the process is gone.
+bool ProcStat(const std::string& pid, unsigned long long* start, long* pgrp) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  const auto close_paren = text.rfind(')');
+  if (close_paren == std::string::npos) return false;
+  std::istringstream rest(text.substr(close_paren + 2));
+  std::string field;
+  std::vector<std::string> f;
+  while (rest >> field) f.push_back(field);
+  if (f.size() < 20) return false;  // f[0] is field 3 (state)
+  *pgrp = std::stol(f[2]);
+  *start = std::stoull(f[19]);
+  return true;
+}
+
 }  // namespace
+
+int KillLeftovers(const std::string& run_dir) {
+  int killed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    std::ifstream in(entry.path());
+    unsigned long long leader_start = 0;
+    in >> leader_start;
+    const long pgid = std::strtol(name.c_str(), nullptr, 10);
+    if (pgid > 1 && in) {
+      for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string pid = p.path().filename().string();
+        if (pid.empty() || !std::isdigit(static_cast<unsigned char>(pid[0]))) continue;
+        unsigned long long start = 0;
+        long pgrp = 0;
+        if (ProcStat(pid, &start, &pgrp) && pgrp == pgid && start >= leader_start) {
+          killed += kill(static_cast<pid_t>(std::stol(pid)), SIGKILL) == 0;
+        }
+      }
+    }
+    std::filesystem::remove(entry.path(), ec);
+  }
+  return killed;
+}
 
 std::string FindProgram(const std::string& name) {
   auto executable = [](const std::string& p) {
@@ -142,6 +187,17 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     fail(4);
   }
   setpgid(pid, pid);  // also here: no window where a kill(-pid) misses
+  std::string record;
+  if (!spec.run_dir.empty()) {
+    unsigned long long start = 0;
+    long pgrp = 0;
+    if (ProcStat(std::to_string(pid), &start, &pgrp)) {
+      std::error_code ec;
+      std::filesystem::create_directories(spec.run_dir, ec);
+      record = spec.run_dir + "/" + std::to_string(pid);
+      std::ofstream(record) << start << "\n";
+    }
+  }
   close(in[0]), close(out[1]), close(err[1]), close(report[1]);
   int started[2] = {0, 0};
   ssize_t rn;
@@ -197,6 +253,10 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   }
   kill(-pid, SIGKILL);  // whatever of the group is left
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!record.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(record, ec);
   }
   CloseFd(in[1]);
   if (out[0] >= 0) Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes), CloseFd(out[0]);

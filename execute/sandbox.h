@@ -29,6 +29,10 @@ struct ProcessSpec {
   std::string stdin_data;
   SandboxLimits limits;
   std::string run_as;             // user to become when root; "" = stay
+  // When set, the child's process group is recorded in run_dir/<pgid> while
+  // it runs, so that KillLeftovers() can end it after tollgate itself was
+  // killed (kill -9 gives no chance to clean up).
+  std::string run_dir;
 };
 
 struct ProcessResult {
@@ -43,6 +47,12 @@ struct ProcessResult {
 // Fails (E_TOOL_EXEC / E_SANDBOX_UNAVAILABLE) only when the program could not
 // be started; a program that fails or times out is a ProcessResult.
 Status RunSandboxed(const ProcessSpec& spec, ProcessResult* result);
+
+// Kills what is left of the process groups recorded in `run_dir` (a
+// previous tollgate died while they ran) and clears the records. Only
+// processes of a recorded group that started no earlier than its leader are
+// killed, so a recycled group id is left alone. Returns how many it killed.
+int KillLeftovers(const std::string& run_dir);
 
 // The directories programs are looked up in (never the caller's PATH).
 inline constexpr const char* kSafePath = "/usr/local/bin:/usr/bin:/bin";

@@ -47,6 +47,17 @@ int Lines(const std::string& path) {
   return n;
 }
 
+// Processes running the tool's `sleep 59.713`.
+int Sleepers() {
+  int n = 0;
+  for (const auto& p : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(p.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    n += cmd.find("59.713") != std::string::npos;
+  }
+  return n;
+}
+
 TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   testing::TempDir dir;
   chmod(dir.path().c_str(), 0755);
@@ -55,7 +66,7 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   std::filesystem::create_directories(marks);
   chmod(marks.c_str(), 0777);  // the tool runs as nobody when the test runs as root
   const std::string marker = marks + "/runs";
-  std::ofstream(tools + "/slow_append/run") << "#!/bin/sh\necho ran >> " << marker << "\nsleep 60\necho '{}'\n";
+  std::ofstream(tools + "/slow_append/run") << "#!/bin/sh\necho ran >> " << marker << "\nsleep 59.713\necho '{}'\n";
   std::filesystem::permissions(tools + "/slow_append/run", std::filesystem::perms(0755));
   std::ofstream(tools + "/slow_append/README.md") << "Appends a line, then sleeps.";
 
@@ -70,7 +81,7 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
-  // The tool's sleeping process dies with its parent (PR_SET_PDEATHSIG).
+  EXPECT_EQ(Sleepers(), 1) << "the tool's `sleep` outlived the killed tollgate (expected until restart)";
 
   pid = Spawn({CRASH_CHILD, "resume", data, tools}, dir.sub("resume.out"));
   waitpid(pid, &status, 0);
@@ -79,6 +90,7 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   EXPECT_EQ(result["status"], "failed");
   EXPECT_EQ(result["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << result.dump();
   EXPECT_EQ(Lines(marker), 1) << "the mutating tool ran a second time";
+  EXPECT_EQ(Sleepers(), 0) << "the restart killed what the dead process's tool left running";
 
   std::unique_ptr<EventLog> log;
   ASSERT_TRUE(EventLog::Open(data + "/log", LogOptions{}, &log).ok());

@@ -42,6 +42,7 @@ class CliTool : public Tool {
     spec.cwd_fd = ws.fd();
     spec.stdin_data = args.dump();
     spec.limits = ctx.policy->cli_limits;
+    spec.run_dir = ctx.policy->run_dir;
     spec.run_as = ctx.policy->run_as;
     ProcessResult r;
     Status s = RunSandboxed(spec, &r);

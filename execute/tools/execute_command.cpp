@@ -147,6 +147,7 @@ class ExecuteCommand : public Tool {
       }
       spec.limits.timeout_ms = static_cast<int>(std::min<int64_t>(spec.limits.timeout_ms, args["timeout_ms"].get<int64_t>()));
     }
+    spec.run_dir = ctx.policy->run_dir;
     spec.run_as = p.run_as;
     ProcessResult r;
     Status s = RunSandboxed(spec, &r);
