@@ -212,7 +212,8 @@ Status StageRunner::PublishFinished() {
   for (auto& job : unpublished_) {
     auto& f = after[job->tp];
     auto r = read_upto_.find(job->tp);
-    next[job->tp] = !f.empty() ? *f.begin() : (r == read_upto_.end() ? job->offset + 1 : r->second);
+    // Not past the job itself when its batch's publish has not succeeded yet.
+    next[job->tp] = !f.empty() ? *f.begin() : (r == read_upto_.end() ? job->offset : r->second);
   }
   Status s = AppendAndPublish(events, outputs, seq_refs, next, nullptr);
   if (!s.ok()) return s;

@@ -105,9 +105,11 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   StageResult r;
   if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
   RequestState state = Summarize(history);
-  if (flow.decision.is_null() || flow.decision.value("verdict", "") != "allow" ||
-      state.verdict() != "allow") {
-    // Only what decide allowed, as the log records it, runs.
+  const bool granted = state.verdict() == "ask" && state.approval_settled != nullptr &&
+                       state.approval_settled->type == "approval.granted";
+  if (flow.decision.is_null() || (state.verdict() != "allow" && !granted)) {
+    // Only what decide allowed or an approver granted, as the log records
+    // it, runs.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
                                "request " + flow.request_id() + " has no allow decision in the log");
   }

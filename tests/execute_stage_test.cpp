@@ -196,6 +196,23 @@ TEST_F(ExecuteStageTest, CliToolsAreReadOnlyOnlyWhenTheDecisionSaysSo) {
   EXPECT_EQ(after.events[0].data["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << "no read_only: fail closed";
 }
 
+TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
+  Message ask = Allowed("g1", "echo", {{"text", "x"}}, {{"verdict", "ask"}});
+  StageResult r = stage_->Process(ask, Ctx(1), log_);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "request.rejected") << "ask without a grant does not run";
+  std::vector<Event> ev;
+  log_.EventsOfRequest("g1", &ev);
+  Flow f;
+  ASSERT_TRUE(Flow::FromJson(Json::parse(ask.value), &f));
+  log_.Append({FlowEvent(f, "approval.granted", 3, {{"approver", "alice"}, {"scope", "once"}})});
+  r = stage_->Process(ask, Ctx(2), log_);
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[1].type, "execution.completed") << "granted: runs";
+  Message denied = Allowed("g2", "echo", Json::object(), {{"verdict", "deny"}});
+  EXPECT_EQ(stage_->Process(denied, Ctx(3), log_).events[0].type, "request.rejected");
+}
+
 TEST_F(ExecuteStageTest, PureToolsRunInlineAndUnknownToolsFail) {
   StageResult r = stage_->Process(Allowed("e1", "echo", {{"text", "hi"}}), Ctx(1), log_);
   ASSERT_EQ(r.events.size(), 2u);
