@@ -183,6 +183,20 @@ TEST_F(HttpTest, AllowedLocalServerWorksWithAgentConfig) {
   EXPECT_EQ(Code(Call("http_request", {{"url", Local(s.port())}, {"method", "POST"}})), "E_METHOD_NOT_ALLOWED");
 }
 
+TEST_F(HttpTest, TheAgentsHostsListIsRecheckedOnEveryHop) {
+  CountingServer s("127.0.0.1");
+  AllowLoopback();
+  s.handler = [](const httplib::Request& req, httplib::Response& res) {
+    if (req.path == "/away") return res.set_redirect("http://localhost:1/");
+    res.set_content("ok", "text/plain");
+  };
+  AgentHttp({{"hosts", {"127.0.0.1", "*.example.com"}}});
+  EXPECT_TRUE(Call("http_request", {{"url", Local(s.port())}})["success"]);
+  EXPECT_EQ(Code(Call("http_request", {{"url", "http://localhost:" + std::to_string(s.port()) + "/"}})), "E_URL_FORBIDDEN");
+  EXPECT_EQ(Code(Call("http_request", {{"url", Local(s.port(), "/away")}})), "E_URL_FORBIDDEN");
+  EXPECT_EQ(s.hits(), 2) << "the refused host got nothing";
+}
+
 TEST_F(HttpTest, ResponsesAreCappedFormattedAndTimedOut) {
   CountingServer s("127.0.0.1");
   AllowLoopback();

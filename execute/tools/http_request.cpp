@@ -9,6 +9,7 @@
 // - curl connects only to that address: CURLOPT_RESOLVE pins it, and the
 //   open-socket callback checks the actual sockaddr again (so nothing curl
 //   resolves by itself, and no DNS rebinding, gets through);
+// - the host must be in the agent's `hosts` list when it has one;
 // - redirects are followed here, each hop checked the same way, at most
 //   execute.network.max_redirects; a cross-origin hop drops Authorization,
 //   Cookie and Proxy-Authorization and any userinfo.
@@ -199,6 +200,24 @@ std::string TruncateChars(const std::string& s, size_t max, bool* truncated) {
   return s.substr(0, i);
 }
 
+// agents.<id>.http_request.hosts (decide checks it first; this is the last
+// line of defence, applied to every redirect hop too): empty or absent = any
+// host; "api.example.com" exact, "*.example.com" any subdomain.
+bool HostAllowed(const Json& hosts, const std::string& host) {
+  if (!hosts.is_array() || hosts.empty()) return true;
+  const std::string h = Lower(host);
+  for (const auto& e : hosts) {
+    if (!e.is_string()) continue;
+    const std::string p = Lower(e.get<std::string>());
+    if (p == h) return true;
+    if (p.size() > 2 && p.compare(0, 2, "*.") == 0 && h.size() > p.size() - 1 &&
+        h.compare(h.size() - (p.size() - 1), p.size() - 1, p.substr(1)) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ValidHeaderPart(const std::string& s) { return s.find_first_of("\r\n") == std::string::npos; }
 
 class HttpRequest : public Tool {
@@ -276,6 +295,9 @@ class HttpRequest : public Tool {
     const auto t0 = std::chrono::steady_clock::now();
     Json hops = Json::array();
     for (int hop = 0;; ++hop) {
+      if (!HostAllowed(cfg.value("hosts", Json::array()), url.host)) {
+        return ToolFail(errc::kUrlForbidden, url.host + " is not in this agent's hosts");
+      }
       // 1. Resolve once and check every address.
       std::string host = url.host;
       if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
