@@ -193,7 +193,8 @@ Json Pipeline::stats() const {
     out[stages_[i]->name()] = {{"messages", st.messages.load()},     {"batches", st.batches.load()},
                                {"events", st.events.load()},         {"outputs", st.outputs.load()},
                                {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
-                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()}};
+                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()},
+                               {"deferred", st.deferred.load()}};
   }
   return out;
 }

@@ -131,13 +131,6 @@ Status StageRunner::Run() {
   return Status::Ok();
 }
 
-int64_t StageRunner::CommitOffset(const TopicPartition& tp) const {
-  auto f = in_flight_.find(tp);
-  if (f != in_flight_.end() && !f->second.empty()) return *f->second.begin();
-  auto r = read_upto_.find(tp);
-  return r == read_upto_.end() ? 0 : r->second;
-}
-
 void StageRunner::Submit(std::unique_ptr<Job> job) {
   std::lock_guard<std::mutex> lock(jobs_mu_);
   if (workers_.empty()) {

@@ -114,8 +114,6 @@ class StageRunner {
   void WorkerLoop();  // worker threads
   // Appends and publishes finished jobs; a failure keeps them for a retry.
   Status PublishFinished();
-  // The offset to commit for `tp`: the lowest in flight, else past the last read.
-  int64_t CommitOffset(const TopicPartition& tp) const;
   void StopWorkers();
   Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
