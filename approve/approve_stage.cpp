@@ -56,32 +56,6 @@ Json RequestOf(const RequestState& st, const Event& any) {
           {"session_id", any.session_id}, {"tool", any.tool}};
 }
 
-// What the result and the forwarded flow say about a settled approval.
-Json ApprovalSummary(const RequestState& st) {
-  const Event& s = *st.approval_settled;
-  Json a = Json::object();
-  if (s.type == "approval.expired") {
-    a["deadline"] = s.data.value("deadline", "");
-    a["comment"] = "no decision before the deadline " + s.data.value("deadline", "");
-    return a;
-  }
-  a["approver"] = s.data.value("approver", "");
-  a["scope"] = s.data.value("scope", "once");
-  if (auto c = s.data.find("comment"); c != s.data.end() && c->is_string()) a["comment"] = *c;
-  if (s.type == "approval.granted") {
-    Json who = Json::array();
-    bool always = true;
-    for (const Event* g : st.grants) {
-      who.push_back(g->data.value("approver", ""));
-      always = always && g->data.value("scope", "") == "always";
-    }
-    a["approvers"] = who;
-    a["scope"] = always ? "always" : "once";
-  }
-  if (st.approval_requested) a["deadline"] = st.approval_requested->data.value("deadline", "");
-  return a;
-}
-
 }  // namespace
 
 std::string EscapeGlob(const std::string& text) {
@@ -203,7 +177,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   const int index = fresh ? static_cast<int>(r->events.size()) - 1 : -1;
   const Json decision = st.decision ? Clean(st.decision->data) : Json();
   const Json request = RequestOf(st, settled);
-  const Json approval = ApprovalSummary(st);
+  const Json approval = ApprovalOf(st);
   Json result;
   if (settled.type == "approval.granted") {
     Flow flow;

@@ -6,11 +6,55 @@
 #include <random>
 
 #include "approve/approve_stage.h"
+#include "audit/audit_query.h"
 #include "decide/decide_stage.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
 
 namespace tollgate {
+namespace {
+
+// get_audit_log's reader in the embedded deployment: GetAuditLog on the
+// local log, always as the calling agent's org (tenant scope).
+class LogAuditReader : public AuditReader {
+ public:
+  explicit LogAuditReader(const LogStore& store) : store_(store) {}
+  Status Query(const std::string& org_id, const Json& q, Json* page) override {
+    AuditQuery query;
+    query.org_id = org_id;
+    query.agent_id = q.value("agent_id", "");
+    query.session_id = q.value("session_id", "");
+    query.request_id = q.value("request_id", "");
+    query.tool = q.value("tool", "");
+    query.verdict = q.value("verdict", "");
+    query.cursor = q.value("cursor", "");
+    query.descending = q.value("descending", false);
+    query.limit = q.value("limit", 0);
+    query.json_lines = true;
+    for (const auto& t : q.value("types", Json::array())) {
+      if (!t.is_string()) return Status::Error(errc::kInvalidQuery, "types must be strings");
+      query.types.push_back(t);
+    }
+    for (const char* k : {"since", "until"}) {
+      if (!q.contains(k)) continue;
+      int64_t us = 0;
+      if (!ParseTime(q.value(k, ""), &us)) return Status::Error(errc::kInvalidQuery, std::string(k) + " must be RFC 3339");
+      (std::string(k) == "since" ? query.since_us : query.until_us) = us;
+    }
+    AuditPage p;
+    Status s = GetAuditLog(store_, QueryScope::Tenant(org_id), query, &p);
+    if (!s.ok()) return s;
+    Json events = Json::array();
+    for (const auto& line : p.lines) events.push_back(Json::parse(line, nullptr, false));
+    *page = {{"events", std::move(events)}, {"next_cursor", p.next_cursor}};
+    return Status::Ok();
+  }
+
+ private:
+  const LogStore& store_;
+};
+
+}  // namespace
 
 Status WriteEndpoints(const std::string& data_dir, const Json& endpoints) {
   const std::string path = data_dir + "/endpoints.json";
@@ -129,7 +173,17 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     p->approve_ = raw;
     p->stages_.push_back(std::move(approve));
   }
-  p->stages_.push_back(std::make_unique<ExecuteStage>(ExecuteConfig{topics}));
+  auto policy = std::make_shared<ExecutePolicy>();
+  s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
+  if (!s.ok()) return s;
+  if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
+  if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
+  p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
+  ExecuteConfig ec;
+  ec.topics = topics;
+  ec.policy = policy;
+  ec.audit = p->audit_reader_.get();
+  p->stages_.push_back(std::make_unique<ExecuteStage>(ec));
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
     RunnerOptions ro;
@@ -194,7 +248,8 @@ Json Pipeline::stats() const {
     out[stages_[i]->name()] = {{"messages", st.messages.load()},     {"batches", st.batches.load()},
                                {"events", st.events.load()},         {"outputs", st.outputs.load()},
                                {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
-                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()}};
+                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()},
+                               {"deferred", st.deferred.load()}};
   }
   return out;
 }

@@ -16,6 +16,7 @@
 #include "cli/reconciler.h"
 #include "core/kafka_bus.h"
 #include "core/stage_runner.h"
+#include "execute/audit_reader.h"
 
 namespace tollgate {
 
@@ -36,6 +37,11 @@ struct PipelineOptions {
   std::vector<std::string> webhooks;       // POSTed to when an approval is requested
   std::string http_listen;                 // HTTP API "HOST:PORT" (port 0: any); empty = no API
   std::string tokens_file;                 // the API's tokens; default data_dir/tokens.json
+  // Execute: CLI tools dir and workspace root; empty = the policy's
+  // execute.tools_dir / execute.workspace_root, else <data>/tools and
+  // <data>/workspaces.
+  std::string tools_dir;
+  std::string workspace_root;
 };
 
 // Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
@@ -77,6 +83,7 @@ class Pipeline {
   std::unique_ptr<LogSink> sink_;
   std::unique_ptr<StoreLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
+  std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;
   std::vector<std::unique_ptr<Stage>> stages_;

@@ -132,6 +132,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
+  up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");
+  up->add_option("--workspaces", f->pipeline.workspace_root, "agents' workspaces root (default DATA/workspaces)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 

@@ -112,4 +112,31 @@ std::string SourceOf(const Event* e) {
   return it != e->data.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// What the result and the forwarded flow say about a settled approval.
+Json ApprovalOf(const RequestState& st) {
+  if (st.approval_settled == nullptr) return nullptr;
+  const Event& s = *st.approval_settled;
+  Json a = Json::object();
+  if (s.type == "approval.expired") {
+    a["deadline"] = s.data.value("deadline", "");
+    a["comment"] = "no decision before the deadline " + s.data.value("deadline", "");
+    return a;
+  }
+  a["approver"] = s.data.value("approver", "");
+  a["scope"] = s.data.value("scope", "once");
+  if (auto c = s.data.find("comment"); c != s.data.end() && c->is_string()) a["comment"] = *c;
+  if (s.type == "approval.granted") {
+    Json who = Json::array();
+    bool always = true;
+    for (const Event* g : st.grants) {
+      who.push_back(g->data.value("approver", ""));
+      always = always && g->data.value("scope", "") == "always";
+    }
+    a["approvers"] = who;
+    a["scope"] = always ? "always" : "once";
+  }
+  if (st.approval_requested) a["deadline"] = st.approval_requested->data.value("deadline", "");
+  return a;
+}
+
 }  // namespace tollgate

@@ -51,6 +51,10 @@ RequestState Summarize(const std::vector<Event>& events);
 // again. Null when the request is not finished.
 Json ResultFromLog(const RequestState& state);
 
+// What a result says about a settled approval (approvers, scope, comment,
+// deadline); null when the approval is not settled.
+Json ApprovalOf(const RequestState& state);
+
 // The source ("incarnation/topic/partition/offset") an event was made from,
 // "" when it has none.
 std::string SourceOf(const Event* e);

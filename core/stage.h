@@ -9,6 +9,7 @@
 // the outputs and commit the input offsets in one Kafka transaction.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,29 @@ struct StageOutput {
   int log_seq_of_event = -1;
 };
 
+struct StageResult;
+
+// Work a stage defers until the events of the StageResult that carries it are
+// durable (execute: run the tool only after execution.started is in the log).
+// The runner calls it once, on a worker thread, never on the runner thread,
+// after those events are appended; the StageResult it returns is handled like
+// a batch's (events appended, then outputs produced), and only then is the
+// input offset committed (offsets are committed up to the lowest unfinished
+// one per partition, so results may complete out of order). If the runner
+// drops the work without calling it (the append failed), it is destroyed
+// uncalled: a stage that tracks work in flight should release it in a
+// destructor of something the closure owns. Must not throw.
+using DeferredWork = std::function<StageResult()>;
+
 struct StageResult {
   std::vector<Event> events;
   std::vector<StageOutput> outputs;
   // Non-ok when the message could not be processed for a reason outside it
   // (the log cannot be read): the runner produces nothing and retries.
   Status error;
+  // Optional second phase (see DeferredWork). Ignored in a deferred work's
+  // own result and in Tick's.
+  DeferredWork deferred;
 };
 
 class Stage {

@@ -49,6 +49,7 @@ StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, Runn
 }
 
 StageRunner::~StageRunner() {
+  StopWorkers();
   if (consumer_) consumer_->Close();
 }
 
@@ -65,7 +66,12 @@ Status StageRunner::Run() {
   auto backoff = std::chrono::milliseconds(100);
   while (!stop_.load()) {
     batch.clear();
-    Status polled = consumer_->Poll(options_.max_batch, options_.poll_timeout, &batch);
+    // While work is in flight, poll briefly so its results go out promptly.
+    const bool waiting = !in_flight_.empty();
+    Status polled = consumer_->Poll(options_.max_batch,
+                                    waiting ? std::min(options_.poll_timeout, std::chrono::milliseconds(5))
+                                            : options_.poll_timeout,
+                                    &batch);
     if (!polled.ok()) {
       std::cerr << "tollgate: " << stage_.name() << ": " << polled.ToString() << "\n";
       if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
@@ -76,6 +82,15 @@ Status StageRunner::Run() {
         ++stats_.retries;
         std::cerr << "tollgate: " << stage_.name() << ": tick failed (retried at the next tick): " << t.ToString()
                   << "\n";
+      }
+    }
+    if (waiting) {
+      Status f = PublishFinished();
+      if (!f.ok()) {
+        ++stats_.retries;
+        std::cerr << "tollgate: " << stage_.name() << ": publishing finished work failed (retried): "
+                  << f.ToString() << "\n";
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
     if (batch.empty()) continue;
@@ -101,7 +116,113 @@ Status StageRunner::Run() {
       if (!p.ok()) return p;
     }
   }
+  // Finish the deferred work in flight: its side effects happened (or are
+  // happening); record them before going.
+  for (int failures = 0; !in_flight_.empty() && failures < 50;) {
+    Status f = PublishFinished();
+    if (!f.ok()) {
+      ++failures;
+      std::cerr << "tollgate: " << stage_.name() << ": at stop: " << f.ToString() << "\n";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(f.ok() ? 2 : 100));
+  }
+  StopWorkers();
   consumer_->Close();
+  return Status::Ok();
+}
+
+void StageRunner::Submit(std::unique_ptr<Job> job) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  if (workers_.empty()) {
+    for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  }
+  queued_.push_back(std::move(job));
+  jobs_cv_.notify_one();
+}
+
+void StageRunner::WorkerLoop() {
+  for (;;) {
+    std::unique_ptr<Job> job;
+    {
+      std::unique_lock<std::mutex> lock(jobs_mu_);
+      jobs_cv_.wait(lock, [this] { return workers_stop_ || !queued_.empty(); });
+      if (queued_.empty()) return;  // stopping
+      job = std::move(queued_.front());
+      queued_.pop_front();
+    }
+    job->result = job->work();
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    finished_.push_back(std::move(job));
+  }
+}
+
+void StageRunner::StopWorkers() {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    workers_stop_ = true;
+  }
+  jobs_cv_.notify_all();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  workers_stop_ = false;
+}
+
+Status StageRunner::PublishFinished() {
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    for (auto& j : finished_) unpublished_.push_back(std::move(j));
+    finished_.clear();
+  }
+  if (unpublished_.empty()) return Status::Ok();
+  std::vector<Event> events;
+  std::vector<StageOutput> outputs;
+  std::vector<std::pair<size_t, size_t>> seq_refs;
+  std::string body;
+  for (auto& job : unpublished_) {
+    StageResult& r = job->result;
+    for (const Event& e : r.events) {
+      Status valid = EncodeEventBody(e, options_.max_event_bytes, &body);
+      if (!valid.ok()) {
+        std::cerr << "tollgate: " << stage_.name() << ": refused its own event: " << valid.ToString() << "\n";
+        r = RejectMalformedFlow(stage_.name(), options_.bus.topics, job->in, job->ctx,
+                                "internal error (" + valid.code() + "): " + valid.message());
+        break;
+      }
+    }
+    for (const auto& o : r.outputs) {
+      if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
+      outputs.push_back(o);
+    }
+    events.insert(events.end(), r.events.begin(), r.events.end());
+  }
+  // Offsets as they will be once these jobs are done.
+  OffsetMap next;
+  std::map<TopicPartition, std::set<int64_t>> after = in_flight_;
+  for (auto& job : unpublished_) after[job->tp].erase(job->offset);
+  for (auto& job : unpublished_) {
+    auto& f = after[job->tp];
+    auto r = read_upto_.find(job->tp);
+    // Not past the job itself when its batch's publish has not succeeded yet.
+    next[job->tp] = !f.empty() ? *f.begin() : (r == read_upto_.end() ? job->offset : r->second);
+  }
+  Status s = AppendAndPublish(events, outputs, seq_refs, next, nullptr);
+  if (!s.ok()) return s;
+  stats_.events += events.size();
+  stats_.outputs += outputs.size();
+  stats_.deferred += unpublished_.size();
+  stats_.in_flight -= unpublished_.size();
+  for (auto& job : unpublished_) {
+    auto it = in_flight_.find(job->tp);
+    if (it != in_flight_.end()) {
+      it->second.erase(job->offset);
+      if (it->second.empty()) in_flight_.erase(it);
+    }
+  }
+  // Destroyed only now, after their results are durable and published.
+  unpublished_.clear();
   return Status::Ok();
 }
 
@@ -116,8 +237,15 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   auto us = [](Clock::time_point a, Clock::time_point b) {
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
   };
+  std::vector<std::unique_ptr<Job>> jobs;
+  std::map<TopicPartition, std::set<int64_t>> new_in_flight;
+  std::map<TopicPartition, int64_t> read_upto;
   const auto t0 = Clock::now();
   for (const Message& m : batch) {
+    const TopicPartition tp{m.topic, m.partition};
+    read_upto[tp] = m.offset + 1;
+    auto fl = in_flight_.find(tp);
+    if (fl != in_flight_.end() && fl->second.count(m.offset)) continue;  // its work is running
     StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
                               std::to_string(m.offset)};
     StageResult r = stage_.Process(m, ctx, view);
@@ -141,13 +269,41 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
       outputs.push_back(std::move(o));
     }
     for (auto& e : r.events) events.push_back(std::move(e));
-    next[{m.topic, m.partition}] = m.offset + 1;
+    if (r.deferred) {
+      auto job = std::make_unique<Job>();
+      job->tp = tp;
+      job->offset = m.offset;
+      job->in = m;
+      job->ctx = ctx;
+      job->work = std::move(r.deferred);
+      new_in_flight[tp].insert(m.offset);
+      jobs.push_back(std::move(job));
+    }
+  }
+  for (const auto& [tp, upto] : read_upto) {
+    int64_t commit = upto;
+    auto a = in_flight_.find(tp);
+    if (a != in_flight_.end() && !a->second.empty()) commit = std::min(commit, *a->second.begin());
+    auto b = new_in_flight.find(tp);
+    if (b != new_in_flight.end() && !b->second.empty()) commit = std::min(commit, *b->second.begin());
+    next[tp] = commit;
   }
 
   const auto t1 = Clock::now();
   Clock::time_point t2;
-  Status s = AppendAndPublish(events, outputs, seq_refs, next, &t2);
+  // The work starts only once the events before it (execution.started) are
+  // durable, and before the publish, so a failed publish does not lose it.
+  auto start_jobs = [&] {
+    for (auto& job : jobs) {
+      in_flight_[job->tp].insert(job->offset);
+      ++stats_.in_flight;
+      Submit(std::move(job));
+    }
+    jobs.clear();
+  };
+  Status s = AppendAndPublish(events, outputs, seq_refs, next, &t2, start_jobs);
   if (!s.ok()) return s;
+  for (const auto& [tp, upto] : read_upto) read_upto_[tp] = upto;
   const auto t3 = Clock::now();
   stats_.process_us += us(t0, t1);
   stats_.append_us += us(t1, t2);
@@ -161,7 +317,8 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
 
 Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                                      const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
-                                     std::chrono::steady_clock::time_point* appended_at) {
+                                     std::chrono::steady_clock::time_point* appended_at,
+                                     const std::function<void()>& after_append) {
   // 1. The log first: nothing leaves this stage that the log does not hold.
   std::vector<EventSink::Appended> appended;
   if (!events.empty()) {
@@ -182,6 +339,7 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
     }
   }
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
+  if (after_append) after_append();
   // 2. Outputs and offsets, atomically.
   if (outputs.empty() && next.empty()) return Status::Ok();
   return Publish(outputs, next);

@@ -10,14 +10,31 @@
 // ids make the appends no-ops and the stage re-emits the same outputs, which
 // read_committed consumers see once.
 //
+// Two-phase stages: a StageResult may carry DeferredWork (core/stage.h). The
+// runner appends the batch's events, hands the work to a pool of
+// `workers` threads (started on first use), and goes on reading. When a work
+// finishes, the runner thread appends its events and, in one transaction,
+// produces its outputs and commits offsets up to the lowest offset still in
+// flight per partition, so a slow tool does not hold up fast ones and a
+// crash re-reads every message whose work had not finished. A message read
+// again while its own work is in flight (after a rewind) is not processed
+// twice: the runner skips it.
+//
 // Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
-// the batch in flight is finished first.
+// the batch in flight and the deferred work in flight are finished first.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/kafka_bus.h"
 #include "core/stage.h"
@@ -35,6 +52,8 @@ struct RunnerOptions {
   // How often Stage::Tick runs (it also runs after a batch if this much
   // time has passed).
   std::chrono::milliseconds tick_interval{200};
+  // Threads that run DeferredWork (started on first use).
+  size_t workers = 8;
   // Called (on the runner thread) when the consumer finds its offset gone:
   // data the broker dropped before this stage read it. The embedded
   // deployment re-drives unfinished requests from the log.
@@ -52,6 +71,9 @@ struct RunnerStats {
   std::atomic<uint64_t> process_us{0};
   std::atomic<uint64_t> append_us{0};
   std::atomic<uint64_t> publish_us{0};
+  // Deferred works finished and published, and those running now.
+  std::atomic<uint64_t> deferred{0};
+  std::atomic<uint64_t> in_flight{0};
 };
 
 class StageRunner {
@@ -70,11 +92,29 @@ class StageRunner {
   Status ProcessBatch(std::vector<Message>& batch);
   // Appends `events`, fills log_seq of the outputs that ask for it, then
   // produces the outputs and commits `next` in one transaction.
+  // `after_append` runs once the events are durable, before the publish.
   Status AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                           const std::vector<std::pair<size_t, size_t>>& seq_refs,
                           const std::map<std::pair<std::string, int32_t>, int64_t>& next,
-                          std::chrono::steady_clock::time_point* appended_at);
+                          std::chrono::steady_clock::time_point* appended_at,
+                          const std::function<void()>& after_append = nullptr);
   Status RunTick();
+
+  // Deferred work (runner thread unless said otherwise).
+  using TopicPartition = std::pair<std::string, int32_t>;
+  struct Job {
+    TopicPartition tp;
+    int64_t offset = 0;
+    Message in;
+    StageContext ctx;
+    DeferredWork work;
+    StageResult result;  // set by the worker
+  };
+  void Submit(std::unique_ptr<Job> job);
+  void WorkerLoop();  // worker threads
+  // Appends and publishes finished jobs; a failure keeps them for a retry.
+  Status PublishFinished();
+  void StopWorkers();
   Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
   Stage& stage_;
@@ -86,6 +126,16 @@ class StageRunner {
   std::atomic<bool> stop_{false};
   std::chrono::steady_clock::time_point last_tick_{};
   RunnerStats stats_;
+
+  std::map<TopicPartition, std::set<int64_t>> in_flight_;  // runner thread
+  std::map<TopicPartition, int64_t> read_upto_;            // runner thread: last read offset + 1
+  std::vector<std::unique_ptr<Job>> unpublished_;          // runner thread: finished, publish failed
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::deque<std::unique_ptr<Job>> queued_;     // guarded by jobs_mu_
+  std::vector<std::unique_ptr<Job>> finished_;  // guarded by jobs_mu_
+  bool workers_stop_ = false;                   // guarded by jobs_mu_
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace tollgate

@@ -3,8 +3,24 @@
 #include <chrono>
 
 #include "core/redact.h"
+#include "execute/sandbox.h"
 
 namespace tollgate {
+namespace {
+
+// Pure and fast: run inside Process, no deferred work needed.
+bool RunsInline(const std::string& tool) { return tool == "echo" || tool == "current_time" || tool == "calculate"; }
+
+// Releases a request's in-flight mark when the deferred work that holds it
+// is destroyed: after its result is durable, or if the runner drops it.
+struct InFlightToken {
+  std::function<void()> release;
+  ~InFlightToken() {
+    if (release) release();
+  }
+};
+
+}  // namespace
 
 Json RunSliceTool(const std::string& tool, const Json& args, int64_t now_us) {
   if (tool == "echo") return ToolResultOk(args, 0);
@@ -13,6 +29,75 @@ Json RunSliceTool(const std::string& tool, const Json& args, int64_t now_us) {
   }
   return ToolResultError(errc::kToolExec, "tool '" + tool + "' is not available in this build", false);
 }
+
+ExecuteConfig WithPolicy(ExecuteConfig c) {
+  if (!c.policy) c.policy = std::make_shared<ExecutePolicy>(DefaultExecutePolicy("tollgate-data"));
+  return c;
+}
+
+ExecuteStage::ExecuteStage(ExecuteConfig config)
+    : config_(WithPolicy(std::move(config))), registry_(config_.policy->tools_dir) {
+  registry_.RegisterBuiltins();
+  registry_.Reload();
+  // A previous process died (kill -9) while tools ran: end what they left.
+  if (!config_.policy->run_dir.empty()) KillLeftovers(config_.policy->run_dir);
+}
+
+Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t now_us) const {
+  const std::string name = request.value("tool", "");
+  auto tool = registry_.Find(name);
+  auto t0 = std::chrono::steady_clock::now();
+  Json result;
+  if (!tool) {
+    result = ToolResultError(errc::kToolExec, "no tool '" + name + "' in this executor's registry", false);
+  } else {
+    ToolContext tc;
+    tc.org_id = request.value("org_id", "");
+    tc.agent_id = request.value("agent_id", "");
+    tc.session_id = request.value("session_id", "");
+    tc.request_id = request.value("request_id", "");
+    tc.now_us = now_us;
+    tc.policy = config_.policy.get();
+    tc.decision = decision;
+    tc.audit = config_.audit;
+    const Json args = request.value("args", Json::object());
+    try {
+      result = tool->Run(args.is_object() ? args : Json::object(), tc);
+    } catch (const std::exception& e) {
+      result = ToolResultError(errc::kToolExec, std::string("the tool failed: ") + e.what(), false);
+    }
+  }
+  if (!result.is_object() || !result.contains("success")) {
+    result = ToolResultError(errc::kToolExec, "the tool returned no ToolResult", false);
+  }
+  if (!result["meta"].is_object()) result["meta"] = Json::object();
+  result["meta"]["duration_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+namespace {
+
+// execution.completed for `tool_result`, and the agent's result.
+void Complete(const Flow& flow, const Json& decision, const Json& approval, const Json& tool_result,
+              const std::string& source, int64_t time_us, const std::string& results_topic, StageResult* r) {
+  Json logged = tool_result;
+  auto redacted = RedactSecrets(logged, DefaultSecretKeyPatterns());
+  double cost = 0;
+  auto m = tool_result.find("meta");
+  if (m != tool_result.end() && m->is_object() && m->contains("cost_usd") && (*m)["cost_usd"].is_number() &&
+      (*m)["cost_usd"].get<double>() >= 0) {
+    cost = (*m)["cost_usd"].get<double>();
+  }
+  const double ms = tool_result["meta"].value("duration_ms", 0.0);
+  r->events.push_back(FlowEvent(flow, "execution.completed", time_us,
+                                {{"result", logged}, {"duration_ms", ms}, {"cost_usd", cost},
+                                 {"redacted", redacted}, {"source", source}}));
+  const bool ok = tool_result.value("success", false);
+  Json result = MakeResult(flow.request, ok ? "completed" : "failed", decision, approval, tool_result);
+  r->outputs.push_back({MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1});
+}
+
+}  // namespace
 
 StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
   Flow flow;
@@ -25,33 +110,75 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
                                "request " + flow.request_id() + " has no allow decision or granted approval in the log");
   }
-  Json tool_result;
+  const Json approval = ApprovalOf(state);  // null unless approvers cleared it
   if (state.completed != nullptr) {
     if (SourceOf(state.completed) != ctx.source) return r;  // a re-sent copy: ran once already
-    tool_result = state.completed->data["result"];
-  } else {
-    // Slice tools are read-only, so running again after a crash is safe.
-    const int attempt = state.attempts + 1;
-    r.events.push_back(FlowEvent(flow, "execution.started", ctx.now_us,
-                                 {{"executor", "builtin"}, {"attempt", attempt}, {"source", ctx.source}},
-                                 std::to_string(attempt)));
-    auto t0 = std::chrono::steady_clock::now();
-    tool_result = RunSliceTool(flow.request.value("tool", ""), flow.request.value("args", Json::object()), ctx.now_us);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    tool_result["meta"]["duration_ms"] = ms;
-    // The agent gets the tool's output as is; the log gets it with secrets
-    // redacted, like the request.
-    Json logged = tool_result;
-    auto redacted = RedactSecrets(logged, DefaultSecretKeyPatterns());
-    r.events.push_back(FlowEvent(flow, "execution.completed", ctx.now_us,
-                                 {{"result", logged}, {"duration_ms", ms}, {"cost_usd", 0},
-                                  {"redacted", redacted}, {"source", ctx.source}}));
+    Json result = MakeResult(flow.request, state.completed->data["result"].value("success", false) ? "completed" : "failed",
+                             flow.decision, approval, state.completed->data["result"]);
+    result["log_seq"] = state.completed->seq;
+    r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1});
+    return r;
   }
-  const bool ok = tool_result.value("success", false);
-  Json result = MakeResult(flow.request, ok ? "completed" : "failed", flow.decision, nullptr, tool_result);
-  if (state.completed != nullptr) result["log_seq"] = state.completed->seq;
-  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 1});
+  const std::string rid = flow.request_id();
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    if (in_flight_->ids.count(rid)) return r;  // its work is running here and will answer
+  }
+  const std::string tool_name = flow.request.value("tool", "");
+  auto tool = registry_.Find(tool_name);
+  Json decision = state.decision->data;
+  decision.erase("source");
+  const Json args = flow.request.value("args", Json::object());
+  const bool read_only = tool && tool->ReadOnly(args.is_object() ? args : Json::object(), decision);
+  if (state.started != nullptr && !read_only) {
+    // It may have run: never run a side effect twice.
+    Json tr = ToolResultError(errc::kOutcomeUnknown,
+                              "execution started (attempt " + std::to_string(state.attempts) + " at " +
+                                  FormatTime(state.started->time_us) +
+                                  ") but its outcome was not recorded; the tool is not read-only, so it was not "
+                                  "run again: check its effect before retrying with a new request_id",
+                              false);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), &r);
+    return r;
+  }
+  const int attempt = state.attempts + 1;
+  const std::string executor = tool_name.rfind("cli:", 0) == 0 ? "cli" : "builtin";
+  r.events.push_back(FlowEvent(flow, "execution.started", ctx.now_us,
+                               {{"executor", executor}, {"attempt", attempt}, {"source", ctx.source}},
+                               std::to_string(attempt)));
+  if (!tool || RunsInline(tool_name)) {
+    Json tr = RunTool(flow.request, decision, ctx.now_us);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), &r);
+    return r;
+  }
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    in_flight_->ids.insert(rid);
+  }
+  auto token = std::make_shared<InFlightToken>();
+  token->release = [inflight = in_flight_, rid] {
+    std::lock_guard<std::mutex> lock(inflight->mu);
+    inflight->ids.erase(rid);
+  };
+  const std::string source = ctx.source;
+  const int64_t now = ctx.now_us;
+  const std::string results = config_.topics.results();
+  r.deferred = [this, flow, decision, approval, source, now, results, token] {
+    Json tr = RunTool(flow.request, decision, now);
+    StageResult done;
+    Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, &done);
+    return done;
+  };
   return r;
+}
+
+StageResult ExecuteStage::Tick(const StageContext&, const LogView&) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_reload_ >= config_.reload_interval) {
+    last_reload_ = now;
+    registry_.Reload();
+  }
+  return {};
 }
 
 }  // namespace tollgate

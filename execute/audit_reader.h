@@ -1,0 +1,23 @@
+// AuditReader: how get_audit_log reads the log without execute depending on
+// RocksDB. The embedded wiring (cli/pipeline.cpp) implements it with
+// audit/audit_query.h's GetAuditLog; tests use a fake.
+#pragma once
+
+#include "core/canonical_json.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+class AuditReader {
+ public:
+  virtual ~AuditReader() = default;
+  // `query` holds the filters of audit/audit_query.h's AuditQuery as JSON
+  // (org_id, agent_id, session_id, request_id, tool, types, verdict, since,
+  // until as RFC 3339, cursor, limit, descending). The caller is scoped to
+  // `org_id`: an implementation must run the query as that tenant (never as
+  // an operator). Fills *page with {"events": [record JSON...],
+  // "next_cursor": "..."}. Thread-safe.
+  virtual Status Query(const std::string& org_id, const Json& query, Json* page) = 0;
+};
+
+}  // namespace tollgate

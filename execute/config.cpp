@@ -1,0 +1,193 @@
+#include "execute/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "execute/tool.h"
+
+namespace tollgate {
+namespace {
+
+Json ScalarToJson(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted: always a string
+  if (s == "~" || s == "null" || s == "Null" || s == "NULL" || s.empty()) return nullptr;
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  char* end = nullptr;
+  errno = 0;
+  long long i = std::strtoll(s.c_str(), &end, 10);
+  if (errno == 0 && end && *end == '\0') return i;
+  double d = std::strtod(s.c_str(), &end);
+  if (end && *end == '\0' && s.find_first_of("0123456789") != std::string::npos) return d;
+  return s;
+}
+
+Json NodeToJson(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence: {
+      Json a = Json::array();
+      for (const auto& x : n) a.push_back(NodeToJson(x));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      Json o = Json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = NodeToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      return ScalarToJson(n);
+    default:
+      return nullptr;
+  }
+}
+
+Status Bad(const std::string& what) { return Status::Error(errc::kInvalidArgs, "policy: execute: " + what); }
+
+template <typename T>
+Status Number(const Json& sec, const char* key, T* out, double min, double max) {
+  auto it = sec.find(key);
+  if (it == sec.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number()) return Bad(std::string(key) + " must be a number");
+  double v = it->get<double>();
+  if (v < min || v > max) return Bad(std::string(key) + " out of range");
+  *out = static_cast<T>(v);
+  return Status::Ok();
+}
+
+Status Strings(const Json& sec, const char* key, std::vector<std::string>* out) {
+  auto it = sec.find(key);
+  if (it == sec.end() || it->is_null()) return Status::Ok();
+  if (!it->is_array()) return Bad(std::string(key) + " must be a list");
+  out->clear();
+  for (const auto& x : *it) {
+    if (!x.is_string()) return Bad(std::string(key) + " must be a list of strings");
+    out->push_back(x.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status Limits(const Json& sec, SandboxLimits* l) {
+  if (!sec.is_object()) return sec.is_null() ? Status::Ok() : Bad("limits must be a map");
+  Status s = Number(sec, "timeout_ms", &l->timeout_ms, 1, 3.6e6);
+  if (s.ok()) s = Number(sec, "cpu_seconds", &l->cpu_seconds, 1, 3600);
+  if (s.ok()) s = Number(sec, "memory_mb", &l->memory_mb, 16, 1 << 20);
+  if (s.ok()) s = Number(sec, "file_size_mb", &l->file_size_mb, 0, 1 << 20);
+  if (s.ok()) s = Number(sec, "open_files", &l->open_files, 8, 65536);
+  if (s.ok()) s = Number(sec, "processes", &l->processes, 1, 65536);
+  if (s.ok()) s = Number(sec, "max_output_bytes", &l->max_output_bytes, 1, 64 << 20);
+  return s;
+}
+
+}  // namespace
+
+Json ExecutePolicy::AgentHttp(const std::string& agent_id) const {
+  auto a = agents.find(agent_id);
+  if (a == agents.end() || !a->is_object()) return Json::object();
+  auto h = a->find("http_request");
+  return h != a->end() && h->is_object() ? *h : Json::object();
+}
+
+ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
+  ExecutePolicy p;
+  p.workspace_root = data_dir + "/workspaces";
+  p.tools_dir = data_dir + "/tools";
+  p.run_dir = data_dir + "/run";
+  // Read-only, well-behaved utilities. Anything that can run another program
+  // (find -exec, xargs, env, awk, sed's e command) stays out.
+  p.command_allowlist = {"ls", "cat", "head", "tail", "wc", "grep", "sort", "uniq", "cut", "tr", "echo",
+                         "date", "pwd", "true", "false", "stat", "du", "df", "basename", "dirname",
+                         "sha256sum", "md5sum", "diff", "file", "uname", "whoami", "id", "sleep", "seq"};
+  p.interpreter_blocklist = {"sh",     "bash",   "dash",   "zsh",    "ksh",    "csh",    "tcsh",  "fish",
+                             "python", "python2", "python3", "perl", "ruby",   "node",   "nodejs", "deno",
+                             "bun",    "php",    "lua",    "tclsh",  "wish",   "awk",    "gawk",  "mawk",
+                             "nawk",   "sed",    "env",    "xargs",  "nohup",  "nice",   "timeout", "setsid",
+                             "sudo",   "su",     "doas",   "busybox", "chroot", "strace", "gdb",  "ssh",
+                             "script", "expect", "osascript", "pwsh", "powershell", "java", "jshell", "R",
+                             "Rscript", "julia", "erl", "escript", "guile", "racket", "ocaml", "ghci",
+                             "irb",    "find",   "nsenter", "unshare", "flock", "watch", "parallel", "make"};
+  p.cli_limits.timeout_ms = 30000;
+  return p;
+}
+
+Status YamlToJson(const std::string& text, Json* out) {
+  try {
+    *out = NodeToJson(YAML::Load(text));
+  } catch (const std::exception& e) {
+    return Status::Error(errc::kInvalidArgs, std::string("policy: not valid YAML: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, ExecutePolicy* out) {
+  ExecutePolicy p = DefaultExecutePolicy(data_dir);
+  if (!policy.is_null() && !policy.is_object()) return Bad("the policy must be a map");
+  if (policy.is_object()) {
+    auto agents = policy.find("agents");
+    if (agents != policy.end() && agents->is_object()) p.agents = *agents;
+    auto it = policy.find("execute");
+    const Json sec = it != policy.end() && it->is_object() ? *it : Json::object();
+    if (it != policy.end() && !it->is_object() && !it->is_null()) return Bad("must be a map");
+    if (sec.contains("workspace_root")) {
+      if (!sec["workspace_root"].is_string() || sec["workspace_root"].get<std::string>().empty())
+        return Bad("workspace_root must be a path");
+      p.workspace_root = sec["workspace_root"];
+    }
+    if (sec.contains("tools_dir")) {
+      if (!sec["tools_dir"].is_string()) return Bad("tools_dir must be a path");
+      p.tools_dir = sec["tools_dir"];
+    }
+    if (sec.contains("writes_enabled")) {
+      if (!sec["writes_enabled"].is_boolean()) return Bad("writes_enabled must be true or false");
+      p.writes_enabled = sec["writes_enabled"];
+    }
+    Status s = Number(sec, "max_read_bytes", &p.max_read_bytes, 1, 1 << 30);
+    if (s.ok()) s = Number(sec, "max_write_bytes", &p.max_write_bytes, 1, 1 << 30);
+    if (s.ok()) s = Number(sec, "max_list_entries", &p.max_list_entries, 1, 1e6);
+    if (s.ok()) s = Number(sec, "max_search_results", &p.max_search_results, 1, 1e6);
+    if (s.ok()) s = Number(sec, "max_search_depth", &p.max_search_depth, 1, 256);
+    if (!s.ok()) return s;
+    const Json cmd = sec.value("commands", Json::object());
+    if (!cmd.is_object()) return Bad("commands must be a map");
+    s = Strings(cmd, "allow", &p.command_allowlist);
+    if (s.ok()) s = Strings(cmd, "block", &p.interpreter_blocklist);
+    if (s.ok()) s = Limits(cmd.value("limits", Json()), &p.limits);
+    if (s.ok()) s = Limits(sec.value("cli_limits", Json()), &p.cli_limits);
+    if (!s.ok()) return s;
+    if (cmd.contains("run_as")) {
+      if (!cmd["run_as"].is_string()) return Bad("commands.run_as must be a user name or \"\"");
+      p.run_as = cmd["run_as"];
+    }
+    const Json net = sec.value("network", Json::object());
+    std::vector<std::string> cidrs;
+    s = Strings(net.is_object() ? net : Json::object(), "allow_cidrs", &cidrs);
+    if (!s.ok()) return s;
+    for (const auto& c : cidrs) {
+      Cidr cidr;
+      if (!ParseCidr(c, &cidr)) return Bad("network.allow_cidrs: not a CIDR: " + c);
+      p.allow_cidrs.push_back(cidr);
+    }
+    if (net.is_object()) {
+      s = Number(net, "max_redirects", &p.max_redirects, 0, 20);
+      if (!s.ok()) return s;
+    }
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status LoadExecutePolicy(const std::string& path, const std::string& data_dir, ExecutePolicy* out) {
+  if (path.empty()) return ExecutePolicyFromJson(Json(), data_dir, out);
+  std::ifstream in(path);
+  if (!in) return Status::Error(errc::kNotFound, "policy: cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Json j;
+  Status s = YamlToJson(ss.str(), &j);
+  if (!s.ok()) return s;
+  return ExecutePolicyFromJson(j, data_dir, out);
+}
+
+}  // namespace tollgate

@@ -1,0 +1,68 @@
+// ExecutePolicy: the parts of the policy file execute owns (contracts.md):
+// the `execute:` section and, per agent, `agents.<agent_id>.http_request`.
+// Absent file or section: the safe defaults below (docs/tools.md lists every
+// key). Immutable once loaded; shared read-only between worker threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/canonical_json.h"
+#include "core/status.h"
+#include "execute/net_guard.h"
+
+namespace tollgate {
+
+struct SandboxLimits {
+  int timeout_ms = 10000;          // wall clock; then the process group is killed
+  int cpu_seconds = 10;            // RLIMIT_CPU
+  size_t memory_mb = 512;          // RLIMIT_AS
+  size_t file_size_mb = 16;        // RLIMIT_FSIZE
+  int open_files = 64;             // RLIMIT_NOFILE
+  int processes = 64;              // RLIMIT_NPROC (per real uid: see run_as)
+  size_t max_output_bytes = 64 << 10;  // per stream; the rest is dropped (truncated: true)
+};
+
+struct ExecutePolicy {
+  std::string workspace_root;      // each agent gets <root>/<org_id>/<agent_id>
+  bool writes_enabled = true;      // write_file / delete_file
+  size_t max_read_bytes = 1 << 20;
+  size_t max_write_bytes = 1 << 20;
+  size_t max_list_entries = 1000;
+  size_t max_search_results = 200;
+  int max_search_depth = 16;
+
+  // execute_command: names (looked up in /usr/local/bin:/usr/bin:/bin) or
+  // absolute paths. The blocklist wins over the allowlist.
+  std::vector<std::string> command_allowlist;
+  std::vector<std::string> interpreter_blocklist;
+  SandboxLimits limits;
+  // As root, children run under this user (RLIMIT_NPROC counts per real
+  // uid, and root ignores it); "" keeps the current user.
+  std::string run_as = "nobody";
+
+  std::vector<Cidr> allow_cidrs;   // execute.network.allow_cidrs
+  int max_redirects = 5;
+
+  std::string tools_dir;           // CLI tools: <tools_dir>/<name>/run
+  // Where running children's process groups are recorded (see
+  // KillLeftovers in execute/sandbox.h); "" = not recorded.
+  std::string run_dir;
+  SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
+
+  Json agents = Json::object();    // the policy's `agents` section, for http_request
+  // agents.<agent_id>.http_request, or an empty object.
+  Json AgentHttp(const std::string& agent_id) const;
+};
+
+// The defaults, with paths under `data_dir`.
+ExecutePolicy DefaultExecutePolicy(const std::string& data_dir);
+// Reads `path` (YAML; "" = defaults only). A malformed file or value is an
+// error (fail closed), never silently ignored.
+Status LoadExecutePolicy(const std::string& path, const std::string& data_dir, ExecutePolicy* out);
+// The same from the policy already as JSON (tests).
+Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, ExecutePolicy* out);
+// YAML text to JSON (scalars typed as YAML 1.2 core schema does).
+Status YamlToJson(const std::string& yaml_text, Json* out);
+
+}  // namespace tollgate

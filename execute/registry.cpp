@@ -1,0 +1,64 @@
+#include "execute/registry.h"
+
+#include "execute/tools/cli_tool.h"
+#include "execute/tools/tools.h"
+
+namespace tollgate {
+
+void ToolRegistry::RegisterBuiltins() {
+  // The one list of built-ins. A new tool: a file in tools/, a factory in
+  // tools/tools.h, a line here, its tests, and its entry in docs/tools.md.
+  Register(MakeEcho());
+  Register(MakeCurrentTime());
+  Register(MakeCalculate());
+  Register(MakeReadFile());
+  Register(MakeWriteFile());
+  Register(MakeListDirectory());
+  Register(MakeFileExists());
+  Register(MakeDeleteFile());
+  Register(MakeSearchFiles());
+  Register(MakeHttpRequest());
+  Register(MakeExecuteCommand());
+  Register(MakeGetAuditLog());
+  Register(MakeGetSystemInfo());
+}
+
+void ToolRegistry::Register(std::unique_ptr<Tool> tool) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string name = tool->name();
+  builtins_[name] = std::shared_ptr<const Tool>(std::move(tool));
+}
+
+size_t ToolRegistry::Reload() {
+  std::map<std::string, std::shared_ptr<const Tool>> found;
+  if (!tools_dir_.empty()) {
+    for (auto& t : DiscoverCliTools(tools_dir_)) {
+      std::string name = t->name();
+      found[name] = std::shared_ptr<const Tool>(std::move(t));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  cli_.swap(found);
+  return cli_.size();
+}
+
+std::shared_ptr<const Tool> ToolRegistry::Find(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = builtins_.find(name);
+  if (it != builtins_.end()) return it->second;
+  it = cli_.find(name);
+  return it != cli_.end() ? it->second : nullptr;
+}
+
+Json ToolRegistry::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Json out = Json::array();
+  for (const auto* m : {&builtins_, &cli_}) {
+    for (const auto& [name, t] : *m) {
+      out.push_back({{"name", name}, {"description", t->description()}, {"kind", m == &cli_ ? "cli" : "builtin"}});
+    }
+  }
+  return out;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,39 @@
+// ToolRegistry: every tool execute can run, by name. The built-ins are
+// registered in one place (RegisterBuiltins, registry.cpp); CLI tools are
+// discovered from a directory and re-discovered on Reload(), so a new tool
+// dropped in is picked up without a restart. Thread-safe: Find() from
+// workers while Reload() runs on the stage thread; a Tool found stays valid
+// for as long as the caller holds its shared_ptr.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "execute/tool.h"
+
+namespace tollgate {
+
+class ToolRegistry {
+ public:
+  explicit ToolRegistry(std::string tools_dir = "") : tools_dir_(std::move(tools_dir)) {}
+  // echo, current_time, calculate, the file tools, http_request,
+  // execute_command, get_audit_log, get_system_info.
+  void RegisterBuiltins();
+  void Register(std::unique_ptr<Tool> tool);
+  // Rescans the tools dir; returns how many CLI tools are now known.
+  size_t Reload();
+  // Null when unknown.
+  std::shared_ptr<const Tool> Find(const std::string& name) const;
+  // [{"name", "description", "kind"}], sorted by name.
+  Json List() const;
+
+ private:
+  const std::string tools_dir_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Tool>> builtins_;
+  std::map<std::string, std::shared_ptr<const Tool>> cli_;
+};
+
+}  // namespace tollgate

@@ -1,0 +1,75 @@
+// A tool: one small unit the execute stage can run (Envoy-filter style: each
+// tool is its own file with its own config and tests, and registry.cpp
+// registers them all in one place).
+//
+// Contract of Run(): never throws; always returns a ToolResult
+// (core/messages.h: {success, data, error{code,message,recoverable}, meta})
+// with one of the stable codes below (docs/errors.md); meta.duration_ms is
+// filled in by the stage. Run() may be called concurrently from several
+// worker threads, so a Tool must be thread-safe (the built-ins are stateless
+// apart from their immutable config).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/messages.h"
+#include "execute/audit_reader.h"
+#include "execute/config.h"
+
+namespace tollgate {
+
+// Stable tool error codes (docs/errors.md). The pipeline's own codes
+// (E_TOOL_EXEC, E_OUTCOME_UNKNOWN) are in core/messages.h.
+namespace errc {
+inline constexpr const char* kInvalidArgs = "E_INVALID_ARGS";
+inline constexpr const char* kFileNotFound = "E_FILE_NOT_FOUND";
+inline constexpr const char* kPathForbidden = "E_PATH_FORBIDDEN";
+inline constexpr const char* kWritesDisabled = "E_WRITES_DISABLED";
+inline constexpr const char* kTooLarge = "E_TOO_LARGE";
+inline constexpr const char* kUrlForbidden = "E_URL_FORBIDDEN";
+inline constexpr const char* kMethodNotAllowed = "E_METHOD_NOT_ALLOWED";
+inline constexpr const char* kHttpTimeout = "E_HTTP_TIMEOUT";
+inline constexpr const char* kHttpStatus = "E_HTTP_STATUS";
+inline constexpr const char* kHttp = "E_HTTP";
+inline constexpr const char* kCmdNotAllowed = "E_CMD_NOT_ALLOWED";
+inline constexpr const char* kTimeout = "E_TIMEOUT";
+inline constexpr const char* kSandbox = "E_SANDBOX_UNAVAILABLE";
+}  // namespace errc
+
+// What a tool may know about the call. Scope (org, agent, session) comes
+// from the request envelope, never from args.
+struct ToolContext {
+  std::string org_id;
+  std::string agent_id;
+  std::string session_id;
+  std::string request_id;
+  int64_t now_us = 0;
+  const ExecutePolicy* policy = nullptr;  // never null in Run()
+  Json decision;                          // the decision.made data
+  AuditReader* audit = nullptr;           // null: get_audit_log unavailable
+};
+
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  // e.g. "read_file", "cli:code-search".
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  // Whether running this call again has no side effect. Decides what happens
+  // after a crash between execution.started and execution.completed: a
+  // read-only call runs again, a mutating one ends with E_OUTCOME_UNKNOWN.
+  virtual bool ReadOnly(const Json& args, const Json& decision) const = 0;
+  virtual Json Run(const Json& args, const ToolContext& ctx) const = 0;
+};
+
+// Shorthands for tool code.
+inline Json ToolFail(const std::string& code, const std::string& message, bool recoverable = false) {
+  return ToolResultError(code, message, recoverable);
+}
+inline Json ToolOk(Json data) { return ToolResultOk(std::move(data), 0); }
+
+// args[key] as a string, or "" with *ok = false when present but not a string.
+bool StringArg(const Json& args, const std::string& key, std::string* out, bool required = true);
+
+}  // namespace tollgate

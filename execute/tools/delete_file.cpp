@@ -1,0 +1,52 @@
+// delete_file {path}: removes a file (or an empty directory) in the
+// workspace. A symlink is removed itself, never its target. Mutating.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "execute/tools/file_common.h"
+#include "execute/tools/tools.h"
+
+namespace tollgate {
+namespace {
+
+class DeleteFile : public Tool {
+ public:
+  std::string name() const override { return "delete_file"; }
+  std::string description() const override { return "Delete a file or empty directory in the agent's workspace."; }
+  bool ReadOnly(const Json&, const Json&) const override { return false; }
+  Json Run(const Json& args, const ToolContext& ctx) const override {
+    if (!ctx.policy->writes_enabled) return ToolFail(errc::kWritesDisabled, "writes are disabled by policy");
+    std::string path;
+    if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");
+    Workspace ws;
+    Json err;
+    if (!OpenWorkspace(ctx, &ws, &err)) return err;
+    int dir = -1;
+    std::string leaf;
+    Status s = ws.OpenParent(path, false, &dir, &leaf);
+    if (!s.ok()) return FailFrom(s);
+    struct stat st{};
+    if (fstatat(dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      int e = errno;
+      close(dir);
+      return FailFrom(PathError(e, path));
+    }
+    int rc = unlinkat(dir, leaf.c_str(), S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    int e = errno;
+    close(dir);
+    if (rc != 0) {
+      if (e == ENOTEMPTY) return ToolFail(errc::kInvalidArgs, "directory not empty: " + path);
+      return FailFrom(PathError(e, path));
+    }
+    return ToolOk({{"path", path}, {"deleted", true}});
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> MakeDeleteFile() { return std::make_unique<DeleteFile>(); }
+
+}  // namespace tollgate

@@ -1,0 +1,42 @@
+// file_exists {path}: {exists, type?}. A path outside the workspace is
+// E_PATH_FORBIDDEN, not "false": the agent learns nothing about the host.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "execute/tools/file_common.h"
+#include "execute/tools/tools.h"
+
+namespace tollgate {
+
+const char* EntryType(mode_t m);
+
+namespace {
+
+class FileExists : public Tool {
+ public:
+  std::string name() const override { return "file_exists"; }
+  std::string description() const override { return "Whether a path exists in the agent's workspace."; }
+  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  Json Run(const Json& args, const ToolContext& ctx) const override {
+    std::string path;
+    if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");
+    Workspace ws;
+    Json err;
+    if (!OpenWorkspace(ctx, &ws, &err)) return err;
+    int fd = -1;
+    Status s = ws.OpenBeneath(path, O_PATH, 0, &fd);
+    if (!s.ok() && s.code() == errc::kFileNotFound) return ToolOk({{"path", path}, {"exists", false}});
+    if (!s.ok()) return FailFrom(s);
+    struct stat st{};
+    fstat(fd, &st);
+    close(fd);
+    return ToolOk({{"path", path}, {"exists", true}, {"type", EntryType(st.st_mode)}});
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> MakeFileExists() { return std::make_unique<FileExists>(); }
+
+}  // namespace tollgate

@@ -1,0 +1,70 @@
+// get_audit_log {session_id?, request_id?, tool?, types?, verdict?, since?,
+// until?, limit?, cursor?, descending?, scope? ("session" default |
+// "agent")}: the calling agent's own entries. Org and agent (and, for scope
+// "session", the session) come from the request envelope; args cannot widen
+// them: naming another session needs scope "agent", and the query always
+// carries the caller's org and agent.
+#include "execute/tools/tools.h"
+
+namespace tollgate {
+namespace {
+
+class GetAuditLogTool : public Tool {
+ public:
+  std::string name() const override { return "get_audit_log"; }
+  std::string description() const override { return "Read this agent's own audit entries (session or agent)."; }
+  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  Json Run(const Json& args, const ToolContext& ctx) const override {
+    if (ctx.audit == nullptr) return ToolFail(errc::kToolExec, "the audit log is not readable from this executor");
+    std::string scope = "session";
+    if (!StringArg(args, "scope", &scope, false) || (scope != "session" && scope != "agent")) {
+      return ToolFail(errc::kInvalidArgs, "scope must be session or agent");
+    }
+    for (const char* k : {"org_id", "agent_id"}) {
+      if (args.contains(k) && args[k] != (std::string(k) == "org_id" ? ctx.org_id : ctx.agent_id)) {
+        return ToolFail("E_FORBIDDEN",
+                        std::string("an agent reads only its own entries: ") + k + " cannot be set");
+      }
+    }
+    Json q = Json::object();
+    for (const char* k : {"request_id", "tool", "verdict", "since", "until", "cursor"}) {
+      if (args.contains(k)) {
+        if (!args[k].is_string()) return ToolFail(errc::kInvalidArgs, std::string(k) + " must be a string");
+        q[k] = args[k];
+      }
+    }
+    if (args.contains("types")) {
+      if (!args["types"].is_array()) return ToolFail(errc::kInvalidArgs, "types must be a list");
+      q["types"] = args["types"];
+    }
+    if (args.contains("limit")) {
+      if (!args["limit"].is_number_integer()) return ToolFail(errc::kInvalidArgs, "limit must be an integer");
+      q["limit"] = args["limit"];
+    }
+    if (args.contains("descending")) q["descending"] = args["descending"] == true;
+    q["org_id"] = ctx.org_id;
+    q["agent_id"] = ctx.agent_id;
+    if (scope == "session") {
+      if (args.contains("session_id") && args["session_id"] != ctx.session_id) {
+        return ToolFail("E_FORBIDDEN", "scope session reads the calling session only; use scope agent");
+      }
+      q["session_id"] = ctx.session_id;
+    } else if (args.contains("session_id")) {
+      if (!args["session_id"].is_string()) return ToolFail(errc::kInvalidArgs, "session_id must be a string");
+      q["session_id"] = args["session_id"];  // still within this agent
+    }
+    Json page;
+    Status s = ctx.audit->Query(ctx.org_id, q, &page);
+    if (!s.ok()) {
+      const bool bad = s.code() == "E_INVALID_QUERY";
+      return ToolFail(bad ? errc::kInvalidArgs : s.code(), s.message(), !bad);
+    }
+    return ToolOk(page);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> MakeGetAuditLog() { return std::make_unique<GetAuditLogTool>(); }
+
+}  // namespace tollgate

@@ -1,0 +1,428 @@
+// http_request {url, method?, headers?, query?, body? | json?, timeout_ms?,
+// response_format?}: one HTTP(S) call under the agent's policy
+// (agents.<agent_id>.http_request: base_url, allowed_methods,
+// default_headers with ${env:NAME}, default_query, timeout_ms,
+// response_format, max_response_chars) and the SSRF guard:
+// - http and https only; no proxy from the environment;
+// - the host is resolved once, here; every address it resolves to must be
+//   allowed (execute/net_guard.h: global, or in execute.network.allow_cidrs);
+// - curl connects only to that address: CURLOPT_RESOLVE pins it, and the
+//   open-socket callback checks the actual sockaddr again (so nothing curl
+//   resolves by itself, and no DNS rebinding, gets through);
+// - the host must be in the agent's `hosts` list when it has one;
+// - redirects are followed here, each hop checked the same way, at most
+//   execute.network.max_redirects; a cross-origin hop drops Authorization,
+//   Cookie and Proxy-Authorization and any userinfo.
+// Read-only for GET, HEAD and OPTIONS; mutating otherwise.
+#include <curl/curl.h>
+#include <netdb.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <regex>
+
+#include "execute/tools/file_common.h"
+#include "execute/tools/tools.h"
+
+namespace tollgate {
+namespace {
+
+struct CurlInit {
+  CurlInit() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+};
+
+std::string Upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string Lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+struct Url {
+  std::string full, scheme, host, port, user;
+};
+
+// Parses (and normalises, e.g. 127.1 -> 127.0.0.1) `text`, relative to
+// `base` when given.
+bool ParseUrl(const std::string& text, const std::string& base, Url* out, std::string* why) {
+  CURLU* h = curl_url();
+  CURLUcode rc = CURLUE_OK;
+  if (!base.empty()) rc = curl_url_set(h, CURLUPART_URL, base.c_str(), 0);
+  if (rc == CURLUE_OK) rc = curl_url_set(h, CURLUPART_URL, text.c_str(), CURLU_NON_SUPPORT_SCHEME);
+  if (rc != CURLUE_OK) {
+    *why = std::string("not a valid URL: ") + curl_url_strerror(rc);
+    curl_url_cleanup(h);
+    return false;
+  }
+  auto part = [&](CURLUPart p, unsigned flags = 0) {
+    char* v = nullptr;
+    std::string s;
+    if (curl_url_get(h, p, &v, flags) == CURLUE_OK && v) s = v;
+    curl_free(v);
+    return s;
+  };
+  out->full = part(CURLUPART_URL);
+  out->scheme = Lower(part(CURLUPART_SCHEME));
+  out->host = part(CURLUPART_HOST);
+  out->port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
+  out->user = part(CURLUPART_USER);
+  curl_url_cleanup(h);
+  if (out->scheme != "http" && out->scheme != "https") {
+    *why = "only http and https URLs are allowed";
+    return false;
+  }
+  if (out->host.empty()) {
+    *why = "the URL has no host";
+    return false;
+  }
+  return true;
+}
+
+std::string WithoutUserinfo(const std::string& url) {
+  CURLU* h = curl_url();
+  std::string s = url;
+  if (curl_url_set(h, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    curl_url_set(h, CURLUPART_USER, nullptr, 0);
+    curl_url_set(h, CURLUPART_PASSWORD, nullptr, 0);
+    char* v = nullptr;
+    if (curl_url_get(h, CURLUPART_URL, &v, 0) == CURLUE_OK && v) s = v;
+    curl_free(v);
+  }
+  curl_url_cleanup(h);
+  return s;
+}
+
+std::string AddQuery(const std::string& url, const Json& query) {
+  CURLU* h = curl_url();
+  std::string s = url;
+  if (curl_url_set(h, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
+    for (const auto& [k, v] : query.items()) {
+      std::string kv = k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+      curl_url_set(h, CURLUPART_QUERY, kv.c_str(), CURLU_APPENDQUERY | CURLU_URLENCODE);
+    }
+    char* v = nullptr;
+    if (curl_url_get(h, CURLUPART_URL, &v, 0) == CURLUE_OK && v) s = v;
+    curl_free(v);
+  }
+  curl_url_cleanup(h);
+  return s;
+}
+
+// ${env:NAME} in a configured header value; false when NAME is unset.
+bool ExpandEnv(const std::string& in, std::string* out, std::string* missing) {
+  static const std::regex re(R"(\$\{env:([A-Za-z_][A-Za-z0-9_]*)\})");
+  out->clear();
+  auto begin = std::sregex_iterator(in.begin(), in.end(), re);
+  size_t last = 0;
+  for (auto it = begin; it != std::sregex_iterator(); ++it) {
+    out->append(in, last, it->position() - last);
+    const char* v = std::getenv((*it)[1].str().c_str());
+    if (v == nullptr) {
+      *missing = (*it)[1].str();
+      return false;
+    }
+    out->append(v);
+    last = it->position() + it->length();
+  }
+  out->append(in, last, std::string::npos);
+  return true;
+}
+
+struct Pin {
+  IpAddr addr;
+  const std::vector<Cidr>* allow = nullptr;
+  std::string refused;  // set by the socket callback
+};
+
+curl_socket_t OpenSocket(void* clientp, curlsocktype, curl_sockaddr* a) {
+  Pin* pin = static_cast<Pin*>(clientp);
+  IpAddr got;
+  std::string why;
+  if (!FromSockaddr(&a->addr, &got)) {
+    pin->refused = "not an IP socket";
+    return CURL_SOCKET_BAD;
+  }
+  if (!AddressAllowed(got, *pin->allow, &why)) {
+    pin->refused = why;
+    return CURL_SOCKET_BAD;
+  }
+  if (got.v6 != pin->addr.v6 || got.b != pin->addr.b) {
+    pin->refused = "connection to " + got.ToString() + " instead of the checked " + pin->addr.ToString();
+    return CURL_SOCKET_BAD;
+  }
+  return socket(a->family, a->socktype, a->protocol);
+}
+
+struct Body {
+  std::string data;
+  size_t cap;
+  bool truncated = false;
+};
+
+size_t OnData(char* p, size_t size, size_t n, void* ud) {
+  Body* b = static_cast<Body*>(ud);
+  const size_t len = size * n;
+  const size_t room = b->data.size() < b->cap ? b->cap - b->data.size() : 0;
+  if (len > room) b->truncated = true;
+  b->data.append(p, std::min(len, room));
+  return len;  // keep reading (and dropping): the status and headers still count
+}
+
+size_t OnHeader(char* p, size_t size, size_t n, void* ud) {
+  auto* h = static_cast<std::map<std::string, std::string>*>(ud);
+  std::string line(p, size * n);
+  const auto colon = line.find(':');
+  if (line.rfind("HTTP/", 0) == 0) h->clear();  // a new response (after 100-continue)
+  if (colon != std::string::npos) {
+    std::string k = Lower(line.substr(0, colon));
+    std::string v = line.substr(colon + 1);
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(0, 1);
+    while (!v.empty() && (v.back() == '\r' || v.back() == '\n' || v.back() == ' ')) v.pop_back();
+    (*h)[k] = v;
+  }
+  return size * n;
+}
+
+// The first `max` code points of UTF-8 `s`.
+std::string TruncateChars(const std::string& s, size_t max, bool* truncated) {
+  size_t chars = 0, i = 0;
+  for (; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xc0) != 0x80) {
+      if (chars == max) break;
+      ++chars;
+    }
+  }
+  if (i < s.size()) *truncated = true;
+  return s.substr(0, i);
+}
+
+// agents.<id>.http_request.hosts (decide checks it first; this is the last
+// line of defence, applied to every redirect hop too): empty or absent = any
+// host; "api.example.com" exact, "*.example.com" any subdomain.
+bool HostAllowed(const Json& hosts, const std::string& host) {
+  if (!hosts.is_array() || hosts.empty()) return true;
+  const std::string h = Lower(host);
+  for (const auto& e : hosts) {
+    if (!e.is_string()) continue;
+    const std::string p = Lower(e.get<std::string>());
+    if (p == h) return true;
+    if (p.size() > 2 && p.compare(0, 2, "*.") == 0 && h.size() > p.size() - 1 &&
+        h.compare(h.size() - (p.size() - 1), p.size() - 1, p.substr(1)) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ValidHeaderPart(const std::string& s) { return s.find_first_of("\r\n") == std::string::npos; }
+
+class HttpRequest : public Tool {
+ public:
+  HttpRequest() { static CurlInit once; }
+  std::string name() const override { return "http_request"; }
+  std::string description() const override { return "Make an HTTP(S) request under the agent's policy."; }
+  bool ReadOnly(const Json& args, const Json&) const override {
+    std::string m = args.contains("method") && args["method"].is_string() ? Upper(args["method"]) : "GET";
+    return m == "GET" || m == "HEAD" || m == "OPTIONS";
+  }
+
+  Json Run(const Json& args, const ToolContext& ctx) const override {
+    const Json cfg = ctx.policy->AgentHttp(ctx.agent_id);
+    std::string url_arg, method = "GET", body;
+    if (!StringArg(args, "url", &url_arg) || url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (string) is required");
+    if (!StringArg(args, "method", &method, false)) return ToolFail(errc::kInvalidArgs, "method must be a string");
+    method = Upper(method);
+    if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
+      return ToolFail(errc::kInvalidArgs, "method must be a word such as GET or POST");
+    }
+    Json allowed = cfg.value("allowed_methods", Json::array({"GET", "HEAD"}));
+    bool method_ok = false;
+    for (const auto& m : allowed) method_ok = method_ok || (m.is_string() && Upper(m) == method);
+    if (!method_ok) return ToolFail(errc::kMethodNotAllowed, method + " is not in this agent's allowed_methods");
+
+    // Headers: configured defaults, then the call's own.
+    std::map<std::string, std::pair<std::string, std::string>> headers;  // lower name -> (name, value)
+    const Json defaults = cfg.value("default_headers", Json::object());
+    for (const auto& [k, v] : defaults.items()) {
+      std::string val, missing;
+      if (!v.is_string() || !ExpandEnv(v.get<std::string>(), &val, &missing)) {
+        return ToolFail(errc::kToolExec, "default header " + k + (missing.empty() ? " is not a string"
+                                                                                    : " needs the unset variable " + missing));
+      }
+      headers[Lower(k)] = {k, val};
+    }
+    const Json& h = args.value("headers", Json::object());
+    if (!h.is_object()) return ToolFail(errc::kInvalidArgs, "headers must be an object of strings");
+    for (const auto& [k, v] : h.items()) {
+      if (!v.is_string() || k.empty() || !ValidHeaderPart(k) || !ValidHeaderPart(v.get<std::string>()) ||
+          k.find(':') != std::string::npos) {
+        return ToolFail(errc::kInvalidArgs, "header " + k + " is not a valid header");
+      }
+      headers[Lower(k)] = {k, v.get<std::string>()};
+    }
+    if (args.contains("json")) {
+      body = args["json"].dump();
+      if (!headers.count("content-type")) headers["content-type"] = {"Content-Type", "application/json"};
+    } else if (!StringArg(args, "body", &body, false)) {
+      return ToolFail(errc::kInvalidArgs, "body must be a string (or use json)");
+    }
+    Json query = cfg.value("default_query", Json::object());
+    if (args.contains("query")) {
+      if (!args["query"].is_object()) return ToolFail(errc::kInvalidArgs, "query must be an object");
+      for (const auto& [k, v] : args["query"].items()) query[k] = v;
+    }
+    int64_t timeout_ms = cfg.value("timeout_ms", 10000);
+    if (args.contains("timeout_ms") && args["timeout_ms"].is_number_integer()) {
+      timeout_ms = std::clamp<int64_t>(args["timeout_ms"].get<int64_t>(), 1, timeout_ms);
+    }
+    std::string format = cfg.value("response_format", "auto");
+    if (!StringArg(args, "response_format", &format, false) ||
+        (format != "auto" && format != "json" && format != "text")) {
+      return ToolFail(errc::kInvalidArgs, "response_format must be auto, json or text");
+    }
+    const size_t max_chars = cfg.value("max_response_chars", 20000);
+
+    Url url;
+    std::string why;
+    const std::string base = cfg.value("base_url", "");
+    if (!ParseUrl(url_arg, base, &url, &why)) return ToolFail(errc::kUrlForbidden, why);
+    if (!query.empty()) ParseUrl(AddQuery(url.full, query), "", &url, &why);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    Json hops = Json::array();
+    for (int hop = 0;; ++hop) {
+      if (!HostAllowed(cfg.value("hosts", Json::array()), url.host)) {
+        return ToolFail(errc::kUrlForbidden, url.host + " is not in this agent's hosts");
+      }
+      // 1. Resolve once and check every address.
+      std::string host = url.host;
+      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+      const auto zone = host.find('%');
+      if (zone != std::string::npos) return ToolFail(errc::kUrlForbidden, "IPv6 zone ids are not allowed");
+      addrinfo hints{};
+      hints.ai_socktype = SOCK_STREAM;
+      addrinfo* res = nullptr;
+      int gai = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+      if (gai != 0) return ToolFail(errc::kHttp, "cannot resolve " + host + ": " + gai_strerror(gai), true);
+      Pin pin;
+      pin.allow = &ctx.policy->allow_cidrs;
+      bool have = false;
+      std::string refused;
+      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+        IpAddr ip;
+        if (!FromSockaddr(a->ai_addr, &ip)) continue;
+        if (!AddressAllowed(ip, *pin.allow, &why)) refused = why;
+        if (!have) pin.addr = ip, have = true;
+      }
+      freeaddrinfo(res);
+      if (!refused.empty()) return ToolFail(errc::kUrlForbidden, url.host + " resolves to a forbidden address: " + refused);
+      if (!have) return ToolFail(errc::kHttp, "no address for " + host, true);
+
+      // 2. Connect to that address only.
+      const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+      if (elapsed >= timeout_ms) return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
+      CURL* c = curl_easy_init();
+      const std::string addr = pin.addr.v6 ? "[" + pin.addr.ToString() + "]" : pin.addr.ToString();
+      curl_slist* resolve = curl_slist_append(nullptr, (host + ":" + url.port + ":" + addr).c_str());
+      curl_slist* hdrs = nullptr;
+      for (const auto& [lk, kv] : headers) hdrs = curl_slist_append(hdrs, (kv.first + ": " + kv.second).c_str());
+      Body out{std::string(), max_chars * 4 + 4};
+      std::map<std::string, std::string> rh;
+      curl_easy_setopt(c, CURLOPT_URL, url.full.c_str());
+      curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
+      curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OpenSocket);
+      curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &pin);
+      curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+      curl_easy_setopt(c, CURLOPT_PROXY, "");
+      curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+      curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+      curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+      curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms - elapsed));
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+      if (method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+      if (!body.empty()) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+      }
+      curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+      curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnData);
+      curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
+      curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+      curl_easy_setopt(c, CURLOPT_HEADERDATA, &rh);
+      curl_easy_setopt(c, CURLOPT_USERAGENT, "tollgate/1");
+      CURLcode rc = curl_easy_perform(c);
+      long status = 0;
+      curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+      char* primary = nullptr;
+      curl_easy_getinfo(c, CURLINFO_PRIMARY_IP, &primary);
+      const std::string connected = primary ? primary : "";
+      curl_easy_cleanup(c);
+      curl_slist_free_all(resolve);
+      curl_slist_free_all(hdrs);
+      if (!pin.refused.empty()) return ToolFail(errc::kUrlForbidden, "connection refused by the guard: " + pin.refused);
+      if (rc == CURLE_OPERATION_TIMEDOUT) {
+        return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
+      }
+      if (rc != CURLE_OK) return ToolFail(errc::kHttp, std::string("request failed: ") + curl_easy_strerror(rc), true);
+      hops.push_back({{"url", WithoutUserinfo(url.full)}, {"status", status}, {"address", connected}});
+
+      // 3. A redirect: check the next hop like the first.
+      auto loc = rh.find("location");
+      if (status >= 300 && status < 400 && status != 304 && loc != rh.end()) {
+        if (hop + 1 > ctx.policy->max_redirects) {
+          return ToolFail(errc::kUrlForbidden, "more than " + std::to_string(ctx.policy->max_redirects) + " redirects");
+        }
+        Url next;
+        if (!ParseUrl(loc->second, url.full, &next, &why)) return ToolFail(errc::kUrlForbidden, "redirect: " + why);
+        const bool cross = next.scheme != url.scheme || Lower(next.host) != Lower(url.host) || next.port != url.port;
+        if (cross) {
+          for (const char* k : {"authorization", "cookie", "proxy-authorization"}) headers.erase(k);
+          if (!next.user.empty()) ParseUrl(WithoutUserinfo(next.full), "", &next, &why);
+        }
+        if (status == 303 || ((status == 301 || status == 302) && method == "POST")) {
+          method = method == "HEAD" ? "HEAD" : "GET";
+          body.clear();
+          headers.erase("content-type");
+        }
+        url = next;
+        continue;
+      }
+
+      // 4. The response.
+      bool truncated = out.truncated;
+      std::string text = TruncateChars(ToValidUtf8(out.data), max_chars, &truncated);
+      Json data{{"status", status}, {"url", WithoutUserinfo(url.full)}, {"truncated", truncated}};
+      Json keep = Json::object();
+      for (const char* k : {"content-type", "content-length", "location", "etag", "last-modified", "retry-after"}) {
+        if (rh.count(k)) keep[k] = ToValidUtf8(rh[k]);
+      }
+      data["headers"] = keep;
+      if (hops.size() > 1) data["redirects"] = hops;
+      const std::string ctype = Lower(rh.count("content-type") ? rh["content-type"] : "");
+      const bool want_json = format == "json" || (format == "auto" && ctype.find("json") != std::string::npos);
+      Json parsed;
+      if (want_json && !truncated && ParseJson(out.data, &parsed).ok()) {
+        data["json"] = parsed;
+      } else {
+        if (format == "json") data["json_error"] = "the body is not JSON (or was truncated)";
+        data["body"] = text;
+      }
+      if (status >= 400) {
+        Json r = ToolFail(errc::kHttpStatus, "HTTP " + std::to_string(status), status >= 500 || status == 429);
+        r["data"] = data;
+        return r;
+      }
+      return ToolOk(data);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Tool> MakeHttpRequest() { return std::make_unique<HttpRequest>(); }
+
+}  // namespace tollgate

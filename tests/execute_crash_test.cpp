@@ -1,0 +1,108 @@
+// Side effects never twice, across kill -9: a process running the pipeline
+// is killed while a mutating CLI tool runs (it has appended a line to a
+// marker file and is sleeping). After a restart, the reconciler re-drives the
+// request; execute finds execution.started without execution.completed and
+// ends it with E_OUTCOME_UNKNOWN without running the tool again.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <thread>
+
+#include "audit/audit_query.h"
+#include "audit/event_log.h"
+#include "tests/test_util.h"
+
+extern char** environ;
+
+namespace tollgate {
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& args, const std::string& out) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, (out + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+int Lines(const std::string& path) {
+  int n = 0;
+  for (char c : Slurp(path)) n += c == '\n';
+  return n;
+}
+
+// Processes running the tool's `sleep 59.713`.
+int Sleepers() {
+  int n = 0;
+  for (const auto& p : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream f(p.path() / "cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), {});
+    n += cmd.find("59.713") != std::string::npos;
+  }
+  return n;
+}
+
+TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  const std::string data = dir.sub("data"), tools = dir.sub("tools"), marks = dir.sub("marks");
+  std::filesystem::create_directories(tools + "/slow_append");
+  std::filesystem::create_directories(marks);
+  chmod(marks.c_str(), 0777);  // the tool runs as nobody when the test runs as root
+  const std::string marker = marks + "/runs";
+  std::ofstream(tools + "/slow_append/run") << "#!/bin/sh\necho ran >> " << marker << "\nsleep 59.713\necho '{}'\n";
+  std::filesystem::permissions(tools + "/slow_append/run", std::filesystem::perms(0755));
+  std::ofstream(tools + "/slow_append/README.md") << "Appends a line, then sleeps.";
+
+  pid_t pid = Spawn({CRASH_CHILD, "start", data, tools}, dir.sub("start.out"));
+  ASSERT_GT(pid, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Lines(marker) < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(Lines(marker), 1) << "the tool never ran; child stderr: " << Slurp(dir.sub("start.out.err"));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(Sleepers(), 1) << "the tool's `sleep` outlived the killed tollgate (expected until restart)";
+
+  pid = Spawn({CRASH_CHILD, "resume", data, tools}, dir.sub("resume.out"));
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(dir.sub("resume.out.err"));
+  Json result = Json::parse(Slurp(dir.sub("resume.out")));
+  EXPECT_EQ(result["status"], "failed");
+  EXPECT_EQ(result["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << result.dump();
+  EXPECT_EQ(Lines(marker), 1) << "the mutating tool ran a second time";
+  EXPECT_EQ(Sleepers(), 0) << "the restart killed what the dead process's tool left running";
+
+  std::unique_ptr<EventLog> log;
+  ASSERT_TRUE(EventLog::Open(data + "/log", LogOptions{}, &log).ok());
+  AuditQuery q;
+  q.request_id = "crash-1";
+  AuditPage page;
+  ASSERT_TRUE(GetAuditLog(log->store(), QueryScope::Operator(), q, &page).ok());
+  std::vector<std::string> types;
+  for (const auto& e : page.events) types.push_back(e.type);
+  EXPECT_EQ(types, (std::vector<std::string>{"request.received", "decision.made", "execution.started",
+                                             "execution.completed"}));
+}
+
+}  // namespace
+}  // namespace tollgate

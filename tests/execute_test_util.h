@@ -1,0 +1,60 @@
+// Helpers for the execute suites: a policy rooted in a scratch dir, a
+// ToolContext for one agent, and running a tool by name.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "execute/registry.h"
+#include "tests/test_util.h"
+
+namespace tollgate::testing {
+
+class ToolFixture {
+ public:
+  ToolFixture() {
+    chmod(dir_.path().c_str(), 0755);  // children run as nobody when root
+    policy_ = DefaultExecutePolicy(dir_.path());
+    registry_.RegisterBuiltins();
+  }
+  ExecutePolicy& policy() { return policy_; }
+  const TempDir& dir() const { return dir_; }
+  std::string workspace(const std::string& org = "o1", const std::string& agent = "a1") const {
+    return dir_.path() + "/workspaces/" + org + "/" + agent;
+  }
+  ToolContext Ctx(const std::string& org = "o1", const std::string& agent = "a1") {
+    ToolContext c;
+    c.org_id = org;
+    c.agent_id = agent;
+    c.session_id = "s1";
+    c.request_id = "r1";
+    c.now_us = 1'790'000'000'000'000;
+    c.policy = &policy_;
+    c.decision = Json{{"verdict", "allow"}};
+    c.audit = audit_;
+    return c;
+  }
+  Json Call(const std::string& tool, const Json& args, const std::string& org = "o1", const std::string& agent = "a1") {
+    auto t = registry_.Find(tool);
+    if (!t) return Json{{"success", false}, {"error", {{"code", "NO_SUCH_TOOL"}}}};
+    return t->Run(args, Ctx(org, agent));
+  }
+  static std::string Code(const Json& r) {
+    return r.contains("error") && r["error"].is_object() ? r["error"].value("code", "") : "";
+  }
+  void Write(const std::string& path, const std::string& content) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << content;
+  }
+  AuditReader* audit_ = nullptr;
+  ToolRegistry registry_;
+
+ private:
+  TempDir dir_;
+  ExecutePolicy policy_;
+};
+
+}  // namespace tollgate::testing
