@@ -15,6 +15,7 @@ void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
 void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
+void AddReplayCommands(CLI::App& app, int* exit_code);
 
 // Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
 int64_t ParseTimeFlag(const std::string& flag, const std::string& value);

@@ -9,6 +9,7 @@
 #include "decide/decide_stage.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
+#include "replay/replay_stage.h"
 
 namespace tollgate {
 
@@ -89,6 +90,12 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->stages_.push_back(std::make_unique<DecideStage>(DecideConfig{topics}));
   p->stages_.push_back(std::make_unique<ApproveStage>(ApproveConfig{topics}));
   p->stages_.push_back(std::make_unique<ExecuteStage>(ExecuteConfig{topics}));
+  if (!options.replay_from.empty()) {
+    // Recorded-result replay: replay/'s stage takes execute's place.
+    s = replay::MakeReplayStage(topics, options.replay_from, options.replay_session, p->log_->store(),
+                                &p->stages_.back());
+    if (!s.ok()) return s;
+  }
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
     RunnerOptions ro;

@@ -71,6 +71,8 @@ int RunUp(UpFlags& f) {
             << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
             << "  log        " << data << "/log  (durability " << f.durability << ", head seq " << p->log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
+            << (f.pipeline.replay_from.empty() ? "" : "  replay     serving the results recorded in " + f.pipeline.replay_from +
+                                                       " (nothing is executed)\n")
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call:\n"
@@ -110,6 +112,10 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_option("--replay-from", f->pipeline.replay_from,
+                 "serve the tool results recorded in this data dir, log or export instead of executing");
+  up->add_option("--replay-session", f->pipeline.replay_session,
+                 "with --replay-from: match every session against this recorded session");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 

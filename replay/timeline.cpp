@@ -6,9 +6,17 @@
 #include <sstream>
 
 #include "core/request_state.h"
+#include "replay/recording.h"
 
 namespace tollgate::replay {
 namespace {
+
+// Display width of UTF-8 text (one column per code point).
+size_t Columns(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
 
 std::string Str(const Json& j, const char* key) {
   auto it = j.find(key);
@@ -52,6 +60,11 @@ std::string Summary(const Event& e, const RequestTimeline& r) {
     if (r.approval_requested) o << " after " << FormatDuration(e.time_us - r.approval_requested_us);
   } else if (e.type == "execution.started") {
     o << "execution started (" << Str(d, "executor") << ", attempt " << d.value("attempt", Json(1)).dump() << ")";
+  } else if (e.type == "execution.completed" && Str(d, "executor") == "replay") {
+    // Recorded-result replay (replay/replay_stage.h): nothing ran.
+    const Json rp = d.value("replay", Json::object());
+    if (rp.value("matched", false)) o << "served the recorded result of " << Str(rp, "from_request_id") << " (replay)";
+    else o << "replay mismatch: no recorded result, not executed (" << kReplayMismatch << ")";
   } else if (e.type == "execution.completed") {
     const Json res = d.value("result", Json::object());
     const bool ok = res.value("success", false);
@@ -250,7 +263,7 @@ std::string FormatTimeline(const SessionTimeline& t) {
       when = when.size() > 11 ? when.substr(11) : when;  // the time of day; the date is in the header
       // The first step has no predecessor: no delta.
       std::string delta = &s == &r.steps.front() ? "" : "+" + FormatDuration(s.since_prev_us);
-      delta.resize(std::max<size_t>(delta.size() + 1, 12), ' ');
+      delta.append(std::max<size_t>(1, 12 - std::min<size_t>(12, Columns(delta))), ' ');
       o << "  " << when << "  " << delta << "seq " << s.seq << "  " << s.summary << "\n";
     }
     if (r.result.is_object() && r.result.contains("result")) {
