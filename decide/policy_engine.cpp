@@ -1,0 +1,1313 @@
+// The policy engine: loading, compiling and deciding (decide/policy_engine.h,
+// docs/policy.md is the reference for every rule applied here).
+#include "decide/policy_engine.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "core/messages.h"
+#include "core/schema.h"
+#include "core/sha256.h"
+
+namespace tollgate {
+
+// ---------------------------------------------------------------------------
+// Names.
+namespace {
+const char* const kDangerNames[] = {"SAFE", "LOW", "MEDIUM", "HIGH", "CRITICAL"};
+const char* const kModeNames[] = {"bypass", "plan", "ask", "restrict", "dangerous"};
+}  // namespace
+
+const char* DangerName(DangerLevel d) { return kDangerNames[static_cast<int>(d)]; }
+bool ParseDanger(std::string_view name, DangerLevel* out) {
+  for (int i = 0; i < 5; ++i) {
+    if (name == kDangerNames[i]) {
+      *out = static_cast<DangerLevel>(i);
+      return true;
+    }
+  }
+  return false;
+}
+const char* ModeName(Mode m) { return kModeNames[static_cast<int>(m)]; }
+bool ParseMode(std::string_view name, Mode* out) {
+  for (int i = 0; i < 5; ++i) {
+    if (name == kModeNames[i]) {
+      *out = static_cast<Mode>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------
+// Built-in tools (execute's registry) and their defaults.
+namespace {
+struct BuiltinSpec {
+  const char* name;
+  DangerLevel danger;
+  bool read_only;
+  const char* category;
+};
+constexpr BuiltinSpec kBuiltins[] = {
+    {"echo", DangerLevel::kSafe, true, "utility"},
+    {"current_time", DangerLevel::kSafe, true, "utility"},
+    {"calculate", DangerLevel::kSafe, true, "utility"},
+    {"read_file", DangerLevel::kLow, true, "filesystem"},
+    {"write_file", DangerLevel::kMedium, false, "filesystem"},
+    {"list_directory", DangerLevel::kLow, true, "filesystem"},
+    {"file_exists", DangerLevel::kSafe, true, "filesystem"},
+    {"delete_file", DangerLevel::kHigh, false, "filesystem"},
+    {"search_files", DangerLevel::kLow, true, "filesystem"},
+    {"http_request", DangerLevel::kMedium, false, "network"},
+    {"execute_command", DangerLevel::kHigh, false, "shell"},
+    {"get_audit_log", DangerLevel::kLow, true, "audit"},
+    {"get_system_info", DangerLevel::kLow, true, "system"},
+};
+const BuiltinSpec* FindBuiltin(std::string_view tool) {
+  for (const auto& b : kBuiltins) {
+    if (tool == b.name) return &b;
+  }
+  return nullptr;
+}
+bool IsFileTool(std::string_view t) {
+  return t == "read_file" || t == "write_file" || t == "list_directory" || t == "file_exists" ||
+         t == "delete_file" || t == "search_files";
+}
+bool IsReadOnlyMethod(std::string_view m) { return m == "GET" || m == "HEAD" || m == "OPTIONS"; }
+}  // namespace
+
+bool IsBuiltinTool(std::string_view tool, bool* read_only) {
+  const BuiltinSpec* b = FindBuiltin(tool);
+  if (b == nullptr) return false;
+  if (read_only != nullptr) *read_only = b->read_only;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// The compiled policy.
+namespace {
+int64_t UsdToMicros(double usd) {
+  if (!std::isfinite(usd) || usd < 0) return 0;
+  return static_cast<int64_t>(std::llround(usd * 1e6));
+}
+std::string MicrosToUsd(int64_t m) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "$%.2f", static_cast<double>(m) / 1e6);
+  if (m % 10000 != 0) std::snprintf(buf, sizeof buf, "$%.6g", static_cast<double>(m) / 1e6);
+  return buf;
+}
+}  // namespace
+
+struct ToolSpec {
+  DangerLevel danger = DangerLevel::kHigh;
+  bool read_only = false;
+  std::string category;
+  int64_t cost_micros = 0;
+};
+
+struct HttpConfig {
+  bool has_base_url = false, has_methods = false, has_auto_approve = false, has_hosts = false;
+  std::string base_url;
+  std::vector<std::string> methods;
+  bool auto_approve = false;
+  GlobSet hosts;
+  std::vector<std::string> host_patterns;
+};
+
+struct Condition {
+  std::vector<std::string> methods;
+  GlobSet hosts;
+  bool has_hosts = false;
+  std::vector<std::string> path_prefixes;
+  std::vector<std::string> file_prefixes;
+  std::vector<std::string> commands;
+};
+
+struct Rule {
+  std::string name;
+  GlobSet tools;  // empty: any tool
+  Condition when;
+  std::string verdict;  // allow | deny | ask
+  std::string reason;
+};
+
+struct Tier {
+  bool has_mode = false;
+  Mode mode = Mode::kAsk;
+  GlobSet deny, allow, notify;
+  std::vector<Rule> rules;
+  bool has_grants = false;
+  GlobSet grants;  // tool names
+  bool has_http = false;
+  HttpConfig http;
+};
+
+struct Budget {
+  std::string name;
+  BudgetLedger::Scope scope = BudgetLedger::Scope::kAgent;
+  std::string tool;            // "" = all tools
+  std::string agent;           // "" = every agent
+  bool session_window = false;  // over the session rather than a rolling window
+  int64_t window_us = 0;        // rolling window length
+  std::string window_name;
+  int64_t max_micros = -1;
+  int64_t max_calls = -1;
+};
+
+struct ApprovalSpec {
+  int quorum = 0;  // 0 = not set here
+  bool has_approvers = false;
+  std::vector<std::string> approvers;
+  int timeout_s = 0;  // 0 = not set here
+};
+
+struct Policy::Compiled {
+  std::unordered_map<std::string, ToolSpec> tools;                  // exact names from the file
+  std::vector<std::pair<Glob, ToolSpec>> tool_patterns;             // "cli:*"-style entries
+  DangerLevel threshold = DangerLevel::kHigh;
+  Tier org;
+  std::unordered_map<std::string, Tier> agents;
+  bool has_tool_allowlist = false;
+  GlobSet tool_allowlist;
+  std::vector<Budget> budgets;
+  ApprovalSpec approval_default;
+  std::unordered_map<std::string, ApprovalSpec> approval_by_danger, approval_by_tool, approval_by_org;
+  std::unordered_map<std::string, std::vector<std::string>> groups;
+};
+
+Policy::Policy() = default;
+Policy::~Policy() = default;
+
+// ---------------------------------------------------------------------------
+// YAML -> JSON, remembering the line of every JSON pointer.
+namespace {
+using LineMap = std::map<std::string, int>;
+
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out.push_back(c);
+  }
+  return out;
+}
+
+Json YamlScalar(const YAML::Node& n) {
+  const std::string& v = n.Scalar();
+  if (n.Tag() == "!") return v;  // quoted: always a string
+  if (v.empty() || v == "~" || v == "null" || v == "Null" || v == "NULL") return nullptr;
+  if (v == "true" || v == "True" || v == "TRUE") return true;
+  if (v == "false" || v == "False" || v == "FALSE") return false;
+  int64_t i = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), i);
+  if (ec == std::errc() && p == v.data() + v.size()) return i;
+  double d = 0;
+  auto [p2, ec2] = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (ec2 == std::errc() && p2 == v.data() + v.size() && std::isfinite(d)) return d;
+  return v;
+}
+
+Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMap* lines, int depth) {
+  if (depth > 64) return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": nested too deeply");
+  (*lines)[ptr] = n.Mark().line + 1;
+  switch (n.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      *out = nullptr;
+      return Status::Ok();
+    case YAML::NodeType::Scalar:
+      *out = YamlScalar(n);
+      return Status::Ok();
+    case YAML::NodeType::Sequence: {
+      *out = Json::array();
+      size_t i = 0;
+      for (const auto& item : n) {
+        Json v;
+        Status s = YamlToJson(item, ptr + "/" + std::to_string(i++), &v, lines, depth + 1);
+        if (!s.ok()) return s;
+        out->push_back(std::move(v));
+      }
+      return Status::Ok();
+    }
+    case YAML::NodeType::Map: {
+      *out = Json::object();
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar()) {
+          return Status::Error(errc::kPolicyInvalid,
+                               "line " + std::to_string(kv.first.Mark().line + 1) + ": keys must be plain strings");
+        }
+        const std::string key = kv.first.Scalar();
+        if (out->contains(key)) {
+          return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(kv.first.Mark().line + 1) +
+                                                         ": duplicate key '" + key + "'");
+        }
+        Json v;
+        Status s = YamlToJson(kv.second, ptr + "/" + PointerToken(key), &v, lines, depth + 1);
+        if (!s.ok()) return s;
+        (*out)[key] = std::move(v);
+      }
+      return Status::Ok();
+    }
+  }
+  return Status::Ok();
+}
+
+// "line N: " for the deepest known ancestor of `ptr`, or "at PTR: ".
+std::string Where(const LineMap* lines, std::string ptr) {
+  if (lines != nullptr) {
+    while (true) {
+      auto it = lines->find(ptr);
+      if (it != lines->end()) return "line " + std::to_string(it->second) + ": ";
+      size_t slash = ptr.rfind('/');
+      if (slash == std::string::npos) break;
+      ptr.resize(slash);
+    }
+  }
+  return ptr.empty() ? "" : "at " + ptr + ": ";
+}
+
+// Schema messages look like "/agents/a1/mode: must be one of ...".
+std::string LocateSchemaMessage(const LineMap* lines, const std::string& msg) {
+  if (!msg.empty() && msg[0] == '/') {
+    size_t colon = msg.find(": ");
+    if (colon != std::string::npos) {
+      std::string ptr = msg.substr(0, colon);
+      return Where(lines, ptr) + msg;
+    }
+  }
+  return msg;
+}
+
+// ---- Compiling the JSON document.
+struct Compiler {
+  const LineMap* lines;
+  Status error;
+
+  bool Fail(const std::string& ptr, const std::string& what) {
+    if (error.ok()) error = Status::Error(errc::kPolicyInvalid, Where(lines, ptr) + what);
+    return false;
+  }
+
+  bool Globs(const Json& arr, const std::string& ptr, GlobSet* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      std::string err;
+      if (!out->Add(arr[i].get<std::string>(), &err)) return Fail(ptr + "/" + std::to_string(i), err);
+    }
+    return true;
+  }
+
+  static std::vector<std::string> Strings(const Json& j, const char* key) {
+    std::vector<std::string> out;
+    if (j.contains(key)) {
+      const Json& v = j[key];
+      if (v.is_string()) out.push_back(v.get<std::string>());
+      else if (v.is_array())
+        for (const auto& s : v) out.push_back(s.get<std::string>());
+    }
+    return out;
+  }
+
+  static std::string NormPath(std::string_view p);
+
+  bool Http(const Json& j, const std::string& ptr, HttpConfig* h) {
+    if (j.contains("base_url")) {
+      h->has_base_url = true;
+      h->base_url = j["base_url"].get<std::string>();
+    }
+    if (j.contains("allowed_methods")) {
+      h->has_methods = true;
+      for (const auto& m : j["allowed_methods"]) {
+        std::string s = m.get<std::string>();
+        std::transform(s.begin(), s.end(), s.begin(), ::toupper);
+        h->methods.push_back(s);
+      }
+    }
+    if (j.contains("auto_approve")) {
+      h->has_auto_approve = true;
+      h->auto_approve = j["auto_approve"].get<bool>();
+    }
+    if (j.contains("hosts")) {
+      h->has_hosts = true;
+      for (size_t i = 0; i < j["hosts"].size(); ++i) {
+        std::string host = j["hosts"][i].get<std::string>();
+        std::transform(host.begin(), host.end(), host.begin(), ::tolower);
+        std::string err;
+        if (!h->hosts.Add(host, &err)) return Fail(ptr + "/hosts/" + std::to_string(i), err);
+        h->host_patterns.push_back(host);
+      }
+    }
+    return true;
+  }
+
+  bool Rules(const Json& arr, const std::string& ptr, std::vector<Rule>* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const Json& r = arr[i];
+      const std::string rp = ptr + "/" + std::to_string(i);
+      Rule rule;
+      rule.name = r.value("name", "rule-" + std::to_string(i));
+      rule.verdict = r.value("verdict", "ask");
+      rule.reason = r.value("reason", "");
+      for (const auto& t : Strings(r, "tools")) {
+        std::string err;
+        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tools", err);
+      }
+      for (const auto& t : Strings(r, "tool")) {
+        std::string err;
+        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tool", err);
+      }
+      if (r.contains("when")) {
+        const Json& w = r["when"];
+        for (auto m : Strings(w, "method")) {
+          std::transform(m.begin(), m.end(), m.begin(), ::toupper);
+          rule.when.methods.push_back(m);
+        }
+        for (auto h : Strings(w, "host")) {
+          std::transform(h.begin(), h.end(), h.begin(), ::tolower);
+          std::string err;
+          if (!rule.when.hosts.Add(h, &err)) return Fail(rp + "/when/host", err);
+          rule.when.has_hosts = true;
+        }
+        rule.when.path_prefixes = Strings(w, "path_prefix");
+        for (const auto& f : Strings(w, "file_prefix")) rule.when.file_prefixes.push_back(NormPath(f));
+        rule.when.commands = Strings(w, "command");
+      }
+      out->push_back(std::move(rule));
+    }
+    return true;
+  }
+
+  bool TierFrom(const Json& j, const std::string& ptr, Tier* t) {
+    if (j.contains("mode")) {
+      t->has_mode = true;
+      if (!ParseMode(j["mode"].get<std::string>(), &t->mode)) return Fail(ptr + "/mode", "unknown mode");
+    }
+    if (j.contains("deny") && !Globs(j["deny"], ptr + "/deny", &t->deny)) return false;
+    if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow)) return false;
+    if (j.contains("notify") && !Globs(j["notify"], ptr + "/notify", &t->notify)) return false;
+    if (j.contains("rules") && !Rules(j["rules"], ptr + "/rules", &t->rules)) return false;
+    if (j.contains("tools") && j["tools"].is_array()) {
+      t->has_grants = true;
+      if (!Globs(j["tools"], ptr + "/tools", &t->grants)) return false;
+    }
+    if (j.contains("http_request")) {
+      t->has_http = true;
+      if (!Http(j["http_request"], ptr + "/http_request", &t->http)) return false;
+    }
+    return true;
+  }
+
+  bool Budgets(const Json& arr, const std::string& ptr, const std::string& agent, std::vector<Budget>* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const Json& b = arr[i];
+      Budget x;
+      x.name = b.value("name", (agent.empty() ? "budget-" : agent + "-budget-") + std::to_string(i));
+      std::string scope = b.value("scope", agent.empty() ? "org" : "agent");
+      x.scope = scope == "org" ? BudgetLedger::Scope::kOrg
+                : scope == "session" ? BudgetLedger::Scope::kSession
+                                     : BudgetLedger::Scope::kAgent;
+      x.tool = b.value("tool", "");
+      x.agent = agent.empty() ? b.value("agent", "") : agent;
+      x.window_name = b.value("window", "session");
+      if (x.window_name == "session") x.session_window = true;
+      else if (x.window_name == "minute") x.window_us = 60'000'000LL;
+      else if (x.window_name == "hour") x.window_us = 3'600'000'000LL;
+      else if (x.window_name == "day") x.window_us = 86'400'000'000LL;
+      else return Fail(ptr + "/" + std::to_string(i) + "/window", "unknown window");
+      if (b.contains("max_usd")) x.max_micros = UsdToMicros(b["max_usd"].get<double>());
+      if (b.contains("max_calls")) x.max_calls = b["max_calls"].get<int64_t>();
+      out->push_back(std::move(x));
+    }
+    return true;
+  }
+
+  static ApprovalSpec Approval(const Json& j) {
+    ApprovalSpec a;
+    a.quorum = j.value("quorum", 0);
+    a.timeout_s = j.value("timeout_s", 0);
+    if (j.contains("approvers")) {
+      a.has_approvers = true;
+      for (const auto& s : j["approvers"]) a.approvers.push_back(s.get<std::string>());
+    }
+    return a;
+  }
+
+  bool Compile(const Json& doc, Policy::Compiled* c) {
+    if (doc.contains("approval_threshold") &&
+        !ParseDanger(doc["approval_threshold"].get<std::string>(), &c->threshold)) {
+      return Fail("/approval_threshold", "unknown danger level");
+    }
+    if (doc.contains("tools")) {
+      for (const auto& [name, spec] : doc["tools"].items()) {
+        ToolSpec t;
+        bool ro = false;
+        if (const BuiltinSpec* b = FindBuiltin(name)) {
+          t.danger = b->danger;
+          t.read_only = b->read_only;
+          t.category = b->category;
+        } else if (IsBuiltinTool(name, &ro)) {
+          t.read_only = ro;
+        }
+        if (spec.contains("danger") && !ParseDanger(spec["danger"].get<std::string>(), &t.danger)) {
+          return Fail("/tools/" + PointerToken(name) + "/danger", "unknown danger level");
+        }
+        t.read_only = spec.value("read_only", t.read_only);
+        t.category = spec.value("category", t.category);
+        if (spec.contains("cost_usd")) t.cost_micros = UsdToMicros(spec["cost_usd"].get<double>());
+        if (name.find_first_of("*?[\\") != std::string::npos) {
+          Glob g;
+          std::string err;
+          if (!Glob::Compile(name, &g, &err)) return Fail("/tools/" + PointerToken(name), err);
+          c->tool_patterns.emplace_back(std::move(g), std::move(t));
+        } else {
+          c->tools.emplace(name, std::move(t));
+        }
+      }
+    }
+    if (!TierFrom(doc, "", &c->org)) return false;
+    if (doc.contains("tool_allowlist")) {
+      c->has_tool_allowlist = true;
+      if (!Globs(doc["tool_allowlist"], "/tool_allowlist", &c->tool_allowlist)) return false;
+    }
+    if (doc.contains("budgets") && !Budgets(doc["budgets"], "/budgets", "", &c->budgets)) return false;
+    if (doc.contains("agents")) {
+      for (const auto& [id, a] : doc["agents"].items()) {
+        const std::string ptr = "/agents/" + PointerToken(id);
+        Tier t;
+        if (!TierFrom(a, ptr, &t)) return false;
+        if (a.contains("budgets") && !Budgets(a["budgets"], ptr + "/budgets", id, &c->budgets)) return false;
+        c->agents.emplace(id, std::move(t));
+      }
+    }
+    if (doc.contains("approvals")) {
+      const Json& ap = doc["approvals"];
+      if (ap.contains("default")) c->approval_default = Approval(ap["default"]);
+      if (ap.contains("danger"))
+        for (const auto& [k, v] : ap["danger"].items()) c->approval_by_danger[k] = Approval(v);
+      if (ap.contains("tools"))
+        for (const auto& [k, v] : ap["tools"].items()) c->approval_by_tool[k] = Approval(v);
+      if (ap.contains("orgs"))
+        for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
+      if (ap.contains("groups"))
+        for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
+    }
+    return true;
+  }
+};
+
+// Lexical normalisation: "." and "" dropped, ".." pops (kept when nothing
+// is left to pop, so "/a/../../etc" never looks like it is under "/").
+std::string Compiler::NormPath(std::string_view p) {
+  bool abs = !p.empty() && p[0] == '/';
+  std::vector<std::string_view> parts;
+  size_t i = 0;
+  while (i <= p.size()) {
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    std::string_view part = p.substr(i, j - i);
+    if (part.empty() || part == ".") {
+    } else if (part == ".." && !parts.empty() && parts.back() != "..") {
+      parts.pop_back();
+    } else {
+      parts.push_back(part);
+    }
+    i = j + 1;
+  }
+  std::string out = abs ? "/" : "";
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k) out += '/';
+    out += parts[k];
+  }
+  return out;
+}
+
+bool UnderPrefix(const std::string& path, const std::string& prefix) {
+  if (prefix == "/" || prefix.empty()) return !path.empty() && (prefix.empty() || path[0] == '/') &&
+                                                path.find("..") != 0 && path.find("/..") != 0;
+  if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '/';
+}
+
+}  // namespace
+
+struct PolicyLoader {
+  static Status Load(const Json& doc, const std::string& source, const LineMap* lines, PolicyPtr* out) {
+    if (!doc.is_object()) {
+      return Status::Error(errc::kPolicyInvalid, Where(lines, "") + "a policy must be a mapping (an object)");
+    }
+    Status s = SchemaRegistry::Builtin().Validate("policy", doc);
+    if (!s.ok()) return Status::Error(errc::kPolicyInvalid, LocateSchemaMessage(lines, s.message()));
+    auto p = std::make_shared<Policy>();
+    p->compiled_ = std::make_unique<Policy::Compiled>();
+    Compiler c{lines, Status::Ok()};
+    try {
+      if (!c.Compile(doc, p->compiled_.get())) return c.error;
+    } catch (const std::exception& e) {
+      // The schema should make this unreachable; never let a bad file throw.
+      return Status::Error(errc::kPolicyInvalid, std::string("policy does not compile: ") + e.what());
+    }
+    std::string bytes;
+    if (!(s = CanonicalBytes(doc, &bytes)).ok()) return Status::Error(errc::kPolicyInvalid, s.message());
+    p->doc_ = doc;
+    p->source_ = source;
+    p->content_hash_ = Sha256Hex(bytes);
+    p->version_ = "file:" + p->content_hash_.substr(0, 16);
+    *out = std::move(p);
+    return Status::Ok();
+  }
+};
+
+Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out) {
+  return PolicyLoader::Load(doc, source, nullptr, out);
+}
+
+Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  Json doc;
+  LineMap lines;
+  Status s = YamlToJson(root, "", &doc, &lines, 0);
+  if (!s.ok()) return s;
+  if (doc.is_null()) doc = Json::object();  // an empty file: every default
+  return PolicyLoader::Load(doc, source, &lines, out);
+}
+
+Status LoadPolicyFile(const std::string& path, PolicyPtr* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::Error(errc::kPolicyInvalid, "cannot read policy file '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  Status s = LoadPolicyYaml(ss.str(), path, out);
+  if (!s.ok()) return Status::Error(s.code(), path + ": " + s.message());
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// PolicyInForce.
+struct PolicyInForce::Local {
+  GlobSet allow;
+  std::set<std::string> hashes;  // content hashes folded in
+};
+
+PolicyInForce::PolicyInForce() = default;
+PolicyInForce::~PolicyInForce() = default;
+PolicyInForce::PolicyInForce(const PolicyInForce&) = default;
+PolicyInForce& PolicyInForce::operator=(const PolicyInForce&) = default;
+
+void PolicyInForce::SetFile(PolicyPtr p) {
+  file_ = std::move(p);
+  Reversion();
+}
+
+void PolicyInForce::Reversion() {
+  if (file_ == nullptr) {
+    version_.clear();
+    return;
+  }
+  std::vector<std::string> all;
+  for (const auto& [k, l] : local_) all.insert(all.end(), l->hashes.begin(), l->hashes.end());
+  if (all.empty()) {
+    version_ = file_->version();
+    return;
+  }
+  std::sort(all.begin(), all.end());
+  std::string joined;
+  for (const auto& h : all) joined += h + "\n";
+  version_ = file_->version() + "+local:" + Sha256Hex(joined).substr(0, 16);
+}
+
+Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string& agent_id,
+                                    const std::vector<std::string>& allow, const std::string& content_hash) {
+  std::string key = org_id + '\0' + agent_id;
+  auto it = local_.find(key);
+  if (it != local_.end() && it->second->hashes.count(content_hash) != 0) return Status::Ok();  // idempotent
+  auto l = it == local_.end() ? std::make_shared<Local>() : std::make_shared<Local>(*it->second);
+  for (const auto& a : allow) {
+    std::string err;
+    if (!l->allow.Add(a, &err)) return Status::Error(errc::kPolicyInvalid, "agent-local rule: " + err);
+  }
+  l->hashes.insert(content_hash);
+  local_[key] = std::move(l);
+  Reversion();
+  return Status::Ok();
+}
+
+Status PolicyInForce::Apply(const Event& e) {
+  if (e.type != "policy.updated") return Status::Ok();
+  const Json& d = e.data;
+  std::string tier = d.value("tier", "file");
+  if (tier == "agent_local") {
+    std::vector<std::string> allow;
+    if (d.contains("allow") && d["allow"].is_array()) {
+      for (const auto& a : d["allow"])
+        if (a.is_string()) allow.push_back(a.get<std::string>());
+    }
+    std::string org = d.value("org_id", e.org_id), agent = d.value("agent_id", e.agent_id);
+    return AddAgentLocal(org, agent, allow, d.value("content_hash", ""));
+  }
+  if (!d.contains("policy")) return Status::Ok();  // a pre-policy-engine event: nothing to load
+  if (file_ != nullptr && file_->content_hash() == d.value("content_hash", "")) return Status::Ok();
+  PolicyPtr p;
+  Status s = LoadPolicyJson(d["policy"], d.value("source", ""), &p);
+  if (!s.ok()) return s;
+  SetFile(std::move(p));
+  return Status::Ok();
+}
+
+const GlobSet* PolicyInForce::AgentLocal(const std::string& org_id, const std::string& agent_id) const {
+  if (local_.empty()) return nullptr;
+  auto it = local_.find(org_id + '\0' + agent_id);
+  return it == local_.end() ? nullptr : &it->second->allow;
+}
+
+// ---------------------------------------------------------------------------
+// Invocation strings.
+namespace {
+struct Url {
+  std::string scheme, host, path;
+};
+bool ParseUrl(std::string_view u, Url* out) {
+  size_t sep = u.find("://");
+  if (sep == std::string_view::npos || sep == 0) return false;
+  out->scheme.assign(u.substr(0, sep));
+  std::transform(out->scheme.begin(), out->scheme.end(), out->scheme.begin(), ::tolower);
+  std::string_view rest = u.substr(sep + 3);
+  size_t end = rest.find_first_of("/?#");
+  std::string_view auth = rest.substr(0, end);
+  size_t at = auth.rfind('@');
+  if (at != std::string_view::npos) auth = auth.substr(at + 1);
+  std::string_view host;
+  if (!auth.empty() && auth[0] == '[') {
+    size_t close = auth.find(']');
+    if (close == std::string_view::npos) return false;
+    host = auth.substr(0, close + 1);
+  } else {
+    host = auth.substr(0, auth.find(':'));
+  }
+  if (host.empty()) return false;
+  out->host.assign(host);
+  std::transform(out->host.begin(), out->host.end(), out->host.begin(), ::tolower);
+  if (end == std::string_view::npos) {
+    out->path = "/";
+  } else {
+    std::string_view p = rest.substr(end);
+    p = p.substr(0, p.find_first_of("?#"));
+    out->path = p.empty() ? "/" : std::string(p);
+  }
+  return true;
+}
+
+std::string StringArg(const Json& args, const char* key) {
+  if (!args.is_object()) return "";
+  auto it = args.find(key);
+  if (it == args.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+// The agent's effective http config: agent base tier over the org tier.
+struct EffectiveHttp {
+  const std::string* base_url = nullptr;
+  const std::vector<std::string>* methods = nullptr;  // null: GET, HEAD
+  bool auto_approve = false;
+  const HttpConfig* hosts_from = nullptr;             // null: any host
+};
+EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent) {
+  EffectiveHttp e;
+  for (const Tier* t : {&c.org, agent}) {
+    if (t == nullptr || !t->has_http) continue;
+    const HttpConfig& h = t->http;
+    if (h.has_base_url) e.base_url = &h.base_url;
+    if (h.has_methods) e.methods = &h.methods;
+    if (h.has_auto_approve) e.auto_approve = h.auto_approve;
+    if (h.has_hosts) e.hosts_from = &h;
+  }
+  return e;
+}
+
+std::string ResolveUrl(const std::string& url, const std::string* base) {
+  if (url.find("://") != std::string::npos || base == nullptr || base->empty()) return url;
+  std::string out = *base;
+  while (!out.empty() && out.back() == '/') out.pop_back();
+  size_t i = 0;
+  while (i < url.size() && url[i] == '/') ++i;
+  return out + "/" + url.substr(i);
+}
+
+std::string MethodOf(const Json& args) {
+  std::string m = StringArg(args, "method");
+  if (m.empty()) m = "GET";
+  std::transform(m.begin(), m.end(), m.begin(), ::toupper);
+  return m;
+}
+
+std::string CommandLine(const Json& args) {
+  std::string cmd = StringArg(args, "command");
+  if (args.is_object() && args.contains("args") && args["args"].is_array()) {
+    for (const auto& a : args["args"]) {
+      if (a.is_string()) {
+        cmd += ' ';
+        cmd += a.get<std::string>();
+      }
+    }
+  }
+  return cmd;
+}
+
+std::string CommandName(const std::string& cmdline) {
+  size_t b = cmdline.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = cmdline.find_first_of(" \t", b);
+  std::string first = cmdline.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  size_t slash = first.rfind('/');
+  return slash == std::string::npos ? first : first.substr(slash + 1);
+}
+
+std::string FilePathArg(const Json& args) {
+  for (const char* k : {"path", "directory", "dir"}) {
+    std::string p = StringArg(args, k);
+    if (!p.empty()) return p;
+  }
+  return "";
+}
+
+void BuildInvocation(const std::string& tool, const Json& args, const EffectiveHttp* http, std::string* out) {
+  out->clear();
+  if (tool == "http_request") {
+    out->append("http_request:");
+    out->append(MethodOf(args));
+    out->push_back(' ');
+    out->append(ResolveUrl(StringArg(args, "url"), http ? http->base_url : nullptr));
+  } else if (tool == "execute_command") {
+    out->append("bash:");
+    out->append(CommandLine(args));
+  } else if (tool.rfind("cli:", 0) == 0) {
+    out->append(tool);
+  } else {
+    out->append("builtin:");
+    out->append(tool);
+  }
+}
+}  // namespace
+
+std::string InvocationOf(const Policy* policy, const Json& request) {
+  const std::string tool = request.value("tool", "");
+  const Json& args = request.contains("args") ? request["args"] : Json::object();
+  std::string out;
+  if (policy != nullptr) {
+    const auto& c = policy->compiled();
+    auto it = c.agents.find(request.value("agent_id", ""));
+    EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
+    BuildInvocation(tool, args, &h, &out);
+  } else {
+    BuildInvocation(tool, args, nullptr, &out);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Decide.
+void Decision::Clear() {
+  verdict.clear();
+  reason.clear();
+  rule.clear();
+  danger = DangerLevel::kCritical;
+  policy_version.clear();
+  error_code.clear();
+  has_reservation = false;
+  reserve_micros = 0;
+  received_at.clear();
+  budgets.clear();
+  invocation.clear();
+  read_only = false;
+  checks.clear();
+  quorum = 1;
+  approvers.clear();
+  timeout_s = 900;
+  notify.clear();
+}
+
+Json Decision::ToJson() const {
+  Json j = {{"verdict", verdict},
+            {"reason", reason},
+            {"rule", rule},
+            {"danger_level", DangerName(danger)},
+            {"policy_version", policy_version},
+            {"invocation", invocation},
+            {"read_only", read_only}};
+  if (!error_code.empty()) j["error_code"] = error_code;
+  if (has_reservation) {
+    j["reservation"] = {{"usd", static_cast<double>(reserve_micros) / 1e6},
+                        {"received_at", received_at},
+                        {"budgets", budgets}};
+  }
+  Json cj = Json::array();
+  for (const auto& c : checks) cj.push_back({{"check", c.check}, {"result", c.result}, {"detail", c.detail}});
+  j["checks"] = std::move(cj);
+  if (verdict == "ask") j["approval"] = {{"quorum", quorum}, {"approvers", approvers}, {"timeout_s", timeout_s}};
+  if (!notify.empty()) j["notify"] = notify;
+  return j;
+}
+
+namespace {
+
+struct Facts {
+  const std::string* org;
+  const std::string* agent;
+  const std::string* session;
+  const std::string* request_id;
+  const std::string* tool;
+  const Json* args;
+  std::string method;      // http
+  Url url;                 // http
+  bool url_ok = false;
+  std::string file_path;   // file tools, normalised
+  std::string command;     // execute_command: the command name
+  std::string subject2;    // "<tool>:<path>" for file tools (also matched by deny/allow)
+};
+
+bool RuleMatches(const Rule& r, const Facts& f) {
+  if (r.tools.size() != 0 && r.tools.FirstMatch(*f.tool) < 0) return false;
+  const Condition& w = r.when;
+  if (!w.methods.empty() &&
+      (f.method.empty() || std::find(w.methods.begin(), w.methods.end(), f.method) == w.methods.end())) {
+    return false;
+  }
+  if (w.has_hosts && (!f.url_ok || w.hosts.FirstMatch(f.url.host) < 0)) return false;
+  if (!w.path_prefixes.empty()) {
+    if (!f.url_ok) return false;
+    bool any = false;
+    for (const auto& p : w.path_prefixes) any = any || f.url.path.rfind(p, 0) == 0;
+    if (!any) return false;
+  }
+  if (!w.file_prefixes.empty()) {
+    if (f.file_path.empty()) return false;
+    bool any = false;
+    for (const auto& p : w.file_prefixes) any = any || UnderPrefix(f.file_path, p);
+    if (!any) return false;
+  }
+  if (!w.commands.empty() &&
+      (f.command.empty() || std::find(w.commands.begin(), w.commands.end(), f.command) == w.commands.end())) {
+    return false;
+  }
+  return true;
+}
+
+// First match of `set` against the invocation or the second subject.
+int MatchSubjects(const GlobSet& set, const std::string& inv, const std::string& subject2) {
+  if (set.size() == 0) return -1;
+  int i = set.FirstMatch(inv);
+  if (i < 0 && !subject2.empty()) i = set.FirstMatch(subject2);
+  return i;
+}
+
+void Step(Decision* d, const char* check, const char* result, std::string detail = {}) {
+  d->checks.push_back({check, result, std::move(detail)});
+}
+
+void Finish(Decision* d, const char* verdict, std::string reason, std::string rule, const char* code = nullptr) {
+  d->verdict = verdict;
+  d->reason = std::move(reason);
+  d->rule = std::move(rule);
+  if (code != nullptr) d->error_code = code;
+}
+
+std::vector<std::string> Expand(const Policy::Compiled& c, const std::vector<std::string>& in) {
+  std::set<std::string> out;
+  for (const auto& a : in) {
+    if (a.rfind("group:", 0) == 0) {
+      auto it = c.groups.find(a.substr(6));
+      if (it != c.groups.end()) out.insert(it->second.begin(), it->second.end());
+    } else {
+      out.insert(a);
+    }
+  }
+  return {out.begin(), out.end()};
+}
+
+// Most specific wins, field by field: tool > danger level > org > default.
+void ResolveApproval(const Policy::Compiled& c, const Facts& f, DangerLevel danger, Decision* d) {
+  const ApprovalSpec* specs[4] = {nullptr, nullptr, nullptr, &c.approval_default};
+  if (auto it = c.approval_by_tool.find(*f.tool); it != c.approval_by_tool.end()) specs[0] = &it->second;
+  if (auto it = c.approval_by_danger.find(DangerName(danger)); it != c.approval_by_danger.end()) specs[1] = &it->second;
+  if (auto it = c.approval_by_org.find(*f.org); it != c.approval_by_org.end()) specs[2] = &it->second;
+  d->quorum = 1;
+  d->timeout_s = 900;
+  d->approvers.clear();
+  for (const ApprovalSpec* s : specs) {
+    if (s != nullptr && s->quorum > 0) {
+      d->quorum = s->quorum;
+      break;
+    }
+  }
+  for (const ApprovalSpec* s : specs) {
+    if (s != nullptr && s->timeout_s > 0) {
+      d->timeout_s = s->timeout_s;
+      break;
+    }
+  }
+  for (const ApprovalSpec* s : specs) {
+    if (s != nullptr && s->has_approvers) {
+      d->approvers = Expand(c, s->approvers);
+      break;
+    }
+  }
+  Step(d, "approval", "ask",
+       "quorum " + std::to_string(d->quorum) + ", " +
+           (d->approvers.empty() ? std::string("any approver of the org") : std::to_string(d->approvers.size()) + " approvers") +
+           ", timeout " + std::to_string(d->timeout_s) + "s");
+}
+
+const char* WindowWord(const Budget& b) {
+  return b.session_window ? "this session" : b.window_name == "minute" ? "the last minute"
+                                         : b.window_name == "hour"     ? "the last hour"
+                                                                       : "the last day";
+}
+
+// Budget check for an allow/ask verdict: true when every budget has room.
+bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const Facts& f, int64_t at_us,
+                  int64_t cost, Decision* d) {
+  bool any = false;
+  for (const Budget& b : c.budgets) {
+    if (!b.agent.empty() && b.agent != *f.agent) continue;
+    if (!b.tool.empty() && b.tool != *f.tool) continue;
+    any = true;
+    d->budgets.push_back(b.name);
+    BudgetLedger::Scope scope = b.scope;
+    int64_t from = INT64_MIN;
+    if (b.session_window) {
+      scope = BudgetLedger::Scope::kSession;
+    } else {
+      from = at_us - b.window_us;
+    }
+    // A session window narrows any scope to this session; org/agent scopes
+    // with a rolling window sum over the whole org/agent.
+    BudgetLedger::Usage u = ledger.Sum(scope, *f.org, *f.agent, *f.session, b.tool, from, at_us, *f.request_id);
+    const std::string who = b.scope == BudgetLedger::Scope::kOrg     ? "org " + *f.org
+                            : b.scope == BudgetLedger::Scope::kAgent ? "agent " + *f.agent
+                                                                     : "session " + *f.session;
+    if (b.max_micros >= 0 && u.micros + cost > b.max_micros) {
+      int64_t left = std::max<int64_t>(0, b.max_micros - u.micros);
+      Step(d, "budget", "deny", b.name);
+      Finish(d, "deny",
+             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) + (b.tool.empty() ? "" : ", tool " + b.tool) +
+                 "): spent " + MicrosToUsd(u.micros) + " of " + MicrosToUsd(b.max_micros) + ", " + MicrosToUsd(left) +
+                 " remains; this call is estimated at " + MicrosToUsd(cost),
+             "budget:" + b.name, errc::kBudgetExceeded);
+      return false;
+    }
+    if (b.max_calls >= 0 && u.calls + 1 > b.max_calls) {
+      Step(d, "budget", "deny", b.name);
+      Finish(d, "deny",
+             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) + (b.tool.empty() ? "" : ", tool " + b.tool) +
+                 "): " + std::to_string(u.calls) + " of " + std::to_string(b.max_calls) + " calls used, " +
+                 std::to_string(std::max<int64_t>(0, b.max_calls - u.calls)) + " remain",
+             "budget:" + b.name, errc::kBudgetExceeded);
+      return false;
+    }
+  }
+  Step(d, "budget", "pass", any ? std::to_string(d->budgets.size()) + " budgets with room" : "no budgets apply");
+  return true;
+}
+
+}  // namespace
+
+void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const DecideInput& in, Decision* d) {
+  d->Clear();
+  static const std::string kEmpty;
+  static const Json kEmptyArgs = Json::object();
+  const Json& req = *in.request;
+  auto str = [&](const char* k) -> const std::string& {
+    auto it = req.find(k);
+    return it != req.end() && it->is_string() ? it->get_ref<const std::string&>() : kEmpty;
+  };
+  Facts f;
+  f.org = &str("org_id");
+  f.agent = &str("agent_id");
+  f.session = &str("session_id");
+  f.request_id = &str("request_id");
+  f.tool = &str("tool");
+  auto ait = req.find("args");
+  f.args = ait != req.end() ? &*ait : &kEmptyArgs;
+  d->received_at = FormatTime(in.received_at_us);
+
+  if (!pif.has_policy()) {
+    BuildInvocation(*f.tool, *f.args, nullptr, &d->invocation);
+    Step(d, "policy", "deny", "no policy in force");
+    Finish(d, "deny", "no policy is in force", "policy:none", errc::kNoPolicy);
+    return;
+  }
+  const Policy::Compiled& c = pif.file()->compiled();
+  d->policy_version = pif.version();
+  auto agent_it = c.agents.find(*f.agent);
+  const Tier* agent = agent_it == c.agents.end() ? nullptr : &agent_it->second;
+  const GlobSet* local = pif.AgentLocal(*f.org, *f.agent);
+  EffectiveHttp http = HttpFor(c, agent);
+  BuildInvocation(*f.tool, *f.args, &http, &d->invocation);
+  const std::string& inv = d->invocation;
+
+  // 1. registry
+  ToolSpec spec;
+  bool known = false;
+  if (auto it = c.tools.find(*f.tool); it != c.tools.end()) {
+    spec = it->second;
+    known = true;
+  } else {
+    for (const auto& [g, s] : c.tool_patterns) {
+      if (g.Match(*f.tool)) {
+        spec = s;
+        known = true;
+        break;
+      }
+    }
+    if (!known) {
+      if (const BuiltinSpec* b = FindBuiltin(*f.tool)) {
+        spec.danger = b->danger;
+        spec.read_only = b->read_only;
+        spec.category = b->category;
+        known = true;
+      } else if (f.tool->rfind("cli:", 0) == 0 && f.tool->size() > 4) {
+        spec.danger = DangerLevel::kHigh;
+        spec.read_only = false;
+        spec.category = "cli";
+        known = true;
+      }
+    }
+  }
+  if (*f.tool == "http_request") {
+    f.method = MethodOf(*f.args);
+    f.url_ok = ParseUrl(ResolveUrl(StringArg(*f.args, "url"), http.base_url), &f.url);
+    spec.read_only = IsReadOnlyMethod(f.method);  // GET/HEAD/OPTIONS only read
+  } else if (*f.tool == "execute_command") {
+    f.command = CommandName(CommandLine(*f.args));
+  } else if (IsFileTool(*f.tool)) {
+    std::string p = FilePathArg(*f.args);
+    if (!p.empty()) {
+      f.file_path = Compiler::NormPath(p);
+      f.subject2 = *f.tool + ":" + p;
+    }
+  }
+  d->danger = spec.danger;
+  d->read_only = spec.read_only;
+  if (!known) {
+    Step(d, "registry", "deny", "unknown tool");
+    Finish(d, "deny", "unknown tool '" + *f.tool + "'", "registry:unknown-tool", errc::kUnknownTool);
+    return;
+  }
+  Step(d, "registry", "pass",
+       std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating"));
+
+  // Notify globs only annotate.
+  for (const Tier* t : {&c.org, agent}) {
+    if (t == nullptr) continue;
+    int n = MatchSubjects(t->notify, inv, f.subject2);
+    if (n >= 0) d->notify.push_back(t->notify.at(n).pattern());
+  }
+
+  Mode mode = Mode::kAsk;
+  const char* mode_from = "default";
+  if (c.org.has_mode) {
+    mode = c.org.mode;
+    mode_from = "org";
+  }
+  if (agent != nullptr && agent->has_mode) {
+    mode = agent->mode;
+    mode_from = "agent";
+  }
+  const int64_t cost = std::max<int64_t>(spec.cost_micros, [&] {
+    auto it = req.find("estimated_cost_usd");
+    return it != req.end() && it->is_number() ? UsdToMicros(it->get<double>()) : int64_t{0};
+  }());
+
+  auto finish_allow_or_ask = [&](const char* verdict, std::string reason, std::string rule) {
+    Finish(d, verdict, std::move(reason), std::move(rule));
+    if (!CheckBudgets(c, ledger, f, in.received_at_us, cost, d)) return;
+    d->has_reservation = true;
+    d->reserve_micros = cost;
+    if (d->verdict == "ask") ResolveApproval(c, f, spec.danger, d);
+  };
+
+  // 2. bypass
+  if (mode == Mode::kBypass) {
+    Step(d, "mode", "allow", std::string("bypass (") + mode_from + ")");
+    return finish_allow_or_ask("allow", "mode bypass allows every call", std::string("mode:bypass@") + mode_from);
+  }
+
+  // 3. deny lists: org ∪ agent. Nothing overrides a deny.
+  for (const Tier* t : {&c.org, agent}) {
+    if (t == nullptr) continue;
+    int i = MatchSubjects(t->deny, inv, f.subject2);
+    if (i >= 0) {
+      const std::string& pat = t->deny.at(i).pattern();
+      Step(d, "deny", "deny", pat);
+      Finish(d, "deny", "matches deny pattern '" + pat + "'",
+             std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
+      return;
+    }
+  }
+  Step(d, "deny", "pass");
+
+  // 4. argument-level deny rules (any tier).
+  for (const Tier* t : {&c.org, agent}) {
+    if (t == nullptr) continue;
+    for (const Rule& r : t->rules) {
+      if (r.verdict == "deny" && RuleMatches(r, f)) {
+        Step(d, "rules", "deny", r.name);
+        Finish(d, "deny", r.reason.empty() ? "denied by rule '" + r.name + "'" : r.reason,
+               std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name, errc::kPolicyDenied);
+        return;
+      }
+    }
+  }
+
+  // 5. dangerous: bypass that honoured deny.
+  if (mode == Mode::kDangerous) {
+    Step(d, "mode", "allow", std::string("dangerous (") + mode_from + ")");
+    return finish_allow_or_ask("allow", "mode dangerous allows every call not denied",
+                               std::string("mode:dangerous@") + mode_from);
+  }
+
+  // 6. org tool allowlist, 7. agent grants.
+  if (c.has_tool_allowlist) {
+    if (c.tool_allowlist.FirstMatch(*f.tool) < 0) {
+      Step(d, "tool_allowlist", "deny");
+      Finish(d, "deny", "tool '" + *f.tool + "' is not in the org tool allowlist", "org.tool_allowlist",
+             errc::kPolicyDenied);
+      return;
+    }
+    Step(d, "tool_allowlist", "pass");
+  }
+  if (agent != nullptr && agent->has_grants) {
+    if (agent->grants.FirstMatch(*f.tool) < 0) {
+      Step(d, "grants", "deny");
+      Finish(d, "deny", "agent '" + *f.agent + "' is not granted tool '" + *f.tool + "'", "agent.tools",
+             errc::kPolicyDenied);
+      return;
+    }
+    Step(d, "grants", "pass");
+  }
+
+  // 8. plan: read-only tools only.
+  if (mode == Mode::kPlan && !spec.read_only) {
+    Step(d, "plan", "deny", "mutating tool");
+    Finish(d, "deny", "mode plan allows read-only tools only; '" + *f.tool + "' mutates",
+           std::string("mode:plan@") + mode_from, errc::kPolicyDenied);
+    return;
+  }
+
+  // 9. http: methods and hosts.
+  if (*f.tool == "http_request") {
+    static const std::vector<std::string> kDefaultMethods = {"GET", "HEAD"};
+    const auto& methods = http.methods ? *http.methods : kDefaultMethods;
+    if (std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
+      Step(d, "http", "deny", "method " + f.method);
+      Finish(d, "deny", "method " + f.method + " is not in allowed_methods for agent '" + *f.agent + "'",
+             "http.allowed_methods", errc::kPolicyDenied);
+      return;
+    }
+    if (!f.url_ok) {
+      Step(d, "http", "deny", "bad url");
+      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it", "http.url",
+             errc::kPolicyDenied);
+      return;
+    }
+    if (http.hosts_from != nullptr && http.hosts_from->hosts.FirstMatch(f.url.host) < 0) {
+      Step(d, "http", "deny", "host " + f.url.host);
+      Finish(d, "deny", "host '" + f.url.host + "' is not in the http_request host allowlist", "http.hosts",
+             errc::kPolicyDenied);
+      return;
+    }
+    Step(d, "http", "pass", f.method + " " + f.url.host);
+  }
+
+  // 10. argument-level ask, then allow rules (agent tier first).
+  for (const char* want : {"ask", "allow"}) {
+    for (const Tier* t : {agent, static_cast<const Tier*>(&c.org)}) {
+      if (t == nullptr) continue;
+      for (const Rule& r : t->rules) {
+        if (r.verdict == want && RuleMatches(r, f)) {
+          Step(d, "rules", want, r.name);
+          return finish_allow_or_ask(want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
+                                     std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name);
+        }
+      }
+    }
+  }
+
+  // 11. allow lists: agent local, agent base, org.
+  {
+    const GlobSet* sets[3] = {local, agent ? &agent->allow : nullptr, &c.org.allow};
+    const char* names[3] = {"agent_local", "agent", "org"};
+    for (int k = 0; k < 3; ++k) {
+      if (sets[k] == nullptr) continue;
+      int i = MatchSubjects(*sets[k], inv, f.subject2);
+      if (i >= 0) {
+        const std::string& pat = sets[k]->at(i).pattern();
+        Step(d, "allow", "allow", pat);
+        return finish_allow_or_ask("allow", "matches allow pattern '" + pat + "'",
+                                   std::string(names[k]) + ".allow:" + pat);
+      }
+    }
+    Step(d, "allow", "pass", "no allow pattern matches");
+  }
+
+  // 12. restrict: only what is allowed runs.
+  if (mode == Mode::kRestrict) {
+    Step(d, "mode", "deny", std::string("restrict (") + mode_from + ")");
+    Finish(d, "deny", "mode restrict: '" + inv + "' is not allowed", std::string("mode:restrict@") + mode_from,
+           errc::kPolicyDenied);
+    return;
+  }
+
+  // 13. mutating http: ask unless auto_approve.
+  if (*f.tool == "http_request" && !IsReadOnlyMethod(f.method)) {
+    if (http.auto_approve) {
+      Step(d, "http", "allow", "auto_approve");
+      return finish_allow_or_ask("allow", "mutating http_request auto-approved for agent '" + *f.agent + "'",
+                                 "http.auto_approve");
+    }
+    Step(d, "http", "ask", "mutating method " + f.method);
+    return finish_allow_or_ask("ask", "mutating http_request (" + f.method + ") needs approval", "http.mutating");
+  }
+
+  // 14. approval threshold.
+  if (spec.danger >= c.threshold) {
+    Step(d, "threshold", "ask", std::string(DangerName(spec.danger)) + " >= " + DangerName(c.threshold));
+    return finish_allow_or_ask("ask",
+                               "'" + *f.tool + "' is " + DangerName(spec.danger) + ", at or above the approval threshold " +
+                                   DangerName(c.threshold),
+                               "approval_threshold");
+  }
+
+  // 15. mode default (ask, plan): read-only runs, mutating asks.
+  if (spec.read_only) {
+    Step(d, "mode", "allow", std::string(ModeName(mode)) + ": read-only");
+    return finish_allow_or_ask("allow", "'" + *f.tool + "' is read-only and below the approval threshold",
+                               std::string("mode:") + ModeName(mode) + "@" + mode_from);
+  }
+  Step(d, "mode", "ask", std::string(ModeName(mode)) + ": mutating");
+  return finish_allow_or_ask("ask", "'" + *f.tool + "' mutates; mode " + ModeName(mode) + " asks",
+                             std::string("mode:") + ModeName(mode) + "@" + mode_from);
+}
+
+Json Decide(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in) {
+  Decision d;
+  DecideInto(policy, ledger, in, &d);
+  return d.ToJson();
+}
+
+}  // namespace tollgate
