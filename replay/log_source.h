@@ -17,6 +17,15 @@
 
 namespace tollgate::replay {
 
+// Which requests a re-decision is about: those of `session_id`, or of
+// `agent_id` received in [since, until). Empty fields do not filter.
+struct Target {
+  std::string session_id;
+  std::string agent_id;
+  std::optional<int64_t> since_us, until_us;
+  bool Matches(std::string_view session, std::string_view agent, int64_t time_us) const;
+};
+
 // Every event of `session_id`, in seq order (prev_hash and hash filled in).
 // E_NOT_FOUND when the session has no event.
 Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out);
@@ -30,6 +39,16 @@ Status ReadAgent(const LogStore& store, const std::string& agent_id, std::option
 // (policy.updated; the events the budget ledger folds).
 Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, uint64_t max_seq,
                  std::vector<Event>* out);
+
+// What re-deciding the requests of `target` depends on
+// (replay/redecide.h), in seq order, up to the target's last event: every
+// policy.updated, and from the target's orgs the budget ledger's events
+// (decision.made, execution.completed, approval.denied, approval.expired)
+// and the target's request.received. Only what the fold reads is decoded:
+// records are filtered on their envelope (ScanEnvelope), approvals are
+// read as envelopes, execution.completed as its envelope and
+// data.cost_usd. E_NOT_FOUND when the target has no event.
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out);
 
 // Each call visits one event (decoded, seq set) in seq order; return false
 // to stop. Reads the whole log; for the benchmark's baseline and tools.

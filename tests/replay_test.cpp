@@ -12,6 +12,7 @@
 #include "replay/chain_check.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
+#include "replay/redecide.h"
 #include "replay/timeline.h"
 #include "test_util.h"
 
@@ -305,6 +306,289 @@ TEST_F(ReplayLogTest, RecordingLoadsFromALogDirAndFromAVerifiedExport) {
     out << text;
   }
   EXPECT_EQ(LoadRecording(file, "", &r).code(), errc::kChainBroken);
+}
+
+// ---------------------------------------------------------------------------
+// Re-decision and what-if, on logs whose decisions decide's engine made.
+
+// A logged policy: echo and read_file run, deletes are denied, the rest
+// asks; read_file costs $1 and a session may spend $2.50.
+constexpr const char* kLoggedPolicy = R"(
+version: 1
+mode: ask
+approval_threshold: HIGH
+deny: ["delete_file:*", "*:*secret*"]
+allow: [builtin:echo, builtin:read_file]
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+
+PolicyPtr MustLoad(const std::string& yaml) {
+  PolicyPtr p;
+  Status s = LoadPolicyYaml(yaml, "test.yaml", &p);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return p;
+}
+
+// Writes calls the way decide and execute do: each decision is made by the
+// engine under the policy in force and the ledger folded from the events
+// appended so far. `decide_under`, when set, is a policy decide used
+// without the log knowing (a change that bypassed the log).
+class DecidingRecorder {
+ public:
+  DecidingRecorder(EventLog& log, Recorder& rec) : log_(log), rec_(rec) {}
+
+  void LoadPolicy(const PolicyPtr& p, int64_t t) {
+    Event e;
+    e.type = "policy.updated";
+    e.id = MakeEventId(e.type, "", p->content_hash() + std::to_string(t));
+    e.org_id = "org-1";
+    e.time_us = t;
+    e.data = {{"policy_version", p->version()}, {"content_hash", p->content_hash()}, {"source", p->source()},
+              {"tier", "file"}, {"policy", p->doc()}};
+    Fold(e);
+    rec_.Append(e);
+  }
+  // One call; returns the verdict decide gave.
+  std::string Call(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t,
+                   double actual_cost = 0) {
+    rec_.Received(rid, session, tool, args, t);
+    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", rec_.agent}, {"session_id", session},
+             {"tool", tool}, {"args", args}};
+    DecideInput in{&req, t};
+    Json d = Decide(decide_under ? bypass_ : policy_, ledger_, in);
+    d["source"] = "test";
+    Event de = rec_.Base("decision.made", rid, session, tool, t + 1000, d);
+    Fold(de);
+    rec_.Append(de);
+    const std::string verdict = d["verdict"];
+    if (verdict == "ask") {
+      rec_.Append(rec_.Base("approval.granted", rid, session, tool, t + 2000, {{"approver", "alice"}, {"scope", "once"}},
+                            "alice"));
+    }
+    if (verdict != "deny") {
+      Event done = rec_.Base("execution.completed", rid, session, tool, t + 3000,
+                             {{"result", ToolResultOk({{"ok", true}}, 1)}, {"duration_ms", 1}, {"cost_usd", actual_cost}});
+      Fold(done);
+      rec_.Append(done);
+    }
+    return verdict;
+  }
+  void Bypass(const PolicyPtr& p) {
+    decide_under = true;
+    bypass_.SetFile(p);
+  }
+
+  bool decide_under = false;
+
+ private:
+  void Fold(const Event& e) {
+    ASSERT_TRUE(policy_.Apply(e).ok());
+    ledger_.Apply(e);
+  }
+  EventLog& log_;
+  Recorder& rec_;
+  PolicyInForce policy_, bypass_;
+  BudgetLedger ledger_;
+};
+
+class RedecideTest : public ReplayLogTest {
+ protected:
+  void SetUp() override {
+    ReplayLogTest::SetUp();
+    dec_ = std::make_unique<DecidingRecorder>(*log_, *rec_);
+  }
+  RedecideReport Run(const Target& target, PolicyPtr candidate = nullptr) {
+    std::vector<Event> events;
+    Status s = ReadDecisionInputs(log_->store(), target, &events);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return Redecide(events, target, RedecideOptions{candidate});
+  }
+  // A session: echo, a read of a secret (denied), a write (asks), a delete
+  // (denied), then reads of $1 each until the $2.50 budget denies one.
+  void RecordSession(const std::string& session, int64_t t) {
+    EXPECT_EQ(dec_->Call(session + "-echo", session, "echo", {{"text", "hi"}}, t), "allow");
+    EXPECT_EQ(dec_->Call(session + "-secret", session, "read_file", {{"path", "/srv/secret.txt"}}, t + 10'000), "deny");
+    EXPECT_EQ(dec_->Call(session + "-write", session, "write_file", {{"path", "/srv/out"}, {"content", "x"}}, t + 20'000),
+              "ask");
+    EXPECT_EQ(dec_->Call(session + "-del", session, "delete_file", {{"path", "/srv/out"}}, t + 30'000), "deny");
+    EXPECT_EQ(dec_->Call(session + "-read1", session, "read_file", {{"path", "/a/1"}}, t + 40'000, 1.0), "allow");
+    EXPECT_EQ(dec_->Call(session + "-read2", session, "read_file", {{"path", "/b/2"}}, t + 50'000, 1.0), "allow");
+    EXPECT_EQ(dec_->Call(session + "-read3", session, "read_file", {{"path", "/a/3"}}, t + 60'000, 1.0), "deny")
+        << "the $2.50 session budget has room for two $1 reads";
+  }
+
+  std::unique_ptr<DecidingRecorder> dec_;
+};
+
+TEST_F(RedecideTest, VerifyOfAnUntouchedLogFindsNothing) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 100'000);  // the same org: shares nothing but the org
+  RedecideReport r = Run(Target{"s1"});
+  EXPECT_EQ(r.decisions, 7u);
+  EXPECT_TRUE(r.clean()) << FormatReport(r);
+  EXPECT_EQ(r.budget_denials_recorded, 1u);
+  EXPECT_EQ(r.budget_denials_redecided, 1u) << "the budget state at each decision is the log's";
+  EXPECT_DOUBLE_EQ(r.spend_recorded_usd, 2.0);
+  // And the session's chain holds.
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  EXPECT_TRUE(CheckSessionChain(events, LinksOf(log_->store())).empty());
+}
+
+// Decisions made under a policy the log never recorded: verify names each
+// decision that policy changed, and only those.
+TEST_F(RedecideTest, VerifyReportsDecisionsAPolicyChangeBehindTheLogsBackAltered) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  // From here decide runs a policy that also denies echo, but the log still
+  // says kLoggedPolicy is in force.
+  std::string bypass = kLoggedPolicy;
+  bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  dec_->Bypass(MustLoad(bypass));
+  EXPECT_EQ(dec_->Call("late-echo", "s1", "echo", {{"text", "hi"}}, kT0 + 200'000), "deny");
+  EXPECT_EQ(dec_->Call("late-write", "s1", "write_file", {{"path", "/srv/o2"}, {"content", "y"}}, kT0 + 210'000), "ask");
+  RedecideReport r = Run(Target{"s1"});
+  EXPECT_EQ(r.decisions, 9u);
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  // The deny itself, and the write: same verdict, but under another policy version.
+  EXPECT_EQ(r.changes[0].request_id, "late-echo");
+  EXPECT_EQ(r.changes[0].transition(), "deny→allow");
+  EXPECT_EQ(r.changes[1].request_id, "late-write");
+  EXPECT_EQ(r.changes[1].fields, std::vector<std::string>{"policy_version"});
+  EXPECT_FALSE(r.clean());
+}
+
+// A decision edited in the log (with its hash recomputed) differs from what
+// its policy decides.
+TEST_F(RedecideTest, VerifyReportsAnEditedDecision) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadDecisionInputs(log_->store(), Target{"s1"}, &events).ok());
+  for (Event& e : events) {
+    if (e.type == "decision.made" && e.request_id == "s1-del") e.data["verdict"] = "allow";
+  }
+  RedecideReport r = Redecide(events, Target{"s1"}, {});
+  ASSERT_EQ(r.changes.size(), 1u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].request_id, "s1-del");
+  EXPECT_EQ(r.changes[0].transition(), "allow→deny");
+}
+
+TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
+  rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}}, kT0);  // slice-era decision, no policy.updated
+  RedecideReport r = Run(Target{"s1"});
+  EXPECT_EQ(r.decisions, 0u);
+  ASSERT_EQ(r.not_redecided.size(), 1u);
+  EXPECT_NE(r.not_redecided[0].note.find("no policy.updated"), std::string::npos);
+  EXPECT_FALSE(r.clean());
+}
+
+TEST_F(RedecideTest, WhatIfAllowToDenyAndDenyToAllow) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  // Candidate: echo denied; secrets no longer denied; deletes allowed.
+  const std::string candidate = R"(
+version: 2
+mode: ask
+approval_threshold: HIGH
+deny: ["builtin:echo"]
+allow: [builtin:read_file, builtin:delete_file]
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  EXPECT_TRUE(r.what_if);
+  std::map<std::string, std::string> got;
+  for (const auto& c : r.changes) got[c.request_id] = c.transition();
+  EXPECT_EQ(got["s1-echo"], "allow→deny");
+  EXPECT_EQ(got["s1-del"], "deny→allow");
+  // The secret read is allowed now, and costs $1: with read1 and read2 the
+  // budget is then full, so read2 (the second $1 read after it) is denied.
+  EXPECT_EQ(got["s1-secret"], "deny→allow");
+  EXPECT_EQ(got["s1-read2"], "allow→deny") << FormatReport(r);
+  EXPECT_EQ(got.count("s1-read3"), 0u) << "denied before (budget), denied now (budget)";
+  EXPECT_EQ(got.count("s1-write"), 0u) << "still asks";
+  EXPECT_EQ(r.transitions["allow→deny"], 2u);
+  EXPECT_EQ(r.transitions["deny→allow"], 2u);
+  EXPECT_DOUBLE_EQ(r.spend_avoided_usd, 1.0) << "read2 ran for $1 and would not have";
+  if (std::getenv("REPLAY_TEST_PRINT")) std::cout << FormatReport(r) << r.ToJson().dump(1).substr(0, 1500) << "\n";
+}
+
+TEST_F(RedecideTest, WhatIfAskBecomesAllowAndAllowBecomesAsk) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  const std::string candidate = R"(
+version: 3
+mode: ask
+approval_threshold: HIGH
+deny: ["delete_file:*", "*:*secret*"]
+allow: [builtin:read_file, builtin:write_file]
+rules:
+  - {name: echo-asks, tool: echo, verdict: ask}
+tools:
+  echo: {danger: MEDIUM, read_only: false}
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  std::map<std::string, std::string> got;
+  for (const auto& c : r.changes) got[c.request_id] = c.transition();
+  EXPECT_EQ(got["s1-write"], "ask→allow") << FormatReport(r);
+  EXPECT_EQ(got["s1-echo"], "allow→ask") << FormatReport(r);
+  EXPECT_EQ(r.changes.size(), 2u) << FormatReport(r);
+}
+
+// The counterfactual ledger: a call the candidate denies frees its budget
+// for the calls after it.
+TEST_F(RedecideTest, WhatIfBudgetEffect) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/b/*\", \"delete_file:*\"");
+  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].request_id, "s1-read2");
+  EXPECT_EQ(r.changes[0].transition(), "allow→deny");
+  EXPECT_TRUE(r.changes[0].executed);
+  EXPECT_EQ(r.changes[1].request_id, "s1-read3");
+  EXPECT_EQ(r.changes[1].transition(), "deny→allow") << "read2's dollar is not spent, so read3 fits";
+  EXPECT_EQ(r.changes[1].recorded["error_code"], errc::kBudgetExceeded);
+  EXPECT_DOUBLE_EQ(r.spend_avoided_usd, 1.0);
+  EXPECT_DOUBLE_EQ(r.newly_allowed_reserved_usd, 1.0);
+  EXPECT_EQ(r.budget_denials_recorded, 1u);
+  EXPECT_EQ(r.budget_denials_redecided, 0u);
+  Json j = r.ToJson();
+  EXPECT_EQ(j["budget"]["spend_avoided_usd"], 1.0);
+  EXPECT_EQ(j["transitions"]["deny→allow"], 1);
+}
+
+// Across sessions: an agent over a time range.
+TEST_F(RedecideTest, WhatIfOverAnAgentsSessionsInATimeRange) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 1'000'000);
+  RecordSession("s3", kT0 + 2'000'000);
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  Target t;
+  t.agent_id = "agent-1";
+  t.since_us = kT0 + 1'000'000;  // s2 and s3
+  RedecideReport r = Run(t, MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].session_id, "s2");
+  EXPECT_EQ(r.changes[1].session_id, "s3");
+  EXPECT_EQ(r.decisions, 14u);
+  t.until_us = kT0 + 2'000'000;  // s2 only
+  r = Run(t, MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 1u);
+  EXPECT_EQ(r.changes[0].request_id, "s2-echo");
 }
 
 TEST(FormatDurationTest, PicksAReadableUnit) {
