@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace tollgate::replay {
 
@@ -21,12 +22,12 @@ std::string DecisionChange::transition() const {
 
 namespace {
 
-// The compared part of a decision.
-Json Compared(const Json& d) {
+// The compared part of a decision, moved out of `d`.
+Json Compared(Json&& d) {
   Json out = Json::object();
   for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
     auto it = d.find(*f);
-    if (it != d.end()) out[*f] = *it;
+    if (it != d.end()) out[*f] = std::move(*it);
   }
   return out;
 }
@@ -48,7 +49,8 @@ struct Received {
 }  // namespace
 
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options) {
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  auto by_seq = [](const Event& a, const Event& b) { return a.seq < b.seq; };
+  if (!std::is_sorted(events.begin(), events.end(), by_seq)) std::stable_sort(events.begin(), events.end(), by_seq);
   RedecideReport report;
   report.what_if = options.candidate != nullptr;
   if (report.what_if) report.candidate_version = options.candidate->version();
@@ -56,14 +58,16 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
   PolicyInForce what_if;  // the candidate plus the log's agent-local rules
   if (report.what_if) what_if.SetFile(options.candidate);
   BudgetLedger ledger;
-  std::unordered_map<std::string, Received> received;     // target requests
+  std::unordered_map<std::string, Received> received;     // target requests not yet decided
+  std::unordered_set<std::string> targets;                // every target request
   std::unordered_map<std::string, std::string> verdicts;  // target request -> re-decided verdict (what-if)
   std::unordered_map<std::string, double> cost;           // target request -> actual cost, once completed
   std::vector<std::pair<size_t, bool>> pending;           // (index, in changes?) to fill executed/cost
   uint64_t last_policy_seq = 0;
   std::string policy_error;
 
-  for (const Event& e : events) {
+  Decision decision;  // reused: DecideInto keeps the hot path free of allocation
+  for (Event& e : events) {  // owned: request and decision data are moved out
     ++report.events;
     if (e.type == "policy.updated") {
       Status s = logged.Apply(e);
@@ -77,13 +81,15 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
     if (e.type == "request.received") {
       if (!is_target) continue;
       Received r;
-      r.request = e.data.value("request", Json::object());
       if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
+      auto req = e.data.find("request");
+      r.request = req != e.data.end() ? std::move(*req) : Json::object();
+      targets.insert(e.request_id);
       received[e.request_id] = std::move(r);
       continue;
     }
     if (e.type != "decision.made") {
-      if (e.type == "execution.completed" && received.count(e.request_id)) {
+      if (e.type == "execution.completed" && targets.count(e.request_id)) {
         cost[e.request_id] = e.data.value("cost_usd", 0.0);
       }
       ledger.Apply(e);
@@ -100,7 +106,6 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
     c.session_id = e.session_id;
     c.agent_id = e.agent_id;
     c.tool = e.tool;
-    c.recorded = Compared(e.data);
     const PolicyInForce& policy = report.what_if ? what_if : logged;
     if (rit == received.end()) {
       c.note = "its request.received is not in the range read";
@@ -109,21 +114,28 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
                                     : "the policy in force does not load: " + policy_error;
     }
     if (!c.note.empty()) {
+      ledger.Apply(e);
+      c.recorded = Compared(std::move(e.data));
       report.not_redecided.push_back(std::move(c));
       pending.emplace_back(report.not_redecided.size() - 1, false);
-      ledger.Apply(e);
       continue;
     }
     c.received_us = rit->second.received_us;
     DecideInput in;
     in.request = &rit->second.request;
     in.received_at_us = rit->second.received_us;
-    Json full = Decide(policy, ledger, in);
-    c.redecided = Compared(full);
+    DecideInto(policy, ledger, in, &decision);
+    decision.checks.clear();  // explanation, not compared: not worth serialising
+    Json full = decision.ToJson();
     ++report.decisions;
+    RedecideReport::PerSession& per_session = report.sessions[e.session_id];
+    ++per_session.decisions;
     // The ledger goes on with the decision that counts in this mode.
     if (report.what_if) ledger.ApplyDecision(e.request_id, rit->second.request, full);
     else ledger.Apply(e);
+    c.recorded = Compared(std::move(e.data));
+    c.redecided = Compared(std::move(full));
+    received.erase(rit);  // its decision is made; the request is not needed again
 
     const std::string rv = c.recorded.value("verdict", ""), nv = c.redecided.value("verdict", "");
     report.reserved_recorded_usd += ReservedUsd(c.recorded);
@@ -145,6 +157,7 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
       }
     }
     ++report.transitions[c.transition()];
+    ++per_session.changes;
     report.changes.push_back(std::move(c));
     pending.emplace_back(report.changes.size() - 1, true);
   }
@@ -201,6 +214,9 @@ Json RedecideReport::ToJson() const {
            {"newly_allowed_reserved_usd", newly_allowed_reserved_usd},
            {"budget_denials_recorded", budget_denials_recorded},
            {"budget_denials_redecided", budget_denials_redecided}}}};
+  Json per = Json::object();
+  for (const auto& [sid, n] : sessions) per[sid] = {{"decisions", n.decisions}, {"changed", n.changes}};
+  j["sessions"] = std::move(per);
   if (what_if) {
     j["candidate_version"] = candidate_version;
     j["same_verdict_other_rule"] = same_verdict_other_rule;
@@ -224,6 +240,12 @@ std::string FormatReport(const RedecideReport& r) {
   }
   for (const auto& c : r.not_redecided) {
     o << "  seq " << c.seq << "  " << c.request_id << "  " << c.tool << "  not re-decided: " << c.note << "\n";
+  }
+  if (r.sessions.size() > 1) {
+    for (const auto& [sid, n] : r.sessions) {
+      o << "  session " << sid << ": " << n.decisions << " decisions, " << n.changes
+        << (r.what_if ? " change verdict\n" : " differ\n");
+    }
   }
   o << (r.what_if ? "what-if under " + r.candidate_version : std::string("verify")) << ": " << r.decisions
     << " decisions re-decided, " << r.changes.size() << (r.what_if ? " change verdict" : " differ");

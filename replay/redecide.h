@@ -75,6 +75,10 @@ struct RedecideReport {
   std::vector<DecisionChange> not_redecided;  // no request.received, no policy in force
   uint64_t same_verdict_other_rule = 0;
   std::map<std::string, uint64_t> transitions;  // "allow→deny" -> n
+  struct PerSession {
+    uint64_t decisions = 0, changes = 0;
+  };
+  std::map<std::string, PerSession> sessions;  // re-decided target sessions
   // Budget effect (what-if; in verify these are the log's own figures).
   double spend_recorded_usd = 0;        // actual cost of the target calls that completed
   double spend_avoided_usd = 0;         // ... of those the candidate no longer allows
@@ -92,7 +96,8 @@ struct RedecideReport {
 // re-decided when `target` matches their request.
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options);
 
-// A report for people: the changes, one line each, then the summary.
+// A report for people: the changes, one line each, then the summary (per
+// session too when there are several).
 std::string FormatReport(const RedecideReport& r);
 
 }  // namespace tollgate::replay
