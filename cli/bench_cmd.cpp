@@ -2,6 +2,7 @@
 // object of ratios against baselines measured in the same run.
 #include <iostream>
 
+#include "bench/decide_bench.h"
 #include "bench/log_bench.h"
 #include "bench/pipeline_bench.h"
 #include "bench/replay_bench.h"
@@ -19,6 +20,21 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   log->add_flag("--quick", opts->quick, "small sizes (seconds, not minutes)");
   log->callback([opts, exit_code] {
     Json result = bench::RunLogBench(*opts);
+    std::cout << result.dump() << std::endl;
+    *exit_code = result.contains("error") ? 1 : 0;
+  });
+
+  auto dopts = std::make_shared<bench::DecideBenchOptions>();
+  auto* decide = bench->add_subcommand("decide", "the policy engine: us per decision at 100 and 1,000 rules vs std::regex");
+  decide->add_option("--decisions", dopts->decisions, "timed decisions per policy size")->capture_default_str();
+  decide->add_flag("--quick", dopts->quick, "small sizes (seconds)");
+  decide->callback([dopts, exit_code] {
+    Json result = bench::RunDecideBench(*dopts);
+    if (!result.contains("error")) {
+      std::cout << "decide: p50 " << result["p50_us"] << " us, p99 " << result["p99_us"] << " us per decision (100 rules); "
+                << "1,000 rules p50 " << result["p50_us_1000"] << " us; with decision JSON p50 " << result["p50_json_us"]
+                << " us\n";
+    }
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
   });

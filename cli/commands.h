@@ -16,6 +16,7 @@ void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);
+void AddPolicyCommands(CLI::App& app, int* exit_code);  // policy check|explain
 
 // Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
 int64_t ParseTimeFlag(const std::string& flag, const std::string& value);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   tollgate::cli::AddAuditCommands(app, &exit_code);
   tollgate::cli::AddBenchCommands(app, &exit_code);
   tollgate::cli::AddReplayCommands(app, &exit_code);
+  tollgate::cli::AddPolicyCommands(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

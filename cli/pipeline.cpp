@@ -38,9 +38,20 @@ Status ReadEndpoints(const std::string& data_dir, Json* endpoints) {
   return ParseJson(text, endpoints);
 }
 
+std::string DefaultPolicyPath() {
+  if (const char* env = std::getenv("TOLLGATE_DEFAULT_POLICY"); env != nullptr && *env) return env;
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (auto dir = self.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / "config/default-policy.yaml")) return (dir / "config/default-policy.yaml").string();
+  }
+  return TOLLGATE_SOURCE_DIR "/config/default-policy.yaml";
+}
+
 Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->options_ = options;
+  if (p->options_.policy_path.empty()) p->options_.policy_path = DefaultPolicyPath();
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
   std::filesystem::create_directories(options.data_dir);
@@ -87,7 +98,24 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   ic.topics = topics;
   ic.max_request_bytes = options.max_request_bytes;
   p->stages_.push_back(std::make_unique<IngestStage>(ic));
-  p->stages_.push_back(std::make_unique<DecideStage>(DecideConfig{topics}));
+  // decide: fold the log (policy in force, budget ledger) before any
+  // runner starts, then see every appended group through the listener.
+  auto decide = std::make_unique<DecideStage>(DecideConfig{topics, p->options_.policy_path});
+  {
+    const LogStore& store = p->log_->store();
+    s = decide->Rebuild(p->log_->head_seq(), [&store](uint64_t seq, Event* e) { return store.ReadEvent(seq, e); },
+                        options.data_dir + "/decide-ledger.snapshot");
+    if (!s.ok()) return s;
+    // Fail at start rather than hold every request: with no policy in the
+    // log, the file must load now.
+    PolicyPtr file_policy;
+    Status fs = LoadPolicyFile(p->options_.policy_path, &file_policy);
+    if (!fs.ok() && !decide->policy().has_policy()) return fs;
+    if (!fs.ok()) std::cerr << "tollgate: " << fs.message() << "; keeping the policy in force from the log\n";
+    DecideStage* d = decide.get();
+    p->sink_->AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
+  }
+  p->stages_.push_back(std::move(decide));
   p->stages_.push_back(std::make_unique<ApproveStage>(ApproveConfig{topics}));
   p->stages_.push_back(std::make_unique<ExecuteStage>(ExecuteConfig{topics}));
   if (!options.replay_from.empty()) {

@@ -31,7 +31,16 @@ struct PipelineOptions {
   // takes execute's place; nothing is executed.
   std::string replay_from;
   std::string replay_session;  // match every session against this recorded one
+  // The policy file (decide watches it; execute reads its own section).
+  // Empty: config/default-policy.yaml of the source tree or next to the
+  // binary (DefaultPolicyPath()).
+  std::string policy_path;
 };
+
+// Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
+// config/default-policy.yaml next to the binary's tree, else of the source
+// tree the binary was built from.
+std::string DefaultPolicyPath();
 
 class Pipeline {
  public:

@@ -50,7 +50,9 @@ int RunUp(UpFlags& f) {
     // Validates the invocation without starting anything (compose test).
     std::cout << Json{{"data", f.pipeline.data_dir}, {"brokers", f.pipeline.brokers},
                       {"topic_prefix", f.pipeline.topic_prefix}, {"partitions", f.pipeline.partitions},
-                      {"durability", f.durability}}.dump() << std::endl;
+                      {"durability", f.durability},
+                      {"policy", f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}.dump()
+              << std::endl;
     return 0;
   }
   BlockStopSignals();
@@ -73,6 +75,8 @@ int RunUp(UpFlags& f) {
             << "  endpoints  " << data << "/endpoints.json\n"
             << (f.pipeline.replay_from.empty() ? "" : "  replay     serving the results recorded in " + f.pipeline.replay_from +
                                                        " (nothing is executed)\n")
+            << "  policy     " << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
+            << "  (edit it to reload; `tollgate policy check FILE` first)\n"
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call:\n"
@@ -116,6 +120,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
                  "serve the tool results recorded in this data dir, log or export instead of executing");
   up->add_option("--replay-session", f->pipeline.replay_session,
                  "with --replay-from: match every session against this recorded session");
+  up->add_option("--policy", f->pipeline.policy_path,
+                 "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 

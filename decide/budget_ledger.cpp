@@ -1,5 +1,6 @@
 // The budget ledger: a fold over the log keyed by request_id
 // (decide/policy_engine.h, docs/policy.md "Budgets").
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <unordered_map>
@@ -40,30 +41,151 @@ int64_t BudgetEntry::micros() const {
   return 0;
 }
 
-struct BudgetLedger::Impl {
-  std::unordered_map<std::string, BudgetEntry> entries;  // by request_id; node-based: pointers stay valid
-  // scope key -> (at_us -> entry); one map per org, agent and session.
-  std::unordered_map<std::string, std::multimap<int64_t, std::pair<const std::string*, const BudgetEntry*>>> by_scope;
+// Window sums must be cheap on the hot path: each index (per org, agent and
+// session, each also per tool) keeps its entries sorted by time with a
+// Fenwick tree of their contributions, so a window sum is two binary
+// searches and two O(log n) prefix sums. Entries normally arrive in time
+// order (appended); a late one (an older received_at) waits in a small side
+// list that is scanned, and folded in by a rebuild once it grows.
+namespace {
+using Usage = BudgetLedger::Usage;
+constexpr int kSlots = 6;  // org, agent, session; each plain and per tool
+constexpr size_t kMaxLate = 64;
 
-  void Index(const std::string& request_id) {
-    auto it = entries.find(request_id);
-    const BudgetEntry& e = it->second;
-    for (Scope s : {Scope::kOrg, Scope::kAgent, Scope::kSession}) {
-      by_scope[ScopeKey(s, e.org_id, e.agent_id, e.session_id)].emplace(e.at_us,
-                                                                         std::make_pair(&it->first, &e));
+Usage Contribution(const BudgetEntry& e) { return {e.micros(), e.counts_as_call() ? 1 : 0}; }
+
+struct Node {
+  BudgetEntry e;
+  const std::string* id = nullptr;  // the map key
+  int32_t pos[kSlots] = {-1, -1, -1, -1, -1, -1};  // position in each index, -1 = late
+};
+
+struct TimeIndex {
+  int slot = 0;
+  std::vector<int64_t> times;  // ascending
+  std::vector<Node*> nodes;
+  std::vector<Usage> fw;       // Fenwick tree, 1-based
+  std::vector<Node*> late;
+
+  Usage Prefix(size_t k) const {  // sum of the first k
+    Usage u;
+    for (; k > 0; k &= k - 1) {
+      u.micros += fw[k].micros;
+      u.calls += fw[k].calls;
     }
+    return u;
+  }
+  void AddAt(size_t pos, Usage d) {
+    for (size_t k = pos + 1; k < fw.size(); k += k & (~k + 1)) {
+      fw[k].micros += d.micros;
+      fw[k].calls += d.calls;
+    }
+  }
+  void Add(Node* n) {
+    if (times.empty() || n->e.at_us >= times.back()) {
+      if (fw.empty()) fw.emplace_back();
+      const size_t k = times.size() + 1;
+      Usage v = Contribution(n->e);
+      Usage lo = Prefix(k - 1), hi = Prefix(k - (k & (~k + 1)));
+      fw.push_back({v.micros + lo.micros - hi.micros, v.calls + lo.calls - hi.calls});
+      n->pos[slot] = static_cast<int32_t>(times.size());
+      times.push_back(n->e.at_us);
+      nodes.push_back(n);
+      return;
+    }
+    n->pos[slot] = -1;
+    late.push_back(n);
+    if (late.size() > kMaxLate) Rebuild();
+  }
+  void Update(Node* n, Usage d) {
+    if (n->pos[slot] >= 0) AddAt(static_cast<size_t>(n->pos[slot]), d);
+    // A late node is read directly by Range.
+  }
+  void Rebuild() {
+    std::vector<Node*> all = nodes;
+    all.insert(all.end(), late.begin(), late.end());
+    std::stable_sort(all.begin(), all.end(), [](Node* a, Node* b) { return a->e.at_us < b->e.at_us; });
+    late.clear();
+    nodes = std::move(all);
+    times.resize(nodes.size());
+    fw.assign(nodes.size() + 1, Usage{});
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      times[i] = nodes[i]->e.at_us;
+      nodes[i]->pos[slot] = static_cast<int32_t>(i);
+      Usage v = Contribution(nodes[i]->e);
+      fw[i + 1].micros += v.micros;
+      fw[i + 1].calls += v.calls;
+      size_t j = (i + 1) + ((i + 1) & (~(i + 1) + 1));
+      if (j < fw.size()) {
+        fw[j].micros += fw[i + 1].micros;
+        fw[j].calls += fw[i + 1].calls;
+      }
+    }
+  }
+  // Entries with at_us in (from, to].
+  Usage Range(int64_t from, int64_t to) const {
+    Usage u;
+    if (to < from) return u;
+    size_t i = from == INT64_MIN ? 0 : std::upper_bound(times.begin(), times.end(), from) - times.begin();
+    size_t j = std::upper_bound(times.begin(), times.end(), to) - times.begin();
+    if (j > i) {
+      Usage a = Prefix(j), b = Prefix(i);
+      u.micros = a.micros - b.micros;
+      u.calls = a.calls - b.calls;
+    }
+    for (const Node* n : late) {
+      if ((from == INT64_MIN || n->e.at_us > from) && n->e.at_us <= to) {
+        Usage v = Contribution(n->e);
+        u.micros += v.micros;
+        u.calls += v.calls;
+      }
+    }
+    return u;
+  }
+};
+
+std::string IndexKey(BudgetLedger::Scope s, const BudgetEntry& e, const std::string* tool) {
+  std::string k = ScopeKey(s, e.org_id, e.agent_id, e.session_id);
+  if (tool != nullptr) {
+    k += '\1';
+    k += *tool;
+  }
+  return k;
+}
+}  // namespace
+
+struct BudgetLedger::Impl {
+  std::unordered_map<std::string, Node> entries;  // by request_id; node-based: pointers stay valid
+  std::unordered_map<std::string, TimeIndex> indexes;
+
+  TimeIndex& IndexFor(int slot, const BudgetEntry& e) {
+    const Scope s = static_cast<Scope>(slot % 3);
+    TimeIndex& ix = indexes[IndexKey(s, e, slot >= 3 ? &e.tool : nullptr)];
+    ix.slot = slot;
+    return ix;
   }
   void Reserve(const std::string& request_id, BudgetEntry e) {
     if (request_id.empty() || entries.count(request_id) != 0) return;  // idempotent
-    entries.emplace(request_id, std::move(e));
-    Index(request_id);
+    auto [it, _] = entries.emplace(request_id, Node{std::move(e)});
+    it->second.id = &it->first;
+    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, it->second.e).Add(&it->second);
+  }
+  // Moves an entry to a new state, keeping every index's sums right.
+  void Transition(Node* n, BudgetEntry::State state, int64_t actual_micros) {
+    Usage before = Contribution(n->e);
+    n->e.state = state;
+    n->e.actual_micros = actual_micros;
+    Usage after = Contribution(n->e);
+    Usage d{after.micros - before.micros, after.calls - before.calls};
+    if (d.micros == 0 && d.calls == 0) return;
+    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, n->e).Update(n, d);
   }
 };
 
 BudgetLedger::BudgetLedger() : impl_(std::make_unique<Impl>()) {}
 BudgetLedger::~BudgetLedger() = default;
 BudgetLedger::BudgetLedger(const BudgetLedger& o) : impl_(std::make_unique<Impl>()), applied_seq_(o.applied_seq_) {
-  for (const auto& [id, e] : o.impl_->entries) impl_->Reserve(id, e);
+  for (const auto& [id, n] : o.impl_->entries) impl_->Reserve(id, n.e);
 }
 BudgetLedger& BudgetLedger::operator=(const BudgetLedger& o) {
   if (this != &o) {
@@ -79,7 +201,7 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
   const std::string verdict = decision.value("verdict", "");
   auto it = impl_->entries.find(request_id);
   if (verdict == "deny") {
-    if (it != impl_->entries.end()) it->second.state = BudgetEntry::State::kReleased;
+    if (it != impl_->entries.end()) impl_->Transition(&it->second, BudgetEntry::State::kReleased, 0);
     return;
   }
   const Json* res = decision.contains("reservation") ? &decision["reservation"] : nullptr;
@@ -110,46 +232,54 @@ void BudgetLedger::Apply(const Event& e) {
   }
   auto it = impl_->entries.find(e.request_id);
   if (it == impl_->entries.end()) return;
-  BudgetEntry& b = it->second;
-  if (b.state != BudgetEntry::State::kReserved) return;  // settled or released stays so
+  Node* n = &it->second;
+  if (n->e.state != BudgetEntry::State::kReserved) return;  // settled or released stays so
   if (e.type == "execution.completed") {
     double cost = 0;
     if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number()) cost = e.data["cost_usd"].get<double>();
-    b.actual_micros = UsdToMicros(cost);
-    b.state = BudgetEntry::State::kSettled;
+    impl_->Transition(n, BudgetEntry::State::kSettled, UsdToMicros(cost));
   } else if (e.type == "approval.denied" || e.type == "approval.expired") {
-    b.state = BudgetEntry::State::kReleased;
+    impl_->Transition(n, BudgetEntry::State::kReleased, 0);
   }
 }
 
 BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
                                       const std::string& session_id, const std::string& tool, int64_t from_us,
                                       int64_t to_us, const std::string& exclude_request_id) const {
-  Usage u;
-  auto sit = impl_->by_scope.find(ScopeKey(scope, org_id, agent_id, session_id));
-  if (sit == impl_->by_scope.end()) return u;
-  const auto& m = sit->second;
-  auto it = from_us == INT64_MIN ? m.begin() : m.upper_bound(from_us);
-  for (; it != m.end() && it->first <= to_us; ++it) {
-    const BudgetEntry& e = *it->second.second;
-    if (!tool.empty() && e.tool != tool) continue;
-    if (*it->second.first == exclude_request_id) continue;
-    u.micros += e.micros();
-    if (e.counts_as_call()) ++u.calls;
+  BudgetEntry probe;
+  probe.org_id = org_id;
+  probe.agent_id = agent_id;
+  probe.session_id = session_id;
+  auto it = impl_->indexes.find(IndexKey(scope, probe, tool.empty() ? nullptr : &tool));
+  if (it == impl_->indexes.end()) return {};
+  Usage u = it->second.Range(from_us, to_us);
+  // The request being decided never counts against itself, so deciding it
+  // again (after a failed append) gives the same answer.
+  if (const BudgetEntry* self = Find(exclude_request_id)) {
+    bool same = self->org_id == org_id && (scope == Scope::kOrg || self->agent_id == agent_id) &&
+                (scope != Scope::kSession || self->session_id == session_id) && (tool.empty() || self->tool == tool) &&
+                (from_us == INT64_MIN || self->at_us > from_us) && self->at_us <= to_us;
+    if (same) {
+      Usage v = Contribution(*self);
+      u.micros -= v.micros;
+      u.calls -= v.calls;
+    }
   }
   return u;
 }
 
 const BudgetEntry* BudgetLedger::Find(const std::string& request_id) const {
+  if (request_id.empty()) return nullptr;
   auto it = impl_->entries.find(request_id);
-  return it == impl_->entries.end() ? nullptr : &it->second;
+  return it == impl_->entries.end() ? nullptr : &it->second.e;
 }
 
 size_t BudgetLedger::size() const { return impl_->entries.size(); }
 
 std::string BudgetLedger::Serialize() const {
   Json entries = Json::object();
-  for (const auto& [id, e] : impl_->entries) {
+  for (const auto& [id, n] : impl_->entries) {
+    const BudgetEntry& e = n.e;
     entries[id] = Json::array({e.org_id, e.agent_id, e.session_id, e.tool, e.at_us, e.reserved_micros,
                                e.actual_micros, static_cast<int>(e.state)});
   }
@@ -199,7 +329,8 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
 
 bool BudgetLedger::operator==(const BudgetLedger& o) const {
   if (applied_seq_ != o.applied_seq_ || impl_->entries.size() != o.impl_->entries.size()) return false;
-  for (const auto& [id, e] : impl_->entries) {
+  for (const auto& [id, n] : impl_->entries) {
+    const BudgetEntry& e = n.e;
     const BudgetEntry* f = o.Find(id);
     if (f == nullptr || f->org_id != e.org_id || f->agent_id != e.agent_id || f->session_id != e.session_id ||
         f->tool != e.tool || f->at_us != e.at_us || f->reserved_micros != e.reserved_micros ||

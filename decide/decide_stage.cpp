@@ -1,36 +1,224 @@
 #include "decide/decide_stage.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/sha256.h"
+
 namespace tollgate {
+
 namespace {
-
-constexpr const char* kPolicyVersion = "slice-v0";
-
-// Built-in tools execute will know (the execute issue); only the first two
-// are SAFE and run in the slice.
-const char* const kSafeBuiltins[] = {"echo", "current_time"};
-const char* const kOtherBuiltins[] = {"calculate", "read_file", "write_file", "list_directory", "file_exists",
-                                      "delete_file", "search_files", "http_request", "execute_command",
-                                      "get_audit_log", "get_system_info"};
-
+// policy.updated of a file applies to every org of this deployment.
+constexpr const char* kAllOrgs = "*";
+constexpr const char* kSnapshotFormat = "decide-snapshot.v1";
 }  // namespace
 
-Json SlicePolicyDecision(const std::string& tool) {
-  for (const char* t : kSafeBuiltins) {
-    if (tool == t) {
-      return {{"verdict", "allow"}, {"reason", "'" + tool + "' is a SAFE built-in"}, {"rule", "slice:safe-builtins"},
-              {"danger_level", "SAFE"}, {"policy_version", kPolicyVersion}};
+Event PolicyUpdatedEvent(const Policy& policy, int64_t time_us) {
+  Event e;
+  e.type = "policy.updated";
+  e.id = MakeEventId(e.type, "", "file:" + policy.content_hash());
+  e.time_us = time_us;
+  e.org_id = kAllOrgs;
+  e.data = {{"tier", "file"},
+            {"source", policy.source()},
+            {"policy", policy.doc()},
+            {"content_hash", policy.content_hash()},
+            {"policy_version", policy.version()}};
+  return e;
+}
+
+void DecideStage::Fold(const Event& e) {
+  if (e.type == "policy.updated") {
+    Status s = policy_.Apply(e);
+    if (!s.ok()) {
+      std::cerr << "tollgate decide: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+    } else if (e.data.value("tier", "") == "agent_local") {
+      const std::string h = e.data.value("content_hash", "");
+      bool seen = false;
+      for (const auto& r : local_rules_) seen = seen || r.value("content_hash", "") == h;
+      if (!seen) {
+        Json rule = e.data;
+        if (!rule.contains("org_id")) rule["org_id"] = e.org_id;
+        if (!rule.contains("agent_id")) rule["agent_id"] = e.agent_id;
+        local_rules_.push_back(std::move(rule));
+      }
+    }
+    return;
+  }
+  ledger_.Apply(e);
+}
+
+void DecideStage::OnAppended(const std::vector<Event>& events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Event& e : events) Fold(e);
+}
+
+void DecideStage::UsePolicy(PolicyPtr policy) {
+  std::lock_guard<std::mutex> lock(mu_);
+  policy_.SetFile(std::move(policy));
+}
+
+PolicyInForce DecideStage::policy() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return policy_;
+}
+
+BudgetLedger DecideStage::ledger() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ledger_;
+}
+
+Status DecideStage::Rebuild(uint64_t head_seq, const ReadEventFn& read, const std::string& snapshot_path,
+                            bool* from_snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (from_snapshot != nullptr) *from_snapshot = false;
+  uint64_t start = 1;
+  // Snapshot: {"body": {format, seq, hash, ledger, policy, local}, "sha256": ...}.
+  if (!snapshot_path.empty()) {
+    std::ifstream f(snapshot_path, std::ios::binary);
+    if (f) {
+      std::stringstream ss;
+      ss << f.rdbuf();
+      Json file;
+      std::string why;
+      if (!ParseJson(ss.str(), &file).ok() || !file.is_object() || !file.contains("body")) {
+        why = "unreadable";
+      } else {
+        std::string bytes;
+        const Json& body = file["body"];
+        (void)CanonicalBytes(body, &bytes);
+        Event at;
+        uint64_t seq = body.value("seq", uint64_t{0});
+        if (file.value("sha256", "") != Sha256Hex(bytes) || body.value("format", "") != kSnapshotFormat) {
+          why = "checksum or format mismatch";
+        } else if (seq > head_seq || (seq > 0 && (!read(seq, &at).ok() || at.hash != body.value("hash", "")))) {
+          why = "stale (the log does not have the event it covers)";
+        } else {
+          BudgetLedger l;
+          PolicyInForce p;
+          Status s = BudgetLedger::Deserialize(body.value("ledger", ""), &l);
+          if (s.ok() && body.contains("policy") && body["policy"].is_object()) {
+            PolicyPtr pol;
+            s = LoadPolicyJson(body["policy"]["doc"], body["policy"].value("source", ""), &pol);
+            if (s.ok()) p.SetFile(pol);
+          }
+          std::vector<Json> local;
+          for (const auto& r : body.value("local", Json::array())) {
+            if (!s.ok()) break;
+            std::vector<std::string> allow;
+            for (const auto& a : r.value("allow", Json::array())) allow.push_back(a.get<std::string>());
+            s = p.AddAgentLocal(r.value("org_id", ""), r.value("agent_id", ""), allow, r.value("content_hash", ""));
+            local.push_back(r);
+          }
+          if (s.ok()) {
+            ledger_ = std::move(l);
+            policy_ = std::move(p);
+            local_rules_ = std::move(local);
+            start = seq + 1;
+            if (from_snapshot != nullptr) *from_snapshot = true;
+          } else {
+            why = s.ToString();
+          }
+        }
+      }
+      if (!why.empty()) std::cerr << "tollgate decide: ignoring snapshot " << snapshot_path << ": " << why
+                                  << "; folding the whole log\n";
     }
   }
-  bool known = tool.rfind("cli:", 0) == 0;
-  for (const char* t : kOtherBuiltins) known = known || tool == t;
-  if (!known) {
-    return {{"verdict", "deny"}, {"reason", "unknown tool '" + tool + "'"}, {"rule", "slice:unknown-tool"},
-            {"danger_level", "CRITICAL"}, {"policy_version", kPolicyVersion}, {"error_code", errc::kUnknownTool}};
+  if (start == 1) {
+    ledger_ = BudgetLedger();
+    policy_ = PolicyInForce();
+    local_rules_.clear();
   }
-  return {{"verdict", "deny"},
-          {"reason", "'" + tool + "' is not a SAFE built-in; the slice policy allows only echo and current_time"},
-          {"rule", "slice:deny-rest"}, {"danger_level", "HIGH"}, {"policy_version", kPolicyVersion},
-          {"error_code", errc::kPolicyDenied}};
+  Event e;
+  std::string last_hash;
+  for (uint64_t seq = start; seq <= head_seq; ++seq) {
+    Status s = read(seq, &e);
+    if (!s.ok()) return s;
+    Fold(e);
+    last_hash = e.hash;
+  }
+  ledger_.set_applied_seq(std::max(ledger_.applied_seq(), head_seq));
+  if (snapshot_path.empty()) return Status::Ok();
+  if (head_seq > 0 && last_hash.empty()) {
+    Event head;
+    Status s = read(head_seq, &head);
+    if (!s.ok()) return s;
+    last_hash = head.hash;
+  }
+  Json body = {{"format", kSnapshotFormat}, {"seq", head_seq}, {"hash", last_hash},
+               {"ledger", ledger_.Serialize()}, {"local", local_rules_}};
+  if (policy_.has_policy()) {
+    body["policy"] = {{"doc", policy_.file()->doc()}, {"source", policy_.file()->source()}};
+  }
+  std::string bytes, out;
+  Status s = CanonicalBytes(body, &bytes);
+  if (s.ok()) s = CanonicalBytes(Json{{"body", body}, {"sha256", Sha256Hex(bytes)}}, &out);
+  if (!s.ok()) return s;
+  const std::string tmp = snapshot_path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << out;
+    if (!f) return Status::Error(errc::kLogIO, "cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, snapshot_path, ec);
+  if (ec) return Status::Error(errc::kLogIO, "cannot write " + snapshot_path + ": " + ec.message());
+  return Status::Ok();
+}
+
+StageResult DecideStage::Tick(const StageContext& ctx, const LogView& log) {
+  StageResult r;
+  if (config_.policy_path.empty()) return r;
+  std::lock_guard<std::mutex> lock(mu_);
+  struct stat st {};
+  if (::stat(config_.policy_path.c_str(), &st) != 0) {
+    if (file_error_.empty()) {
+      file_error_ = "cannot read policy file '" + config_.policy_path + "'";
+      std::cerr << "tollgate decide: " << file_error_
+                << (policy_.has_policy() ? "; the policy in force stays" : "; no policy in force") << "\n";
+    }
+    file_mtime_ns_ = file_size_ = -1;
+    return r;
+  }
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (mtime != file_mtime_ns_ || st.st_size != file_size_) {
+    file_mtime_ns_ = mtime;
+    file_size_ = st.st_size;
+    std::ifstream f(config_.policy_path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const std::string text = ss.str();
+    const std::string h = Sha256Hex(text);
+    if (h != file_bytes_hash_) {
+      file_bytes_hash_ = h;
+      PolicyPtr p;
+      Status s = LoadPolicyYaml(text, config_.policy_path, &p);
+      if (s.ok()) {
+        file_policy_ = std::move(p);
+        file_error_.clear();
+      } else {
+        file_policy_ = nullptr;
+        file_error_ = s.message();
+        std::cerr << "tollgate decide: policy file refused: " << config_.policy_path << ": " << s.message()
+                  << (policy_.has_policy() ? "; the policy in force stays (" + policy_.version() + ")"
+                                           : std::string("; no policy in force"))
+                  << "\n";
+      }
+    }
+  }
+  // Emit until the file's policy is in force: the event id is the content
+  // hash, so a repeat (an append that failed, a tick before the listener
+  // ran) appends nothing new.
+  if (file_policy_ != nullptr &&
+      (!policy_.has_policy() || policy_.file()->content_hash() != file_policy_->content_hash())) {
+    r.events.push_back(PolicyUpdatedEvent(*file_policy_, ctx.now_us));
+  }
+  return r;
 }
 
 StageResult DecideStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
@@ -46,7 +234,20 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     if (SourceOf(state.decision) != ctx.source) return r;
     decision = state.decision->data;
   } else {
-    decision = SlicePolicyDecision(flow.request.value("tool", ""));
+    // Decisions depend on the request's received_at, never the wall clock.
+    int64_t received_at = 0;
+    if (!ParseTime(flow.received_at, &received_at)) {
+      received_at = state.received != nullptr ? state.received->time_us : 0;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!policy_.has_policy()) {
+      r.error = Status::Error(errc::kNoPolicy, "no policy in force yet" +
+                                                   (file_error_.empty() ? std::string() : ": " + file_error_));
+      return r;
+    }
+    DecideInput input{&flow.request, received_at};
+    decision = Decide(policy_, ledger_, input);
+    ledger_.ApplyDecision(flow.request_id(), flow.request, decision);
     decision["source"] = ctx.source;
     r.events.push_back(FlowEvent(flow, "decision.made", ctx.now_us, decision));
   }

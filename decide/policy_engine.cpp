@@ -1104,6 +1104,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   d->danger = spec.danger;
   d->read_only = spec.read_only;
   if (!known) {
+    d->danger = DangerLevel::kCritical;  // nothing is known about it
     Step(d, "registry", "deny", "unknown tool");
     Finish(d, "deny", "unknown tool '" + *f.tool + "'", "registry:unknown-tool", errc::kUnknownTool);
     return;

@@ -55,7 +55,8 @@ def main():
     expected = {}
     calls = [("echo", {"text": f"hello {i}"}, "completed") for i in range(a.count)]
     calls.append(("current_time", {}, "completed"))
-    calls.append(("delete_file", {"path": "notes.txt"}, "denied"))
+    # The default policy's deny list keeps secrets off limits.
+    calls.append(("delete_file", {"path": "/etc/shadow"}, "denied"))
     for tool, args, want in calls:
         rid = "ex-" + uuid.uuid4().hex
         req = {"request_id": rid, "org_id": a.org, "agent_id": a.agent, "session_id": a.session,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "bench/decide_bench.h"
 #include "bench/log_bench.h"
 #include "bench/replay_bench.h"
 
@@ -38,6 +39,19 @@ TEST(ReplayBench, QuickRunReportsTheRatio) {
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
   }
   EXPECT_TRUE(r["met"].contains("redecide_vs_scan"));
+// `tollgate bench decide --quick`: every figure present, finite, positive.
+TEST(DecideBench, QuickRunReportsEveryFigure) {
+  bench::DecideBenchOptions o;
+  o.quick = true;
+  Json r = bench::RunDecideBench(o);
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  for (const char* key : {"p50_us", "p99_us", "p50_us_1000", "p99_us_1000", "growth_10x", "p50_json_us",
+                          "decisions_per_s", "regex_baseline_per_s", "decide_vs_baseline", "vs_cedar_p50", "vs_opa"}) {
+    ASSERT_TRUE(r.contains(key) && r[key].is_number()) << key << " in " << r.dump();
+    EXPECT_TRUE(std::isfinite(r[key].get<double>())) << key;
+    EXPECT_GT(r[key].get<double>(), 0) << key;
+  }
+  EXPECT_TRUE(r["met"]["p50_us"].is_boolean());
 }
 
 }  // namespace

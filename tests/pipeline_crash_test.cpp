@@ -879,7 +879,7 @@ TEST_F(PipelineCrashTest, UpServesSubmitAndStopsOnSigint) {
   EXPECT_EQ(r["result"]["data"].value("text", ""), "hi") << sout;
   EXPECT_EQ(run("submit-denied",
                 {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1", "--tool",
-                 "delete_file", "--args", R"({"path":"x"})", "--wait"},
+                 "delete_file", "--args", R"({"path":"/etc/shadow"})", "--wait"},
                 &sout),
             1)
       << sout;

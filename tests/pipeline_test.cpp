@@ -3,6 +3,9 @@
 // real Kafka clients (librdkafka, python3-confluent-kafka) as agents.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,12 +33,15 @@ class PipelineTest : public ::testing::Test {
     PipelineOptions o;
     o.data_dir = dir_.sub("data");
     o.durability = Durability::kBuffered;
+    o.policy_path = PolicyPath();
     ASSERT_TRUE(Pipeline::Start(o, &p_).ok());
     bus_.brokers = p_->bootstrap();
     bus_.extra["message.max.bytes"] = "16000000";
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
     ASSERT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
   }
+  // "" = the shipped default policy.
+  virtual std::string PolicyPath() { return ""; }
   void TearDown() override {
     // The contract holds for everything the pipeline wrote: every event
     // conforms to schemas/event + its data schema, every result to
@@ -167,7 +173,7 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
       {"k-type", wrong_type.dump(), "rejected", "E_INVALID_REQUEST", "args"},
       {"k-unknown", Request("unknown-tool", "teleport", Json::object(), "k-unknown").dump(), "denied",
        "E_UNKNOWN_TOOL", "teleport"},
-      {"k-denied", Request("denied-tool", "delete_file", {{"path", "x"}}, "k-denied").dump(), "denied",
+      {"k-denied", Request("denied-tool", "delete_file", {{"path", "/etc/shadow"}}, "k-denied").dump(), "denied",
        "E_POLICY_DENIED", "delete_file"},
   };
   for (const auto& c : cases) Send(c.key, c.value);
@@ -288,6 +294,58 @@ TEST_F(PipelineTest, BrokerFaultsLoseNothing) {
     EXPECT_EQ(Types(EventsOf(rid)), kCompleted) << rid;
   }
   EXPECT_TRUE(VerifyLog(p_->log().store()).ok());
+}
+
+// Reload without restart: editing the policy file appends policy.updated and
+// later decisions follow it; a bad edit is refused and the policy stays.
+class PipelinePolicyTest : public PipelineTest {
+ protected:
+  std::string PolicyPath() override {
+    std::ofstream(dir_.sub("policy.yaml")) << "allow: [\"builtin:echo\"]\n";
+    return dir_.sub("policy.yaml");
+  }
+  std::vector<Event> PolicyEvents() {
+    std::vector<Event> out;
+    for (uint64_t seq = 1; seq <= p_->log().head_seq(); ++seq) {
+      Event e;
+      if (p_->log().store().ReadEvent(seq, &e).ok() && e.type == "policy.updated") out.push_back(e);
+    }
+    return out;
+  }
+  bool WaitForPolicyEvents(size_t n) {
+    for (int i = 0; i < 200 && PolicyEvents().size() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return PolicyEvents().size() >= n;
+  }
+};
+
+TEST_F(PipelinePolicyTest, EditingThePolicyFileChangesLaterDecisions) {
+  ASSERT_TRUE(WaitForPolicyEvents(1));
+  Send("k1", Request("before-edit", "echo", {{"text", "one"}}).dump());
+  auto got = Collect(1);
+  ASSERT_EQ(got["before-edit"].size(), 1u);
+  EXPECT_EQ(got["before-edit"][0]["status"], "completed");
+  const std::string v1 = got["before-edit"][0]["decision"]["policy_version"];
+
+  std::ofstream(dir_.sub("policy.yaml"), std::ios::trunc) << "deny: [\"builtin:echo\"]\n";
+  ASSERT_TRUE(WaitForPolicyEvents(2));
+  Send("k2", Request("after-edit", "echo", {{"text", "two"}}).dump());
+  got = Collect(1);
+  ASSERT_EQ(got["after-edit"].size(), 1u);
+  EXPECT_EQ(got["after-edit"][0]["status"], "denied");
+  EXPECT_EQ(got["after-edit"][0]["result"]["error"]["code"], "E_POLICY_DENIED");
+  const std::string v2 = got["after-edit"][0]["decision"]["policy_version"];
+  EXPECT_NE(v1, v2);
+  EXPECT_EQ(PolicyEvents().back().data["policy_version"], v2);
+
+  // A bad edit: refused, nothing appended, the denying policy stays.
+  std::ofstream(dir_.sub("policy.yaml"), std::ios::trunc) << "deny: [\"builtin:echo\"\n";
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(PolicyEvents().size(), 2u);
+  Send("k3", Request("after-bad-edit", "echo", {{"text", "three"}}).dump());
+  got = Collect(1);
+  ASSERT_EQ(got["after-bad-edit"].size(), 1u);
+  EXPECT_EQ(got["after-bad-edit"][0]["status"], "denied");
+  EXPECT_EQ(got["after-bad-edit"][0]["decision"]["policy_version"], v2);
 }
 
 }  // namespace

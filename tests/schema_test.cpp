@@ -294,7 +294,10 @@ Json GoodData(std::string_view type) {
   }
   if (type == "decision.made") {
     return {{"verdict", "ask"}, {"reason", "writes files"}, {"rule", "writes-need-approval"},
-            {"danger_level", "MEDIUM"}, {"policy_version", "v3"}, {"reservation", {{"usd", 0.25}}}};
+            {"danger_level", "MEDIUM"}, {"policy_version", "v3"}, {"reservation", {{"usd", 0.25}}},
+            {"invocation", "builtin:write_file"}, {"read_only", false},
+            {"checks", {{{"check", "registry"}, {"result", "pass"}, {"detail", "MEDIUM, mutating"}}}},
+            {"approval", {{"quorum", 2}, {"approvers", {"alice", "bob"}}, {"timeout_s", 900}}}};
   }
   if (type == "approval.requested") return {{"approvers_needed", 2}, {"deadline", kTime}, {"args_hash", kHash}};
   if (type == "approval.granted") return {{"approver", "alice"}, {"scope", "always"}, {"comment", "ok"}};
@@ -305,7 +308,8 @@ Json GoodData(std::string_view type) {
     return {{"result", FailedToolResult()}, {"duration_ms", 12.5}, {"cost_usd", 0}, {"redacted", Json::array()}};
   }
   if (type == "policy.updated") {
-    return {{"policy_version", "v4"}, {"content_hash", kHash}, {"source", "policies/default.yaml"}};
+    return {{"policy_version", "v4"}, {"content_hash", kHash}, {"source", "policies/default.yaml"},
+            {"tier", "file"}, {"policy", {{"mode", "ask"}}}};
   }
   ADD_FAILURE() << "no example for " << type;
   return Json::object();
@@ -431,6 +435,9 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"decision.made", "/reservation", "x", false, "/data/reservation: expected object, got string"},
       {"decision.made", "/policy_version", nullptr, true, "/data: missing required field 'policy_version'"},
       {"decision.made", "/rule", 3, false, "/data/rule: expected string, got integer"},
+      {"decision.made", "/approval", nullptr, true, "approval"},
+      {"decision.made", "/approval/quorum", 0, false, "/data/approval/quorum: must be >= 1"},
+      {"decision.made", "/read_only", "yes", false, "/data/read_only: expected boolean, got string"},
       {"approval.requested", "/approvers_needed", 0, false, "/data/approvers_needed: must be >= 1"},
       {"approval.requested", "/approvers_needed", "2", false, "/data/approvers_needed: expected integer, got string"},
       {"approval.requested", "/deadline", nullptr, true, "/data: missing required field 'deadline'"},
@@ -451,6 +458,8 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"policy.updated", "/content_hash", "abc", false, "/data/content_hash: must be a SHA-256 digest"},
       {"policy.updated", "/source", nullptr, true, "/data: missing required field 'source'"},
       {"policy.updated", "/policy_version", "", false, "/data/policy_version: must not be empty"},
+      {"policy.updated", "/policy", nullptr, true, "policy"},
+      {"policy.updated", "/tier", "org", false, "/data/tier: must be one of"},
   };
   std::vector<std::string> covered;
   for (const Case& c : cases) {

@@ -149,12 +149,32 @@ TEST(Redact, FindsSecretsAtAnyDepthAndNamesThem) {
   EXPECT_EQ(paths, want);
 }
 
-TEST(Decide, SlicePolicyAllowsOnlySafeBuiltins) {
-  EXPECT_EQ(SlicePolicyDecision("echo")["verdict"], "allow");
-  EXPECT_EQ(SlicePolicyDecision("current_time")["verdict"], "allow");
-  EXPECT_EQ(SlicePolicyDecision("delete_file")["error_code"], "E_POLICY_DENIED");
-  EXPECT_EQ(SlicePolicyDecision("cli:deploy")["error_code"], "E_POLICY_DENIED");
-  EXPECT_EQ(SlicePolicyDecision("teleport")["error_code"], "E_UNKNOWN_TOOL");
+// The shipped default policy (config/default-policy.yaml): read-only
+// built-ins run, mutating ones ask, secrets and unknown tools are denied.
+TEST(Decide, DefaultPolicyAllowsReadOnlyAsksMutatingDeniesSecrets) {
+  PolicyPtr p;
+  ASSERT_TRUE(LoadPolicyFile(TOLLGATE_SOURCE_DIR "/config/default-policy.yaml", &p).ok());
+  PolicyInForce pif;
+  pif.SetFile(p);
+  BudgetLedger ledger;
+  auto decide = [&](const std::string& tool, Json args) {
+    Json req = {{"request_id", "r"}, {"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", tool},
+                {"args", std::move(args)}};
+    return Decide(pif, ledger, DecideInput{&req, 1'795'000'000'000'000});
+  };
+  for (const char* t : {"echo", "current_time", "calculate", "read_file", "list_directory", "file_exists",
+                        "search_files", "get_audit_log", "get_system_info"}) {
+    EXPECT_EQ(decide(t, {{"path", "notes.txt"}})["verdict"], "allow") << t;
+  }
+  for (const char* t : {"write_file", "delete_file", "execute_command", "cli:deploy"}) {
+    EXPECT_EQ(decide(t, {{"path", "notes.txt"}, {"command", "ls"}})["verdict"], "ask") << t;
+  }
+  EXPECT_EQ(decide("http_request", {{"method", "POST"}, {"url", "https://example.com/x"}})["verdict"], "ask");
+  EXPECT_EQ(decide("http_request", {{"method", "GET"}, {"url", "https://example.com/x"}})["verdict"], "allow");
+  EXPECT_EQ(decide("delete_file", {{"path", "/etc/shadow"}})["error_code"], "E_POLICY_DENIED");
+  EXPECT_EQ(decide("read_file", {{"path", "app/.env"}})["error_code"], "E_POLICY_DENIED");
+  EXPECT_EQ(decide("execute_command", {{"command", "cat ~/.ssh/id_rsa"}})["error_code"], "E_POLICY_DENIED");
+  EXPECT_EQ(decide("teleport", Json::object())["error_code"], "E_UNKNOWN_TOOL");
 }
 
 TEST(Reconcile, RedrivesEachUnfinishedStepAndEndsWhatItCannot) {
@@ -172,6 +192,9 @@ TEST(Reconcile, RedrivesEachUnfinishedStepAndEndsWhatItCannot) {
   EXPECT_FALSE(plan->event);
 
   DecideStage decide{DecideConfig{topics}};
+  PolicyPtr policy;
+  ASSERT_TRUE(LoadPolicyFile(TOLLGATE_SOURCE_DIR "/config/default-policy.yaml", &policy).ok());
+  decide.UsePolicy(policy);
   Message to_decide = plan->message;
   log.Append(decide.Process(to_decide, {2, "i/d/0/1"}, log));
   log.EventsOfRequest("p1", &ev);

@@ -1,0 +1,116 @@
+// `tollgate policy check FILE` and `tollgate policy explain ...`
+// (docs/policy.md): validate a policy file, and show what decide would do
+// with a call and why, without running anything.
+#include <filesystem>
+#include <iostream>
+
+#include "audit/log_store.h"
+#include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "decide/decide_stage.h"
+
+namespace tollgate::cli {
+namespace {
+
+int RunCheck(const std::string& file) {
+  PolicyPtr p;
+  Status s = LoadPolicyFile(file, &p);
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return 1;
+  }
+  std::cout << file << ": ok (" << p->version() << ", content_hash " << p->content_hash() << ")\n";
+  return 0;
+}
+
+struct ExplainFlags {
+  std::string agent, tool, args = "{}", session = "explain", org = "default", policy, data = kDefaultDataDir, at;
+  double cost = -1;
+};
+
+int RunExplain(const ExplainFlags& f) {
+  Json args;
+  if (!ParseJson(f.args, &args).ok() || !args.is_object()) {
+    std::cerr << "tollgate: --args must be a JSON object\n";
+    return 2;
+  }
+  DecideStage stage(DecideConfig{});
+  // Budgets (and agent-local rules, and the policy in force) from the log
+  // when there is one, read as a secondary like the audit commands do.
+  std::string from = "no log";
+  if (std::filesystem::exists(f.data + "/log")) {
+    std::unique_ptr<LogStore> store;
+    Status s = LogStore::Open(f.data + "/log", OpenMode::kSecondary, &store);
+    if (s.ok()) s = store->CatchUp();
+    uint64_t head = 0;
+    Digest hash;
+    if (s.ok()) s = store->ReadHead(&head, &hash);
+    if (s.ok()) {
+      s = stage.Rebuild(head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "");
+    }
+    if (!s.ok()) {
+      std::cerr << "tollgate: cannot read the log under " << f.data << ": " << s.ToString() << "\n";
+      return 1;
+    }
+    from = f.data + "/log up to seq " + std::to_string(head);
+  }
+  if (!f.policy.empty() || !stage.policy().has_policy()) {
+    PolicyPtr p;
+    const std::string path = f.policy.empty() ? DefaultPolicyPath() : f.policy;
+    Status s = LoadPolicyFile(path, &p);
+    if (!s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+    stage.UsePolicy(p);
+  }
+  int64_t at = NowMicros();
+  if (!f.at.empty()) at = ParseTimeFlag("--at", f.at);
+  Json request = {{"request_id", "explain"}, {"org_id", f.org},   {"agent_id", f.agent},
+                  {"session_id", f.session}, {"tool", f.tool},    {"args", args}};
+  if (f.cost >= 0) request["estimated_cost_usd"] = f.cost;
+  PolicyInForce pif = stage.policy();
+  BudgetLedger ledger = stage.ledger();
+  Json d = Decide(pif, ledger, DecideInput{&request, at});
+  std::cout << "verdict   " << d["verdict"].get<std::string>() << "\n"
+            << "reason    " << d["reason"].get<std::string>() << "\n"
+            << "rule      " << d["rule"].get<std::string>() << "\n"
+            << "danger    " << d["danger_level"].get<std::string>() << (d["read_only"] == true ? ", read-only" : ", mutating")
+            << "\n"
+            << "invocation " << d["invocation"].get<std::string>() << "\n"
+            << "policy    " << d["policy_version"].get<std::string>() << " (budgets from " << from << ")\n"
+            << "checks:\n";
+  for (const auto& c : d["checks"]) {
+    std::cout << "  " << c["check"].get<std::string>() << ": " << c["result"].get<std::string>();
+    if (!c["detail"].get<std::string>().empty()) std::cout << "  (" << c["detail"].get<std::string>() << ")";
+    std::cout << "\n";
+  }
+  std::cout << d.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void AddPolicyCommands(CLI::App& app, int* exit_code) {
+  auto* policy = app.add_subcommand("policy", "check a policy file, explain a decision");
+  policy->require_subcommand(1);
+  auto file = std::make_shared<std::string>();
+  auto* check = policy->add_subcommand("check", "validate a policy file (exit 1 with line-numbered errors)");
+  check->add_option("FILE", *file, "the policy file (YAML)")->required();
+  check->callback([file, exit_code] { *exit_code = RunCheck(*file); });
+
+  auto f = std::make_shared<ExplainFlags>();
+  auto* explain = policy->add_subcommand("explain", "the decision for a call and the path through the checks; nothing runs");
+  explain->add_option("--agent", f->agent, "agent id")->required();
+  explain->add_option("--tool", f->tool, "tool name")->required();
+  explain->add_option("--args", f->args, "the call's args (JSON object)")->capture_default_str();
+  explain->add_option("--session", f->session, "session id")->capture_default_str();
+  explain->add_option("--org", f->org, "org id")->capture_default_str();
+  explain->add_option("--cost", f->cost, "estimated_cost_usd of the call");
+  explain->add_option("--at", f->at, "received_at (RFC 3339; default now)");
+  explain->add_option("--policy", f->policy, "policy file (default: the policy in force in the log, else the shipped default)");
+  explain->add_option("--data", f->data, "data directory whose log supplies budgets")->capture_default_str();
+  explain->callback([f, exit_code] { *exit_code = RunExplain(*f); });
+}
+
+}  // namespace tollgate::cli
