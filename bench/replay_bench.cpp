@@ -163,7 +163,7 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
     Status s = BuildSession(root + "/log", opt.requests, &log);
     if (!s.ok()) return Fail(s);
     const LogStore& store = log->store();
-    const replay::Target target{"big", "", std::nullopt, std::nullopt};
+    const replay::Target target = replay::Target::Session("big");
     std::vector<double> raw_rates, redecide_rates, decoded_rates, read_us, fold_us;
     size_t events = 0;
     // Alternating rounds, the first of each thrown away (warm-up: block

@@ -24,6 +24,11 @@ struct Target {
   std::string agent_id;
   std::optional<int64_t> since_us, until_us;
   bool Matches(std::string_view session, std::string_view agent, int64_t time_us) const;
+  static Target Session(std::string id) {
+    Target t;
+    t.session_id = std::move(id);
+    return t;
+  }
 };
 
 // Every event of `session_id`, in seq order (prev_hash and hash filled in).

@@ -39,6 +39,8 @@ TEST(ReplayBench, QuickRunReportsTheRatio) {
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
   }
   EXPECT_TRUE(r["met"].contains("redecide_vs_scan"));
+}
+
 // `tollgate bench decide --quick`: every figure present, finite, positive.
 TEST(DecideBench, QuickRunReportsEveryFigure) {
   bench::DecideBenchOptions o;

@@ -12,8 +12,11 @@
 #include "audit/verify.h"
 #include "cli/pipeline.h"
 #include "core/messages.h"
+#include "replay/chain_check.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
+#include "replay/redecide.h"
+#include "replay/timeline.h"
 #include "test_util.h"
 
 namespace tollgate {
@@ -183,6 +186,34 @@ TEST_F(ReplayPipelineTest, ARestartedReplayGoesOnWhereItStopped) {
   AgentRun again(o);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again.Call("r2", "s1", "echo", {{"n", 1}})["result"]["meta"]["replayed"]["from_request_id"], "c");
+}
+
+// The decisions decide's stage made in a real run re-decide to the same
+// thing from the log alone (policy.updated from the stage's load, budgets
+// folded from the ledger's events), and the timeline has every step.
+TEST_F(ReplayPipelineTest, VerifyOfARealRunIsCleanAndItsTimelineComplete) {
+  std::unique_ptr<LogStore> store;
+  ASSERT_TRUE(LogStore::Open(dir_.sub("recorded") + "/log", OpenMode::kReadOnly, &store).ok());
+  std::vector<Event> inputs;
+  ASSERT_TRUE(replay::ReadDecisionInputs(*store, replay::Target::Session("s1"), &inputs).ok());
+  replay::RedecideReport r = replay::Redecide(inputs, replay::Target::Session("s1"), {});
+  EXPECT_EQ(r.decisions, 4u) << replay::FormatReport(r);
+  EXPECT_TRUE(r.clean()) << replay::FormatReport(r);
+
+  std::vector<Event> events;
+  ASSERT_TRUE(replay::ReadSession(*store, "s1", &events).ok());
+  replay::SessionTimeline t = replay::BuildTimeline("s1", events);
+  ASSERT_EQ(t.requests.size(), 4u);
+  for (const auto& req : t.requests) {
+    EXPECT_EQ(req.status, "completed") << req.request_id;
+    EXPECT_EQ(req.verdict, "allow") << req.request_id;
+    EXPECT_FALSE(req.policy_version.empty());
+    EXPECT_TRUE(req.executed && req.success) << req.request_id;
+  }
+  EXPECT_EQ(t.requests[3].result["result"]["data"], recorded_["t"]["result"]["data"]);
+  auto problems = replay::CheckSessionChain(
+      events, [&store](uint64_t seq, replay::ChainLink* l) { return replay::ReadLink(*store, seq, l); });
+  EXPECT_TRUE(problems.empty());
 }
 
 TEST(ReplayPipelineStart, ARecordingThatCannotBeReadStopsTheStart) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <fstream>
 
 #include "audit/event_log.h"
@@ -427,7 +430,7 @@ TEST_F(RedecideTest, VerifyOfAnUntouchedLogFindsNothing) {
   dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
   RecordSession("s1", kT0 + 1000);
   RecordSession("s2", kT0 + 100'000);  // the same org: shares nothing but the org
-  RedecideReport r = Run(Target{"s1"});
+  RedecideReport r = Run(Target::Session("s1"));
   EXPECT_EQ(r.decisions, 7u);
   EXPECT_TRUE(r.clean()) << FormatReport(r);
   EXPECT_EQ(r.budget_denials_recorded, 1u);
@@ -451,7 +454,7 @@ TEST_F(RedecideTest, VerifyReportsDecisionsAPolicyChangeBehindTheLogsBackAltered
   dec_->Bypass(MustLoad(bypass));
   EXPECT_EQ(dec_->Call("late-echo", "s1", "echo", {{"text", "hi"}}, kT0 + 200'000), "deny");
   EXPECT_EQ(dec_->Call("late-write", "s1", "write_file", {{"path", "/srv/o2"}, {"content", "y"}}, kT0 + 210'000), "ask");
-  RedecideReport r = Run(Target{"s1"});
+  RedecideReport r = Run(Target::Session("s1"));
   EXPECT_EQ(r.decisions, 9u);
   ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
   // The deny itself, and the write: same verdict, but under another policy version.
@@ -468,11 +471,11 @@ TEST_F(RedecideTest, VerifyReportsAnEditedDecision) {
   dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
   RecordSession("s1", kT0 + 1000);
   std::vector<Event> events;
-  ASSERT_TRUE(ReadDecisionInputs(log_->store(), Target{"s1"}, &events).ok());
+  ASSERT_TRUE(ReadDecisionInputs(log_->store(), Target::Session("s1"), &events).ok());
   for (Event& e : events) {
     if (e.type == "decision.made" && e.request_id == "s1-del") e.data["verdict"] = "allow";
   }
-  RedecideReport r = Redecide(events, Target{"s1"}, {});
+  RedecideReport r = Redecide(events, Target::Session("s1"), {});
   ASSERT_EQ(r.changes.size(), 1u) << FormatReport(r);
   EXPECT_EQ(r.changes[0].request_id, "s1-del");
   EXPECT_EQ(r.changes[0].transition(), "allow→deny");
@@ -480,7 +483,7 @@ TEST_F(RedecideTest, VerifyReportsAnEditedDecision) {
 
 TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
   rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}}, kT0);  // slice-era decision, no policy.updated
-  RedecideReport r = Run(Target{"s1"});
+  RedecideReport r = Run(Target::Session("s1"));
   EXPECT_EQ(r.decisions, 0u);
   ASSERT_EQ(r.not_redecided.size(), 1u);
   EXPECT_NE(r.not_redecided[0].note.find("no policy.updated"), std::string::npos);
@@ -502,7 +505,7 @@ tools:
 budgets:
   - {name: session-usd, scope: session, window: session, max_usd: 2.5}
 )";
-  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
   EXPECT_TRUE(r.what_if);
   std::map<std::string, std::string> got;
   for (const auto& c : r.changes) got[c.request_id] = c.transition();
@@ -537,7 +540,7 @@ tools:
 budgets:
   - {name: session-usd, scope: session, window: session, max_usd: 2.5}
 )";
-  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
   std::map<std::string, std::string> got;
   for (const auto& c : r.changes) got[c.request_id] = c.transition();
   EXPECT_EQ(got["s1-write"], "ask→allow") << FormatReport(r);
@@ -552,7 +555,7 @@ TEST_F(RedecideTest, WhatIfBudgetEffect) {
   RecordSession("s1", kT0 + 1000);
   std::string candidate = kLoggedPolicy;
   candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/b/*\", \"delete_file:*\"");
-  RedecideReport r = Run(Target{"s1"}, MustLoad(candidate));
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
   ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
   EXPECT_EQ(r.changes[0].request_id, "s1-read2");
   EXPECT_EQ(r.changes[0].transition(), "allow→deny");
@@ -589,6 +592,76 @@ TEST_F(RedecideTest, WhatIfOverAnAgentsSessionsInATimeRange) {
   r = Run(t, MustLoad(candidate));
   ASSERT_EQ(r.changes.size(), 1u);
   EXPECT_EQ(r.changes[0].request_id, "s2-echo");
+}
+
+// ---------------------------------------------------------------------------
+// The CLI on a closed log: exit codes and output.
+
+struct CliResult {
+  int code = -1;
+  std::string out;
+};
+
+CliResult Tollgate(const std::string& args) {
+  CliResult r;
+  std::string cmd = std::string(TOLLGATE_BIN) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  int status = pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(RedecideTest, CliTimelineVerifyAndWhatIf) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 1'000'000);
+  std::string bypass = kLoggedPolicy;
+  bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  dec_->Bypass(MustLoad(bypass));
+  dec_->Call("s2-late", "s2", "echo", {{"text", "late"}}, kT0 + 2'000'000);
+  log_.reset();  // closed, as a log copied off a server
+  const std::string data = " --data " + dir_.path();
+  {
+    std::ofstream out(dir_.sub("candidate.yaml"));
+    out << bypass;
+  }
+
+  CliResult t = Tollgate("replay s1" + data);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("#7 s1-read3  read_file  → denied"), std::string::npos) << t.out;
+  t = Tollgate("replay s1 --json" + data);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_EQ(Json::parse(t.out)["requests"].size(), 7u);
+
+  CliResult v = Tollgate("replay s1 --verify" + data);
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("every hash and both links hold"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("7 decisions re-decided, 0 differ"), std::string::npos) << v.out;
+  v = Tollgate("replay s2 --verify --json" + data);
+  EXPECT_EQ(v.code, 1) << v.out;
+  Json vj = Json::parse(v.out);
+  ASSERT_EQ(vj["verify"]["changes"].size(), 1u) << v.out;
+  EXPECT_EQ(vj["verify"]["changes"][0]["request_id"], "s2-late");
+  EXPECT_TRUE(vj["chain"]["ok"]);
+
+  CliResult w = Tollgate("replay s1 --json --policy " + dir_.sub("candidate.yaml") + data);
+  EXPECT_EQ(w.code, 0) << w.out;
+  Json wj = Json::parse(w.out)["what_if"];
+  EXPECT_EQ(wj["transitions"]["allow→deny"], 1) << w.out;
+  EXPECT_EQ(wj["changes"][0]["request_id"], "s1-echo");
+
+  CliResult a = Tollgate("replay --agent agent-1 --policy " + dir_.sub("candidate.yaml") + data);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("session s1: 7 decisions, 1 change verdict"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("session s2: 8 decisions, 1 change verdict"), std::string::npos) << a.out;
+
+  EXPECT_EQ(Tollgate("replay nope" + data).code, 2);
+  EXPECT_EQ(Tollgate("replay --agent agent-1" + data).code, 2) << "--agent needs --policy or --verify";
+  EXPECT_EQ(Tollgate("replay s1 --policy " + dir_.sub("missing.yaml") + data).code, 2);
 }
 
 TEST(FormatDurationTest, PicksAReadableUnit) {
