@@ -30,7 +30,8 @@ double Median(std::vector<double> v) {
 Json Fail(const Status& s) { return Json{{"error", s.ToString()}}; }
 
 // A policy with the checks a real one has: deny globs, allows, a rule, a
-// registry with costs, and budgets that every call is checked against.
+// registry with costs, and budgets (as the default policy's) that every
+// call is checked against.
 constexpr const char* kBenchPolicy = R"(
 version: 1
 mode: ask
@@ -41,6 +42,9 @@ rules:
   - {name: no-tmp-writes, tool: write_file, verdict: deny, when: {file_prefix: /tmp}}
 tools:
   read_file: {danger: LOW, read_only: true, cost_usd: 0.001}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 1000000}
+  - {name: agent-daily-usd, scope: agent, window: day, max_usd: 1000000}
 )";
 
 // Builds the log: the policy, then one session of `n` requests (received,
