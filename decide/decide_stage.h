@@ -49,10 +49,13 @@ class DecideStage : public Stage {
   using ReadEventFn = std::function<Status(uint64_t seq, Event* out)>;
   // Folds events 1..head_seq into the policy in force and the ledger. When
   // `snapshot_path` holds a valid snapshot (checksum ok, covering seq S <=
-  // head_seq whose event hash still matches), folds only S+1..head_seq; a
+  // head_seq whose event id still matches), starts from it and folds only
+  // the events from a margin before S (a snapshot taken while listeners ran
+  // may lack a group delivered out of order; the fold is idempotent); a
   // corrupt or stale snapshot falls back to the full fold. Then writes a new
-  // snapshot covering head_seq ("" = no snapshot). *from_snapshot (optional)
-  // says whether the snapshot was used.
+  // snapshot covering head_seq ("" = no snapshot), and Tick() refreshes it
+  // every few minutes while the stage runs. *from_snapshot (optional) says
+  // whether the snapshot was used.
   Status Rebuild(uint64_t head_seq, const ReadEventFn& read, const std::string& snapshot_path,
                  bool* from_snapshot = nullptr);
   // The LogSink listener.
@@ -66,12 +69,18 @@ class DecideStage : public Stage {
 
  private:
   void Fold(const Event& e);  // requires mu_
+  Status WriteSnapshotLocked(uint64_t seq, const std::string& event_id);  // requires mu_
 
   DecideConfig config_;
   mutable std::mutex mu_;
   PolicyInForce policy_;
   BudgetLedger ledger_;
   std::vector<Json> local_rules_;  // agent_local policy.updated data, for the snapshot
+  std::string snapshot_path_;      // from Rebuild; "" = none
+  uint64_t snapshot_seq_ = 0;      // what the last snapshot covers
+  int64_t last_snapshot_us_ = 0;
+  uint64_t max_seq_seen_ = 0;      // largest seq folded, and its event id
+  std::string max_seq_id_;
   // The watched file as last seen.
   int64_t file_mtime_ns_ = -1;
   int64_t file_size_ = -1;

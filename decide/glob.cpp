@@ -120,24 +120,25 @@ std::string EscapeGlob(std::string_view literal) {
   return out;
 }
 
-// ---- GlobSet: buckets by the first kIndexBytes of the literal prefix.
-namespace {
-constexpr size_t kIndexBytes = 16;
-struct SvHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-struct SvEq {
-  using is_transparent = void;
-  bool operator()(std::string_view a, std::string_view b) const { return a == b; }
-};
-}  // namespace
-
+// ---- GlobSet: a trie over the globs' literal prefixes. A lookup walks the
+// text down the trie (at most the longest literal prefix, usually a few
+// dozen steps) and tries only the globs whose whole literal prefix the text
+// starts with, so its cost follows the text and the matching globs, not
+// the size of the list.
 struct GlobSet::Index {
+  struct Node {
+    std::vector<std::pair<char, int32_t>> kids;  // byte -> node
+    std::vector<int> globs;                      // ascending list positions
+  };
   std::vector<Glob> globs;
-  // key length -> (key -> glob indexes, ascending)
-  std::vector<size_t> lengths;  // ascending, distinct
-  std::unordered_map<size_t, std::unordered_map<std::string, std::vector<int>, SvHash, SvEq>> buckets;
+  std::vector<Node> nodes{1};  // nodes[0]: the root
+
+  int32_t Child(int32_t n, char c) const {
+    for (const auto& [k, v] : nodes[n].kids) {
+      if (k == c) return v;
+    }
+    return -1;
+  }
 };
 
 GlobSet::GlobSet() : index_(std::make_unique<Index>()) {}
@@ -153,15 +154,19 @@ GlobSet& GlobSet::operator=(const GlobSet& o) {
 bool GlobSet::Add(std::string_view pattern, std::string* error) {
   Glob g;
   if (!Glob::Compile(pattern, &g, error)) return false;
-  std::string key = g.literal_prefix().substr(0, kIndexBytes);
-  int at = static_cast<int>(index_->globs.size());
-  index_->globs.push_back(std::move(g));
-  auto& by_key = index_->buckets[key.size()];
-  by_key[key].push_back(at);
-  if (std::find(index_->lengths.begin(), index_->lengths.end(), key.size()) == index_->lengths.end()) {
-    index_->lengths.push_back(key.size());
-    std::sort(index_->lengths.begin(), index_->lengths.end());
+  Index& ix = *index_;
+  int32_t n = 0;
+  for (char c : g.literal_prefix()) {
+    int32_t next = ix.Child(n, c);
+    if (next < 0) {
+      next = static_cast<int32_t>(ix.nodes.size());
+      ix.nodes[n].kids.emplace_back(c, next);
+      ix.nodes.emplace_back();
+    }
+    n = next;
   }
+  ix.nodes[n].globs.push_back(static_cast<int>(ix.globs.size()));
+  ix.globs.push_back(std::move(g));
   return true;
 }
 
@@ -169,18 +174,19 @@ int GlobSet::FirstMatch(std::string_view text) const {
   const Index& ix = *index_;
   if (ix.globs.empty()) return -1;
   int best = -1;
-  for (size_t len : ix.lengths) {
-    if (len > text.size()) break;
-    const auto& by_key = ix.buckets.find(len)->second;
-    auto it = by_key.find(text.substr(0, len));
-    if (it == by_key.end()) continue;
-    for (int i : it->second) {
+  int32_t n = 0;
+  size_t depth = 0;
+  for (;;) {
+    for (int i : ix.nodes[n].globs) {
       if (best >= 0 && i >= best) break;  // ascending: nothing earlier left here
       if (ix.globs[i].Match(text)) {
         best = i;
         break;
       }
     }
+    if (depth >= text.size()) break;
+    n = ix.Child(n, text[depth++]);
+    if (n < 0) break;
   }
   return best;
 }

@@ -501,6 +501,35 @@ struct Compiler {
         for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
       if (ap.contains("groups"))
         for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
+      // A quorum its own approver list cannot reach would make every such
+      // ask wait for its timeout: refuse the file instead.
+      auto reachable = [&](const ApprovalSpec& a, const std::string& ptr) {
+        if (!a.has_approvers || a.approvers.empty()) return true;
+        std::set<std::string> who;
+        for (const auto& x : a.approvers) {
+          if (x.rfind("group:", 0) == 0) {
+            auto it = c->groups.find(x.substr(6));
+            if (it == c->groups.end()) return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
+            who.insert(it->second.begin(), it->second.end());
+          } else {
+            who.insert(x);
+          }
+        }
+        if (a.quorum > 0 && static_cast<size_t>(a.quorum) > who.size()) {
+          return Fail(ptr, "quorum " + std::to_string(a.quorum) + " needs at least that many approvers; " +
+                               std::to_string(who.size()) + " listed");
+        }
+        return true;
+      };
+      if (!reachable(c->approval_default, "/approvals/default")) return false;
+      for (const char* section : {"danger", "tools", "orgs"}) {
+        const auto& m = std::string(section) == "danger" ? c->approval_by_danger
+                        : std::string(section) == "tools" ? c->approval_by_tool
+                                                          : c->approval_by_org;
+        for (const auto& [k, a] : m) {
+          if (!reachable(a, std::string("/approvals/") + section + "/" + PointerToken(k))) return false;
+        }
+      }
     }
     return true;
   }
@@ -532,9 +561,10 @@ std::string Compiler::NormPath(std::string_view p) {
   return out;
 }
 
+// Path-component prefix: "/etc" covers "/etc" and "/etc/x", not "/etcetera".
 bool UnderPrefix(const std::string& path, const std::string& prefix) {
-  if (prefix == "/" || prefix.empty()) return !path.empty() && (prefix.empty() || path[0] == '/') &&
-                                                path.find("..") != 0 && path.find("/..") != 0;
+  if (prefix.empty()) return false;
+  if (prefix == "/") return !path.empty() && path[0] == '/';
   if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
   return path.size() == prefix.size() || path[prefix.size()] == '/';
 }
@@ -1097,8 +1127,9 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   } else if (IsFileTool(*f.tool)) {
     std::string p = FilePathArg(*f.args);
     if (!p.empty()) {
+      // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
       f.file_path = Compiler::NormPath(p);
-      f.subject2 = *f.tool + ":" + p;
+      f.subject2 = *f.tool + ":" + f.file_path;
     }
   }
   d->danger = spec.danger;
@@ -1155,7 +1186,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
       Step(d, "deny", "deny", pat);
-      Finish(d, "deny", "matches deny pattern '" + pat + "'",
+      const std::string& what = t->deny.at(i).Match(inv) ? inv : f.subject2;
+      Finish(d, "deny", "'" + what + "' matches deny pattern '" + pat + "'",
              std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
       return;
     }

@@ -80,10 +80,10 @@ class Glob {
 // so that it matches exactly `literal` (the contract's "allow always" rule).
 std::string EscapeGlob(std::string_view literal);
 
-// A list of globs indexed by literal prefix: a lookup costs one hash probe
-// per distinct prefix length plus the globs that share the invocation's
-// prefix, not a scan of the list. Reports the first glob (in list order)
-// that matches.
+// A list of globs indexed by literal prefix (a trie): a lookup walks the
+// text down the trie and tries only the globs whose literal prefix the text
+// starts with, not a scan of the list. Reports the first glob (in list
+// order) that matches.
 class GlobSet {
  public:
   GlobSet();

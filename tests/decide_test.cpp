@@ -113,6 +113,9 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
       {"budgets:\n  - {name: b, window: fortnight, max_usd: 1}\n", "line 2:"},
       {"unknown_key: 1\n", "unknown_key"},
       {"- just\n- a list\n", "mapping"},
+      {"approvals:\n  groups: {ops: [alice]}\n  danger:\n    CRITICAL: {quorum: 2, approvers: [\"group:ops\"]}\n",
+       "line 4: quorum 2 needs at least that many approvers; 1 listed"},
+      {"approvals:\n  tools:\n    x: {approvers: [\"group:nobody\"]}\n", "unknown approver group 'nobody'"},
   };
   for (const auto& c : cases) {
     PolicyPtr p;
@@ -151,6 +154,7 @@ approval_threshold: HIGH
 deny:
   - "*:*password*"
   - "bash:rm *"
+  - "*:*/etc/shadow*"
 allow:
   - "*:*"            # the org allows everything not denied (deny still wins)
 tool_allowlist: [echo, read_file, write_file, delete_file, http_request, execute_command, "cli:*", current_time]
@@ -252,6 +256,8 @@ TEST(Precedence, OrgAllowEverythingStillHonoursDenyRulesGrantsAndModes) {
        "org.deny:*:*password*", "E_POLICY_DENIED"},
       {"deny beats allow for file path subjects", "anyone", "read_file", {{"path", "/srv/password.txt"}}, "deny",
        "org.deny:", "E_POLICY_DENIED"},
+      {"file subjects are normalised", "anyone", "delete_file", {{"path", "/etc//./shadow"}}, "deny",
+       "org.deny:*:*/etc/shadow*", "E_POLICY_DENIED"},
       {"bash deny", "anyone", "execute_command", {{"command", "rm -rf x"}}, "deny", "org.deny:bash:rm *",
        "E_POLICY_DENIED"},
       {"org allow", "anyone", "write_file", {{"path", "notes.txt"}}, "allow", "org.allow:*:*", ""},
@@ -715,6 +721,50 @@ TEST(DecideStage, RebuildFromARealLogWithSnapshotEqualsTheLiveState) {
   DecideStage fourth(DecideConfig{});
   ASSERT_TRUE(fourth.Rebuild(3, read, snap, &used).ok());  // third rewrote it at head
   EXPECT_FALSE(used);
+}
+
+// Tick refreshes the snapshot while the stage runs. Listeners of different
+// stages may deliver groups out of seq order, so a snapshot can claim a seq
+// whose predecessors it has not all seen; the restart's refold margin puts
+// the missing group back.
+TEST(DecideStage, PeriodicSnapshotWithAnOutOfOrderGroupRebuildsExactly) {
+  TempDir dir;
+  std::vector<Event> log;  // log[i] has seq i + 1
+  for (int i = 0; i < 1500; ++i) {
+    const std::string rid = "p" + std::to_string(i);
+    Event e = testing::MakeEvent(i % 2 ? "execution.completed" : "decision.made", i % 2 ? "p" + std::to_string(i - 1) : rid);
+    e.data = i % 2 ? Json{{"cost_usd", 0.5}}
+                   : Json{{"verdict", "allow"}, {"reservation", {{"usd", 1}, {"received_at", FormatTime(kT0 + i)}}}};
+    e.seq = i + 1;
+    log.push_back(e);
+  }
+  auto read = [&](uint64_t seq, Event* e) {
+    if (seq == 0 || seq > log.size()) return Status::Error("E_NOT_FOUND", "no such seq");
+    *e = log[seq - 1];
+    return Status::Ok();
+  };
+  const std::string snap = dir.sub("decide-ledger.snapshot");
+  DecideStage live(DecideConfig{});
+  ASSERT_TRUE(live.Rebuild(0, read, snap).ok());
+  std::vector<Event> late;
+  for (const Event& e : log) {
+    if (e.seq == 1099 || e.seq == 1100) late.push_back(e);  // a request whose group's listener runs late
+    else live.OnAppended({e});
+  }
+  live.Tick({kT0 + 301 * kSec, ""}, VectorLog());  // snapshot now: covers seq 1500, lacks 1099-1100
+  live.OnAppended(late);
+
+  DecideStage restarted(DecideConfig{});
+  bool used = false;
+  ASSERT_TRUE(restarted.Rebuild(log.size(), read, snap, &used).ok());
+  EXPECT_TRUE(used);
+  DecideStage full(DecideConfig{});
+  ASSERT_TRUE(full.Rebuild(log.size(), read, "").ok());
+  EXPECT_TRUE(restarted.ledger() == full.ledger());
+  EXPECT_TRUE(live.ledger() == full.ledger());
+  const BudgetEntry* e = restarted.ledger().Find("p1098");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->state, BudgetEntry::State::kSettled) << "the late group's settlement is in";
 }
 
 }  // namespace
