@@ -5,6 +5,7 @@
 #include "bench/decide_bench.h"
 #include "bench/log_bench.h"
 #include "bench/pipeline_bench.h"
+#include "bench/replay_bench.h"
 #include "cli/commands.h"
 
 namespace tollgate::cli {
@@ -51,6 +52,18 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   pipeline->add_flag("--quick", popts->quick, "small sizes (seconds, not minutes)");
   pipeline->callback([popts, exit_code] {
     Json result = bench::RunPipelineBench(*popts);
+    std::cout << result.dump() << std::endl;
+    *exit_code = result.contains("error") ? 1 : 0;
+  });
+
+  auto ropts = std::make_shared<bench::ReplayBenchOptions>();
+  auto* rep = bench->add_subcommand("replay", "re-decision of a large session vs a raw scan of the same events");
+  rep->add_option("--dir", ropts->dir, "scratch directory (default: a temp dir)");
+  rep->add_option("--requests", ropts->requests, "requests in the session (4 events each)")->capture_default_str();
+  rep->add_option("--rounds", ropts->rounds, "measured rounds (medians are reported)")->capture_default_str();
+  rep->add_flag("--quick", ropts->quick, "small sizes (seconds)");
+  rep->callback([ropts, exit_code] {
+    Json result = bench::RunReplayBench(*ropts);
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
   });

@@ -15,6 +15,7 @@ void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
 void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
+void AddReplayCommands(CLI::App& app, int* exit_code);
 void AddPolicyCommands(CLI::App& app, int* exit_code);  // policy check|explain
 void AddApprovalsCommands(CLI::App& app, int* exit_code);  // approvals and tokens
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   tollgate::cli::AddSubmitCommand(app, &exit_code);
   tollgate::cli::AddAuditCommands(app, &exit_code);
   tollgate::cli::AddBenchCommands(app, &exit_code);
+  tollgate::cli::AddReplayCommands(app, &exit_code);
   tollgate::cli::AddPolicyCommands(app, &exit_code);
   tollgate::cli::AddApprovalsCommands(app, &exit_code);
   try {

@@ -10,6 +10,7 @@
 #include "decide/decide_stage.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
+#include "replay/replay_stage.h"
 
 namespace tollgate {
 namespace {
@@ -173,17 +174,26 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     p->approve_ = raw;
     p->stages_.push_back(std::move(approve));
   }
-  auto policy = std::make_shared<ExecutePolicy>();
-  s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
-  if (!s.ok()) return s;
-  if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
-  if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
-  p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
-  ExecuteConfig ec;
-  ec.topics = topics;
-  ec.policy = policy;
-  ec.audit = p->audit_reader_.get();
-  p->stages_.push_back(std::make_unique<ExecuteStage>(ec));
+  if (options.replay_from.empty()) {
+    auto policy = std::make_shared<ExecutePolicy>();
+    s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
+    if (!s.ok()) return s;
+    if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
+    if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
+    p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
+    ExecuteConfig ec;
+    ec.topics = topics;
+    ec.policy = policy;
+    ec.audit = p->audit_reader_.get();
+    p->stages_.push_back(std::make_unique<ExecuteStage>(ec));
+  } else {
+    // Recorded-result replay: replay/'s stage takes execute's place (no
+    // executor is built, so nothing can run a tool).
+    p->stages_.emplace_back();
+    s = replay::MakeReplayStage(topics, options.replay_from, options.replay_session, p->log_->store(),
+                                &p->stages_.back());
+    if (!s.ok()) return s;
+  }
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
     RunnerOptions ro;

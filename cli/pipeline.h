@@ -29,6 +29,11 @@ struct PipelineOptions {
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
   bool write_endpoints = true;             // data_dir/endpoints.json
+  // Recorded-result replay (replay/replay_stage.h): when set, a replay
+  // stage serving the results recorded in this data dir, log or export
+  // takes execute's place; nothing is executed.
+  std::string replay_from;
+  std::string replay_session;  // match every session against this recorded one
   // The policy file (decide watches it; execute reads its own section).
   // Empty: config/default-policy.yaml of the source tree or next to the
   // binary (DefaultPolicyPath()).

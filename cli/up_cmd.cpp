@@ -73,6 +73,8 @@ int RunUp(UpFlags& f) {
             << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
             << "  log        " << data << "/log  (durability " << f.durability << ", head seq " << p->log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
+            << (f.pipeline.replay_from.empty() ? "" : "  replay     serving the results recorded in " + f.pipeline.replay_from +
+                                                       " (nothing is executed)\n")
             << "  policy     " << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
             << "  (edit it to reload; `tollgate policy check FILE` first)\n"
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
@@ -125,6 +127,10 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_option("--replay-from", f->pipeline.replay_from,
+                 "serve the tool results recorded in this data dir, log or export instead of executing");
+  up->add_option("--replay-session", f->pipeline.replay_session,
+                 "with --replay-from: match every session against this recorded session");
   up->add_option("--policy", f->pipeline.policy_path,
                  "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
   f->pipeline.http_listen = "127.0.0.1:0";

@@ -6,6 +6,7 @@
 
 #include "bench/decide_bench.h"
 #include "bench/log_bench.h"
+#include "bench/replay_bench.h"
 
 namespace tollgate::bench {
 namespace {
@@ -21,6 +22,23 @@ TEST(LogBench, QuickRunReportsEveryRatio) {
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
     EXPECT_TRUE(r["met"].contains(key)) << key;
   }
+}
+
+// `tollgate bench replay --quick`: the clean session re-decides with no
+// change (the bench fails otherwise) and the ratio is reported.
+TEST(ReplayBench, QuickRunReportsTheRatio) {
+  ReplayBenchOptions o;
+  o.quick = true;
+  Json r = RunReplayBench(o);
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_EQ(r["decisions"], 2000);
+  EXPECT_EQ(r["events"], 8000);
+  for (const char* key : {"redecide_vs_scan", "redecide_events_per_s", "scan_events_per_s"}) {
+    ASSERT_TRUE(r.contains(key)) << key;
+    double v = r[key].get<double>();
+    EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
+  }
+  EXPECT_TRUE(r["met"].contains("redecide_vs_scan"));
 }
 
 // `tollgate bench decide --quick`: every figure present, finite, positive.

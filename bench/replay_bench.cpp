@@ -1,0 +1,229 @@
+#include "bench/replay_bench.h"
+
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <future>
+#include <iostream>
+
+#include "audit/event_log.h"
+#include "core/messages.h"
+#include "decide/policy_engine.h"
+#include "replay/log_source.h"
+#include "replay/redecide.h"
+
+namespace tollgate::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Json Fail(const Status& s) { return Json{{"error", s.ToString()}}; }
+
+// A policy with the checks a real one has: deny globs, allows, a rule, a
+// registry with costs, and budgets (as the default policy's) that every
+// call is checked against.
+constexpr const char* kBenchPolicy = R"(
+version: 1
+mode: ask
+approval_threshold: HIGH
+deny: ["*:*secret*", "*:*.env", "*:*/.ssh/*", "delete_file:*"]
+allow: [builtin:echo, builtin:read_file, builtin:current_time]
+rules:
+  - {name: no-tmp-writes, tool: write_file, verdict: deny, when: {file_prefix: /tmp}}
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 0.001}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 1000000}
+  - {name: agent-daily-usd, scope: agent, window: day, max_usd: 1000000}
+)";
+
+// Builds the log: the policy, then one session of `n` requests (received,
+// decision made by the engine as decide would, started, completed).
+Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>* out) {
+  LogOptions lo;
+  lo.durability = Durability::kBuffered;
+  Status s = EventLog::Open(path, lo, out);
+  if (!s.ok()) return s;
+  EventLog& log = **out;
+  PolicyPtr policy;
+  s = LoadPolicyYaml(kBenchPolicy, "bench.yaml", &policy);
+  if (!s.ok()) return s;
+  PolicyInForce pif;
+  BudgetLedger ledger;
+  const int64_t t0 = 1'790'000'000'000'000;
+  Event pe;
+  pe.type = "policy.updated";
+  pe.id = MakeEventId(pe.type, "", policy->content_hash());
+  pe.org_id = "org-bench";
+  pe.time_us = t0;
+  pe.data = {{"policy_version", policy->version()}, {"content_hash", policy->content_hash()},
+             {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
+  s = pif.Apply(pe);
+  if (!s.ok()) return s;
+  std::deque<std::future<AppendResult>> inflight;
+  auto append = [&](Event e) -> Status {
+    inflight.push_back(log.AppendAsync(std::move(e)));
+    while (inflight.size() > 4096) {
+      AppendResult r = inflight.front().get();
+      inflight.pop_front();
+      if (!r.status.ok()) return r.status;
+    }
+    return Status::Ok();
+  };
+  s = append(pe);
+  const char* tools[] = {"echo", "read_file", "write_file", "current_time"};
+  for (size_t i = 0; s.ok() && i < n; ++i) {
+    const std::string rid = "bench-" + std::to_string(i);
+    const std::string tool = tools[i % 4];
+    const int64_t t = t0 + 1000 + static_cast<int64_t>(i) * 1000;
+    Json args = tool == "echo" ? Json{{"text", "hello " + std::to_string(i)}}
+                : tool == "current_time" ? Json::object()
+                : Json{{"path", "/srv/data/file-" + std::to_string(i % 97) + ".txt"}, {"content", std::string(64, 'x')}};
+    Json req{{"request_id", rid}, {"org_id", "org-bench"}, {"agent_id", "agent-bench"}, {"session_id", "big"},
+             {"tool", tool}, {"args", args}};
+    auto ev = [&](const std::string& type, int64_t at, Json data, const std::string& disc = "") {
+      Event e;
+      e.type = type;
+      e.request_id = rid;
+      e.id = MakeEventId(type, rid, disc);
+      e.org_id = "org-bench";
+      e.agent_id = "agent-bench";
+      e.session_id = "big";
+      e.tool = tool;
+      e.time_us = at;
+      e.data = std::move(data);
+      return e;
+    };
+    s = append(ev("request.received", t, {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
+    DecideInput in{&req, t};
+    Json d = Decide(pif, ledger, in);
+    d["source"] = "bench";
+    Event de = ev("decision.made", t + 100, d);
+    ledger.Apply(de);
+    if (s.ok()) s = append(std::move(de));
+    if (s.ok()) s = append(ev("execution.started", t + 200, {{"executor", "builtin"}, {"attempt", 1}}, "1"));
+    Event done = ev("execution.completed", t + 300,
+                    {{"result", ToolResultOk(args, 0.1)}, {"duration_ms", 0.1}, {"cost_usd", 0.001}});
+    ledger.Apply(done);
+    if (s.ok()) s = append(std::move(done));
+  }
+  while (s.ok() && !inflight.empty()) {
+    AppendResult r = inflight.front().get();
+    inflight.pop_front();
+    s = r.status;
+  }
+  return s;
+}
+
+// Raw: the session index walked and each record's bytes read.
+Status RawScan(const LogStore& store, size_t* n) {
+  const std::string prefix = logfmt::IndexPrefix("big");
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kBySession)));
+  std::string value;
+  size_t bytes = 0;
+  *n = 0;
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    rocksdb::Slice k = it->key();
+    rocksdb::Status g = store.db()->Get({}, store.cf(logfmt::kEvents), rocksdb::Slice(k.data() + prefix.size(), 8), &value);
+    if (!g.ok()) return FromRocks(g, "raw scan");
+    bytes += value.size();
+    ++*n;
+  }
+  return bytes > 0 ? Status::Ok() : Status::Error("E_BENCH", "raw scan read nothing");
+}
+
+}  // namespace
+
+Json RunReplayBench(const ReplayBenchOptions& opt_in) {
+  ReplayBenchOptions opt = opt_in;
+  if (opt.quick) {
+    opt.requests = std::min<size_t>(opt.requests, 2000);
+    opt.rounds = std::min<size_t>(opt.rounds, 3);
+  }
+  opt.rounds = std::max<size_t>(opt.rounds, 1);
+  std::string root = opt.dir;
+  const bool own_dir = root.empty();
+  if (own_dir) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "tollgate-bench-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return Fail(Status::Error("E_BENCH", "cannot make a scratch dir"));
+    root = tmpl;
+  }
+  std::filesystem::create_directories(root);
+  Json out = Json::object();
+  {
+    std::cerr << "bench replay: recording a session of " << opt.requests << " requests (" << opt.requests * 4
+              << " events)…\n";
+    std::unique_ptr<EventLog> log;
+    Status s = BuildSession(root + "/log", opt.requests, &log);
+    if (!s.ok()) return Fail(s);
+    const LogStore& store = log->store();
+    const replay::Target target = replay::Target::Session("big");
+    std::vector<double> raw_rates, redecide_rates, decoded_rates, read_us, fold_us;
+    size_t events = 0;
+    // Alternating rounds, the first of each thrown away (warm-up: block
+    // cache, page faults), medians reported.
+    for (size_t round = 0; round <= opt.rounds; ++round) {
+      auto t0 = Clock::now();
+      size_t n = 0;
+      s = RawScan(store, &n);
+      auto t1 = Clock::now();
+      if (!s.ok()) return Fail(s);
+      events = n;
+
+      auto t2 = Clock::now();
+      std::vector<Event> inputs;
+      s = replay::ReadDecisionInputs(store, target, &inputs);
+      auto t3 = Clock::now();
+      if (!s.ok()) return Fail(s);
+      replay::RedecideReport report = replay::Redecide(std::move(inputs), target, {});
+      auto t4 = Clock::now();
+      if (report.decisions != opt.requests || !report.clean()) {
+        return Fail(Status::Error("E_BENCH", "re-decision of the clean session found " +
+                                                 std::to_string(report.changes.size()) + " changes in " +
+                                                 std::to_string(report.decisions) + " decisions"));
+      }
+
+      auto t5 = Clock::now();
+      std::vector<Event> decoded;
+      s = replay::ReadSession(store, "big", &decoded);
+      auto t6 = Clock::now();
+      if (!s.ok() || decoded.size() != n) return Fail(s.ok() ? Status::Error("E_BENCH", "decoded scan count") : s);
+      if (round == 0) continue;
+      raw_rates.push_back(n / Seconds(t0, t1));
+      redecide_rates.push_back(n / Seconds(t2, t4));
+      decoded_rates.push_back(n / Seconds(t5, t6));
+      read_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+      fold_us.push_back(std::chrono::duration<double, std::micro>(t4 - t3).count());
+    }
+    const double raw = Median(raw_rates), redecide = Median(redecide_rates);
+    out["events"] = events;
+    out["decisions"] = opt.requests;
+    out["rounds"] = opt.rounds;
+    out["scan_events_per_s"] = raw;
+    out["decoded_scan_events_per_s"] = Median(decoded_rates);
+    out["redecide_events_per_s"] = redecide;
+    out["redecide_read_us"] = Median(read_us);  // reading what the decisions depended on
+    out["redecide_fold_us"] = Median(fold_us);  // folding and re-deciding (pure)
+    out["redecide_vs_decoded_scan"] = redecide / Median(decoded_rates);
+    out["redecide_vs_scan"] = redecide / raw;
+  }
+  out["goals"] = {{"redecide_vs_scan", ">= 0.5"}};
+  out["met"] = {{"redecide_vs_scan", out["redecide_vs_scan"].get<double>() >= 0.5}};
+  if (own_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(root, ec);
+  }
+  return out;
+}
+
+}  // namespace tollgate::bench

@@ -1,0 +1,305 @@
+#include "replay/log_source.h"
+
+#include <rocksdb/iterator.h>
+
+#include <algorithm>
+#include <set>
+
+#include "audit/audit_query.h"
+
+namespace tollgate::replay {
+
+using namespace logfmt;
+
+namespace {
+
+// Follows get_audit_log's cursors to the end of `q`.
+Status QueryAll(const LogStore& store, AuditQuery q, std::vector<Event>* out) {
+  q.limit = kMaxQueryLimit;
+  for (;;) {
+    AuditPage page;
+    Status s = GetAuditLog(store, QueryScope::Operator(), q, &page);
+    if (!s.ok()) return s;
+    for (Event& e : page.events) out->push_back(std::move(e));
+    if (page.next_cursor.empty()) return Status::Ok();
+    q.cursor = page.next_cursor;
+  }
+}
+
+// Reads data.cost_usd of a canonical data object without building a tree:
+// a SAX pass that stops once the top-level key is read.
+class CostReader : public nlohmann::json_sax<Json> {
+ public:
+  double cost = 0;
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Number(v); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { ++depth_; return true; }
+  bool end_object() override { --depth_; return depth_ > 0; }
+  bool start_array(std::size_t) override { ++depth_; return true; }
+  bool end_array() override { --depth_; return true; }
+  bool key(string_t& k) override {
+    want_ = depth_ == 1 && k == "cost_usd";
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Value() {
+    want_ = false;
+    return true;
+  }
+  bool Number(double v) {
+    if (want_ && depth_ == 1) {
+      cost = v;
+      return false;  // found: stop
+    }
+    return Value();
+  }
+  int depth_ = 0;
+  bool want_ = false;
+};
+
+// An Event of the envelope alone (data empty).
+bool EnvelopeEvent(const EnvelopeView& v, Event* e) {
+  if (!ParseTime(v.time, &e->time_us)) return false;
+  e->seq = v.seq;
+  e->id.assign(v.id);
+  e->type.assign(v.type);
+  e->org_id.assign(v.org_id);
+  e->agent_id.assign(v.agent_id);
+  e->session_id.assign(v.session_id);
+  e->request_id.assign(v.request_id);
+  e->tool.assign(v.tool);
+  e->data = Json::object();
+  return true;
+}
+
+// The index range `prefix` (a field value NUL), as seqs, up to max_seq.
+Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64_t max_seq, std::vector<uint64_t>* out) {
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(cf)));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
+      return Status::Error(errc::kLogCorrupt, std::string("malformed ") + CfName(cf) + " entry");
+    }
+    if (max_seq != 0 && seq > max_seq) break;
+    out->push_back(seq);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), std::string("reading ") + CfName(cf) + " failed");
+  return Status::Ok();
+}
+
+// Reads the records at `seqs` in chunks (one MultiGet each) and hands each
+// one's seq and value to `visit`.
+Status ForRecords(const LogStore& store, const std::vector<uint64_t>& seqs,
+                  const std::function<Status(uint64_t, std::string_view)>& visit) {
+  constexpr size_t kChunk = 256;
+  std::vector<std::string> keys;
+  std::vector<rocksdb::Slice> slices;
+  std::vector<rocksdb::PinnableSlice> values(kChunk);
+  std::vector<rocksdb::Status> statuses(kChunk);
+  for (size_t at = 0; at < seqs.size(); at += kChunk) {
+    const size_t n = std::min(kChunk, seqs.size() - at);
+    keys.clear();
+    for (size_t i = 0; i < n; ++i) keys.push_back(EncodeSeq(seqs[at + i]));
+    slices.assign(keys.begin(), keys.end());
+    for (size_t i = 0; i < n; ++i) values[i].Reset();
+    store.db()->MultiGet({}, store.cf(kEvents), n, slices.data(), values.data(), statuses.data());
+    for (size_t i = 0; i < n; ++i) {
+      if (!statuses[i].ok()) {
+        return Status::Error(errc::kLogCorrupt, "an index points at seq " + std::to_string(seqs[at + i]) +
+                                                    " which cannot be read: " + statuses[i].ToString());
+      }
+      Status s = visit(seqs[at + i], values[i].ToStringView());
+      if (!s.ok()) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool Target::Matches(std::string_view session, std::string_view agent, int64_t time_us) const {
+  if (!session_id.empty() && session != session_id) return false;
+  if (!agent_id.empty() && agent != agent_id) return false;
+  if (since_us && time_us < *since_us) return false;
+  if (until_us && time_us >= *until_us) return false;
+  return true;
+}
+
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out) {
+  out->clear();
+  // 1. The target's orgs and last seq. A session: its index's ends (keys
+  //    only). An agent: its events' envelopes, for the time range.
+  std::set<std::string> orgs;
+  uint64_t max_seq = 0;
+  std::vector<uint64_t> seqs;
+  const bool by_session = !target.session_id.empty();
+  Status s = IndexSeqs(store, by_session ? kBySession : kByAgent,
+                       IndexPrefix(by_session ? target.session_id : target.agent_id), 0, &seqs);
+  if (!s.ok()) return s;
+  if (by_session) {
+    if (!seqs.empty()) {
+      Event first;
+      s = store.ReadEvent(seqs.front(), &first);
+      if (!s.ok()) return s;
+      orgs.insert(first.org_id);
+      max_seq = seqs.back();
+    }
+  } else {
+    s = ForRecords(store, seqs, [&](uint64_t seq, std::string_view value) {
+      Event e;
+      Status st = LogStore::DecodeEvent(seq, value, &e);
+      if (!st.ok()) return st;
+      if (target.Matches(e.session_id, e.agent_id, e.time_us)) {
+        orgs.insert(e.org_id);
+        max_seq = std::max(max_seq, seq);
+      }
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+  }
+  if (max_seq == 0) return Status::Error(errc::kNotFound, "no event of the requests to re-decide");
+
+  // 2. Every policy in force up to then.
+  s = ReadTypes(store, {"policy.updated"}, max_seq, out);
+  if (!s.ok()) return s;
+
+  // 3. The orgs' ledger events and the target's requests, filtered on the
+  //    envelope before anything is decoded.
+  for (const std::string& org : orgs) {
+    seqs.clear();
+    s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, &seqs);
+    if (!s.ok()) return s;
+    s = ForRecords(store, seqs, [&](uint64_t seq, std::string_view value) {
+      RecordView rec;
+      Status st = DecodeRecord(value, &rec);
+      if (!st.ok()) return st;
+      EnvelopeView v;
+      Event e;
+      if (!ScanEnvelope(rec.body, &v)) {
+        // Not in the writer's exact layout (escapes): decode it all.
+        st = LogStore::DecodeEvent(seq, value, &e);
+        if (!st.ok()) return st;
+        std::string body;
+        st = EncodeEventBody(e, SIZE_MAX, &body);
+        if (!st.ok() || !ScanEnvelope(body, &v)) {
+          return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " cannot be scanned");
+        }
+        // v points into `body`; decide on the decoded event instead.
+        const bool full = e.type == "decision.made" || e.type == "execution.completed" ||
+                          e.type == "approval.denied" || e.type == "approval.expired" ||
+                          (e.type == "request.received" && target.Matches(e.session_id, e.agent_id, e.time_us));
+        if (full) out->push_back(std::move(e));
+        return Status::Ok();
+      }
+      if (v.seq != seq) {
+        return Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
+                                                    std::to_string(v.seq));
+      }
+      const std::string_view type = v.type;
+      const bool received = type == "request.received";
+      if (received || type == "decision.made") {
+        // The envelope from the scan, the data parsed alone: the fold needs
+        // no hashes and the writer validated the envelope.
+        if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
+        if (received && !target.Matches(e.session_id, e.agent_id, e.time_us)) return Status::Ok();
+        st = ParseJson(v.data, &e.data);
+        if (!st.ok()) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
+      } else if (type == "execution.completed" || type == "approval.denied" || type == "approval.expired") {
+        if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
+        if (type == "execution.completed") {
+          CostReader cr;
+          Json::sax_parse(v.data, &cr);
+          e.data["cost_usd"] = cr.cost;
+        }
+      } else {
+        return Status::Ok();
+      }
+      out->push_back(std::move(e));
+      return Status::Ok();
+    });
+    if (!s.ok()) return s;
+  }
+  // Policies first, then each org's events: usually in order already.
+  auto by_seq = [](const Event& a, const Event& b) { return a.seq < b.seq; };
+  if (!std::is_sorted(out->begin(), out->end(), by_seq)) std::stable_sort(out->begin(), out->end(), by_seq);
+  return Status::Ok();
+}
+
+Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out) {
+  out->clear();
+  AuditQuery q;
+  q.session_id = session_id;
+  Status s = QueryAll(store, q, out);
+  if (s.ok() && out->empty()) return Status::Error(errc::kNotFound, "no event of session '" + session_id + "'");
+  return s;
+}
+
+Status ReadAgent(const LogStore& store, const std::string& agent_id, std::optional<int64_t> since_us,
+                 std::optional<int64_t> until_us, std::vector<Event>* out) {
+  out->clear();
+  AuditQuery q;
+  q.agent_id = agent_id;
+  q.since_us = since_us;
+  q.until_us = until_us;
+  return QueryAll(store, q, out);
+}
+
+Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, uint64_t max_seq,
+                 std::vector<Event>* out) {
+  out->clear();
+  rocksdb::ReadOptions ro;
+  for (const std::string& type : types) {
+    const std::string prefix = IndexPrefix(type);
+    std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(kByType)));
+    for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+      uint64_t seq;
+      if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
+        return Status::Error(errc::kLogCorrupt, "malformed type index entry for " + type);
+      }
+      if (max_seq != 0 && seq > max_seq) break;
+      Event e;
+      Status s = store.ReadEvent(seq, &e);
+      if (!s.ok()) return s;
+      out->push_back(std::move(e));
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "reading the type index failed");
+  }
+  // Each type came in seq order; merge them.
+  std::stable_sort(out->begin(), out->end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  return Status::Ok();
+}
+
+Status ScanAll(const LogStore& store, const std::function<bool(const Event&)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kEvents)));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView(), &seq)) return Status::Error(errc::kLogCorrupt, "malformed events key");
+    Event e;
+    Status s = LogStore::DecodeEvent(seq, it->value().ToStringView(), &e);
+    if (!s.ok()) return s;
+    if (!visit(e)) break;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "scanning the log failed");
+  return Status::Ok();
+}
+
+Status ReadLink(const LogStore& store, uint64_t seq, ChainLink* out) {
+  std::string raw;
+  Status s = store.ReadRaw(seq, &raw);
+  if (!s.ok()) return s;
+  RecordView rec;
+  s = DecodeRecord(raw, &rec);
+  if (!s.ok()) return s;
+  out->prev_hash = ToHex(rec.prev_hash);
+  out->hash = ToHex(rec.hash);
+  return Status::Ok();
+}
+
+}  // namespace tollgate::replay

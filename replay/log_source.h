@@ -1,0 +1,69 @@
+// Reading what replay needs out of a log: a session's events, an agent's
+// events in a time range, every event of some types, and the records a
+// session's events link to in the hash chain. The only part of replay/ that
+// touches RocksDB; everything else is pure over the vectors these return.
+// Works on a LogStore in any mode (the CLI opens a secondary, like `audit`).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "audit/log_store.h"
+#include "core/event.h"
+#include "core/status.h"
+
+namespace tollgate::replay {
+
+// Which requests a re-decision is about: those of `session_id`, or of
+// `agent_id` received in [since, until). Empty fields do not filter.
+struct Target {
+  std::string session_id;
+  std::string agent_id;
+  std::optional<int64_t> since_us, until_us;
+  bool Matches(std::string_view session, std::string_view agent, int64_t time_us) const;
+  static Target Session(std::string id) {
+    Target t;
+    t.session_id = std::move(id);
+    return t;
+  }
+};
+
+// Every event of `session_id`, in seq order (prev_hash and hash filled in).
+// E_NOT_FOUND when the session has no event.
+Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out);
+
+// Every event of `agent_id` with since <= time < until, in seq order.
+Status ReadAgent(const LogStore& store, const std::string& agent_id, std::optional<int64_t> since_us,
+                 std::optional<int64_t> until_us, std::vector<Event>* out);
+
+// Every event whose type is one of `types`, in seq order, up to seq
+// `max_seq` inclusive (0 = no bound). For the state a decision depended on
+// (policy.updated; the events the budget ledger folds).
+Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, uint64_t max_seq,
+                 std::vector<Event>* out);
+
+// What re-deciding the requests of `target` depends on
+// (replay/redecide.h), in seq order, up to the target's last event: every
+// policy.updated, and from the target's orgs the budget ledger's events
+// (decision.made, execution.completed, approval.denied, approval.expired)
+// and the target's request.received. Only what the fold reads is decoded:
+// records are filtered on their envelope (ScanEnvelope), approvals are
+// read as envelopes, execution.completed as its envelope and
+// data.cost_usd. E_NOT_FOUND when the target has no event.
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out);
+
+// Each call visits one event (decoded, seq set) in seq order; return false
+// to stop. Reads the whole log; for the benchmark's baseline and tools.
+Status ScanAll(const LogStore& store, const std::function<bool(const Event&)>& visit);
+
+// The chain fields of the record at `seq`: its prev_hash and hash (hex).
+// E_NOT_FOUND past the head.
+struct ChainLink {
+  std::string prev_hash, hash;
+};
+Status ReadLink(const LogStore& store, uint64_t seq, ChainLink* out);
+
+}  // namespace tollgate::replay

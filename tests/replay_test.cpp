@@ -1,0 +1,675 @@
+// replay/: timelines, the session chain check and recordings, on sessions
+// recorded through a real log (RocksDB in a temp dir).
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "audit/event_log.h"
+#include "audit/export.h"
+#include "audit/log_format.h"
+#include "core/messages.h"
+#include "replay/chain_check.h"
+#include "replay/log_source.h"
+#include "replay/recording.h"
+#include "replay/redecide.h"
+#include "replay/timeline.h"
+#include "test_util.h"
+
+namespace tollgate::replay {
+namespace {
+
+using testing::TempDir;
+
+constexpr int64_t kT0 = 1'790'000'000'000'000;  // 2026-09-21T...
+
+// Appends a request's events the way the stages write them.
+class Recorder {
+ public:
+  explicit Recorder(EventLog& log) : log_(log) {}
+
+  Event Base(const std::string& type, const std::string& rid, const std::string& session, const std::string& tool,
+             int64_t t, Json data, const std::string& disc = "") {
+    Event e;
+    e.type = type;
+    e.request_id = rid;
+    e.id = MakeEventId(type, rid, disc);
+    e.session_id = session;
+    e.agent_id = agent;
+    e.org_id = "org-1";
+    e.tool = tool;
+    e.time_us = t;
+    e.data = std::move(data);
+    return e;
+  }
+  void Append(Event e) {
+    AppendResult r = log_.Append(std::move(e));
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  }
+  void Received(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t) {
+    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", session},
+             {"tool", tool}, {"args", args}};
+    Append(Base("request.received", rid, session, tool, t,
+                {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
+  }
+  void Decision(const std::string& rid, const std::string& session, const std::string& tool, const std::string& verdict,
+                int64_t t, const std::string& rule = "r1", const std::string& version = "v1") {
+    Json d{{"verdict", verdict}, {"reason", "because " + rule}, {"rule", rule}, {"danger_level", "SAFE"},
+           {"policy_version", version}};
+    if (verdict == "deny") d["error_code"] = errc::kPolicyDenied;
+    Append(Base("decision.made", rid, session, tool, t, d));
+  }
+  void Executed(const std::string& rid, const std::string& session, const std::string& tool, Json data, int64_t t0,
+                int64_t t1, bool ok = true) {
+    Append(Base("execution.started", rid, session, tool, t0, {{"executor", "builtin"}, {"attempt", 1}}, "1"));
+    Json result = ok ? ToolResultOk(data, (t1 - t0) / 1000.0) : ToolResultError(errc::kToolExec, "boom", false);
+    Append(Base("execution.completed", rid, session, tool, t1,
+                {{"result", result}, {"duration_ms", (t1 - t0) / 1000.0}, {"cost_usd", 0.25}}));
+  }
+  // A whole allowed call.
+  void Call(const std::string& rid, const std::string& session, const std::string& tool, Json args, Json out,
+            int64_t t) {
+    Received(rid, session, tool, args, t);
+    Decision(rid, session, tool, "allow", t + 1000);
+    Executed(rid, session, tool, out, t + 2000, t + 12000);
+  }
+
+  std::string agent = "agent-1";
+
+ private:
+  EventLog& log_;
+};
+
+class ReplayLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    LogOptions o;
+    o.durability = Durability::kBuffered;
+    ASSERT_TRUE(EventLog::Open(dir_.sub("log"), o, &log_).ok());
+    rec_ = std::make_unique<Recorder>(*log_);
+  }
+  // A session of four requests (allowed, denied, asked then approved after
+  // 3 s, allowed and failing), interleaved with another session's calls.
+  void RecordSession() {
+    rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}}, kT0);
+    rec_->Call("x1", "other", "echo", {{"text", "x"}}, {{"text", "x"}}, kT0 + 5000);
+    rec_->Received("r2", "s1", "delete_file", {{"path", "a"}}, kT0 + 100000);
+    rec_->Decision("r2", "s1", "delete_file", "deny", kT0 + 101000, "deny-deletes");
+    rec_->Received("r3", "s1", "write_file", {{"path", "b"}}, kT0 + 200000);
+    rec_->Decision("r3", "s1", "write_file", "ask", kT0 + 201000, "ask-writes");
+    rec_->Append(rec_->Base("approval.requested", "r3", "s1", "write_file", kT0 + 202000,
+                            {{"approvers_needed", 1}, {"deadline", FormatTime(kT0 + 900'000'000)},
+                             {"args_hash", ArgsHash({{"path", "b"}})}}));
+    rec_->Call("x2", "other", "echo", {{"text", "y"}}, {{"text", "y"}}, kT0 + 300000);
+    rec_->Append(rec_->Base("approval.granted", "r3", "s1", "write_file", kT0 + 3'202'000,
+                            {{"approver", "alice"}, {"scope", "once"}, {"comment", "ok"}}, "alice"));
+    rec_->Executed("r3", "s1", "write_file", {{"written", 1}}, kT0 + 3'203'000, kT0 + 3'250'000);
+    rec_->Received("r4", "s1", "echo", {{"text", "fail"}}, kT0 + 4'000'000);
+    rec_->Decision("r4", "s1", "echo", "allow", kT0 + 4'001'000);
+    rec_->Executed("r4", "s1", "echo", nullptr, kT0 + 4'002'000, kT0 + 4'003'000, /*ok=*/false);
+    rec_->Received("r5", "s1", "echo", {{"text", "late"}}, kT0 + 5'000'000);  // still pending
+  }
+
+  TempDir dir_;
+  std::unique_ptr<EventLog> log_;
+  std::unique_ptr<Recorder> rec_;
+};
+
+TEST_F(ReplayLogTest, TimelineIsCompleteAndOrdered) {
+  RecordSession();
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  SessionTimeline t = BuildTimeline("s1", events);
+  ASSERT_EQ(t.requests.size(), 5u);
+  std::vector<std::string> ids;
+  for (const auto& r : t.requests) ids.push_back(r.request_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"r1", "r2", "r3", "r4", "r5"}));
+  // Every event of the session, none of the other session's.
+  size_t steps = 0;
+  uint64_t last_seq = 0;
+  for (const auto& r : t.requests) {
+    for (const auto& s : r.steps) {
+      EXPECT_GT(s.seq, r.steps.front().seq - 1);
+      EXPECT_GE(s.since_prev_us, 0);
+      ++steps;
+    }
+    EXPECT_GT(r.first_seq, last_seq) << "requests in order of their first event";
+    last_seq = r.first_seq;
+  }
+  EXPECT_EQ(steps, events.size());
+  EXPECT_EQ(t.events, events.size());
+  EXPECT_EQ(steps, 4u + 2 + 6 + 4 + 1);
+
+  const auto& r1 = t.requests[0];
+  EXPECT_EQ(r1.status, "completed");
+  EXPECT_EQ(r1.verdict, "allow");
+  EXPECT_EQ(r1.policy_version, "v1");
+  EXPECT_TRUE(r1.executed && r1.success);
+  EXPECT_DOUBLE_EQ(r1.duration_ms, 10.0);
+  EXPECT_EQ(r1.steps[1].since_prev_us, 1000);
+  EXPECT_EQ(r1.result["result"]["data"]["text"], "hi");
+
+  const auto& r2 = t.requests[1];
+  EXPECT_EQ(r2.status, "denied");
+  EXPECT_EQ(r2.rule, "deny-deletes");
+  EXPECT_EQ(r2.decision_error, errc::kPolicyDenied);
+  EXPECT_FALSE(r2.executed);
+
+  const auto& r3 = t.requests[2];
+  EXPECT_EQ(r3.status, "completed");
+  EXPECT_EQ(r3.verdict, "ask");
+  ASSERT_EQ(r3.approvals.size(), 1u);
+  EXPECT_EQ(r3.approvals[0].approver, "alice");
+  EXPECT_EQ(r3.approvals[0].waited_us, 3'000'000);
+  EXPECT_EQ(r3.steps[3].since_prev_us, 3'000'000) << "granted 3 s after the request for approval";
+
+  EXPECT_EQ(t.requests[3].status, "failed");
+  EXPECT_EQ(t.requests[3].error_code, errc::kToolExec);
+  EXPECT_EQ(t.requests[4].status, "pending");
+  EXPECT_TRUE(t.requests[4].result.is_null());
+  EXPECT_EQ(t.counts["completed"], 2);
+  EXPECT_DOUBLE_EQ(t.cost_usd, 0.75);
+
+  // The JSON and the text say the same.
+  Json j = TimelineToJson(t);
+  EXPECT_EQ(j["requests"].size(), 5u);
+  EXPECT_EQ(j["requests"][2]["approval"]["responses"][0]["waited_us"], 3'000'000);
+  EXPECT_EQ(j["requests"][1]["decision"]["rule"], "deny-deletes");
+  EXPECT_EQ(j["requests"][0]["execution"]["duration_ms"], 10.0);
+  const std::string text = FormatTimeline(t);
+  EXPECT_NE(text.find("approved by alice (once) after 3.00 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("decision deny  rule deny-deletes  policy v1"), std::string::npos) << text;
+  EXPECT_NE(text.find("→ pending"), std::string::npos) << text;
+  EXPECT_EQ(text.find("other"), std::string::npos) << "another session's calls leak into the timeline";
+}
+
+TEST_F(ReplayLogTest, TimelineOfAnUnknownSessionIsNotFound) {
+  RecordSession();
+  std::vector<Event> events;
+  EXPECT_EQ(ReadSession(log_->store(), "nope", &events).code(), errc::kNotFound);
+}
+
+LinkLookup LinksOf(const LogStore& store) {
+  return [&store](uint64_t seq, ChainLink* out) { return ReadLink(store, seq, out); };
+}
+
+TEST_F(ReplayLogTest, SessionChainOfAnUntouchedLogHolds) {
+  RecordSession();
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  auto problems = CheckSessionChain(events, LinksOf(log_->store()));
+  EXPECT_TRUE(problems.empty()) << problems[0].status.ToString();
+}
+
+// An event of the session edited in place: its hash no longer matches; and
+// re-hashed, its successor no longer links to it.
+TEST_F(ReplayLogTest, SessionChainFindsAnEditedEvent) {
+  RecordSession();
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  ASSERT_GT(events.size(), 3u);
+  std::vector<Event> edited = events;
+  edited[2].data["verdict"] = "allow";  // as if read back from an edited record
+  auto problems = CheckSessionChain(edited, LinksOf(log_->store()));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].seq, edited[2].seq);
+  EXPECT_EQ(problems[0].status.code(), errc::kChainBroken);
+
+  // Re-hashed: its own link holds, the next record's does not.
+  std::string body;
+  ASSERT_TRUE(EncodeEventBody(edited[2], SIZE_MAX, &body).ok());
+  Digest prev;
+  ASSERT_TRUE(DigestFromHex(edited[2].prev_hash, &prev));
+  edited[2].hash = ToHex(logfmt::ChainHash(prev, body));
+  problems = CheckSessionChain(edited, LinksOf(log_->store()));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].status.message().find("does not link back"), std::string::npos) << problems[0].status.ToString();
+}
+
+// The same through RocksDB itself: a record rewritten behind the log's back.
+TEST_F(ReplayLogTest, SessionChainFindsARecordRewrittenOnDisk) {
+  RecordSession();
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  const Event target = events[1];  // r1's decision
+  std::string raw;
+  ASSERT_TRUE(log_->store().ReadRaw(target.seq, &raw).ok());
+  logfmt::RecordView rec;
+  ASSERT_TRUE(logfmt::DecodeRecord(raw, &rec).ok());
+  std::string body(rec.body);
+  auto at = body.find("\"allow\"");
+  ASSERT_NE(at, std::string::npos);
+  body.replace(at, 7, "\"deny\" ");  // same length is not needed; keep it valid JSON
+  body.erase(at + 6, 1);
+  std::string forged = logfmt::EncodeRecord(rec.prev_hash, rec.hash, body);
+  ASSERT_TRUE(log_->store().db()->Put({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(target.seq), forged).ok());
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  EXPECT_EQ(events[1].data["verdict"], "deny");
+  auto problems = CheckSessionChain(events, LinksOf(log_->store()));
+  ASSERT_FALSE(problems.empty());
+  EXPECT_EQ(problems[0].seq, target.seq);
+}
+
+TEST_F(ReplayLogTest, RecordingKeysCallsBySessionToolArgsAndOrder) {
+  rec_->Call("a", "s1", "echo", {{"n", 1}}, {{"out", "first"}}, kT0);
+  rec_->Call("b", "s1", "echo", {{"n", 2}}, {{"out", "other args"}}, kT0 + 10);
+  rec_->Call("c", "s1", "echo", {{"n", 1}}, {{"out", "second"}}, kT0 + 20);
+  rec_->Call("d", "s2", "echo", {{"n", 1}}, {{"out", "s2"}}, kT0 + 30);
+  rec_->Received("e", "s1", "echo", {{"n", 3}}, kT0 + 40);  // never executed: not a recorded call
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadTypes(log_->store(), {"request.received", "execution.completed"}, 0, &events).ok());
+  Recording r = Recording::FromEvents(events);
+  EXPECT_EQ(r.size(), 4u);
+  const CallKey k1{"s1", "echo", ArgsHash({{"n", 1}})};
+  ASSERT_NE(r.Find(k1, 0), nullptr);
+  EXPECT_EQ(r.Find(k1, 0)->result["data"]["out"], "first");
+  EXPECT_EQ(r.Find(k1, 1)->result["data"]["out"], "second");
+  EXPECT_EQ(r.Find(k1, 2), nullptr);
+  EXPECT_EQ(r.Count(CallKey{"s1", "echo", ArgsHash({{"n", 3}})}), 0u);
+  EXPECT_EQ(r.Find(CallKey{"s2", "echo", ArgsHash({{"n", 1}})}, 0)->request_id, "d");
+
+  Recording only = Recording::FromEvents(events, "s2");
+  EXPECT_EQ(only.size(), 1u);
+  EXPECT_FALSE(only.HasSession("s1"));
+  EXPECT_TRUE(only.HasSession("s2"));
+}
+
+TEST_F(ReplayLogTest, RecordingLoadsFromALogDirAndFromAVerifiedExport) {
+  rec_->Call("a", "s1", "echo", {{"n", 1}}, {{"out", "first"}}, kT0);
+  rec_->Call("b", "s2", "echo", {{"n", 1}}, {{"out", "s2"}}, kT0 + 10);
+  const std::string file = dir_.sub("export.jsonl");
+  {
+    std::ofstream out(file);
+    ASSERT_TRUE(ExportLog(log_->store(), {}, out).ok());
+  }
+  log_.reset();  // a closed log, like yesterday's
+  const CallKey k{"s1", "echo", ArgsHash({{"n", 1}})};
+  for (const std::string& from : {dir_.path(), dir_.sub("log"), file}) {
+    Recording r;
+    Status s = LoadRecording(from, "", &r);
+    ASSERT_TRUE(s.ok()) << from << ": " << s.ToString();
+    EXPECT_EQ(r.size(), 2u) << from;
+    ASSERT_NE(r.Find(k, 0), nullptr) << from;
+    EXPECT_EQ(r.Find(k, 0)->result["data"]["out"], "first");
+  }
+  Recording r;
+  EXPECT_EQ(LoadRecording(dir_.path(), "s9", &r).code(), errc::kNotFound);
+  EXPECT_EQ(LoadRecording(dir_.sub("nothing-here"), "", &r).code(), errc::kNotFound);
+  // An export that does not verify is refused.
+  {
+    std::ifstream in(file);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto at = text.find("\"first\"");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 7, "\"forge\"");
+    std::ofstream out(file, std::ios::trunc);
+    out << text;
+  }
+  EXPECT_EQ(LoadRecording(file, "", &r).code(), errc::kChainBroken);
+}
+
+// ---------------------------------------------------------------------------
+// Re-decision and what-if, on logs whose decisions decide's engine made.
+
+// A logged policy: echo and read_file run, deletes are denied, the rest
+// asks; read_file costs $1 and a session may spend $2.50.
+constexpr const char* kLoggedPolicy = R"(
+version: 1
+mode: ask
+approval_threshold: HIGH
+deny: ["delete_file:*", "*:*secret*"]
+allow: [builtin:echo, builtin:read_file]
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+
+PolicyPtr MustLoad(const std::string& yaml) {
+  PolicyPtr p;
+  Status s = LoadPolicyYaml(yaml, "test.yaml", &p);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return p;
+}
+
+// Writes calls the way decide and execute do: each decision is made by the
+// engine under the policy in force and the ledger folded from the events
+// appended so far. `decide_under`, when set, is a policy decide used
+// without the log knowing (a change that bypassed the log).
+class DecidingRecorder {
+ public:
+  DecidingRecorder(EventLog& log, Recorder& rec) : log_(log), rec_(rec) {}
+
+  void LoadPolicy(const PolicyPtr& p, int64_t t) {
+    Event e;
+    e.type = "policy.updated";
+    e.id = MakeEventId(e.type, "", p->content_hash() + std::to_string(t));
+    e.org_id = "org-1";
+    e.time_us = t;
+    e.data = {{"policy_version", p->version()}, {"content_hash", p->content_hash()}, {"source", p->source()},
+              {"tier", "file"}, {"policy", p->doc()}};
+    Fold(e);
+    rec_.Append(e);
+  }
+  // One call; returns the verdict decide gave.
+  std::string Call(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t,
+                   double actual_cost = 0) {
+    rec_.Received(rid, session, tool, args, t);
+    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", rec_.agent}, {"session_id", session},
+             {"tool", tool}, {"args", args}};
+    DecideInput in{&req, t};
+    Json d = Decide(decide_under ? bypass_ : policy_, ledger_, in);
+    d["source"] = "test";
+    Event de = rec_.Base("decision.made", rid, session, tool, t + 1000, d);
+    Fold(de);
+    rec_.Append(de);
+    const std::string verdict = d["verdict"];
+    if (verdict == "ask") {
+      rec_.Append(rec_.Base("approval.granted", rid, session, tool, t + 2000, {{"approver", "alice"}, {"scope", "once"}},
+                            "alice"));
+    }
+    if (verdict != "deny") {
+      Event done = rec_.Base("execution.completed", rid, session, tool, t + 3000,
+                             {{"result", ToolResultOk({{"ok", true}}, 1)}, {"duration_ms", 1}, {"cost_usd", actual_cost}});
+      Fold(done);
+      rec_.Append(done);
+    }
+    return verdict;
+  }
+  void Bypass(const PolicyPtr& p) {
+    decide_under = true;
+    bypass_.SetFile(p);
+  }
+
+  bool decide_under = false;
+
+ private:
+  void Fold(const Event& e) {
+    ASSERT_TRUE(policy_.Apply(e).ok());
+    ledger_.Apply(e);
+  }
+  EventLog& log_;
+  Recorder& rec_;
+  PolicyInForce policy_, bypass_;
+  BudgetLedger ledger_;
+};
+
+class RedecideTest : public ReplayLogTest {
+ protected:
+  void SetUp() override {
+    ReplayLogTest::SetUp();
+    dec_ = std::make_unique<DecidingRecorder>(*log_, *rec_);
+  }
+  RedecideReport Run(const Target& target, PolicyPtr candidate = nullptr) {
+    std::vector<Event> events;
+    Status s = ReadDecisionInputs(log_->store(), target, &events);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return Redecide(events, target, RedecideOptions{candidate});
+  }
+  // A session: echo, a read of a secret (denied), a write (asks), a delete
+  // (denied), then reads of $1 each until the $2.50 budget denies one.
+  void RecordSession(const std::string& session, int64_t t) {
+    EXPECT_EQ(dec_->Call(session + "-echo", session, "echo", {{"text", "hi"}}, t), "allow");
+    EXPECT_EQ(dec_->Call(session + "-secret", session, "read_file", {{"path", "/srv/secret.txt"}}, t + 10'000), "deny");
+    EXPECT_EQ(dec_->Call(session + "-write", session, "write_file", {{"path", "/srv/out"}, {"content", "x"}}, t + 20'000),
+              "ask");
+    EXPECT_EQ(dec_->Call(session + "-del", session, "delete_file", {{"path", "/srv/out"}}, t + 30'000), "deny");
+    EXPECT_EQ(dec_->Call(session + "-read1", session, "read_file", {{"path", "/a/1"}}, t + 40'000, 1.0), "allow");
+    EXPECT_EQ(dec_->Call(session + "-read2", session, "read_file", {{"path", "/b/2"}}, t + 50'000, 1.0), "allow");
+    EXPECT_EQ(dec_->Call(session + "-read3", session, "read_file", {{"path", "/a/3"}}, t + 60'000, 1.0), "deny")
+        << "the $2.50 session budget has room for two $1 reads";
+  }
+
+  std::unique_ptr<DecidingRecorder> dec_;
+};
+
+TEST_F(RedecideTest, VerifyOfAnUntouchedLogFindsNothing) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 100'000);  // the same org: shares nothing but the org
+  RedecideReport r = Run(Target::Session("s1"));
+  EXPECT_EQ(r.decisions, 7u);
+  EXPECT_TRUE(r.clean()) << FormatReport(r);
+  EXPECT_EQ(r.budget_denials_recorded, 1u);
+  EXPECT_EQ(r.budget_denials_redecided, 1u) << "the budget state at each decision is the log's";
+  EXPECT_DOUBLE_EQ(r.spend_recorded_usd, 2.0);
+  // And the session's chain holds.
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
+  EXPECT_TRUE(CheckSessionChain(events, LinksOf(log_->store())).empty());
+}
+
+// Decisions made under a policy the log never recorded: verify names each
+// decision that policy changed, and only those.
+TEST_F(RedecideTest, VerifyReportsDecisionsAPolicyChangeBehindTheLogsBackAltered) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  // From here decide runs a policy that also denies echo, but the log still
+  // says kLoggedPolicy is in force.
+  std::string bypass = kLoggedPolicy;
+  bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  dec_->Bypass(MustLoad(bypass));
+  EXPECT_EQ(dec_->Call("late-echo", "s1", "echo", {{"text", "hi"}}, kT0 + 200'000), "deny");
+  EXPECT_EQ(dec_->Call("late-write", "s1", "write_file", {{"path", "/srv/o2"}, {"content", "y"}}, kT0 + 210'000), "ask");
+  RedecideReport r = Run(Target::Session("s1"));
+  EXPECT_EQ(r.decisions, 9u);
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  // The deny itself, and the write: same verdict, but under another policy version.
+  EXPECT_EQ(r.changes[0].request_id, "late-echo");
+  EXPECT_EQ(r.changes[0].transition(), "deny→allow");
+  EXPECT_EQ(r.changes[1].request_id, "late-write");
+  EXPECT_EQ(r.changes[1].fields, std::vector<std::string>{"policy_version"});
+  EXPECT_FALSE(r.clean());
+}
+
+// A decision edited in the log (with its hash recomputed) differs from what
+// its policy decides.
+TEST_F(RedecideTest, VerifyReportsAnEditedDecision) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadDecisionInputs(log_->store(), Target::Session("s1"), &events).ok());
+  for (Event& e : events) {
+    if (e.type == "decision.made" && e.request_id == "s1-del") e.data["verdict"] = "allow";
+  }
+  RedecideReport r = Redecide(events, Target::Session("s1"), {});
+  ASSERT_EQ(r.changes.size(), 1u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].request_id, "s1-del");
+  EXPECT_EQ(r.changes[0].transition(), "allow→deny");
+}
+
+TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
+  rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}}, kT0);  // slice-era decision, no policy.updated
+  RedecideReport r = Run(Target::Session("s1"));
+  EXPECT_EQ(r.decisions, 0u);
+  ASSERT_EQ(r.not_redecided.size(), 1u);
+  EXPECT_NE(r.not_redecided[0].note.find("no policy.updated"), std::string::npos);
+  EXPECT_FALSE(r.clean());
+}
+
+TEST_F(RedecideTest, WhatIfAllowToDenyAndDenyToAllow) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  // Candidate: echo denied; secrets no longer denied; deletes allowed.
+  const std::string candidate = R"(
+version: 2
+mode: ask
+approval_threshold: HIGH
+deny: ["builtin:echo"]
+allow: [builtin:read_file, builtin:delete_file]
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
+  EXPECT_TRUE(r.what_if);
+  std::map<std::string, std::string> got;
+  for (const auto& c : r.changes) got[c.request_id] = c.transition();
+  EXPECT_EQ(got["s1-echo"], "allow→deny");
+  EXPECT_EQ(got["s1-del"], "deny→allow");
+  // The secret read is allowed now, and costs $1: with read1 and read2 the
+  // budget is then full, so read2 (the second $1 read after it) is denied.
+  EXPECT_EQ(got["s1-secret"], "deny→allow");
+  EXPECT_EQ(got["s1-read2"], "allow→deny") << FormatReport(r);
+  EXPECT_EQ(got.count("s1-read3"), 0u) << "denied before (budget), denied now (budget)";
+  EXPECT_EQ(got.count("s1-write"), 0u) << "still asks";
+  EXPECT_EQ(r.transitions["allow→deny"], 2u);
+  EXPECT_EQ(r.transitions["deny→allow"], 2u);
+  EXPECT_DOUBLE_EQ(r.spend_avoided_usd, 1.0) << "read2 ran for $1 and would not have";
+  if (std::getenv("REPLAY_TEST_PRINT")) std::cout << FormatReport(r) << r.ToJson().dump(1).substr(0, 1500) << "\n";
+}
+
+TEST_F(RedecideTest, WhatIfAskBecomesAllowAndAllowBecomesAsk) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  const std::string candidate = R"(
+version: 3
+mode: ask
+approval_threshold: HIGH
+deny: ["delete_file:*", "*:*secret*"]
+allow: [builtin:read_file, builtin:write_file]
+rules:
+  - {name: echo-asks, tool: echo, verdict: ask}
+tools:
+  echo: {danger: MEDIUM, read_only: false}
+  read_file: {danger: LOW, read_only: true, cost_usd: 1}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 2.5}
+)";
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
+  std::map<std::string, std::string> got;
+  for (const auto& c : r.changes) got[c.request_id] = c.transition();
+  EXPECT_EQ(got["s1-write"], "ask→allow") << FormatReport(r);
+  EXPECT_EQ(got["s1-echo"], "allow→ask") << FormatReport(r);
+  EXPECT_EQ(r.changes.size(), 2u) << FormatReport(r);
+}
+
+// The counterfactual ledger: a call the candidate denies frees its budget
+// for the calls after it.
+TEST_F(RedecideTest, WhatIfBudgetEffect) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/b/*\", \"delete_file:*\"");
+  RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].request_id, "s1-read2");
+  EXPECT_EQ(r.changes[0].transition(), "allow→deny");
+  EXPECT_TRUE(r.changes[0].executed);
+  EXPECT_EQ(r.changes[1].request_id, "s1-read3");
+  EXPECT_EQ(r.changes[1].transition(), "deny→allow") << "read2's dollar is not spent, so read3 fits";
+  EXPECT_EQ(r.changes[1].recorded["error_code"], errc::kBudgetExceeded);
+  EXPECT_DOUBLE_EQ(r.spend_avoided_usd, 1.0);
+  EXPECT_DOUBLE_EQ(r.newly_allowed_reserved_usd, 1.0);
+  EXPECT_EQ(r.budget_denials_recorded, 1u);
+  EXPECT_EQ(r.budget_denials_redecided, 0u);
+  Json j = r.ToJson();
+  EXPECT_EQ(j["budget"]["spend_avoided_usd"], 1.0);
+  EXPECT_EQ(j["transitions"]["deny→allow"], 1);
+}
+
+// Across sessions: an agent over a time range.
+TEST_F(RedecideTest, WhatIfOverAnAgentsSessionsInATimeRange) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 1'000'000);
+  RecordSession("s3", kT0 + 2'000'000);
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  Target t;
+  t.agent_id = "agent-1";
+  t.since_us = kT0 + 1'000'000;  // s2 and s3
+  RedecideReport r = Run(t, MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
+  EXPECT_EQ(r.changes[0].session_id, "s2");
+  EXPECT_EQ(r.changes[1].session_id, "s3");
+  EXPECT_EQ(r.decisions, 14u);
+  t.until_us = kT0 + 2'000'000;  // s2 only
+  r = Run(t, MustLoad(candidate));
+  ASSERT_EQ(r.changes.size(), 1u);
+  EXPECT_EQ(r.changes[0].request_id, "s2-echo");
+}
+
+// ---------------------------------------------------------------------------
+// The CLI on a closed log: exit codes and output.
+
+struct CliResult {
+  int code = -1;
+  std::string out;
+};
+
+CliResult Tollgate(const std::string& args) {
+  CliResult r;
+  std::string cmd = std::string(TOLLGATE_BIN) + " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
+  int status = pclose(f);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST_F(RedecideTest, CliTimelineVerifyAndWhatIf) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 1'000'000);
+  std::string bypass = kLoggedPolicy;
+  bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  dec_->Bypass(MustLoad(bypass));
+  dec_->Call("s2-late", "s2", "echo", {{"text", "late"}}, kT0 + 2'000'000);
+  log_.reset();  // closed, as a log copied off a server
+  const std::string data = " --data " + dir_.path();
+  {
+    std::ofstream out(dir_.sub("candidate.yaml"));
+    out << bypass;
+  }
+
+  CliResult t = Tollgate("replay s1" + data);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("#7 s1-read3  read_file  → denied"), std::string::npos) << t.out;
+  t = Tollgate("replay s1 --json" + data);
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_EQ(Json::parse(t.out)["requests"].size(), 7u);
+
+  CliResult v = Tollgate("replay s1 --verify" + data);
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("every hash and both links hold"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("7 decisions re-decided, 0 differ"), std::string::npos) << v.out;
+  v = Tollgate("replay s2 --verify --json" + data);
+  EXPECT_EQ(v.code, 1) << v.out;
+  Json vj = Json::parse(v.out);
+  ASSERT_EQ(vj["verify"]["changes"].size(), 1u) << v.out;
+  EXPECT_EQ(vj["verify"]["changes"][0]["request_id"], "s2-late");
+  EXPECT_TRUE(vj["chain"]["ok"]);
+
+  CliResult w = Tollgate("replay s1 --json --policy " + dir_.sub("candidate.yaml") + data);
+  EXPECT_EQ(w.code, 0) << w.out;
+  Json wj = Json::parse(w.out)["what_if"];
+  EXPECT_EQ(wj["transitions"]["allow→deny"], 1) << w.out;
+  EXPECT_EQ(wj["changes"][0]["request_id"], "s1-echo");
+
+  CliResult a = Tollgate("replay --agent agent-1 --policy " + dir_.sub("candidate.yaml") + data);
+  EXPECT_EQ(a.code, 0) << a.out;
+  EXPECT_NE(a.out.find("session s1: 7 decisions, 1 change verdict"), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("session s2: 8 decisions, 1 change verdict"), std::string::npos) << a.out;
+
+  EXPECT_EQ(Tollgate("replay nope" + data).code, 2);
+  EXPECT_EQ(Tollgate("replay --agent agent-1" + data).code, 2) << "--agent needs --policy or --verify";
+  EXPECT_EQ(Tollgate("replay s1 --policy " + dir_.sub("missing.yaml") + data).code, 2);
+}
+
+TEST(FormatDurationTest, PicksAReadableUnit) {
+  EXPECT_EQ(FormatDuration(820), "820 µs");
+  EXPECT_EQ(FormatDuration(35'000), "35.0 ms");
+  EXPECT_EQ(FormatDuration(3'000'000), "3.00 s");
+  EXPECT_EQ(FormatDuration(600'000'000), "10.0 min");
+}
+
+}  // namespace
+}  // namespace tollgate::replay
