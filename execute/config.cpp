@@ -84,10 +84,13 @@ Status Limits(const Json& sec, SandboxLimits* l) {
 }  // namespace
 
 Json ExecutePolicy::AgentHttp(const std::string& agent_id) const {
+  Json merged = http_defaults.is_object() ? http_defaults : Json::object();
   auto a = agents.find(agent_id);
-  if (a == agents.end() || !a->is_object()) return Json::object();
+  if (a == agents.end() || !a->is_object()) return merged;
   auto h = a->find("http_request");
-  return h != a->end() && h->is_object() ? *h : Json::object();
+  if (h == a->end() || !h->is_object()) return merged;
+  for (const auto& [k, v] : h->items()) merged[k] = v;
+  return merged;
 }
 
 ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
@@ -127,6 +130,8 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
   if (policy.is_object()) {
     auto agents = policy.find("agents");
     if (agents != policy.end() && agents->is_object()) p.agents = *agents;
+    auto http = policy.find("http_request");
+    if (http != policy.end() && http->is_object()) p.http_defaults = *http;
     auto it = policy.find("execute");
     const Json sec = it != policy.end() && it->is_object() ? *it : Json::object();
     if (it != policy.end() && !it->is_object() && !it->is_null()) return Bad("must be a map");

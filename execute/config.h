@@ -51,7 +51,9 @@ struct ExecutePolicy {
   SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
 
   Json agents = Json::object();    // the policy's `agents` section, for http_request
-  // agents.<agent_id>.http_request, or an empty object.
+  Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)
+  // The top-level http_request overridden key by key by
+  // agents.<agent_id>.http_request (as decide reads them), or an empty object.
   Json AgentHttp(const std::string& agent_id) const;
 };
 

@@ -243,6 +243,9 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
 TEST(ExecutePolicyTest, ParsesTheExecuteSectionAndRefusesBadValues) {
   Json j;
   ASSERT_TRUE(YamlToJson(R"(
+http_request:
+  allowed_methods: [GET, POST]
+  timeout_ms: 9000
 agents:
   a1:
     http_request:
@@ -269,8 +272,10 @@ execute:
   EXPECT_EQ(p.run_as, "");
   EXPECT_EQ(p.limits.timeout_ms, 2000);
   EXPECT_EQ(p.limits.processes, 10);
+  // The top-level http_request is every agent's default, overridden key by key.
   EXPECT_EQ(p.AgentHttp("a1")["timeout_ms"], 500);
-  EXPECT_TRUE(p.AgentHttp("a2").empty());
+  EXPECT_EQ(p.AgentHttp("a1")["allowed_methods"], Json::array({"GET", "POST"}));
+  EXPECT_EQ(p.AgentHttp("a2"), Json({{"allowed_methods", {"GET", "POST"}}, {"timeout_ms", 9000}}));
   EXPECT_EQ(p.tools_dir, "/data/tools");
   ASSERT_TRUE(ExecutePolicyFromJson(Json(), "/data", &p).ok());
   EXPECT_EQ(p.workspace_root, "/data/workspaces") << "absent: safe defaults";
