@@ -669,7 +669,15 @@ TEST_F(TamperTest, ExportEdits) {
         switch (Rand(0, 2)) {
           case 0: end["count"] = end["count"].get<uint64_t>() + 1; what = "end count"; break;
           case 1: end["last_seq"] = end["last_seq"].get<uint64_t>() - 1; what = "end last_seq"; break;
-          default: end["last_hash"] = P().events[Rand(1, P().head)].hash; what = "end last_hash"; break;
+          default: {
+            // Another record's hash: drawn again when it is the real one.
+            const std::string real = end["last_hash"].get<std::string>();
+            std::string other = real;
+            while (other == real) other = P().events[Rand(1, P().head)].hash;
+            end["last_hash"] = other;
+            what = "end last_hash";
+            break;
+          }
         }
         lines.back() = e.dump();
         break;
