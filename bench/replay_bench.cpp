@@ -181,7 +181,7 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
       events = n;
 
       auto t2 = Clock::now();
-      std::vector<Event> inputs;
+      std::vector<replay::DecisionInput> inputs;
       s = replay::ReadDecisionInputs(store, target, &inputs);
       auto t3 = Clock::now();
       if (!s.ok()) return Fail(s);

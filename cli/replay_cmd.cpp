@@ -87,7 +87,7 @@ int RunRedecide(const ReplayFlags& f, const LogStore& store) {
       for (const auto& p : problems) std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
     }
   }
-  std::vector<Event> inputs;
+  std::vector<replay::DecisionInput> inputs;
   Status s = replay::ReadDecisionInputs(store, target, &inputs);
   if (!s.ok()) return Fail(s);
   replay::RedecideReport report = replay::Redecide(std::move(inputs), target, options);

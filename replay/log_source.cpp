@@ -3,9 +3,11 @@
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
+#include <future>
 #include <set>
 
 #include "audit/audit_query.h"
+#include "replay/canonical_scan.h"
 
 namespace tollgate::replay {
 
@@ -132,7 +134,71 @@ bool Target::Matches(std::string_view session, std::string_view agent, int64_t t
   return true;
 }
 
-Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out) {
+namespace {
+
+// One record of an org's range, filtered on its envelope before anything is
+// decoded; appends what the fold reads (or nothing) to *out. With
+// `keep_bytes`, a target decision.made's canonical data is kept as bytes.
+Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, bool keep_bytes,
+                   std::vector<DecisionInput>* out) {
+  RecordView rec;
+  Status st = DecodeRecord(value, &rec);
+  if (!st.ok()) return st;
+  EnvelopeView v;
+  Event e;
+  if (!ScanEnvelope(rec.body, &v)) {
+    // Not in the writer's exact layout (escapes): decode it all.
+    st = LogStore::DecodeEvent(seq, value, &e);
+    if (!st.ok()) return st;
+    std::string body;
+    st = EncodeEventBody(e, SIZE_MAX, &body);
+    if (!st.ok() || !ScanEnvelope(body, &v)) {
+      return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " cannot be scanned");
+    }
+    // v points into `body`; decide on the decoded event instead.
+    const bool full = e.type == "decision.made" || e.type == "execution.completed" ||
+                      e.type == "approval.denied" || e.type == "approval.expired" ||
+                      (e.type == "request.received" && target.Matches(e.session_id, e.agent_id, e.time_us));
+    if (full) out->push_back({std::move(e), {}});
+    return Status::Ok();
+  }
+  if (v.seq != seq) {
+    return Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
+                                                std::to_string(v.seq));
+  }
+  const std::string_view type = v.type;
+  const bool received = type == "request.received";
+  std::string bytes;
+  if (received || type == "decision.made") {
+    // The envelope from the scan, the data parsed alone: the fold needs
+    // no hashes and the writer validated the envelope.
+    if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
+    const bool is_target = target.Matches(e.session_id, e.agent_id, e.time_us);
+    if (received && !is_target) return Status::Ok();
+    thread_local std::vector<CanonicalMember> members;
+    if (!received && keep_bytes && is_target && ScanCanonicalObject(v.data, &members)) {
+      bytes.assign(v.data);  // valid JSON: parsing it later cannot fail
+      e.data = Json();
+    } else {
+      st = ParseJson(v.data, &e.data);
+      if (!st.ok()) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
+    }
+  } else if (type == "execution.completed" || type == "approval.denied" || type == "approval.expired") {
+    if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
+    if (type == "execution.completed") {
+      CostReader cr;
+      Json::sax_parse(v.data, &cr);
+      e.data["cost_usd"] = cr.cost;
+    }
+  } else {
+    return Status::Ok();
+  }
+  out->push_back({std::move(e), std::move(bytes)});
+  return Status::Ok();
+}
+
+Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, int threads,
+                  std::vector<DecisionInput>* out) {
   out->clear();
   // 1. The target's orgs and last seq. A session: its index's ends (keys
   //    only). An agent: its events' envelopes, for the time range.
@@ -167,69 +233,62 @@ Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vect
   if (max_seq == 0) return Status::Error(errc::kNotFound, "no event of the requests to re-decide");
 
   // 2. Every policy in force up to then.
-  s = ReadTypes(store, {"policy.updated"}, max_seq, out);
+  std::vector<Event> policies;
+  s = ReadTypes(store, {"policy.updated"}, max_seq, &policies);
   if (!s.ok()) return s;
+  for (Event& e : policies) out->push_back({std::move(e), {}});
 
   // 3. The orgs' ledger events and the target's requests, filtered on the
-  //    envelope before anything is decoded.
+  //    envelope before anything is decoded. With two threads each reads and
+  //    decodes half of the range into its own vector; the halves are joined
+  //    in order, and the first error in seq order wins, as in one pass.
   for (const std::string& org : orgs) {
     seqs.clear();
     s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, &seqs);
     if (!s.ok()) return s;
-    s = ForRecords(store, seqs, [&](uint64_t seq, std::string_view value) {
-      RecordView rec;
-      Status st = DecodeRecord(value, &rec);
-      if (!st.ok()) return st;
-      EnvelopeView v;
-      Event e;
-      if (!ScanEnvelope(rec.body, &v)) {
-        // Not in the writer's exact layout (escapes): decode it all.
-        st = LogStore::DecodeEvent(seq, value, &e);
-        if (!st.ok()) return st;
-        std::string body;
-        st = EncodeEventBody(e, SIZE_MAX, &body);
-        if (!st.ok() || !ScanEnvelope(body, &v)) {
-          return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " cannot be scanned");
-        }
-        // v points into `body`; decide on the decoded event instead.
-        const bool full = e.type == "decision.made" || e.type == "execution.completed" ||
-                          e.type == "approval.denied" || e.type == "approval.expired" ||
-                          (e.type == "request.received" && target.Matches(e.session_id, e.agent_id, e.time_us));
-        if (full) out->push_back(std::move(e));
-        return Status::Ok();
-      }
-      if (v.seq != seq) {
-        return Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
-                                                    std::to_string(v.seq));
-      }
-      const std::string_view type = v.type;
-      const bool received = type == "request.received";
-      if (received || type == "decision.made") {
-        // The envelope from the scan, the data parsed alone: the fold needs
-        // no hashes and the writer validated the envelope.
-        if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
-        if (received && !target.Matches(e.session_id, e.agent_id, e.time_us)) return Status::Ok();
-        st = ParseJson(v.data, &e.data);
-        if (!st.ok()) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
-      } else if (type == "execution.completed" || type == "approval.denied" || type == "approval.expired") {
-        if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
-        if (type == "execution.completed") {
-          CostReader cr;
-          Json::sax_parse(v.data, &cr);
-          e.data["cost_usd"] = cr.cost;
-        }
-      } else {
-        return Status::Ok();
-      }
-      out->push_back(std::move(e));
-      return Status::Ok();
-    });
-    if (!s.ok()) return s;
+    auto read = [&](const std::vector<uint64_t>& part, std::vector<DecisionInput>* into) {
+      return ForRecords(store, part, [&](uint64_t seq, std::string_view value) {
+        return DecodeInput(seq, value, target, keep_bytes, into);
+      });
+    };
+    constexpr size_t kMinSplit = 4096;
+    if (threads < 2 || seqs.size() < kMinSplit) {
+      s = read(seqs, out);
+      if (!s.ok()) return s;
+      continue;
+    }
+    const size_t mid = seqs.size() / 2;
+    std::vector<uint64_t> second(seqs.begin() + static_cast<ptrdiff_t>(mid), seqs.end());
+    seqs.resize(mid);
+    std::vector<DecisionInput> second_out;
+    second_out.reserve(second.size());
+    auto later = std::async(std::launch::async, [&] { return read(second, &second_out); });
+    Status first_status = read(seqs, out);
+    Status second_status = later.get();
+    if (!first_status.ok()) return first_status;
+    if (!second_status.ok()) return second_status;
+    out->insert(out->end(), std::make_move_iterator(second_out.begin()), std::make_move_iterator(second_out.end()));
   }
   // Policies first, then each org's events: usually in order already.
-  auto by_seq = [](const Event& a, const Event& b) { return a.seq < b.seq; };
+  auto by_seq = [](const DecisionInput& a, const DecisionInput& b) { return a.event.seq < b.event.seq; };
   if (!std::is_sorted(out->begin(), out->end(), by_seq)) std::stable_sort(out->begin(), out->end(), by_seq);
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out) {
+  out->clear();
+  std::vector<DecisionInput> inputs;
+  Status s = ReadInputs(store, target, /*keep_bytes=*/false, /*threads=*/1, &inputs);
+  if (!s.ok()) return s;
+  out->reserve(inputs.size());
+  for (DecisionInput& in : inputs) out->push_back(std::move(in.event));
+  return Status::Ok();
+}
+
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<DecisionInput>* out) {
+  return ReadInputs(store, target, /*keep_bytes=*/true, /*threads=*/2, out);
 }
 
 Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out) {

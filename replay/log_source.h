@@ -55,6 +55,22 @@ Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, u
 // data.cost_usd. E_NOT_FOUND when the target has no event.
 Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out);
 
+// One input of a re-decision as the fast path reads it: the event, and for
+// a decision.made of the target whose data is canonical
+// (replay/canonical_scan.h) that data's bytes, with event.data left null:
+// Redecide compares them with the re-made decision's canonical bytes and
+// parses them only on a difference. Otherwise data_bytes is empty and
+// event.data decoded.
+struct DecisionInput {
+  Event event;
+  std::string data_bytes;
+};
+// As above, the same events in the same order; decision data kept as bytes
+// (the overload above parses them). Records are read and decoded on two
+// threads, each over half of the org's index range; the result, and the
+// first error in seq order, are those of a single pass.
+Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<DecisionInput>* out);
+
 // Each call visits one event (decoded, seq set) in seq order; return false
 // to stop. Reads the whole log; for the benchmark's baseline and tools.
 Status ScanAll(const LogStore& store, const std::function<bool(const Event&)>& visit);

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "replay/canonical_scan.h"
+
 namespace tollgate::replay {
 
 const char* const kComparedFields[] = {"verdict",      "reason",    "rule",        "danger_level",
@@ -49,8 +51,15 @@ struct Received {
 }  // namespace
 
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options) {
-  auto by_seq = [](const Event& a, const Event& b) { return a.seq < b.seq; };
-  if (!std::is_sorted(events.begin(), events.end(), by_seq)) std::stable_sort(events.begin(), events.end(), by_seq);
+  std::vector<DecisionInput> inputs;
+  inputs.reserve(events.size());
+  for (Event& e : events) inputs.push_back({std::move(e), {}});
+  return Redecide(std::move(inputs), target, options);
+}
+
+RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options) {
+  auto by_seq = [](const DecisionInput& a, const DecisionInput& b) { return a.event.seq < b.event.seq; };
+  if (!std::is_sorted(inputs.begin(), inputs.end(), by_seq)) std::stable_sort(inputs.begin(), inputs.end(), by_seq);
   RedecideReport report;
   report.what_if = options.candidate != nullptr;
   if (report.what_if) report.candidate_version = options.candidate->version();
@@ -67,7 +76,17 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
   std::string policy_error;
 
   Decision decision;  // reused: DecideInto keeps the hot path free of allocation
-  for (Event& e : events) {  // owned: request and decision data are moved out
+  std::string redecided_bytes, recorded_bytes;
+  for (DecisionInput& input : inputs) {  // owned: request and decision data are moved out
+    Event& e = input.event;
+    // A decision's data kept as canonical bytes is parsed only when needed
+    // (ReadDecisionInputs validated it: parsing cannot fail).
+    auto parse_data = [&] {
+      if (input.data_bytes.empty()) return;
+      Status ps = ParseJson(input.data_bytes, &e.data);
+      if (!ps.ok()) e.data = Json::object();  // unreachable: the bytes were validated
+      input.data_bytes.clear();
+    };
     ++report.events;
     if (e.type == "policy.updated") {
       Status s = logged.Apply(e);
@@ -97,6 +116,7 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
     }
     auto rit = received.find(e.request_id);
     if (!is_target && rit == received.end()) {
+      parse_data();
       ledger.Apply(e);  // another request of the org: budget state only
       continue;
     }
@@ -114,6 +134,7 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
                                     : "the policy in force does not load: " + policy_error;
     }
     if (!c.note.empty()) {
+      parse_data();
       ledger.Apply(e);
       c.recorded = Compared(std::move(e.data));
       report.not_redecided.push_back(std::move(c));
@@ -126,16 +147,45 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
     in.received_at_us = rit->second.received_us;
     DecideInto(policy, ledger, in, &decision);
     decision.checks.clear();  // explanation, not compared: not worth serialising
-    Json full = decision.ToJson();
     ++report.decisions;
     RedecideReport::PerSession& per_session = report.sessions[e.session_id];
     ++per_session.decisions;
-    // The ledger goes on with the decision that counts in this mode.
-    if (report.what_if) ledger.ApplyDecision(e.request_id, rit->second.request, full);
-    else ledger.Apply(e);
-    c.recorded = Compared(std::move(e.data));
-    c.redecided = Compared(std::move(full));
+    c.redecided = Compared(decision.ToJson());
+    // Fast path: the recorded decision kept as canonical bytes, its compared
+    // fields byte-identical to the re-made decision's canonical bytes. Then
+    // the two compare equal field by field (canonical JSON is one text per
+    // value) and the recorded one need not be parsed. Any other case, the
+    // recorded decision is parsed and compared field by field.
+    bool same = false;
+    if (!input.data_bytes.empty()) {
+      same = CanonicalSubset(input.data_bytes, kComparedFields, &recorded_bytes) &&
+             CanonicalBytes(c.redecided, &redecided_bytes).ok() && recorded_bytes == redecided_bytes;
+      if (!same) parse_data();
+    }
+    // The ledger goes on with the decision that counts in this mode (it
+    // reads the compared fields verdict and reservation only).
+    if (report.what_if) {
+      ledger.ApplyDecision(e.request_id, rit->second.request, c.redecided);
+    } else if (same) {
+      e.data = std::move(c.redecided);  // the recorded decision's compared fields, as equal
+      ledger.Apply(e);
+      c.redecided = std::move(e.data);
+    } else {
+      ledger.Apply(e);
+    }
     received.erase(rit);  // its decision is made; the request is not needed again
+    if (same) {
+      const std::string v = c.redecided.value("verdict", "");
+      const double reserved = ReservedUsd(c.redecided);
+      const bool budget_denial = BudgetDenial(c.redecided);
+      report.reserved_recorded_usd += reserved;
+      report.reserved_redecided_usd += reserved;
+      report.budget_denials_recorded += budget_denial;
+      report.budget_denials_redecided += budget_denial;
+      verdicts[e.request_id] = v;
+      continue;
+    }
+    c.recorded = Compared(std::move(e.data));
 
     const std::string rv = c.recorded.value("verdict", ""), nv = c.redecided.value("verdict", "");
     report.reserved_recorded_usd += ReservedUsd(c.recorded);

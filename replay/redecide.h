@@ -95,6 +95,12 @@ struct RedecideReport {
 // (sorted by seq here), as ReadDecisionInputs returns them. Decisions are
 // re-decided when `target` matches their request.
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options);
+// The same over inputs whose decisions may be kept as canonical bytes
+// (ReadDecisionInputs' fast overload): a decision whose compared fields are
+// byte-identical to the re-made decision's is not parsed; any other is
+// parsed and compared as above. The report is the same as for the decoded
+// events (tests/replay_test.cpp pins the two paths together).
+RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options);
 
 // A report for people: the changes, one line each, then the summary (per
 // session too when there are several).

@@ -7,11 +7,14 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <random>
 
 #include "audit/event_log.h"
 #include "audit/export.h"
 #include "audit/log_format.h"
 #include "core/messages.h"
+#include "replay/canonical_scan.h"
 #include "replay/chain_check.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
@@ -363,6 +366,7 @@ class DecidingRecorder {
     DecideInput in{&req, t};
     Json d = Decide(decide_under ? bypass_ : policy_, ledger_, in);
     d["source"] = "test";
+    if (edit) edit(rid, d);
     Event de = rec_.Base("decision.made", rid, session, tool, t + 1000, d);
     Fold(de);
     rec_.Append(de);
@@ -385,6 +389,8 @@ class DecidingRecorder {
   }
 
   bool decide_under = false;
+  // Edits a decision before it is logged (as if edited in the log).
+  std::function<void(const std::string& rid, Json& decision)> edit;
 
  private:
   void Fold(const Event& e) {
@@ -403,12 +409,44 @@ class RedecideTest : public ReplayLogTest {
     ReplayLogTest::SetUp();
     dec_ = std::make_unique<DecidingRecorder>(*log_, *rec_);
   }
+  // Every re-decision in these tests runs both paths and requires the same
+  // report: the slow one (every event decoded, decisions compared field by
+  // field) and the fast one (target decisions kept as canonical bytes and
+  // compared as bytes, parsed only on a difference; records read on two
+  // threads). Returns the fast one's.
   RedecideReport Run(const Target& target, PolicyPtr candidate = nullptr) {
     std::vector<Event> events;
     Status s = ReadDecisionInputs(log_->store(), target, &events);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return Redecide(events, target, RedecideOptions{candidate});
+    RedecideReport slow = Redecide(events, target, RedecideOptions{candidate});
+    std::vector<DecisionInput> inputs;
+    s = ReadDecisionInputs(log_->store(), target, &inputs);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    // The same events, in the same order; bytes kept parse to the data.
+    EXPECT_EQ(inputs.size(), events.size());
+    kept_as_bytes = 0;
+    for (size_t i = 0; i < std::min(inputs.size(), events.size()); ++i) {
+      const Event& a = inputs[i].event;
+      const Event& b = events[i];
+      EXPECT_EQ(a.seq, b.seq);
+      EXPECT_EQ(a.type, b.type);
+      EXPECT_EQ(a.request_id, b.request_id);
+      if (inputs[i].data_bytes.empty()) {
+        EXPECT_EQ(a.data, b.data) << a.seq;
+      } else {
+        ++kept_as_bytes;
+        EXPECT_EQ(a.type, "decision.made");
+        Json d;
+        EXPECT_TRUE(ParseJson(inputs[i].data_bytes, &d).ok());
+        EXPECT_EQ(d, b.data) << a.seq;
+      }
+    }
+    RedecideReport fast = Redecide(std::move(inputs), target, RedecideOptions{candidate});
+    EXPECT_EQ(fast.ToJson(), slow.ToJson());
+    EXPECT_EQ(FormatReport(fast), FormatReport(slow));
+    return fast;
   }
+  size_t kept_as_bytes = 0;
   // A session: echo, a read of a secret (denied), a write (asks), a delete
   // (denied), then reads of $1 each until the $2.50 budget denies one.
   void RecordSession(const std::string& session, int64_t t) {
@@ -479,6 +517,94 @@ TEST_F(RedecideTest, VerifyReportsAnEditedDecision) {
   ASSERT_EQ(r.changes.size(), 1u) << FormatReport(r);
   EXPECT_EQ(r.changes[0].request_id, "s1-del");
   EXPECT_EQ(r.changes[0].transition(), "allow→deny");
+}
+
+// Decisions edited before they were logged, in compared fields and in
+// fields verify does not compare: the fast path (bytes) finds exactly what
+// the slow path (field by field) finds (Run checks the two agree).
+TEST_F(RedecideTest, FastPathFindsWhatTheSlowPathFindsOnEditedDecisions) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  dec_->edit = [](const std::string& rid, Json& d) {
+    if (rid == "e-reason") d["reason"] = "edited";
+    if (rid == "e-unicode") d["reason"] = "na\u00efve \"quoted\"\n\u00e9t\u00e9 \xe2\x82\xac";
+    if (rid == "e-missing") d.erase("rule");
+    if (rid == "e-verdict") d["verdict"] = "allow";  // a deny logged as allow
+    if (rid == "e-notify") d["notify"] = Json::array({"x"});
+    if (rid == "e-float") d["read_only"] = 1.5;
+    // Not differences: 1 and 1.0 are equal numbers (the bytes differ);
+    // checks, source and unknown fields are not compared.
+    if (rid == "n-int") d["reservation"]["usd"] = 1;
+    if (rid == "n-checks") {
+      d["checks"] = "rewritten";
+      d["source"] = "elsewhere";
+    }
+    if (rid == "n-extra") {
+      d["aaa"] = {{"x", "\u00fc"}, {"y", Json::array({1, 2.5, nullptr, true})}};
+      d["zzz"] = "tail";
+    }
+  };
+  const int64_t t = kT0 + 1000;
+  dec_->Call("ok-echo", "s1", "echo", {{"text", "hi"}}, t);
+  dec_->Call("e-reason", "s1", "echo", {{"text", "hi"}}, t + 1000);
+  dec_->Call("e-unicode", "s1", "read_file", {{"path", "/srv/caf\u00e9"}}, t + 2000, 1.0);
+  dec_->Call("e-missing", "s1", "write_file", {{"path", "/srv/o"}, {"content", "x"}}, t + 3000);
+  dec_->Call("e-verdict", "s1", "delete_file", {{"path", "/srv/o"}}, t + 4000);
+  dec_->Call("e-notify", "s1", "echo", {{"text", "\u00e9\"\\"}}, t + 5000);
+  dec_->Call("e-float", "s1", "echo", {{"text", "f"}}, t + 6000);
+  dec_->Call("n-int", "s1", "read_file", {{"path", "/a/1"}}, t + 7000, 1.0);
+  dec_->Call("n-checks", "s1", "echo", {{"text", "c"}}, t + 8000);
+  dec_->Call("n-extra", "s1", "echo", {{"text", "e"}}, t + 9000);
+  dec_->Call("ok-last", "s1", "read_file", {{"path", "/a/2"}}, t + 10000, 1.0);
+  RedecideReport r = Run(Target::Session("s1"));
+  EXPECT_EQ(r.decisions, 11u);
+  EXPECT_EQ(kept_as_bytes, 11u) << "every target decision is canonical";
+  std::vector<std::string> changed;
+  for (const auto& c : r.changes) changed.push_back(c.request_id);
+  EXPECT_EQ(changed, (std::vector<std::string>{"e-reason", "e-unicode", "e-missing", "e-verdict", "e-notify", "e-float"}))
+      << FormatReport(r);
+  ASSERT_EQ(r.changes.size(), 6u);
+  EXPECT_EQ(r.changes[0].fields, std::vector<std::string>{"reason"});
+  EXPECT_EQ(r.changes[2].fields, std::vector<std::string>{"rule"});
+  EXPECT_EQ(r.changes[3].transition(), "allow→deny");
+  EXPECT_EQ(r.changes[4].fields, std::vector<std::string>{"notify"});
+  EXPECT_EQ(r.changes[5].fields, std::vector<std::string>{"read_only"});
+  // And under a candidate, and over the agent.
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  Run(Target::Session("s1"), MustLoad(candidate));
+  Target agent;
+  agent.agent_id = "agent-1";
+  Run(agent, MustLoad(candidate));
+  Run(agent);
+}
+
+// A session long enough for the fast read to split the org's range over
+// two threads, with edited decisions in both halves and another session of
+// the org interleaved (its decisions count in the budget only).
+TEST_F(RedecideTest, FastPathOnALongSessionReadOnTwoThreads) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  dec_->edit = [](const std::string& rid, Json& d) {
+    if (rid.ends_with("7")) d["reason"] = "edited " + rid;
+    if (rid.ends_with("3")) d["checks"] = Json::array();  // not compared
+  };
+  const char* tools[] = {"echo", "read_file", "write_file", "delete_file"};
+  size_t edited = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const std::string rid = "q" + std::to_string(i);
+    const std::string session = i % 5 == 0 ? "other" : "long";
+    const std::string tool = tools[i % 4];
+    Json args = tool == "echo" ? Json{{"text", rid}} : Json{{"path", "/srv/" + rid}, {"content", "x"}};
+    dec_->Call(rid, session, tool, args, kT0 + 1000 + i * 1000, tool == "read_file" ? 0.01 : 0);
+    edited += session == "long" && rid.ends_with("7");
+  }
+  RedecideReport r = Run(Target::Session("long"));
+  EXPECT_EQ(r.decisions, 1200u);
+  EXPECT_EQ(r.changes.size(), edited) << FormatReport(r).substr(0, 2000);
+  EXPECT_EQ(kept_as_bytes, 1200u);
+  std::string candidate = kLoggedPolicy;
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/srv/q1*\", \"delete_file:*\"");
+  r = Run(Target::Session("long"), MustLoad(candidate));
+  EXPECT_GT(r.changes.size(), 0u);
 }
 
 TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
@@ -662,6 +788,81 @@ TEST_F(RedecideTest, CliTimelineVerifyAndWhatIf) {
   EXPECT_EQ(Tollgate("replay nope" + data).code, 2);
   EXPECT_EQ(Tollgate("replay --agent agent-1" + data).code, 2) << "--agent needs --policy or --verify";
   EXPECT_EQ(Tollgate("replay s1 --policy " + dir_.sub("missing.yaml") + data).code, 2);
+}
+
+// The canonical scan: what it accepts parses, and the subset it cuts is the
+// canonical form of those fields.
+TEST(CanonicalScanTest, SubsetIsTheCanonicalBytesOfTheFieldsAlone) {
+  const char* const keys[] = {"b", "d", "zz", nullptr};
+  Json v = {{"a", {{"x", Json::array({1, -2.5e-7, "s\"\\\n\u00e9"})}}},
+            {"b", "caf\u00e9 \u20ac \xf0\x9f\x98\x80 \t\x01"},
+            {"c", nullptr},
+            {"d", {{"usd", 0.001}, {"n", 18446744073709551615ull}, {"neg", -9223372036854775807ll}, {"f", false}}},
+            {"e", Json::array()},
+            {"f", Json::object()}};
+  std::string text, sub, want;
+  ASSERT_TRUE(CanonicalBytes(v, &text).ok());
+  ASSERT_TRUE(CanonicalSubset(text, keys, &sub)) << text;
+  ASSERT_TRUE(CanonicalBytes(Json{{"b", v["b"]}, {"d", v["d"]}}, &want).ok());
+  EXPECT_EQ(sub, want);
+  std::vector<CanonicalMember> m;
+  ASSERT_TRUE(ScanCanonicalObject(text, &m));
+  EXPECT_EQ(m.size(), 6u);
+  EXPECT_TRUE(ScanCanonicalObject("{}", &m));
+  EXPECT_TRUE(CanonicalSubset("{\"a\":1}", keys, &sub));
+  EXPECT_EQ(sub, "{}");
+}
+
+TEST(CanonicalScanTest, RefusesWhatIsNotPlainCanonicalJson) {
+  std::vector<CanonicalMember> m;
+  for (const char* bad : {"", "{", "}", "[]", "{\"a\":1,}", "{\"b\":1,\"a\":2}", "{\"a\":1,\"a\":2}",
+                          "{ \"a\":1}", "{\"a\": 1}", "{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":-}",
+                          "{\"a\":1e}", "{\"a\":1e400}", "{\"a\":tru}", "{\"a\":\"x}", "{\"a\":\"\\x\"}",
+                          "{\"a\":\"\\ud800\"}", "{\"a\":\"\xc3\"}", "{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}",
+                          "{\"a\":\"\x01\"}", "{\"a\":[1,]}", "{\"a\":[1 2]}", "{\"a\":1}x", "{\"\\u0061\":1}",
+                          "{\"a\":{\"b\":}}", "{\"a\":1}\n"}) {
+    EXPECT_FALSE(ScanCanonicalObject(bad, &m)) << bad;
+  }
+  std::string deep(100, '[');
+  EXPECT_FALSE(ScanCanonicalObject("{\"a\":" + deep + std::string(100, ']') + "}", &m));
+}
+
+// Mutations of a decision's canonical bytes: whatever the scan accepts
+// parses, and its subset parses to those fields of the parsed whole.
+TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
+  Json d = {{"verdict", "allow"}, {"reason", "r \"q\" \u00e9"}, {"rule", "allow[0]"}, {"danger_level", "LOW"},
+            {"policy_version", "file:0123"}, {"reservation", {{"usd", 1.5}, {"received_at", "t"}, {"budgets", {"b"}}}},
+            {"invocation", "builtin:echo"}, {"read_only", true}, {"checks", Json::array({{{"check", "deny"}}})},
+            {"source", "decide"}, {"notify", {"n*"}}};
+  std::string text;
+  ASSERT_TRUE(CanonicalBytes(d, &text).ok());
+  std::mt19937 rng(7);
+  const std::string alphabet = "{}[],:\"\\0123456789.-+eEtrufalsn \x01\x80\xc3\xa9u";
+  size_t accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string t = text;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < edits; ++k) {
+      const size_t at = rng() % t.size();
+      switch (rng() % 3) {
+        case 0: t[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: t.erase(at, 1); break;
+        default: t.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+    }
+    std::string sub;
+    if (!CanonicalSubset(t, kComparedFields, &sub)) continue;
+    ++accepted;
+    Json whole, part;
+    ASSERT_TRUE(ParseJson(t, &whole).ok()) << t;
+    ASSERT_TRUE(ParseJson(sub, &part).ok()) << sub;
+    Json want = Json::object();
+    for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
+      if (whole.contains(*f)) want[*f] = whole[*f];
+    }
+    EXPECT_EQ(part, want) << t;
+  }
+  EXPECT_GT(accepted, 100u);
 }
 
 TEST(FormatDurationTest, PicksAReadableUnit) {
