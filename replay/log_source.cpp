@@ -246,6 +246,7 @@ Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, 
     seqs.clear();
     s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, &seqs);
     if (!s.ok()) return s;
+    out->reserve(out->size() + seqs.size());  // at most one input a record: no regrowth
     auto read = [&](const std::vector<uint64_t>& part, std::vector<DecisionInput>* into) {
       return ForRecords(store, part, [&](uint64_t seq, std::string_view value) {
         return DecodeInput(seq, value, target, keep_bytes, into);
