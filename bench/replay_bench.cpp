@@ -214,6 +214,7 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
     out["redecide_events_per_s"] = redecide;
     out["redecide_read_us"] = Median(read_us);  // reading what the decisions depended on
     out["redecide_fold_us"] = Median(fold_us);  // folding and re-deciding (pure)
+    out["redecide_read_threads"] = 2;  // ReadDecisionInputs decodes on two threads; the raw scan uses one
     out["redecide_vs_decoded_scan"] = redecide / Median(decoded_rates);
     out["redecide_vs_scan"] = redecide / raw;
   }
