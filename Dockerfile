@@ -11,6 +11,10 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends librdkafka1 librocksdb7.8 libssl3 libcurl4 libyaml-cpp0.7 libjemalloc2 \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/cli/tollgate /usr/local/bin/tollgate
+# The shipped default policy (`up` without --policy); mount your own over it
+# or pass --policy. It is recorded in the log, so it must hold no secrets.
+COPY config/default-policy.yaml /etc/tollgate/default-policy.yaml
+ENV TOLLGATE_DEFAULT_POLICY=/etc/tollgate/default-policy.yaml
 VOLUME /var/lib/tollgate
 ENTRYPOINT []
 CMD ["tollgate", "up", "--data", "/var/lib/tollgate"]
