@@ -62,18 +62,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
   void TearDown() override {
     if (!p_) return;
     // Everything the pipeline wrote conforms to the schemas.
-    AuditQuery q;
-    q.limit = kMaxQueryLimit;
-    for (;;) {
-      AuditPage page;
-      ASSERT_TRUE(GetAuditLog(p_->log().store(), QueryScope::Operator(), q, &page).ok());
-      for (const Event& e : page.events) {
-        Status s = SchemaRegistry::Builtin().ValidateEvent(e.RecordJson());
-        EXPECT_TRUE(s.ok()) << e.type << ": " << s.ToString() << "\n" << e.RecordJson().dump();
-      }
-      if (page.next_cursor.empty()) break;
-      q.cursor = page.next_cursor;
-    }
+    testing::ExpectEveryEventConforms(p_->log().store());
     for (const auto& [rid, list] : results_by_id_) {
       for (const Json& r : list) {
         Status s = SchemaRegistry::Builtin().Validate("result", r);

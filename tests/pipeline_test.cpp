@@ -46,18 +46,7 @@ class PipelineTest : public ::testing::Test {
     // The contract holds for everything the pipeline wrote: every event
     // conforms to schemas/event + its data schema, every result to
     // schemas/result.
-    AuditQuery q;
-    q.limit = kMaxQueryLimit;
-    for (;;) {
-      AuditPage page;
-      ASSERT_TRUE(GetAuditLog(p_->log().store(), QueryScope::Operator(), q, &page).ok());
-      for (const Event& e : page.events) {
-        Status s = SchemaRegistry::Builtin().ValidateEvent(e.RecordJson());
-        EXPECT_TRUE(s.ok()) << e.type << ": " << s.ToString() << "\n" << e.RecordJson().dump();
-      }
-      if (page.next_cursor.empty()) break;
-      q.cursor = page.next_cursor;
-    }
+    testing::ExpectEveryEventConforms(p_->log().store());
     for (const Json& r : results_seen_) {
       Status s = SchemaRegistry::Builtin().Validate("result", r);
       EXPECT_TRUE(s.ok()) << s.ToString() << "\n" << r.dump();

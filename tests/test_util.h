@@ -5,7 +5,12 @@
 #include <filesystem>
 #include <string>
 
+#include <gtest/gtest.h>
+
+#include "audit/audit_query.h"
+#include "audit/log_store.h"
 #include "core/event.h"
+#include "core/schema.h"
 
 namespace tollgate::testing {
 
@@ -43,6 +48,23 @@ inline Event MakeEvent(const std::string& type, const std::string& request_id,
   e.time_us = time_us;
   e.data = data.empty() ? Json{{"note", "test"}} : std::move(data);
   return e;
+}
+
+// The contract holds for everything a pipeline wrote: every event of the
+// log conforms to schemas/event and its data schema.
+inline void ExpectEveryEventConforms(const LogStore& store) {
+  AuditQuery q;
+  q.limit = kMaxQueryLimit;
+  for (;;) {
+    AuditPage page;
+    ASSERT_TRUE(GetAuditLog(store, QueryScope::Operator(), q, &page).ok());
+    for (const Event& e : page.events) {
+      Status s = SchemaRegistry::Builtin().ValidateEvent(e.RecordJson());
+      EXPECT_TRUE(s.ok()) << e.type << ": " << s.ToString() << "\n" << e.RecordJson().dump();
+    }
+    if (page.next_cursor.empty()) break;
+    q.cursor = page.next_cursor;
+  }
 }
 
 }  // namespace tollgate::testing
