@@ -49,6 +49,7 @@ StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, Runn
 }
 
 StageRunner::~StageRunner() {
+  publisher_.reset();
   StopWorkers();
   if (consumer_) consumer_->Close();
 }
@@ -58,12 +59,55 @@ Status StageRunner::Start() {
   bus.client_id = "tollgate-" + stage_.name();
   Status s = Producer::Open(bus, options_.transactional_id, &producer_);
   if (!s.ok()) return s;
-  return Consumer::Open(bus, options_.group, stage_.input_topics(), &consumer_);
+  s = Consumer::Open(bus, options_.group, stage_.input_topics(), &consumer_);
+  if (!s.ok()) return s;
+  publisher_ = std::make_unique<SerialWorker>();
+  return Status::Ok();
+}
+
+Status StageRunner::CollectPublished(bool wait) {
+  if (!publisher_ || !publisher_->outstanding()) return Status::Ok();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::optional<Status> s = publisher_->Collect(wait);
+  if (wait) {
+    stats_.publish_wait_us += static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (!s.has_value()) return Status::Ok();  // still publishing
+  std::unique_ptr<Handoff> h = std::move(handoff_);
+  if (!s->ok()) return *s;
+  for (const auto& [tp, upto] : h->read_upto) read_upto_[tp] = upto;
+  stats_.messages += h->messages;
+  stats_.events += h->events;
+  stats_.outputs += h->outputs.size();
+  ++stats_.batches;
+  ++stats_.pipelined;
+  return Status::Ok();
 }
 
 Status StageRunner::Run() {
   std::vector<Message> batch;
   auto backoff = std::chrono::milliseconds(100);
+  // Fail closed: nothing of the failed batch was committed; read it again.
+  auto recover = [&](const Status& s) -> Status {
+    ++stats_.retries;
+    std::cerr << "tollgate: " << stage_.name() << ": batch failed, retrying in " << backoff.count()
+              << " ms: " << s.ToString() << "\n";
+    Status r = consumer_->RewindToCommitted();
+    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    if (s.code() == errc::kKafka) {
+      // A fatal producer error (e.g. fenced): start a fresh producer. The
+      // publisher is idle: its failure is how we got here, or it had nothing.
+      producer_.reset();
+      BusConfig bus = options_.bus;
+      bus.client_id = "tollgate-" + stage_.name();
+      Status p = Producer::Open(bus, options_.transactional_id, &producer_);
+      if (!p.ok()) return p;
+    }
+    return Status::Ok();
+  };
   while (!stop_.load()) {
     batch.clear();
     // While work is in flight, poll briefly so its results go out promptly.
@@ -76,7 +120,16 @@ Status StageRunner::Run() {
       std::cerr << "tollgate: " << stage_.name() << ": " << polled.ToString() << "\n";
       if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
     }
-    if (std::chrono::steady_clock::now() - last_tick_ >= options_.tick_interval) {
+    // The batch handed off last: if its transaction failed, it and
+    // everything read since are read again (this poll's batch included).
+    const bool tick_due = std::chrono::steady_clock::now() - last_tick_ >= options_.tick_interval;
+    Status published = CollectPublished(/*wait=*/tick_due || waiting);
+    if (!published.ok()) {
+      Status r = recover(published);
+      if (!r.ok()) return r;
+      continue;
+    }
+    if (tick_due) {
       Status t = RunTick();
       if (!t.ok()) {
         ++stats_.retries;
@@ -94,28 +147,21 @@ Status StageRunner::Run() {
       }
     }
     if (batch.empty()) continue;
+    const uint64_t committed_before = stats_.batches.load();
     Status s = ProcessBatch(batch);
     if (s.ok()) {
-      backoff = std::chrono::milliseconds(100);
+      // Back off afresh once a batch has committed, not merely been handed
+      // over: a transaction that keeps failing keeps doubling the wait.
+      if (stats_.batches.load() != committed_before) backoff = std::chrono::milliseconds(100);
       continue;
     }
-    // Fail closed: nothing of this batch was committed; read it again.
-    ++stats_.retries;
-    std::cerr << "tollgate: " << stage_.name() << ": batch failed, retrying in " << backoff.count()
-              << " ms: " << s.ToString() << "\n";
-    Status r = consumer_->RewindToCommitted();
-    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
-    if (s.code() == errc::kKafka) {
-      // A fatal producer error (e.g. fenced): start a fresh producer.
-      producer_.reset();
-      BusConfig bus = options_.bus;
-      bus.client_id = "tollgate-" + stage_.name();
-      Status p = Producer::Open(bus, options_.transactional_id, &producer_);
-      if (!p.ok()) return p;
-    }
+    Status r = recover(s);
+    if (!r.ok()) return r;
   }
+  // The batch handed off last is committed before going; if that fails it
+  // was not committed, and the next run reads it again.
+  Status last = CollectPublished(/*wait=*/true);
+  if (!last.ok()) std::cerr << "tollgate: " << stage_.name() << ": at stop: " << last.ToString() << "\n";
   // Finish the deferred work in flight: its side effects happened (or are
   // happening); record them before going.
   for (int failures = 0; !in_flight_.empty() && failures < 50;) {
@@ -291,6 +337,36 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
 
   const auto t1 = Clock::now();
   Clock::time_point t2;
+  if (jobs.empty() && in_flight_.empty()) {
+    // Pipelined: append, wait for the previous batch's transaction, hand
+    // this one over and go on reading.
+    Status s = AppendAndPublish(events, outputs, seq_refs, {}, &t2, nullptr, /*publish=*/false);
+    if (!s.ok()) return s;
+    s = CollectPublished(/*wait=*/true);
+    if (!s.ok()) return s;
+    auto h = std::make_unique<Handoff>();
+    h->outputs = std::move(outputs);
+    h->next = std::move(next);
+    h->read_upto = std::move(read_upto);
+    h->messages = batch.size();
+    h->events = events.size();
+    handoff_ = std::move(h);
+    Handoff* job = handoff_.get();
+    publisher_->Hand([this, job, us] {
+      const auto p0 = Clock::now();
+      Status published = Publish(job->outputs, job->next);
+      if (published.ok()) stats_.publish_us += us(p0, Clock::now());
+      return published;
+    });
+    stats_.process_us += us(t0, t1);
+    stats_.append_us += us(t1, t2);
+    return Status::Ok();
+  }
+  // Work is started only after every earlier batch has committed: were one
+  // to fail, this batch would be read again, and its work must not have
+  // begun on a message whose execution.started a re-read then finds.
+  Status s = CollectPublished(/*wait=*/true);
+  if (!s.ok()) return s;
   // The work starts only once the events before it (execution.started) are
   // durable, and before the publish, so a failed publish does not lose it.
   auto start_jobs = [&] {
@@ -301,7 +377,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     }
     jobs.clear();
   };
-  Status s = AppendAndPublish(events, outputs, seq_refs, next, &t2, start_jobs);
+  s = AppendAndPublish(events, outputs, seq_refs, next, &t2, start_jobs);
   if (!s.ok()) return s;
   for (const auto& [tp, upto] : read_upto) read_upto_[tp] = upto;
   const auto t3 = Clock::now();
@@ -318,7 +394,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
 Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                                      const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
                                      std::chrono::steady_clock::time_point* appended_at,
-                                     const std::function<void()>& after_append) {
+                                     const std::function<void()>& after_append, bool publish) {
   // 1. The log first: nothing leaves this stage that the log does not hold.
   std::vector<EventSink::Appended> appended;
   if (!events.empty()) {
@@ -341,7 +417,7 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
   if (after_append) after_append();
   // 2. Outputs and offsets, atomically.
-  if (outputs.empty() && next.empty()) return Status::Ok();
+  if (!publish || (outputs.empty() && next.empty())) return Status::Ok();
   return Publish(outputs, next);
 }
 

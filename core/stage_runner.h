@@ -20,6 +20,18 @@
 // again while its own work is in flight (after a rewind) is not processed
 // twice: the runner skips it.
 //
+// Pipelined publish: a batch without deferred work is handed to a publisher
+// thread once its events are durable, and the runner goes on to read,
+// process and append the next batch while that transaction commits. At most
+// one batch is in the publisher's hands, and the next transaction begins only
+// after it committed, so offsets are committed in read order. If it fails,
+// the runner rewinds to the committed offsets (before that batch) and reads
+// both batches again; their events are already in the log, so the appends
+// are no-ops, exactly as after a crash between append and commit. A batch
+// with deferred work, a tick, finished work and Stop() first wait until the
+// publisher is idle: the producer is used by one thread at a time, and a
+// work never starts while an earlier batch may still have to be re-read.
+//
 // Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
 // the batch in flight and the deferred work in flight are finished first.
 #pragma once
@@ -37,6 +49,7 @@
 #include <vector>
 
 #include "core/kafka_bus.h"
+#include "core/serial_worker.h"
 #include "core/stage.h"
 
 namespace tollgate {
@@ -67,10 +80,15 @@ struct RunnerStats {
   std::atomic<uint64_t> outputs{0};
   std::atomic<uint64_t> retries{0};
   // Where a batch's time goes (µs, summed over successful batches): the
-  // stage's pure function, the log append, the Kafka transaction.
+  // stage's pure function, the log append, the Kafka transaction (on the
+  // publisher thread when pipelined), and how long the runner waited for the
+  // publisher to finish the previous batch.
   std::atomic<uint64_t> process_us{0};
   std::atomic<uint64_t> append_us{0};
   std::atomic<uint64_t> publish_us{0};
+  std::atomic<uint64_t> publish_wait_us{0};
+  // Batches whose transaction ran on the publisher thread.
+  std::atomic<uint64_t> pipelined{0};
   // Deferred works finished and published, and those running now.
   std::atomic<uint64_t> deferred{0};
   std::atomic<uint64_t> in_flight{0};
@@ -91,13 +109,14 @@ class StageRunner {
  private:
   Status ProcessBatch(std::vector<Message>& batch);
   // Appends `events`, fills log_seq of the outputs that ask for it, then
-  // produces the outputs and commits `next` in one transaction.
+  // (unless !publish) produces the outputs and commits `next` in one
+  // transaction. The publisher must be idle when `publish`.
   // `after_append` runs once the events are durable, before the publish.
   Status AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                           const std::vector<std::pair<size_t, size_t>>& seq_refs,
                           const std::map<std::pair<std::string, int32_t>, int64_t>& next,
                           std::chrono::steady_clock::time_point* appended_at,
-                          const std::function<void()>& after_append = nullptr);
+                          const std::function<void()>& after_append = nullptr, bool publish = true);
   Status RunTick();
 
   // Deferred work (runner thread unless said otherwise).
@@ -115,6 +134,20 @@ class StageRunner {
   // Appends and publishes finished jobs; a failure keeps them for a retry.
   Status PublishFinished();
   void StopWorkers();
+
+  // The pipelined publish (see the file comment). Runner thread.
+  struct Handoff {
+    std::vector<StageOutput> outputs;
+    std::map<TopicPartition, int64_t> next;       // offsets committed with it
+    std::map<TopicPartition, int64_t> read_upto;  // applied once committed
+    uint64_t messages = 0, events = 0;
+  };
+  // The outcome of the batch handed over last (Ok when none is
+  // outstanding), once: `wait` blocks until the publisher is idle; without
+  // it a batch still publishing reports Ok. A success applies its counters
+  // and read_upto_.
+  Status CollectPublished(bool wait);
+
   Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
 
   Stage& stage_;
@@ -136,6 +169,11 @@ class StageRunner {
   std::vector<std::unique_ptr<Job>> finished_;  // guarded by jobs_mu_
   bool workers_stop_ = false;                   // guarded by jobs_mu_
   std::vector<std::thread> workers_;
+
+  std::unique_ptr<Handoff> handoff_;  // handed to publisher_, not yet collected
+  // Last member: destroyed first, so a publish in flight ends before the
+  // producer and consumer it uses.
+  std::unique_ptr<SerialWorker> publisher_;
 };
 
 }  // namespace tollgate
