@@ -159,7 +159,7 @@ std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
   return future;
 }
 
-std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(std::vector<Event> events) {
+std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(const std::vector<Event>& events) {
   std::vector<std::unique_ptr<Pending>> group;
   std::vector<std::future<AppendResult>> futures;
   Status invalid;

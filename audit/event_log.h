@@ -86,7 +86,8 @@ class EventLog {
   // batch (never split across two, whatever max_batch_events says), so a
   // crash leaves all or none of them. If any event is invalid, none is
   // queued and every future carries an error. One future per event, in order.
-  std::vector<std::future<AppendResult>> AppendGroupAsync(std::vector<Event> events);
+  // The events are encoded before this returns; the caller keeps them.
+  std::vector<std::future<AppendResult>> AppendGroupAsync(const std::vector<Event>& events);
 
   // For import: appends a record carrying seq, prev_hash and hash, and fails
   // (E_CHAIN_BROKEN) unless it lands at exactly that seq with exactly that

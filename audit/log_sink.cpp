@@ -15,10 +15,8 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
     std::lock_guard<std::mutex> lock(listeners_mu_);
     listeners = listeners_;
   }
-  std::vector<Event> copy;
-  if (!listeners.empty()) copy = events;
   // One group: a stage's batch lands in the log whole or not at all.
-  std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(std::move(events));
+  std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(events);
   results->clear();
   bool all_ok = true;
   for (auto& f : futures) {
@@ -26,9 +24,13 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
     all_ok = all_ok && r.status.ok();
     results->push_back({r.status, r.seq, r.duplicate});
   }
-  if (listeners.empty() || !all_ok) return;
-  for (size_t i = 0; i < copy.size(); ++i) copy[i].seq = (*results)[i].seq;
-  for (const auto& l : listeners) l(copy);
+  if (!all_ok) return;
+  // Before returning: whatever the caller publishes next is read by stages
+  // that must find these events in the cache and in every listener's state.
+  if (cache_ != nullptr) cache_->Add(events, *results);
+  if (listeners.empty()) return;
+  for (size_t i = 0; i < events.size(); ++i) events[i].seq = (*results)[i].seq;
+  for (const auto& l : listeners) l(events);
 }
 
 Status StoreLogView::EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const {

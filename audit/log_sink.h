@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "audit/event_log.h"
+#include "audit/request_cache.h"
 #include "core/stage.h"
 
 namespace tollgate {
@@ -21,13 +22,15 @@ class LogSink : public EventSink {
   // stage's thread: a listener guards its own state.
   using Listener = std::function<void(const std::vector<Event>&)>;
 
-  explicit LogSink(EventLog& log) : log_(log) {}
+  // `cache` (optional, outlives the sink) gets every durable group.
+  explicit LogSink(EventLog& log, RequestCache* cache = nullptr) : log_(log), cache_(cache) {}
   void AppendAll(std::vector<Event> events, std::vector<Appended>* results) override;
   // Register before the stages start; listeners live as long as the sink.
   void AddListener(Listener listener);
 
  private:
   EventLog& log_;
+  RequestCache* cache_;
   std::mutex listeners_mu_;
   std::vector<Listener> listeners_;
 };

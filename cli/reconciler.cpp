@@ -44,8 +44,8 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
   return std::nullopt;
 }
 
-Status Reconcile(EventLog& log, Producer& producer, const Topics& topics, ReconcileStats* stats) {
-  const LogStore& store = log.store();
+Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
+                 ReconcileStats* stats) {
   StoreLogView view(store);
   const std::string prefix = logfmt::IndexPrefix("request.received");
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kByType)));
@@ -63,10 +63,12 @@ Status Reconcile(EventLog& log, Producer& producer, const Topics& topics, Reconc
     auto plan = PlanRedrive(events, topics, now);
     if (!plan) continue;
     if (plan->event) {
-      AppendResult r = log.Append(*plan->event);
-      if (!r.status.ok()) return r.status;  // fail closed: publish nothing the log lacks
+      std::vector<EventSink::Appended> appended;
+      sink.AppendAll({*plan->event}, &appended);
+      if (appended.size() != 1) return Status::Error(errc::kLogIO, "reconcile: the sink returned no result");
+      if (!appended[0].status.ok()) return appended[0].status;  // fail closed: publish nothing the log lacks
       Json v = Json::parse(plan->message.value);
-      v["log_seq"] = r.seq;
+      v["log_seq"] = appended[0].seq;
       plan->message.value = v.dump();
       ++stats->failed_closed;
     } else {

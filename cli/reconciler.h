@@ -11,6 +11,7 @@
 #include "audit/event_log.h"
 #include "core/kafka_bus.h"
 #include "core/messages.h"
+#include "core/stage.h"
 
 namespace tollgate {
 
@@ -28,7 +29,10 @@ struct ReconcileStats {
   uint64_t failed_closed = 0;  // could not be re-driven (redacted secrets): ended with E_REQUEST_LOST
 };
 
-// Walks every request.received in the log and applies PlanRedrive.
-Status Reconcile(EventLog& log, Producer& producer, const Topics& topics, ReconcileStats* stats);
+// Walks every request.received in `store` and applies PlanRedrive; events
+// are appended through `sink` (the pipeline's, so its RequestCache and
+// listeners see them: nothing may write the log behind the sink's back).
+Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
+                 ReconcileStats* stats);
 
 }  // namespace tollgate
