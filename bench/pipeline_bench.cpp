@@ -10,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "cli/pipeline.h"
 #include "core/kafka_bus.h"
 #include "core/messages.h"
+#include "core/serial_worker.h"
 
 namespace tollgate::bench {
 namespace {
@@ -231,30 +233,43 @@ class Relay {
   };
 
   void Loop(Hop& h, size_t max_batch) {
+    // As the stage runner: a batch's transaction commits on `publisher`
+    // while the next batch is read; it is handed over once the previous
+    // one committed.
+    SerialWorker publisher;
     std::vector<Message> batch;
     while (!stop_.load()) {
       batch.clear();
       h.consumer->Poll(max_batch, std::chrono::milliseconds(50), &batch);  // RunnerOptions::poll_timeout
-      if (batch.empty()) continue;
-      OffsetMap next;
-      Status s = h.producer->BeginTransaction();
-      for (size_t i = 0; s.ok() && i < batch.size(); ++i) {
-        Message out = batch[i];
-        out.topic = h.to;
-        out.partition = -1;
-        next[{batch[i].topic, batch[i].partition}] = batch[i].offset + 1;
-        s = h.producer->Send(out);
-      }
-      if (s.ok()) s = h.producer->SendOffsets(*h.consumer, next, kTxnTimeout);
-      if (s.ok()) s = h.producer->CommitTransaction(kTxnTimeout);
-      if (!s.ok()) {
+      std::optional<Status> prev = publisher.Collect(/*wait=*/!batch.empty());
+      if (prev.has_value() && !prev->ok()) {
         ++retries_;
-        std::cerr << "[bench pipeline] relay " << h.from << ": batch failed, retrying: " << s.ToString() << "\n";
-        h.producer->AbortTransaction(kTxnTimeout);
+        std::cerr << "[bench pipeline] relay " << h.from << ": batch failed, retrying: " << prev->ToString() << "\n";
         h.consumer->RewindToCommitted();
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
       }
+      if (batch.empty()) continue;
+      std::vector<Message> outs;
+      outs.reserve(batch.size());
+      OffsetMap next;
+      for (const Message& in : batch) {
+        Message out = in;
+        out.topic = h.to;
+        out.partition = -1;
+        next[{in.topic, in.partition}] = in.offset + 1;
+        outs.push_back(std::move(out));
+      }
+      publisher.Hand([&h, outs = std::move(outs), next = std::move(next)] {
+        Status s = h.producer->BeginTransaction();
+        for (size_t i = 0; s.ok() && i < outs.size(); ++i) s = h.producer->Send(outs[i]);
+        if (s.ok()) s = h.producer->SendOffsets(*h.consumer, next, kTxnTimeout);
+        if (s.ok()) s = h.producer->CommitTransaction(kTxnTimeout);
+        if (!s.ok()) h.producer->AbortTransaction(kTxnTimeout);
+        return s;
+      });
     }
+    publisher.Collect(/*wait=*/true);
   }
 
   std::vector<std::unique_ptr<Hop>> hops_;
@@ -284,103 +299,110 @@ struct Sizes {
   double seconds;
 };
 
-// Warm-up (every consumer group joined, every producer connected), then the
-// throughput test, then the latency test, through whatever moves
-// bus.topics.requests() to bus.topics.results().
-Figures Measure(const BusConfig& bus, const std::string& label, const Sizes& z, bool expect_status) {
-  Figures f;
-  Driver d;
-  f.status = d.Open(bus, "bench-agent-" + label);
-  if (!f.status.ok()) return f;
-
-  Progress(label + ": warm-up (" + std::to_string(z.warmup) + " requests)");
-  PhaseResult w = d.Run(label + "-warm-", z.warmup, 0, std::chrono::seconds(90), expect_status);
-  if (!w.status.ok()) {
-    f.status = w.status;
-    return f;
-  }
-
-  // Several rounds, the median reported: one round through the relay takes
-  // a fraction of a second, where batch boundaries and poll timing alone
-  // move a single figure by +-20%.
-  const auto thr_timeout = std::chrono::seconds(120 + static_cast<int64_t>(z.requests / 50));
-  std::vector<double> seconds;
-  for (size_t round = 0; round < z.rounds; ++round) {
-    Progress(label + ": throughput round " + std::to_string(round + 1) + "/" + std::to_string(z.rounds) + ", " +
-             std::to_string(z.requests) + " requests back to back");
-    PhaseResult t = d.Run(label + "-thr" + std::to_string(round) + "-", z.requests, 0, thr_timeout, expect_status);
-    if (!t.status.ok()) {
-      f.status = t.status;
-      return f;
-    }
-    seconds.push_back(t.seconds);
-    f.rounds_req_per_s.push_back(t.seconds > 0 ? static_cast<double>(z.requests) / t.seconds : 0);
-    Progress(label + ": " + std::to_string(static_cast<int64_t>(f.rounds_req_per_s.back())) + " req/s");
-  }
-  f.throughput_seconds = Percentile(seconds, 0.5);
-  f.req_per_s = f.throughput_seconds > 0 ? static_cast<double>(z.requests) / f.throughput_seconds : 0;
-
-  const size_t n = std::max<size_t>(1, static_cast<size_t>(z.rate * z.seconds));
-  Progress(label + ": latency, " + std::to_string(n) + " requests at " +
-           std::to_string(static_cast<int64_t>(z.rate)) + " req/s");
-  const auto lat_timeout = std::chrono::seconds(60 + static_cast<int64_t>(z.seconds));
-  PhaseResult l = d.Run(label + "-lat-", n, z.rate, lat_timeout, expect_status);
-  if (!l.status.ok()) {
-    f.status = l.status;
-    return f;
-  }
-  f.latency_samples = l.latencies_ms.size();
-  f.p50_ms = Percentile(l.latencies_ms, 0.50);
-  f.p99_ms = Percentile(l.latencies_ms, 0.99);
-  f.max_ms = Percentile(l.latencies_ms, 1.0);
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "%s: p50 %.2f ms, p99 %.2f ms", label.c_str(), f.p50_ms, f.p99_ms);
-  Progress(buf);
-  return f;
-}
-
-Figures MeasureRelay(const PipelineBenchOptions& o, const Sizes& z, uint64_t* retries) {
-  Figures f;
-  std::unique_ptr<EmbeddedBroker> broker;
-  f.status = EmbeddedBroker::Start(1, &broker);
-  if (!f.status.ok()) return f;
+// One system under test: whatever moves bus.topics.requests() to
+// bus.topics.results() (the relay or a pipeline), with the agent-side driver.
+struct Target {
+  std::string label;
+  bool expect_status = false;  // results carry a status (the pipeline)
   BusConfig bus;
-  bus.brokers = broker->bootstrap();
-  bus.partitions = o.partitions;
-  for (const auto& t : {bus.topics.requests(), bus.topics.decide(), bus.topics.execute(), bus.topics.results()}) {
-    f.status = broker->CreateTopic(t, o.partitions);
-    if (!f.status.ok()) return f;
-  }
-  Relay relay;
-  f.status = relay.Start(bus, o.max_batch);
-  if (!f.status.ok()) return f;
-  f = Measure(bus, "relay", z, /*expect_status=*/false);
-  relay.Stop();
-  *retries = relay.retries();
-  return f;
+  Driver driver;
+  Figures f;
+  std::vector<double> seconds;  // of each throughput round
+};
+
+Status Warm(Target& t, const Sizes& z) {
+  Status s = t.driver.Open(t.bus, "bench-agent-" + t.label);
+  if (!s.ok()) return s;
+  Progress(t.label + ": warm-up (" + std::to_string(z.warmup) + " requests)");
+  return t.driver.Run(t.label + "-warm-", z.warmup, 0, std::chrono::seconds(90), t.expect_status).status;
 }
 
-Figures MeasurePipeline(const PipelineBenchOptions& o, const Sizes& z, const std::string& dir, Durability durability,
-                        const std::string& label, uint64_t* retries) {
-  Figures f;
+Status ThroughputRound(Target& t, const Sizes& z, size_t round) {
+  const auto timeout = std::chrono::seconds(120 + static_cast<int64_t>(z.requests / 50));
+  Progress(t.label + ": throughput round " + std::to_string(round + 1) + "/" + std::to_string(z.rounds) + ", " +
+           std::to_string(z.requests) + " requests back to back");
+  PhaseResult r = t.driver.Run(t.label + "-thr" + std::to_string(round) + "-", z.requests, 0, timeout, t.expect_status);
+  if (!r.status.ok()) return r.status;
+  t.seconds.push_back(r.seconds);
+  t.f.rounds_req_per_s.push_back(r.seconds > 0 ? static_cast<double>(z.requests) / r.seconds : 0);
+  Progress(t.label + ": " + std::to_string(static_cast<int64_t>(t.f.rounds_req_per_s.back())) + " req/s");
+  return Status::Ok();
+}
+
+Status Latency(Target& t, const Sizes& z) {
+  t.f.throughput_seconds = Percentile(t.seconds, 0.5);
+  t.f.req_per_s = t.f.throughput_seconds > 0 ? static_cast<double>(z.requests) / t.f.throughput_seconds : 0;
+  const size_t n = std::max<size_t>(1, static_cast<size_t>(z.rate * z.seconds));
+  Progress(t.label + ": latency, " + std::to_string(n) + " requests at " +
+           std::to_string(static_cast<int64_t>(z.rate)) + " req/s");
+  const auto timeout = std::chrono::seconds(60 + static_cast<int64_t>(z.seconds));
+  PhaseResult l = t.driver.Run(t.label + "-lat-", n, z.rate, timeout, t.expect_status);
+  if (!l.status.ok()) return l.status;
+  t.f.latency_samples = l.latencies_ms.size();
+  t.f.p50_ms = Percentile(l.latencies_ms, 0.50);
+  t.f.p99_ms = Percentile(l.latencies_ms, 0.99);
+  t.f.max_ms = Percentile(l.latencies_ms, 1.0);
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "%s: p50 %.2f ms, p99 %.2f ms", t.label.c_str(), t.f.p50_ms, t.f.p99_ms);
+  Progress(buf);
+  return Status::Ok();
+}
+
+// Every target is warmed up, then the throughput rounds alternate between
+// them (relay, pipeline, …, then the reverse order), so a change in the
+// machine's load during the run (other processes, the VM's neighbours)
+// falls on all of them alike instead of on whichever ran last; the median
+// round of each is reported. The latency tests run one target at a time.
+Status MeasureAll(std::vector<Target*> targets, const Sizes& z) {
+  for (Target* t : targets) {
+    Status s = Warm(*t, z);
+    if (!s.ok()) return Status::Error(s.code(), t->label + ": " + s.message());
+  }
+  for (size_t round = 0; round < z.rounds; ++round) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      Target& t = *targets[round % 2 == 0 ? i : targets.size() - 1 - i];
+      Status s = ThroughputRound(t, z, round);
+      if (!s.ok()) return Status::Error(s.code(), t.label + ": " + s.message());
+    }
+  }
+  for (Target* t : targets) {
+    Status s = Latency(*t, z);
+    if (!s.ok()) return Status::Error(s.code(), t->label + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+// The relay's own embedded broker, topics and hops.
+struct RelaySystem {
+  std::unique_ptr<EmbeddedBroker> broker;
+  Relay relay;
+  Status Start(const PipelineBenchOptions& o, BusConfig* bus) {
+    Status s = EmbeddedBroker::Start(1, &broker);
+    if (!s.ok()) return s;
+    bus->brokers = broker->bootstrap();
+    bus->partitions = o.partitions;
+    for (const auto& t : {bus->topics.requests(), bus->topics.decide(), bus->topics.execute(), bus->topics.results()}) {
+      s = broker->CreateTopic(t, o.partitions);
+      if (!s.ok()) return s;
+    }
+    return relay.Start(*bus, o.max_batch);
+  }
+};
+
+Status StartPipeline(const PipelineBenchOptions& o, const std::string& dir, Durability durability,
+                     const std::string& label, std::unique_ptr<Pipeline>* p, BusConfig* bus) {
   PipelineOptions po;
   po.data_dir = dir + "/" + label;
   po.durability = durability;
   po.partitions = o.partitions;
   po.max_batch = o.max_batch;
   po.write_endpoints = false;
-  std::unique_ptr<Pipeline> p;
-  f.status = Pipeline::Start(po, &p);
-  if (!f.status.ok()) return f;
-  BusConfig bus;
-  bus.brokers = p->bootstrap();
-  bus.topics = p->topics();
-  bus.partitions = o.partitions;
-  f = Measure(bus, label, z, /*expect_status=*/true);
-  *retries = p->retries();
-  f.stages = p->stats();
-  p.reset();
-  return f;
+  Status s = Pipeline::Start(po, p);
+  if (!s.ok()) return s;
+  bus->brokers = (*p)->bootstrap();
+  bus->topics = (*p)->topics();
+  bus->partitions = o.partitions;
+  return Status::Ok();
 }
 
 Json FiguresJson(const Figures& f) {
@@ -407,17 +429,36 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   if (dir.path().empty()) return Json{{"error", "cannot create a scratch directory under " + options.dir}};
   Progress("scratch directory " + dir.path());
 
-  uint64_t relay_retries = 0, buffered_retries = 0, sync_retries = 0;
-  Figures relay = MeasureRelay(options, z, &relay_retries);
-  if (!relay.status.ok()) return Json{{"error", "relay: " + relay.status.ToString()}};
-  Figures buffered = MeasurePipeline(options, z, dir.path(), Durability::kBuffered, "pipeline-buffered",
-                                     &buffered_retries);
-  if (!buffered.status.ok()) return Json{{"error", "pipeline (buffered): " + buffered.status.ToString()}};
-  Figures sync;
+  // Each system has its own embedded broker; all are up for the whole run.
+  // Declared before the targets: the drivers close while brokers still run.
+  RelaySystem relay_system;
+  std::unique_ptr<Pipeline> buffered_p, sync_p;
+  Target relay_t, buffered_t, sync_t;
+  relay_t.label = "relay";
+  buffered_t.label = "pipeline-buffered";
+  sync_t.label = "pipeline-sync";
+  buffered_t.expect_status = sync_t.expect_status = true;
+  Status s = relay_system.Start(options, &relay_t.bus);
+  if (!s.ok()) return Json{{"error", "relay: " + s.ToString()}};
+  s = StartPipeline(options, dir.path(), Durability::kBuffered, buffered_t.label, &buffered_p, &buffered_t.bus);
+  if (!s.ok()) return Json{{"error", "pipeline (buffered): " + s.ToString()}};
+  std::vector<Target*> targets = {&relay_t, &buffered_t};
   if (options.sync) {
-    sync = MeasurePipeline(options, z, dir.path(), Durability::kSync, "pipeline-sync", &sync_retries);
-    if (!sync.status.ok()) return Json{{"error", "pipeline (sync): " + sync.status.ToString()}};
+    s = StartPipeline(options, dir.path(), Durability::kSync, sync_t.label, &sync_p, &sync_t.bus);
+    if (!s.ok()) return Json{{"error", "pipeline (sync): " + s.ToString()}};
+    targets.push_back(&sync_t);
   }
+  s = MeasureAll(targets, z);
+  if (!s.ok()) return Json{{"error", s.ToString()}};
+  relay_system.relay.Stop();
+  const uint64_t relay_retries = relay_system.relay.retries();
+  const uint64_t buffered_retries = buffered_p->retries();
+  const uint64_t sync_retries = sync_p ? sync_p->retries() : 0;
+  buffered_t.f.stages = buffered_p->stats();
+  if (sync_p) sync_t.f.stages = sync_p->stats();
+  const Figures& relay = relay_t.f;
+  const Figures& buffered = buffered_t.f;
+  const Figures& sync = sync_t.f;
 
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   const double throughput_vs_relay = ratio(buffered.req_per_s, relay.req_per_s);
@@ -448,7 +489,9 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   out["max_batch"] = options.max_batch;
   out["hops"] = 3;
   out["relay_batching"] =
-      "per hop: poll up to max_batch (50 ms poll timeout), begin txn, produce, send offsets, commit — as StageRunner";
+      "per hop: poll up to max_batch (50 ms poll timeout), then begin txn, produce, send offsets, commit on a "
+      "publisher thread while the next batch is polled — as StageRunner";
+  out["rounds_interleaved"] = true;
   out["detail"] = {{"relay", FiguresJson(relay)}, {"pipeline_buffered", FiguresJson(buffered)}};
   if (options.sync) out["detail"]["pipeline_sync"] = FiguresJson(sync);
   out["retries"] = {{"relay", relay_retries}, {"pipeline_buffered", buffered_retries}, {"pipeline_sync", sync_retries}};

@@ -129,8 +129,12 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   lo.max_event_bytes = std::max(kDefaultMaxEventBytes, 2 * options.max_request_bytes + (64 << 10));
   s = EventLog::Open(options.data_dir + "/log", lo, &p->log_);
   if (!s.ok()) return s;
-  p->sink_ = std::make_unique<LogSink>(*p->log_);
-  p->view_ = std::make_unique<StoreLogView>(p->log_->store());
+  // Stages read request histories from memory when the request began in
+  // this process (audit/request_cache.h), else from the log.
+  p->cache_ = std::make_unique<RequestCache>();
+  p->sink_ = std::make_unique<LogSink>(*p->log_, p->cache_.get());
+  p->store_view_ = std::make_unique<StoreLogView>(p->log_->store());
+  p->view_ = std::make_unique<CachedLogView>(*p->cache_, *p->store_view_);
 
   s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
   if (!s.ok()) return s;
@@ -242,7 +246,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
 
 Status Pipeline::ReconcileNow() {
   std::lock_guard<std::mutex> lock(reconcile_mu_);
-  return Reconcile(*log_, *reconcile_producer_, bus_.topics, &reconciled_);
+  return Reconcile(log_->store(), *sink_, *reconcile_producer_, bus_.topics, &reconciled_);
 }
 
 uint64_t Pipeline::retries() const {
@@ -259,7 +263,8 @@ Json Pipeline::stats() const {
                                {"events", st.events.load()},         {"outputs", st.outputs.load()},
                                {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
                                {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()},
-                               {"deferred", st.deferred.load()}};
+                               {"publish_wait_us", st.publish_wait_us.load()},
+                               {"pipelined", st.pipelined.load()},   {"deferred", st.deferred.load()}};
   }
   return out;
 }

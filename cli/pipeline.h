@@ -85,8 +85,10 @@ class Pipeline {
   BusConfig bus_;
   std::unique_ptr<EmbeddedBroker> broker_;
   std::unique_ptr<EventLog> log_;
+  std::unique_ptr<RequestCache> cache_;
   std::unique_ptr<LogSink> sink_;
-  std::unique_ptr<StoreLogView> view_;
+  std::unique_ptr<StoreLogView> store_view_;
+  std::unique_ptr<CachedLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
   std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
