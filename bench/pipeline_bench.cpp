@@ -348,27 +348,15 @@ Status Latency(Target& t, const Sizes& z) {
   return Status::Ok();
 }
 
-// Every target is warmed up, then the throughput rounds alternate between
-// them (relay, pipeline, …, then the reverse order), so a change in the
-// machine's load during the run (other processes, the VM's neighbours)
-// falls on all of them alike instead of on whichever ran last; the median
-// round of each is reported. The latency tests run one target at a time.
-Status MeasureAll(std::vector<Target*> targets, const Sizes& z) {
-  for (Target* t : targets) {
-    Status s = Warm(*t, z);
-    if (!s.ok()) return Status::Error(s.code(), t->label + ": " + s.message());
-  }
-  for (size_t round = 0; round < z.rounds; ++round) {
-    for (size_t i = 0; i < targets.size(); ++i) {
-      Target& t = *targets[round % 2 == 0 ? i : targets.size() - 1 - i];
-      Status s = ThroughputRound(t, z, round);
-      if (!s.ok()) return Status::Error(s.code(), t.label + ": " + s.message());
-    }
-  }
-  for (Target* t : targets) {
-    Status s = Latency(*t, z);
-    if (!s.ok()) return Status::Error(s.code(), t->label + ": " + s.message());
-  }
+// Warm-up (every consumer group joined, every producer connected), the
+// throughput rounds, then the latency test. One system at a time, each on
+// its own broker, started before and stopped after: an idle system's
+// consumers still poll, and would take CPU from the one measured.
+Status MeasureOne(Target& t, const Sizes& z) {
+  Status s = Warm(t, z);
+  for (size_t round = 0; s.ok() && round < z.rounds; ++round) s = ThroughputRound(t, z, round);
+  if (s.ok()) s = Latency(t, z);
+  if (!s.ok()) return Status::Error(s.code(), t.label + ": " + s.message());
   return Status::Ok();
 }
 
@@ -429,36 +417,38 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   if (dir.path().empty()) return Json{{"error", "cannot create a scratch directory under " + options.dir}};
   Progress("scratch directory " + dir.path());
 
-  // Each system has its own embedded broker; all are up for the whole run.
-  // Declared before the targets: the drivers close while brokers still run.
-  RelaySystem relay_system;
-  std::unique_ptr<Pipeline> buffered_p, sync_p;
-  Target relay_t, buffered_t, sync_t;
-  relay_t.label = "relay";
-  buffered_t.label = "pipeline-buffered";
-  sync_t.label = "pipeline-sync";
-  buffered_t.expect_status = sync_t.expect_status = true;
-  Status s = relay_system.Start(options, &relay_t.bus);
-  if (!s.ok()) return Json{{"error", "relay: " + s.ToString()}};
-  s = StartPipeline(options, dir.path(), Durability::kBuffered, buffered_t.label, &buffered_p, &buffered_t.bus);
-  if (!s.ok()) return Json{{"error", "pipeline (buffered): " + s.ToString()}};
-  std::vector<Target*> targets = {&relay_t, &buffered_t};
-  if (options.sync) {
-    s = StartPipeline(options, dir.path(), Durability::kSync, sync_t.label, &sync_p, &sync_t.bus);
-    if (!s.ok()) return Json{{"error", "pipeline (sync): " + s.ToString()}};
-    targets.push_back(&sync_t);
+  Figures relay, buffered, sync;
+  uint64_t relay_retries = 0, buffered_retries = 0, sync_retries = 0;
+  {
+    RelaySystem system;  // declared first: the driver closes while its broker runs
+    Target t;
+    t.label = "relay";
+    Status s = system.Start(options, &t.bus);
+    if (s.ok()) s = MeasureOne(t, z);
+    if (!s.ok()) return Json{{"error", "relay: " + s.ToString()}};
+    system.relay.Stop();
+    relay_retries = system.relay.retries();
+    relay = t.f;
   }
-  s = MeasureAll(targets, z);
-  if (!s.ok()) return Json{{"error", s.ToString()}};
-  relay_system.relay.Stop();
-  const uint64_t relay_retries = relay_system.relay.retries();
-  const uint64_t buffered_retries = buffered_p->retries();
-  const uint64_t sync_retries = sync_p ? sync_p->retries() : 0;
-  buffered_t.f.stages = buffered_p->stats();
-  if (sync_p) sync_t.f.stages = sync_p->stats();
-  const Figures& relay = relay_t.f;
-  const Figures& buffered = buffered_t.f;
-  const Figures& sync = sync_t.f;
+  auto measure_pipeline = [&](Durability durability, const std::string& label, Figures* f, uint64_t* retries) {
+    std::unique_ptr<Pipeline> p;
+    Target t;
+    t.label = label;
+    t.expect_status = true;
+    Status s = StartPipeline(options, dir.path(), durability, label, &p, &t.bus);
+    if (s.ok()) s = MeasureOne(t, z);
+    if (!s.ok()) return s;
+    *retries = p->retries();
+    t.f.stages = p->stats();
+    *f = t.f;
+    return Status::Ok();
+  };
+  Status s = measure_pipeline(Durability::kBuffered, "pipeline-buffered", &buffered, &buffered_retries);
+  if (!s.ok()) return Json{{"error", "pipeline (buffered): " + s.ToString()}};
+  if (options.sync) {
+    s = measure_pipeline(Durability::kSync, "pipeline-sync", &sync, &sync_retries);
+    if (!s.ok()) return Json{{"error", "pipeline (sync): " + s.ToString()}};
+  }
 
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   const double throughput_vs_relay = ratio(buffered.req_per_s, relay.req_per_s);
@@ -491,7 +481,6 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   out["relay_batching"] =
       "per hop: poll up to max_batch (50 ms poll timeout), then begin txn, produce, send offsets, commit on a "
       "publisher thread while the next batch is polled — as StageRunner";
-  out["rounds_interleaved"] = true;
   out["detail"] = {{"relay", FiguresJson(relay)}, {"pipeline_buffered", FiguresJson(buffered)}};
   if (options.sync) out["detail"]["pipeline_sync"] = FiguresJson(sync);
   out["retries"] = {{"relay", relay_retries}, {"pipeline_buffered", buffered_retries}, {"pipeline_sync", sync_retries}};
