@@ -54,10 +54,14 @@ constexpr size_t kMaxLate = 64;
 
 Usage Contribution(const BudgetEntry& e) { return {e.micros(), e.counts_as_call() ? 1 : 0}; }
 
+struct TimeIndex;
 struct Node {
   BudgetEntry e;
   const std::string* id = nullptr;  // the map key
   int32_t pos[kSlots] = {-1, -1, -1, -1, -1, -1};  // position in each index, -1 = late
+  // The node's index of each slot (map nodes: the pointers stay valid), so a
+  // transition does not rebuild and look up six keys.
+  TimeIndex* ix[kSlots] = {};
 };
 
 struct TimeIndex {
@@ -144,8 +148,9 @@ struct TimeIndex {
   }
 };
 
-std::string IndexKey(BudgetLedger::Scope s, const BudgetEntry& e, const std::string* tool) {
-  std::string k = ScopeKey(s, e.org_id, e.agent_id, e.session_id);
+std::string IndexKey(BudgetLedger::Scope s, const std::string& org, const std::string& agent,
+                     const std::string& session, const std::string* tool) {
+  std::string k = ScopeKey(s, org, agent, session);
   if (tool != nullptr) {
     k += '\1';
     k += *tool;
@@ -160,7 +165,7 @@ struct BudgetLedger::Impl {
 
   TimeIndex& IndexFor(int slot, const BudgetEntry& e) {
     const Scope s = static_cast<Scope>(slot % 3);
-    TimeIndex& ix = indexes[IndexKey(s, e, slot >= 3 ? &e.tool : nullptr)];
+    TimeIndex& ix = indexes[IndexKey(s, e.org_id, e.agent_id, e.session_id, slot >= 3 ? &e.tool : nullptr)];
     ix.slot = slot;
     return ix;
   }
@@ -168,7 +173,11 @@ struct BudgetLedger::Impl {
     if (request_id.empty() || entries.count(request_id) != 0) return;  // idempotent
     auto [it, _] = entries.emplace(request_id, Node{std::move(e)});
     it->second.id = &it->first;
-    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, it->second.e).Add(&it->second);
+    Node* n = &it->second;
+    for (int slot = 0; slot < kSlots; ++slot) {
+      n->ix[slot] = &IndexFor(slot, n->e);
+      n->ix[slot]->Add(n);
+    }
   }
   // Moves an entry to a new state, keeping every index's sums right.
   void Transition(Node* n, BudgetEntry::State state, int64_t actual_micros) {
@@ -178,7 +187,7 @@ struct BudgetLedger::Impl {
     Usage after = Contribution(n->e);
     Usage d{after.micros - before.micros, after.calls - before.calls};
     if (d.micros == 0 && d.calls == 0) return;
-    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, n->e).Update(n, d);
+    for (int slot = 0; slot < kSlots; ++slot) n->ix[slot]->Update(n, d);
   }
 };
 
@@ -220,6 +229,26 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
   impl_->Reserve(request_id, std::move(e));
 }
 
+void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
+                                 const std::string& session_id, const std::string& tool, const Decision& d) {
+  auto it = impl_->entries.find(request_id);
+  if (d.verdict == "deny") {
+    if (it != impl_->entries.end()) impl_->Transition(&it->second, BudgetEntry::State::kReleased, 0);
+    return;
+  }
+  if (!d.has_reservation) return;
+  BudgetEntry e;
+  e.org_id = org_id;
+  e.agent_id = agent_id;
+  e.session_id = session_id;
+  e.tool = tool;
+  // As ToJson() writes them and the JSON overload reads them back.
+  e.reserved_micros = UsdToMicros(static_cast<double>(d.reserve_micros) / 1e6);
+  int64_t at = 0;
+  if (ParseTime(d.received_at, &at)) e.at_us = at;
+  impl_->Reserve(request_id, std::move(e));
+}
+
 void BudgetLedger::Apply(const Event& e) {
   // Listeners may see groups of different stages out of seq order, so seq
   // only records how far the fold has come; idempotence is by request_id.
@@ -246,11 +275,7 @@ void BudgetLedger::Apply(const Event& e) {
 BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
                                       const std::string& session_id, const std::string& tool, int64_t from_us,
                                       int64_t to_us, const std::string& exclude_request_id) const {
-  BudgetEntry probe;
-  probe.org_id = org_id;
-  probe.agent_id = agent_id;
-  probe.session_id = session_id;
-  auto it = impl_->indexes.find(IndexKey(scope, probe, tool.empty() ? nullptr : &tool));
+  auto it = impl_->indexes.find(IndexKey(scope, org_id, agent_id, session_id, tool.empty() ? nullptr : &tool));
   if (it == impl_->indexes.end()) return {};
   Usage u = it->second.Range(from_us, to_us);
   // The request being decided never counts against itself, so deciding it
