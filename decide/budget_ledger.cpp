@@ -1,6 +1,7 @@
 // The budget ledger: a fold over the log keyed by request_id
 // (decide/policy_engine.h, docs/policy.md "Budgets").
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <unordered_map>
@@ -169,13 +170,40 @@ struct BudgetLedger::Impl {
     ix.slot = slot;
     return ix;
   }
+  // The indexes of the last (org, agent, session) reserved, and of its
+  // tools: a session's entries share them, so the next entry skips building
+  // and looking up their keys. Map nodes: the pointers stay valid.
+  struct Recent {
+    bool valid = false;
+    std::string org, agent, session;
+    TimeIndex* scope_ix[3] = {};
+    std::vector<std::pair<std::string, std::array<TimeIndex*, 3>>> tools;
+  } recent;
+
   void Reserve(const std::string& request_id, BudgetEntry e) {
     if (request_id.empty() || entries.count(request_id) != 0) return;  // idempotent
     auto [it, _] = entries.emplace(request_id, Node{std::move(e)});
     it->second.id = &it->first;
     Node* n = &it->second;
+    const BudgetEntry& ne = n->e;
+    if (!recent.valid || recent.org != ne.org_id || recent.agent != ne.agent_id || recent.session != ne.session_id) {
+      recent.valid = true;
+      recent.org = ne.org_id;
+      recent.agent = ne.agent_id;
+      recent.session = ne.session_id;
+      for (int slot = 0; slot < 3; ++slot) recent.scope_ix[slot] = &IndexFor(slot, ne);
+      recent.tools.clear();
+    }
+    auto tool = std::find_if(recent.tools.begin(), recent.tools.end(), [&](const auto& t) { return t.first == ne.tool; });
+    if (tool == recent.tools.end()) {
+      if (recent.tools.size() >= 16) recent.tools.clear();  // a short list: searched in order
+      std::array<TimeIndex*, 3> ix;
+      for (int slot = 3; slot < kSlots; ++slot) ix[slot - 3] = &IndexFor(slot, ne);
+      recent.tools.emplace_back(ne.tool, ix);
+      tool = recent.tools.end() - 1;
+    }
     for (int slot = 0; slot < kSlots; ++slot) {
-      n->ix[slot] = &IndexFor(slot, n->e);
+      n->ix[slot] = slot < 3 ? recent.scope_ix[slot] : tool->second[slot - 3];
       n->ix[slot]->Add(n);
     }
   }
