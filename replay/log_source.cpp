@@ -100,6 +100,24 @@ Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64
   return Status::Ok();
 }
 
+// The first and last seq of the index range `prefix` (one seq when they
+// are the same, none when it is empty): its ends sought, not walked.
+Status IndexEnds(const LogStore& store, Cf cf, const std::string& prefix, std::vector<uint64_t>* out) {
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(cf)));
+  for (int end = 0; end < 2; ++end) {
+    if (end == 0) it->Seek(prefix);
+    else it->SeekForPrev(prefix + std::string(8, '\xff'));
+    if (!it->Valid() || !it->key().starts_with(prefix)) break;
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
+      return Status::Error(errc::kLogCorrupt, std::string("malformed ") + CfName(cf) + " entry");
+    }
+    if (end == 0 || seq != out->back()) out->push_back(seq);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), std::string("reading ") + CfName(cf) + " failed");
+  return Status::Ok();
+}
+
 // Reads the records at `seqs` in chunks (one MultiGet each) and hands each
 // one's seq and value to `visit`.
 Status ForRecords(const LogStore& store, const std::vector<uint64_t>& seqs,
@@ -274,8 +292,8 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
   uint64_t max_seq = 0;
   std::vector<uint64_t> seqs;
   const bool by_session = !target.session_id.empty();
-  Status s = IndexSeqs(store, by_session ? kBySession : kByAgent,
-                       IndexPrefix(by_session ? target.session_id : target.agent_id), 0, &seqs);
+  Status s = by_session ? IndexEnds(store, kBySession, IndexPrefix(target.session_id), &seqs)
+                        : IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
   if (!s.ok()) return s;
   if (by_session) {
     if (!seqs.empty()) {
@@ -388,7 +406,7 @@ Status StreamDecisionInputs(const LogStore& store, const Target& target,
           spare.pop_front();
         }
       }
-      chunk.clear();  // frees what the fold left in it, here rather than on the fold's thread
+      chunk.clear();
       const size_t to = std::min(seqs.size(), at + kChunkRecords);
       Status st = ReadChunk(cursor, at, to, to == seqs.size(), target, /*keep_bytes=*/true, policies, &policy, &chunk);
       std::lock_guard lock(mu);
@@ -425,6 +443,7 @@ Status StreamDecisionInputs(const LogStore& store, const Target& target,
       reader.join();
       throw;
     }
+    chunk.clear();  // what the fold left in it freed here: the reader is the busier thread
     std::lock_guard lock(mu);
     spare.push_back(std::move(chunk));
   }
