@@ -87,10 +87,13 @@ int RunRedecide(const ReplayFlags& f, const LogStore& store) {
       for (const auto& p : problems) std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
     }
   }
-  std::vector<replay::DecisionInput> inputs;
-  Status s = replay::ReadDecisionInputs(store, target, &inputs);
+  // Folded as it is read (one thread reads, this one folds).
+  replay::Redecider fold(target, options);
+  Status s = replay::StreamDecisionInputs(store, target, [&fold](std::vector<replay::DecisionInput>& chunk) {
+    for (replay::DecisionInput& in : chunk) fold.Fold(in);
+  });
   if (!s.ok()) return Fail(s);
-  replay::RedecideReport report = replay::Redecide(std::move(inputs), target, options);
+  replay::RedecideReport report = fold.Finish();
   if (f.verify && options.candidate == nullptr) clean = clean && report.clean();
   if (f.json) {
     out[options.candidate ? "what_if" : "verify"] = report.ToJson();

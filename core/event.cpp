@@ -230,6 +230,30 @@ std::string FormatTime(int64_t time_us) {
   std::time_t t = static_cast<std::time_t>(secs);
   std::tm tm{};
   gmtime_r(&t, &tm);
+  const int year = tm.tm_year + 1900;
+  if (year >= 0 && year <= 9999) {
+    // What the snprintf below writes, without its format parsing (this is
+    // on every decision's path).
+    char out[27];
+    auto put = [&out](int at, long long v, int n) {
+      for (int i = n - 1; i >= 0; --i, v /= 10) out[at + i] = static_cast<char>('0' + v % 10);
+    };
+    put(0, year, 4);
+    out[4] = '-';
+    put(5, tm.tm_mon + 1, 2);
+    out[7] = '-';
+    put(8, tm.tm_mday, 2);
+    out[10] = 'T';
+    put(11, tm.tm_hour, 2);
+    out[13] = ':';
+    put(14, tm.tm_min, 2);
+    out[16] = ':';
+    put(17, tm.tm_sec, 2);
+    out[19] = '.';
+    put(20, frac, 6);
+    out[26] = 'Z';
+    return std::string(out, sizeof out);
+  }
   char buf[40];
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,

@@ -1,6 +1,7 @@
 // The budget ledger: a fold over the log keyed by request_id
 // (decide/policy_engine.h, docs/policy.md "Budgets").
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <unordered_map>
@@ -54,10 +55,14 @@ constexpr size_t kMaxLate = 64;
 
 Usage Contribution(const BudgetEntry& e) { return {e.micros(), e.counts_as_call() ? 1 : 0}; }
 
+struct TimeIndex;
 struct Node {
   BudgetEntry e;
   const std::string* id = nullptr;  // the map key
   int32_t pos[kSlots] = {-1, -1, -1, -1, -1, -1};  // position in each index, -1 = late
+  // The node's index of each slot (map nodes: the pointers stay valid), so a
+  // transition does not rebuild and look up six keys.
+  TimeIndex* ix[kSlots] = {};
 };
 
 struct TimeIndex {
@@ -144,8 +149,9 @@ struct TimeIndex {
   }
 };
 
-std::string IndexKey(BudgetLedger::Scope s, const BudgetEntry& e, const std::string* tool) {
-  std::string k = ScopeKey(s, e.org_id, e.agent_id, e.session_id);
+std::string IndexKey(BudgetLedger::Scope s, const std::string& org, const std::string& agent,
+                     const std::string& session, const std::string* tool) {
+  std::string k = ScopeKey(s, org, agent, session);
   if (tool != nullptr) {
     k += '\1';
     k += *tool;
@@ -160,15 +166,46 @@ struct BudgetLedger::Impl {
 
   TimeIndex& IndexFor(int slot, const BudgetEntry& e) {
     const Scope s = static_cast<Scope>(slot % 3);
-    TimeIndex& ix = indexes[IndexKey(s, e, slot >= 3 ? &e.tool : nullptr)];
+    TimeIndex& ix = indexes[IndexKey(s, e.org_id, e.agent_id, e.session_id, slot >= 3 ? &e.tool : nullptr)];
     ix.slot = slot;
     return ix;
   }
+  // The indexes of the last (org, agent, session) reserved, and of its
+  // tools: a session's entries share them, so the next entry skips building
+  // and looking up their keys. Map nodes: the pointers stay valid.
+  struct Recent {
+    bool valid = false;
+    std::string org, agent, session;
+    TimeIndex* scope_ix[3] = {};
+    std::vector<std::pair<std::string, std::array<TimeIndex*, 3>>> tools;
+  } recent;
+
   void Reserve(const std::string& request_id, BudgetEntry e) {
     if (request_id.empty() || entries.count(request_id) != 0) return;  // idempotent
     auto [it, _] = entries.emplace(request_id, Node{std::move(e)});
     it->second.id = &it->first;
-    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, it->second.e).Add(&it->second);
+    Node* n = &it->second;
+    const BudgetEntry& ne = n->e;
+    if (!recent.valid || recent.org != ne.org_id || recent.agent != ne.agent_id || recent.session != ne.session_id) {
+      recent.valid = true;
+      recent.org = ne.org_id;
+      recent.agent = ne.agent_id;
+      recent.session = ne.session_id;
+      for (int slot = 0; slot < 3; ++slot) recent.scope_ix[slot] = &IndexFor(slot, ne);
+      recent.tools.clear();
+    }
+    auto tool = std::find_if(recent.tools.begin(), recent.tools.end(), [&](const auto& t) { return t.first == ne.tool; });
+    if (tool == recent.tools.end()) {
+      if (recent.tools.size() >= 16) recent.tools.clear();  // a short list: searched in order
+      std::array<TimeIndex*, 3> ix;
+      for (int slot = 3; slot < kSlots; ++slot) ix[slot - 3] = &IndexFor(slot, ne);
+      recent.tools.emplace_back(ne.tool, ix);
+      tool = recent.tools.end() - 1;
+    }
+    for (int slot = 0; slot < kSlots; ++slot) {
+      n->ix[slot] = slot < 3 ? recent.scope_ix[slot] : tool->second[slot - 3];
+      n->ix[slot]->Add(n);
+    }
   }
   // Moves an entry to a new state, keeping every index's sums right.
   void Transition(Node* n, BudgetEntry::State state, int64_t actual_micros) {
@@ -178,7 +215,7 @@ struct BudgetLedger::Impl {
     Usage after = Contribution(n->e);
     Usage d{after.micros - before.micros, after.calls - before.calls};
     if (d.micros == 0 && d.calls == 0) return;
-    for (int slot = 0; slot < kSlots; ++slot) IndexFor(slot, n->e).Update(n, d);
+    for (int slot = 0; slot < kSlots; ++slot) n->ix[slot]->Update(n, d);
   }
 };
 
@@ -220,6 +257,26 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
   impl_->Reserve(request_id, std::move(e));
 }
 
+void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
+                                 const std::string& session_id, const std::string& tool, const Decision& d) {
+  auto it = impl_->entries.find(request_id);
+  if (d.verdict == "deny") {
+    if (it != impl_->entries.end()) impl_->Transition(&it->second, BudgetEntry::State::kReleased, 0);
+    return;
+  }
+  if (!d.has_reservation) return;
+  BudgetEntry e;
+  e.org_id = org_id;
+  e.agent_id = agent_id;
+  e.session_id = session_id;
+  e.tool = tool;
+  // As ToJson() writes them and the JSON overload reads them back.
+  e.reserved_micros = UsdToMicros(static_cast<double>(d.reserve_micros) / 1e6);
+  int64_t at = 0;
+  if (ParseTime(d.received_at, &at)) e.at_us = at;
+  impl_->Reserve(request_id, std::move(e));
+}
+
 void BudgetLedger::Apply(const Event& e) {
   // Listeners may see groups of different stages out of seq order, so seq
   // only records how far the fold has come; idempotence is by request_id.
@@ -246,11 +303,7 @@ void BudgetLedger::Apply(const Event& e) {
 BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
                                       const std::string& session_id, const std::string& tool, int64_t from_us,
                                       int64_t to_us, const std::string& exclude_request_id) const {
-  BudgetEntry probe;
-  probe.org_id = org_id;
-  probe.agent_id = agent_id;
-  probe.session_id = session_id;
-  auto it = impl_->indexes.find(IndexKey(scope, probe, tool.empty() ? nullptr : &tool));
+  auto it = impl_->indexes.find(IndexKey(scope, org_id, agent_id, session_id, tool.empty() ? nullptr : &tool));
   if (it == impl_->indexes.end()) return {};
   Usage u = it->second.Range(from_us, to_us);
   // The request being decided never counts against itself, so deciding it

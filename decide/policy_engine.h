@@ -195,6 +195,8 @@ struct BudgetEntry {
   bool counts_as_call() const { return state != State::kReleased; }
 };
 
+struct Decision;
+
 class BudgetLedger {
  public:
   BudgetLedger();
@@ -213,6 +215,11 @@ class BudgetLedger {
   void Apply(const Event& e);
   // The decide stage's own decision, before it is appended.
   void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision);
+  // The same for a decision held as a Decision, for the request of
+  // (org, agent, session, tool): what ApplyDecision does with
+  // decision.ToJson(), without building it (re-decision's fast path).
+  void ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
+                     const std::string& session_id, const std::string& tool, const Decision& decision);
 
   // Sum over entries matching the filter, with at_us in (from_us, to_us]
   // (from_us = INT64_MIN for no lower bound), excluding `exclude_request_id`.

@@ -169,7 +169,95 @@ struct Scanner {
   }
 };
 
+// Builds the value while it scans (Scanner's grammar and limits): strings
+// are copied as they stand (none holds an escape), integers of up to 18
+// digits are converted here, other numbers by nlohmann's own parser, so each
+// value is the one ParseJson makes.
+struct Builder : Scanner {
+  bool Build(int depth, Json* out) {
+    if (p >= t.size()) return false;
+    switch (t[p]) {
+      case '{': return BuildObject(depth + 1, out);
+      case '[': return BuildArray(depth + 1, out);
+      case '"': {
+        std::string_view s;
+        bool plain;
+        if (!String(&s, &plain) || !plain) return false;
+        *out = std::string(s);
+        return true;
+      }
+      case 't':
+        *out = true;
+        return Literal("true");
+      case 'f':
+        *out = false;
+        return Literal("false");
+      case 'n':
+        *out = nullptr;
+        return Literal("null");
+      default: {
+        const size_t start = p;
+        if (!Number()) return false;
+        return BuildNumber(t.substr(start, p - start), out);
+      }
+    }
+  }
+
+  static bool BuildNumber(std::string_view n, Json* out) {
+    const bool neg = n[0] == '-';
+    const std::string_view digits = neg ? n.substr(1) : n;
+    if (digits.size() <= 18 && digits.find_first_not_of("0123456789") == std::string_view::npos) {
+      uint64_t v = 0;
+      for (char c : digits) v = v * 10 + static_cast<uint64_t>(c - '0');
+      if (neg) *out = -static_cast<int64_t>(v);  // nlohmann: a signed integer, -0 included
+      else *out = v;
+      return true;
+    }
+    try {
+      *out = Json::parse(n.begin(), n.end());
+    } catch (const Json::exception&) {
+      return false;
+    }
+    return true;
+  }
+
+  bool BuildArray(int depth, Json* out) {
+    if (depth > kMaxDepth || !Eat('[')) return false;
+    *out = Json::array();
+    auto& items = out->get_ref<Json::array_t&>();
+    if (Eat(']')) return true;
+    for (;;) {
+      if (!Build(depth, &items.emplace_back())) return false;
+      if (Eat(']')) return true;
+      if (!Eat(',')) return false;
+    }
+  }
+
+  bool BuildObject(int depth, Json* out) {
+    if (depth > kMaxDepth || !Eat('{')) return false;
+    *out = Json::object();
+    auto& members = out->get_ref<Json::object_t&>();
+    if (Eat('}')) return true;
+    std::string_view prev;
+    for (;;) {
+      std::string_view key;
+      bool plain;
+      if (!String(&key, &plain) || !plain || (!members.empty() && !(prev < key)) || !Eat(':')) return false;
+      prev = key;
+      if (!Build(depth, &members.emplace_hint(members.end(), std::string(key), Json())->second)) return false;
+      if (Eat('}')) return true;
+      if (!Eat(',')) return false;
+    }
+  }
+};
+
 }  // namespace
+
+bool ParseCanonicalObject(std::string_view object, Json* out) {
+  Builder b;
+  b.t = object;
+  return b.BuildObject(1, out) && b.p == object.size();
+}
 
 bool ScanCanonicalObject(std::string_view object, std::vector<CanonicalMember>* out) {
   out->clear();

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/canonical_json.h"
+
 namespace tollgate::replay {
 
 // One top-level member of an object: `member` is the bytes `"key":value`.
@@ -31,5 +33,12 @@ bool ScanCanonicalObject(std::string_view object, std::vector<CanonicalMember>* 
 // CanonicalBytes() gives for the object with every other key removed.
 // False when ScanCanonicalObject would be.
 bool CanonicalSubset(std::string_view object, const char* const* keys, std::string* out);
+
+// Parses `object` into *out without nlohmann's lexer: the value
+// ParseJson(object) gives. Takes only what ScanCanonicalObject accepts, with
+// the keys of every object (not only the top level) strictly increasing and
+// no escape in any string; false (and *out unspecified) means "use
+// ParseJson instead", never "it is bad".
+bool ParseCanonicalObject(std::string_view object, Json* out);
 
 }  // namespace tollgate::replay

@@ -3,11 +3,15 @@
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
-#include <future>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "audit/audit_query.h"
 #include "replay/canonical_scan.h"
+#include "replay/redecide.h"
 
 namespace tollgate::replay {
 
@@ -66,11 +70,11 @@ class CostReader : public nlohmann::json_sax<Json> {
   bool want_ = false;
 };
 
-// An Event of the envelope alone (data empty).
-bool EnvelopeEvent(const EnvelopeView& v, Event* e) {
+// An Event of the envelope alone (data empty); its id only `with_id`.
+bool EnvelopeEvent(const EnvelopeView& v, Event* e, bool with_id = true) {
   if (!ParseTime(v.time, &e->time_us)) return false;
   e->seq = v.seq;
-  e->id.assign(v.id);
+  if (with_id) e->id.assign(v.id);
   e->type.assign(v.type);
   e->org_id.assign(v.org_id);
   e->agent_id.assign(v.agent_id);
@@ -91,6 +95,24 @@ Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64
     }
     if (max_seq != 0 && seq > max_seq) break;
     out->push_back(seq);
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), std::string("reading ") + CfName(cf) + " failed");
+  return Status::Ok();
+}
+
+// The first and last seq of the index range `prefix` (one seq when they
+// are the same, none when it is empty): its ends sought, not walked.
+Status IndexEnds(const LogStore& store, Cf cf, const std::string& prefix, std::vector<uint64_t>* out) {
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(cf)));
+  for (int end = 0; end < 2; ++end) {
+    if (end == 0) it->Seek(prefix);
+    else it->SeekForPrev(prefix + std::string(8, '\xff'));
+    if (!it->Valid() || !it->key().starts_with(prefix)) break;
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
+      return Status::Error(errc::kLogCorrupt, std::string("malformed ") + CfName(cf) + " entry");
+    }
+    if (end == 0 || seq != out->back()) out->push_back(seq);
   }
   if (!it->status().ok()) return FromRocks(it->status(), std::string("reading ") + CfName(cf) + " failed");
   return Status::Ok();
@@ -138,7 +160,8 @@ namespace {
 
 // One record of an org's range, filtered on its envelope before anything is
 // decoded; appends what the fold reads (or nothing) to *out. With
-// `keep_bytes`, a target decision.made's canonical data is kept as bytes.
+// `keep_bytes`, a target decision.made's canonical data is kept as the bytes
+// of its compared fields, and the envelope's id is not copied.
 Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, bool keep_bytes,
                    std::vector<DecisionInput>* out) {
   RecordView rec;
@@ -168,46 +191,109 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
   }
   const std::string_view type = v.type;
   const bool received = type == "request.received";
-  std::string bytes;
+  if (!received && type != "decision.made" && type != "execution.completed" && type != "approval.denied" &&
+      type != "approval.expired") {
+    return Status::Ok();
+  }
+  if (!EnvelopeEvent(v, &e, /*with_id=*/!keep_bytes)) {
+    return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
+  }
+  DecisionInput& in = out->emplace_back();
   if (received || type == "decision.made") {
     // The envelope from the scan, the data parsed alone: the fold needs
     // no hashes and the writer validated the envelope.
-    if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
     const bool is_target = target.Matches(e.session_id, e.agent_id, e.time_us);
-    if (received && !is_target) return Status::Ok();
-    thread_local std::vector<CanonicalMember> members;
-    if (!received && keep_bytes && is_target && ScanCanonicalObject(v.data, &members)) {
-      bytes.assign(v.data);  // valid JSON: parsing it later cannot fail
-      e.data = Json();
-    } else {
+    if (received && !is_target) {
+      out->pop_back();
+      return Status::Ok();
+    }
+    if (!received && keep_bytes && is_target && CanonicalSubset(v.data, kComparedFields, &in.compared_bytes)) {
+      e.data = Json();  // valid JSON: parsing it later cannot fail
+    } else if (!keep_bytes || !ParseCanonicalObject(v.data, &e.data)) {
+      // (The slow path parses with nlohmann alone: the tests hold the two
+      // paths' inputs equal.)
+      in.compared_bytes.clear();
       st = ParseJson(v.data, &e.data);
-      if (!st.ok()) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
+      if (!st.ok()) {
+        out->pop_back();
+        return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
+      }
     }
-  } else if (type == "execution.completed" || type == "approval.denied" || type == "approval.expired") {
-    if (!EnvelopeEvent(v, &e)) return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
-    if (type == "execution.completed") {
-      CostReader cr;
-      Json::sax_parse(v.data, &cr);
-      e.data["cost_usd"] = cr.cost;
-    }
-  } else {
-    return Status::Ok();
+  } else if (type == "execution.completed") {
+    CostReader cr;
+    Json::sax_parse(v.data, &cr);
+    e.data["cost_usd"] = cr.cost;
   }
-  out->push_back({std::move(e), std::move(bytes)});
+  in.event = std::move(e);
   return Status::Ok();
 }
 
-Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, int threads,
-                  std::vector<DecisionInput>* out) {
-  out->clear();
+// The records at `seqs` (ascending) read in order with one iterator over
+// the events: a short gap (other orgs' records) is stepped over, a long one
+// sought past. A seq with no record is the error a point lookup gives.
+class RecordCursor {
+ public:
+  RecordCursor(const LogStore& store, const std::vector<uint64_t>& seqs) : store_(store), seqs_(seqs) {
+    if (!seqs.empty()) upper_ = EncodeSeq(seqs.back() + 1);
+    bound_ = upper_;
+    rocksdb::ReadOptions ro;
+    ro.iterate_upper_bound = &bound_;
+    it_.reset(store.db()->NewIterator(ro, store.cf(kEvents)));
+  }
+  // Visits seqs[from, to).
+  Status Read(size_t from, size_t to, const std::function<Status(uint64_t, std::string_view)>& visit) {
+    constexpr uint64_t kMaxStep = 16;  // past this many records, seek
+    for (size_t i = from; i < to; ++i) {
+      const uint64_t want = seqs_[i];
+      if (!positioned_ || want > at_ + kMaxStep) {
+        it_->Seek(EncodeSeq(want));
+        positioned_ = true;
+      }
+      for (;;) {
+        if (!it_->Valid()) {
+          if (!it_->status().ok()) return FromRocks(it_->status(), "reading the log failed");
+          at_ = UINT64_MAX;
+          break;
+        }
+        if (!DecodeSeq(it_->key().ToStringView(), &at_)) return Status::Error(errc::kLogCorrupt, "malformed events key");
+        if (at_ >= want) break;
+        it_->Next();
+      }
+      if (at_ != want) {
+        return Status::Error(errc::kLogCorrupt, "an index points at seq " + std::to_string(want) +
+                                                    " which cannot be read: " + rocksdb::Status::NotFound().ToString());
+      }
+      Status s = visit(want, it_->value().ToStringView());
+      if (!s.ok()) return s;
+      it_->Next();
+      ++at_;  // at most the next record's seq; exact once read
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const LogStore& store_;
+  const std::vector<uint64_t>& seqs_;
+  std::string upper_;
+  rocksdb::Slice bound_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+  bool positioned_ = false;
+  uint64_t at_ = 0;
+};
+
+// What every read of decision inputs starts with: the target's orgs and
+// last seq, the policies in force up to then (in seq order), and the seqs
+// of the orgs' records up to then (ascending).
+Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event>* policies,
+                  std::vector<uint64_t>* org_seqs) {
   // 1. The target's orgs and last seq. A session: its index's ends (keys
   //    only). An agent: its events' envelopes, for the time range.
   std::set<std::string> orgs;
   uint64_t max_seq = 0;
   std::vector<uint64_t> seqs;
   const bool by_session = !target.session_id.empty();
-  Status s = IndexSeqs(store, by_session ? kBySession : kByAgent,
-                       IndexPrefix(by_session ? target.session_id : target.agent_id), 0, &seqs);
+  Status s = by_session ? IndexEnds(store, kBySession, IndexPrefix(target.session_id), &seqs)
+                        : IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
   if (!s.ok()) return s;
   if (by_session) {
     if (!seqs.empty()) {
@@ -233,47 +319,44 @@ Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, 
   if (max_seq == 0) return Status::Error(errc::kNotFound, "no event of the requests to re-decide");
 
   // 2. Every policy in force up to then.
-  std::vector<Event> policies;
-  s = ReadTypes(store, {"policy.updated"}, max_seq, &policies);
+  s = ReadTypes(store, {"policy.updated"}, max_seq, policies);
   if (!s.ok()) return s;
-  for (Event& e : policies) out->push_back({std::move(e), {}});
 
-  // 3. The orgs' ledger events and the target's requests, filtered on the
-  //    envelope before anything is decoded. With two threads each reads and
-  //    decodes half of the range into its own vector; the halves are joined
-  //    in order, and the first error in seq order wins, as in one pass.
+  // 3. The orgs' records (an event has one org: the ranges are disjoint).
+  org_seqs->clear();
   for (const std::string& org : orgs) {
-    seqs.clear();
-    s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, &seqs);
+    s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, org_seqs);
     if (!s.ok()) return s;
-    out->reserve(out->size() + seqs.size());  // at most one input a record: no regrowth
-    auto read = [&](const std::vector<uint64_t>& part, std::vector<DecisionInput>* into) {
-      return ForRecords(store, part, [&](uint64_t seq, std::string_view value) {
-        return DecodeInput(seq, value, target, keep_bytes, into);
-      });
-    };
-    constexpr size_t kMinSplit = 4096;
-    if (threads < 2 || seqs.size() < kMinSplit) {
-      s = read(seqs, out);
-      if (!s.ok()) return s;
-      continue;
-    }
-    const size_t mid = seqs.size() / 2;
-    std::vector<uint64_t> second(seqs.begin() + static_cast<ptrdiff_t>(mid), seqs.end());
-    seqs.resize(mid);
-    std::vector<DecisionInput> second_out;
-    second_out.reserve(second.size());
-    auto later = std::async(std::launch::async, [&] { return read(second, &second_out); });
-    Status first_status = read(seqs, out);
-    Status second_status = later.get();
-    if (!first_status.ok()) return first_status;
-    if (!second_status.ok()) return second_status;
-    out->insert(out->end(), std::make_move_iterator(second_out.begin()), std::make_move_iterator(second_out.end()));
   }
-  // Policies first, then each org's events: usually in order already.
-  auto by_seq = [](const DecisionInput& a, const DecisionInput& b) { return a.event.seq < b.event.seq; };
-  if (!std::is_sorted(out->begin(), out->end(), by_seq)) std::stable_sort(out->begin(), out->end(), by_seq);
+  if (orgs.size() > 1) std::sort(org_seqs->begin(), org_seqs->end());
   return Status::Ok();
+}
+
+// Reads seqs[from, to) into *out, the policies before each record (and,
+// with `last`, the rest) merged in by seq. `*policy` is the next policy.
+Status ReadChunk(RecordCursor& cursor, size_t from, size_t to, bool last, const Target& target, bool keep_bytes,
+                 std::vector<Event>& policies, size_t* policy, std::vector<DecisionInput>* out) {
+  Status s = cursor.Read(from, to, [&](uint64_t seq, std::string_view value) {
+    while (*policy < policies.size() && policies[*policy].seq < seq) out->push_back({std::move(policies[(*policy)++]), {}});
+    return DecodeInput(seq, value, target, keep_bytes, out);
+  });
+  if (!s.ok()) return s;
+  while (last && *policy < policies.size()) out->push_back({std::move(policies[(*policy)++]), {}});
+  return Status::Ok();
+}
+
+constexpr size_t kChunkRecords = 1024;
+
+Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, std::vector<DecisionInput>* out) {
+  out->clear();
+  std::vector<Event> policies;
+  std::vector<uint64_t> seqs;
+  Status s = PlanInputs(store, target, &policies, &seqs);
+  if (!s.ok()) return s;
+  out->reserve(policies.size() + seqs.size());  // at most one input a record: no regrowth
+  RecordCursor cursor(store, seqs);
+  size_t policy = 0;
+  return ReadChunk(cursor, 0, seqs.size(), true, target, keep_bytes, policies, &policy, out);
 }
 
 }  // namespace
@@ -281,7 +364,7 @@ Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, 
 Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out) {
   out->clear();
   std::vector<DecisionInput> inputs;
-  Status s = ReadInputs(store, target, /*keep_bytes=*/false, /*threads=*/1, &inputs);
+  Status s = ReadInputs(store, target, /*keep_bytes=*/false, &inputs);
   if (!s.ok()) return s;
   out->reserve(inputs.size());
   for (DecisionInput& in : inputs) out->push_back(std::move(in.event));
@@ -289,7 +372,83 @@ Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vect
 }
 
 Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<DecisionInput>* out) {
-  return ReadInputs(store, target, /*keep_bytes=*/true, /*threads=*/2, out);
+  out->clear();
+  return StreamDecisionInputs(store, target, [out](std::vector<DecisionInput>& chunk) {
+    for (DecisionInput& in : chunk) out->push_back(std::move(in));
+  });
+}
+
+Status StreamDecisionInputs(const LogStore& store, const Target& target,
+                            const std::function<void(std::vector<DecisionInput>& chunk)>& sink) {
+  std::vector<Event> policies;
+  std::vector<uint64_t> seqs;
+  Status s = PlanInputs(store, target, &policies, &seqs);
+  if (!s.ok()) return s;
+  // The reader fills chunks and queues them; the caller folds them in order
+  // and hands each back to be refilled (its vectors' memory reused).
+  constexpr size_t kAhead = 4;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<std::vector<DecisionInput>> ready, spare;
+  bool done = false, stop = false;
+  Status read_status;
+  std::thread reader([&] {
+    RecordCursor cursor(store, seqs);
+    size_t policy = 0;
+    for (size_t at = 0; at < seqs.size() || at == 0; at += kChunkRecords) {
+      std::vector<DecisionInput> chunk;
+      {
+        std::unique_lock lock(mu);
+        cv.wait(lock, [&] { return stop || ready.size() < kAhead; });
+        if (stop) break;
+        if (!spare.empty()) {
+          chunk = std::move(spare.front());
+          spare.pop_front();
+        }
+      }
+      chunk.clear();
+      const size_t to = std::min(seqs.size(), at + kChunkRecords);
+      Status st = ReadChunk(cursor, at, to, to == seqs.size(), target, /*keep_bytes=*/true, policies, &policy, &chunk);
+      std::lock_guard lock(mu);
+      if (!st.ok()) {
+        read_status = st;
+        break;
+      }
+      ready.push_back(std::move(chunk));
+      cv.notify_all();
+      if (to == seqs.size()) break;
+    }
+    std::lock_guard lock(mu);
+    done = true;
+    cv.notify_all();
+  });
+  for (;;) {
+    std::vector<DecisionInput> chunk;
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return done || !ready.empty(); });
+      if (ready.empty()) break;  // done, everything handed on
+      chunk = std::move(ready.front());
+      ready.pop_front();
+      cv.notify_all();
+    }
+    try {
+      sink(chunk);
+    } catch (...) {
+      {
+        std::lock_guard lock(mu);
+        stop = true;
+        cv.notify_all();
+      }
+      reader.join();
+      throw;
+    }
+    chunk.clear();  // what the fold left in it freed here: the reader is the busier thread
+    std::lock_guard lock(mu);
+    spare.push_back(std::move(chunk));
+  }
+  reader.join();
+  return read_status;
 }
 
 Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out) {

@@ -55,21 +55,33 @@ Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, u
 // data.cost_usd. E_NOT_FOUND when the target has no event.
 Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<Event>* out);
 
-// One input of a re-decision as the fast path reads it: the event, and for
-// a decision.made of the target whose data is canonical
-// (replay/canonical_scan.h) that data's bytes, with event.data left null:
-// Redecide compares them with the re-made decision's canonical bytes and
-// parses them only on a difference. Otherwise data_bytes is empty and
-// event.data decoded.
+// One input of a re-decision as the fast path reads it: the event (its id,
+// prev_hash and hash left empty: the fold reads none of them), and for a
+// decision.made of the target whose data is canonical
+// (replay/canonical_scan.h) the canonical bytes of its compared fields
+// alone (kComparedFields: what CanonicalBytes gives for the data with every
+// other field removed), with event.data left null: Redecide compares them
+// with the re-made decision's bytes and parses them only on a difference.
+// Otherwise compared_bytes is empty and event.data decoded.
 struct DecisionInput {
   Event event;
-  std::string data_bytes;
+  std::string compared_bytes;
 };
-// As above, the same events in the same order; decision data kept as bytes
-// (the overload above parses them). Records are read and decoded on two
-// threads, each over half of the org's index range; the result, and the
-// first error in seq order, are those of a single pass.
+// As above, the same events in the same order; decision data kept as
+// compared bytes (the overload above parses all of it). Read as
+// StreamDecisionInputs reads them.
 Status ReadDecisionInputs(const LogStore& store, const Target& target, std::vector<DecisionInput>* out);
+
+// The same inputs handed to `sink` in seq order, a chunk at a time, on the
+// calling thread, while one other thread reads and decodes the chunks after
+// it (a few chunks ahead at most), so that a fold in `sink` overlaps the
+// read. The org's records are read with one iterator over the events, in
+// seq order, stepping over records of other orgs (seeking past long runs of
+// them). `sink` may move data out of the inputs; the chunk is reused. On an
+// error no chunk after the first bad record is handed on: the error is the
+// first in seq order, as in ReadDecisionInputs.
+Status StreamDecisionInputs(const LogStore& store, const Target& target,
+                            const std::function<void(std::vector<DecisionInput>& chunk)>& sink);
 
 // Each call visits one event (decoded, seq set) in seq order; return false
 // to stop. Reads the whole log; for the benchmark's baseline and tools.

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "replay/canonical_scan.h"
+#include "replay/decision_bytes.h"
 
 namespace tollgate::replay {
 
@@ -43,12 +43,222 @@ double ReservedUsd(const Json& d) {
 
 bool BudgetDenial(const Json& d) { return d.value("error_code", "") == errc::kBudgetExceeded; }
 
-struct Received {
-  Json request;
-  int64_t received_us = 0;
-};
+// A change's identity, from its decision.made.
+DecisionChange ChangeOf(const Event& e) {
+  DecisionChange c;
+  c.seq = e.seq;
+  c.request_id = e.request_id;
+  c.session_id = e.session_id;
+  c.agent_id = e.agent_id;
+  c.tool = e.tool;
+  return c;
+}
 
 }  // namespace
+
+struct Redecider::State {
+  Target target;
+  RedecideReport report;
+  PolicyInForce logged;   // what the log says was in force
+  PolicyInForce what_if;  // the candidate plus the log's agent-local rules
+  BudgetLedger ledger;
+  // A target request: received, then (once) re-decided, then completed.
+  struct Request {
+    Json request;             // while waiting for its decision
+    int64_t received_us = 0;
+    bool waiting = false;     // received, its decision not yet folded
+    bool denied = false;      // its re-decided verdict is deny
+    bool completed = false;   // the log shows its execution completed
+    double cost_usd = 0;      // ... at this actual cost
+  };
+  std::unordered_map<std::string, Request> requests;  // every target request
+  std::vector<std::pair<size_t, bool>> pending;       // (index, in changes?) to fill executed/cost
+  uint64_t last_policy_seq = 0;
+  std::string policy_error;
+  Decision decision;  // reused: DecideInto keeps the hot path free of allocation
+  std::string redecided_bytes;
+  std::string session;  // of `per_session`, the last one counted
+  RedecideReport::PerSession* per_session = nullptr;
+};
+
+Redecider::Redecider(const Target& target, const RedecideOptions& options) : s_(std::make_unique<State>()) {
+  s_->target = target;
+  s_->report.what_if = options.candidate != nullptr;
+  if (s_->report.what_if) {
+    s_->report.candidate_version = options.candidate->version();
+    s_->what_if.SetFile(options.candidate);
+  }
+}
+
+Redecider::~Redecider() = default;
+
+void Redecider::Fold(DecisionInput& input) {
+  State& st = *s_;
+  RedecideReport& report = st.report;
+  Event& e = input.event;
+  // A decision kept as the bytes of its compared fields is parsed only when
+  // needed (ReadDecisionInputs validated them: parsing cannot fail). What
+  // the fold reads of a decision are its compared fields.
+  auto parse_data = [&] {
+    if (input.compared_bytes.empty()) return;
+    Status ps = ParseJson(input.compared_bytes, &e.data);
+    if (!ps.ok()) e.data = Json::object();  // unreachable: the bytes were validated
+    input.compared_bytes.clear();
+  };
+  ++report.events;
+  if (e.type == "policy.updated") {
+    Status s = st.logged.Apply(e);
+    if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
+    if (!s.ok()) st.policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
+    else st.policy_error.clear();
+    st.last_policy_seq = e.seq;
+    return;
+  }
+  const bool is_target = st.target.Matches(e.session_id, e.agent_id, e.time_us);
+  if (e.type == "request.received") {
+    if (!is_target) return;
+    State::Request& r = st.requests[e.request_id];
+    if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
+    auto req = e.data.find("request");
+    r.request = req != e.data.end() ? std::move(*req) : Json::object();
+    r.waiting = true;
+    return;
+  }
+  if (e.type != "decision.made") {
+    if (e.type == "execution.completed") {
+      auto it = st.requests.find(e.request_id);
+      if (it != st.requests.end()) {
+        it->second.completed = true;
+        it->second.cost_usd = e.data.value("cost_usd", 0.0);
+      }
+    }
+    st.ledger.Apply(e);
+    return;
+  }
+  auto rit = st.requests.find(e.request_id);
+  const bool waiting = rit != st.requests.end() && rit->second.waiting;
+  if (!is_target && !waiting) {
+    parse_data();
+    st.ledger.Apply(e);  // another request of the org: budget state only
+    return;
+  }
+  const PolicyInForce& policy = report.what_if ? st.what_if : st.logged;
+  std::string note;
+  if (!waiting) {
+    note = "its request.received is not in the range read";
+  } else if (!policy.has_policy()) {
+    note = st.last_policy_seq == 0 ? "no policy.updated with a policy precedes it in the log"
+                                   : "the policy in force does not load: " + st.policy_error;
+  }
+  if (!note.empty()) {
+    parse_data();
+    st.ledger.Apply(e);
+    DecisionChange c = ChangeOf(e);
+    c.note = std::move(note);
+    c.recorded = Compared(std::move(e.data));
+    report.not_redecided.push_back(std::move(c));
+    st.pending.emplace_back(report.not_redecided.size() - 1, false);
+    return;
+  }
+  State::Request& r = rit->second;
+  DecideInput in;
+  in.request = &r.request;
+  in.received_at_us = r.received_us;
+  Decision& d = st.decision;
+  DecideInto(policy, st.ledger, in, &d);
+  d.checks.clear();  // explanation, not compared: not worth serialising
+  ++report.decisions;
+  if (st.per_session == nullptr || st.session != e.session_id) {
+    st.per_session = &report.sessions[e.session_id];  // map nodes: the pointer stays valid
+    st.session = e.session_id;
+  }
+  ++st.per_session->decisions;
+  // Fast path: the recorded decision kept as the canonical bytes of its
+  // compared fields, byte-identical to the re-made decision's. Then the two
+  // compare equal field by field (canonical JSON is one text per value) and
+  // the recorded one need not be parsed. Any other case, the recorded
+  // decision is parsed and compared field by field.
+  const bool same = !input.compared_bytes.empty() && ComparedDecisionBytes(d, &st.redecided_bytes) &&
+                    st.redecided_bytes == input.compared_bytes;
+  // The ledger goes on with the decision that counts in this mode (it reads
+  // the compared fields verdict and reservation only). The request is not
+  // needed again once decided: its tree goes with the input, freed where
+  // the input's memory is.
+  auto done_with_request = [&] {
+    r.waiting = false;
+    e.data = std::move(r.request);
+    r.request = Json();
+  };
+  if (same) {
+    if (report.what_if) {
+      st.ledger.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
+    } else {
+      // What ledger.Apply(e) does with a decision.made whose compared fields
+      // are the re-made ones.
+      if (e.seq > st.ledger.applied_seq()) st.ledger.set_applied_seq(e.seq);
+      if (!e.request_id.empty()) st.ledger.ApplyDecision(e.request_id, e.org_id, e.agent_id, e.session_id, e.tool, d);
+    }
+    done_with_request();
+    const double reserved = d.has_reservation ? static_cast<double>(d.reserve_micros) / 1e6 : 0;
+    const bool budget_denial = d.error_code == errc::kBudgetExceeded;
+    report.reserved_recorded_usd += reserved;
+    report.reserved_redecided_usd += reserved;
+    report.budget_denials_recorded += budget_denial;
+    report.budget_denials_redecided += budget_denial;
+    r.denied = d.verdict == "deny";
+    return;
+  }
+  DecisionChange c = ChangeOf(e);
+  c.received_us = r.received_us;
+  c.redecided = Compared(d.ToJson());
+  parse_data();
+  if (report.what_if) {
+    st.ledger.ApplyDecision(e.request_id, r.request, c.redecided);
+  } else {
+    st.ledger.Apply(e);
+  }
+  c.recorded = Compared(std::move(e.data));
+  done_with_request();
+
+  const std::string rv = c.recorded.value("verdict", ""), nv = c.redecided.value("verdict", "");
+  report.reserved_recorded_usd += ReservedUsd(c.recorded);
+  report.reserved_redecided_usd += ReservedUsd(c.redecided);
+  if (rv == "deny" && nv != "deny") report.newly_allowed_reserved_usd += ReservedUsd(c.redecided);
+  report.budget_denials_recorded += BudgetDenial(c.recorded);
+  report.budget_denials_redecided += BudgetDenial(c.redecided);
+  r.denied = nv == "deny";
+  for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
+    auto a = c.recorded.find(*f), b = c.redecided.find(*f);
+    const bool in_a = a != c.recorded.end(), in_b = b != c.redecided.end();
+    if (in_a != in_b || (in_a && *a != *b)) c.fields.push_back(*f);
+  }
+  if (c.fields.empty()) return;
+  if (report.what_if && !c.verdict_changed()) {
+    ++report.same_verdict_other_rule;
+    return;
+  }
+  ++report.transitions[c.transition()];
+  ++st.per_session->changes;
+  report.changes.push_back(std::move(c));
+  st.pending.emplace_back(report.changes.size() - 1, true);
+}
+
+RedecideReport Redecider::Finish() {
+  State& st = *s_;
+  RedecideReport& report = st.report;
+  for (const auto& [rid, r] : st.requests) {
+    if (!r.completed) continue;
+    report.spend_recorded_usd += r.cost_usd;
+    if (r.denied) report.spend_avoided_usd += r.cost_usd;
+  }
+  for (auto [i, in_changes] : st.pending) {
+    DecisionChange& c = in_changes ? report.changes[i] : report.not_redecided[i];
+    auto it = st.requests.find(c.request_id);
+    c.executed = it != st.requests.end() && it->second.completed;
+    c.cost_usd = c.executed ? it->second.cost_usd : 0;
+  }
+  return std::move(report);
+}
 
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options) {
   std::vector<DecisionInput> inputs;
@@ -60,169 +270,9 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
 RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options) {
   auto by_seq = [](const DecisionInput& a, const DecisionInput& b) { return a.event.seq < b.event.seq; };
   if (!std::is_sorted(inputs.begin(), inputs.end(), by_seq)) std::stable_sort(inputs.begin(), inputs.end(), by_seq);
-  RedecideReport report;
-  report.what_if = options.candidate != nullptr;
-  if (report.what_if) report.candidate_version = options.candidate->version();
-  PolicyInForce logged;   // what the log says was in force
-  PolicyInForce what_if;  // the candidate plus the log's agent-local rules
-  if (report.what_if) what_if.SetFile(options.candidate);
-  BudgetLedger ledger;
-  std::unordered_map<std::string, Received> received;     // target requests not yet decided
-  std::unordered_set<std::string> targets;                // every target request
-  std::unordered_map<std::string, std::string> verdicts;  // target request -> re-decided verdict (what-if)
-  std::unordered_map<std::string, double> cost;           // target request -> actual cost, once completed
-  std::vector<std::pair<size_t, bool>> pending;           // (index, in changes?) to fill executed/cost
-  uint64_t last_policy_seq = 0;
-  std::string policy_error;
-
-  Decision decision;  // reused: DecideInto keeps the hot path free of allocation
-  std::string redecided_bytes, recorded_bytes;
-  for (DecisionInput& input : inputs) {  // owned: request and decision data are moved out
-    Event& e = input.event;
-    // A decision's data kept as canonical bytes is parsed only when needed
-    // (ReadDecisionInputs validated it: parsing cannot fail).
-    auto parse_data = [&] {
-      if (input.data_bytes.empty()) return;
-      Status ps = ParseJson(input.data_bytes, &e.data);
-      if (!ps.ok()) e.data = Json::object();  // unreachable: the bytes were validated
-      input.data_bytes.clear();
-    };
-    ++report.events;
-    if (e.type == "policy.updated") {
-      Status s = logged.Apply(e);
-      if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = what_if.Apply(e);
-      if (!s.ok()) policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
-      else policy_error.clear();
-      last_policy_seq = e.seq;
-      continue;
-    }
-    const bool is_target = target.Matches(e.session_id, e.agent_id, e.time_us);
-    if (e.type == "request.received") {
-      if (!is_target) continue;
-      Received r;
-      if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
-      auto req = e.data.find("request");
-      r.request = req != e.data.end() ? std::move(*req) : Json::object();
-      targets.insert(e.request_id);
-      received[e.request_id] = std::move(r);
-      continue;
-    }
-    if (e.type != "decision.made") {
-      if (e.type == "execution.completed" && targets.count(e.request_id)) {
-        cost[e.request_id] = e.data.value("cost_usd", 0.0);
-      }
-      ledger.Apply(e);
-      continue;
-    }
-    auto rit = received.find(e.request_id);
-    if (!is_target && rit == received.end()) {
-      parse_data();
-      ledger.Apply(e);  // another request of the org: budget state only
-      continue;
-    }
-    DecisionChange c;
-    c.seq = e.seq;
-    c.request_id = e.request_id;
-    c.session_id = e.session_id;
-    c.agent_id = e.agent_id;
-    c.tool = e.tool;
-    const PolicyInForce& policy = report.what_if ? what_if : logged;
-    if (rit == received.end()) {
-      c.note = "its request.received is not in the range read";
-    } else if (!policy.has_policy()) {
-      c.note = last_policy_seq == 0 ? "no policy.updated with a policy precedes it in the log"
-                                    : "the policy in force does not load: " + policy_error;
-    }
-    if (!c.note.empty()) {
-      parse_data();
-      ledger.Apply(e);
-      c.recorded = Compared(std::move(e.data));
-      report.not_redecided.push_back(std::move(c));
-      pending.emplace_back(report.not_redecided.size() - 1, false);
-      continue;
-    }
-    c.received_us = rit->second.received_us;
-    DecideInput in;
-    in.request = &rit->second.request;
-    in.received_at_us = rit->second.received_us;
-    DecideInto(policy, ledger, in, &decision);
-    decision.checks.clear();  // explanation, not compared: not worth serialising
-    ++report.decisions;
-    RedecideReport::PerSession& per_session = report.sessions[e.session_id];
-    ++per_session.decisions;
-    c.redecided = Compared(decision.ToJson());
-    // Fast path: the recorded decision kept as canonical bytes, its compared
-    // fields byte-identical to the re-made decision's canonical bytes. Then
-    // the two compare equal field by field (canonical JSON is one text per
-    // value) and the recorded one need not be parsed. Any other case, the
-    // recorded decision is parsed and compared field by field.
-    bool same = false;
-    if (!input.data_bytes.empty()) {
-      same = CanonicalSubset(input.data_bytes, kComparedFields, &recorded_bytes) &&
-             CanonicalBytes(c.redecided, &redecided_bytes).ok() && recorded_bytes == redecided_bytes;
-      if (!same) parse_data();
-    }
-    // The ledger goes on with the decision that counts in this mode (it
-    // reads the compared fields verdict and reservation only).
-    if (report.what_if) {
-      ledger.ApplyDecision(e.request_id, rit->second.request, c.redecided);
-    } else if (same) {
-      e.data = std::move(c.redecided);  // the recorded decision's compared fields, as equal
-      ledger.Apply(e);
-      c.redecided = std::move(e.data);
-    } else {
-      ledger.Apply(e);
-    }
-    received.erase(rit);  // its decision is made; the request is not needed again
-    if (same) {
-      const std::string v = c.redecided.value("verdict", "");
-      const double reserved = ReservedUsd(c.redecided);
-      const bool budget_denial = BudgetDenial(c.redecided);
-      report.reserved_recorded_usd += reserved;
-      report.reserved_redecided_usd += reserved;
-      report.budget_denials_recorded += budget_denial;
-      report.budget_denials_redecided += budget_denial;
-      verdicts[e.request_id] = v;
-      continue;
-    }
-    c.recorded = Compared(std::move(e.data));
-
-    const std::string rv = c.recorded.value("verdict", ""), nv = c.redecided.value("verdict", "");
-    report.reserved_recorded_usd += ReservedUsd(c.recorded);
-    report.reserved_redecided_usd += ReservedUsd(c.redecided);
-    if (rv == "deny" && nv != "deny") report.newly_allowed_reserved_usd += ReservedUsd(c.redecided);
-    report.budget_denials_recorded += BudgetDenial(c.recorded);
-    report.budget_denials_redecided += BudgetDenial(c.redecided);
-    verdicts[e.request_id] = nv;
-    for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
-      auto a = c.recorded.find(*f), b = c.redecided.find(*f);
-      const bool in_a = a != c.recorded.end(), in_b = b != c.redecided.end();
-      if (in_a != in_b || (in_a && *a != *b)) c.fields.push_back(*f);
-    }
-    if (c.fields.empty()) continue;
-    if (report.what_if) {
-      if (!c.verdict_changed()) {
-        ++report.same_verdict_other_rule;
-        continue;
-      }
-    }
-    ++report.transitions[c.transition()];
-    ++per_session.changes;
-    report.changes.push_back(std::move(c));
-    pending.emplace_back(report.changes.size() - 1, true);
-  }
-  for (auto& [rid, usd] : cost) {
-    report.spend_recorded_usd += usd;
-    auto v = verdicts.find(rid);
-    if (v != verdicts.end() && v->second == "deny") report.spend_avoided_usd += usd;
-  }
-  for (auto [i, in_changes] : pending) {
-    DecisionChange& c = in_changes ? report.changes[i] : report.not_redecided[i];
-    auto it = cost.find(c.request_id);
-    c.executed = it != cost.end();
-    c.cost_usd = c.executed ? it->second : 0;
-  }
-  return report;
+  Redecider fold(target, options);
+  for (DecisionInput& input : inputs) fold.Fold(input);
+  return fold.Finish();
 }
 
 namespace {

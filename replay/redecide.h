@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -95,12 +96,31 @@ struct RedecideReport {
 // (sorted by seq here), as ReadDecisionInputs returns them. Decisions are
 // re-decided when `target` matches their request.
 RedecideReport Redecide(std::vector<Event> events, const Target& target, const RedecideOptions& options);
-// The same over inputs whose decisions may be kept as canonical bytes
-// (ReadDecisionInputs' fast overload): a decision whose compared fields are
-// byte-identical to the re-made decision's is not parsed; any other is
-// parsed and compared as above. The report is the same as for the decoded
-// events (tests/replay_test.cpp pins the two paths together).
+// The same over inputs whose decisions may be kept as the canonical bytes of
+// their compared fields (ReadDecisionInputs' fast overload): a decision
+// whose bytes are identical to the re-made decision's is not parsed; any
+// other is parsed and compared as above. The report is the same as for the
+// decoded events (tests/replay_test.cpp pins the two paths together).
 RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options);
+
+// The fold behind Redecide, one input at a time, for a reader that streams
+// the log (StreamDecisionInputs): Redecide(inputs) is Fold over the inputs
+// sorted by seq, then Finish.
+class Redecider {
+ public:
+  Redecider(const Target& target, const RedecideOptions& options);
+  ~Redecider();
+  Redecider(const Redecider&) = delete;
+  Redecider& operator=(const Redecider&) = delete;
+  // The next input in seq order; its data may be moved out or swapped.
+  void Fold(DecisionInput& input);
+  // The report, once every input is folded. Call once.
+  RedecideReport Finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // A report for people: the changes, one line each, then the summary (per
 // session too when there are several).

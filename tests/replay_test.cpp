@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 
 #include "audit/event_log.h"
 #include "audit/export.h"
@@ -16,6 +17,7 @@
 #include "core/messages.h"
 #include "replay/canonical_scan.h"
 #include "replay/chain_check.h"
+#include "replay/decision_bytes.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
 #include "replay/redecide.h"
@@ -409,11 +411,13 @@ class RedecideTest : public ReplayLogTest {
     ReplayLogTest::SetUp();
     dec_ = std::make_unique<DecidingRecorder>(*log_, *rec_);
   }
-  // Every re-decision in these tests runs both paths and requires the same
+  // Every re-decision in these tests runs every path and requires the same
   // report: the slow one (every event decoded, decisions compared field by
-  // field) and the fast one (target decisions kept as canonical bytes and
-  // compared as bytes, parsed only on a difference; records read on two
-  // threads). Returns the fast one's.
+  // field), the fast one over a vector (target decisions kept as the bytes
+  // of their compared fields and compared with the re-made decision's bytes,
+  // parsed only on a difference) and the fast one as the CLI runs it
+  // (StreamDecisionInputs folded by a Redecider chunk by chunk while the
+  // reader thread reads on). Returns the fast one's.
   RedecideReport Run(const Target& target, PolicyPtr candidate = nullptr) {
     std::vector<Event> events;
     Status s = ReadDecisionInputs(log_->store(), target, &events);
@@ -422,7 +426,8 @@ class RedecideTest : public ReplayLogTest {
     std::vector<DecisionInput> inputs;
     s = ReadDecisionInputs(log_->store(), target, &inputs);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    // The same events, in the same order; bytes kept parse to the data.
+    // The same events, in the same order; bytes kept parse to the compared
+    // fields of the data.
     EXPECT_EQ(inputs.size(), events.size());
     kept_as_bytes = 0;
     for (size_t i = 0; i < std::min(inputs.size(), events.size()); ++i) {
@@ -431,19 +436,38 @@ class RedecideTest : public ReplayLogTest {
       EXPECT_EQ(a.seq, b.seq);
       EXPECT_EQ(a.type, b.type);
       EXPECT_EQ(a.request_id, b.request_id);
-      if (inputs[i].data_bytes.empty()) {
+      EXPECT_EQ(a.session_id, b.session_id);
+      EXPECT_EQ(a.agent_id, b.agent_id);
+      EXPECT_EQ(a.org_id, b.org_id);
+      EXPECT_EQ(a.tool, b.tool);
+      EXPECT_EQ(a.time_us, b.time_us);
+      if (inputs[i].compared_bytes.empty()) {
         EXPECT_EQ(a.data, b.data) << a.seq;
       } else {
         ++kept_as_bytes;
         EXPECT_EQ(a.type, "decision.made");
-        Json d;
-        EXPECT_TRUE(ParseJson(inputs[i].data_bytes, &d).ok());
-        EXPECT_EQ(d, b.data) << a.seq;
+        Json d, want = Json::object();
+        EXPECT_TRUE(ParseJson(inputs[i].compared_bytes, &d).ok());
+        for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
+          if (b.data.contains(*f)) want[*f] = b.data[*f];
+        }
+        EXPECT_EQ(d, want) << a.seq;
       }
     }
     RedecideReport fast = Redecide(std::move(inputs), target, RedecideOptions{candidate});
     EXPECT_EQ(fast.ToJson(), slow.ToJson());
     EXPECT_EQ(FormatReport(fast), FormatReport(slow));
+    Redecider fold(target, RedecideOptions{candidate});
+    size_t chunks = 0;
+    s = StreamDecisionInputs(log_->store(), target, [&](std::vector<DecisionInput>& chunk) {
+      ++chunks;
+      for (DecisionInput& in : chunk) fold.Fold(in);
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GE(chunks, 1u);
+    RedecideReport streamed = fold.Finish();
+    EXPECT_EQ(streamed.ToJson(), slow.ToJson());
+    EXPECT_EQ(FormatReport(streamed), FormatReport(slow));
     return fast;
   }
   size_t kept_as_bytes = 0;
@@ -605,6 +629,69 @@ TEST_F(RedecideTest, FastPathOnALongSessionReadOnTwoThreads) {
   candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/srv/q1*\", \"delete_file:*\"");
   r = Run(Target::Session("long"), MustLoad(candidate));
   EXPECT_GT(r.changes.size(), 0u);
+}
+
+// The fast read takes the org's records with one iterator, stepping over
+// short runs of another org's records and seeking past long ones: it reads
+// exactly the events a filter over the whole log selects (every
+// policy.updated, the org's ledger events, the target's requests, up to the
+// target's last event), and a record an index points at but that is gone is
+// an error, not a gap.
+TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  int other = 0;
+  auto other_org = [&](int n, int64_t t) {
+    for (int k = 0; k < n; ++k, ++other) {
+      const std::string rid = "o" + std::to_string(other);
+      Event e = rec_->Base(k % 2 ? "decision.made" : "request.received", rid, "s-other", "echo", t + k,
+                           k % 2 ? Json{{"verdict", "allow"}} : Json{{"request", Json::object()}});
+      e.org_id = "org-2";
+      rec_->Append(e);
+    }
+  };
+  for (int i = 0; i < 300; ++i) {
+    const int64_t t = kT0 + 1000 + i * 1000;
+    other_org(i % 7 == 0 ? 40 : i % 3, t);
+    const std::string tool = i % 4 == 0 ? "write_file" : "echo";
+    dec_->Call("c" + std::to_string(i), i % 2 ? "s1" : "s2", tool, {{"path", "/srv/x"}, {"text", "t"}}, t + 500);
+  }
+  other_org(50, kT0 + 400'000);  // after the target's last event: not read
+  const Target target = Target::Session("s1");
+  std::vector<Event> events;
+  ASSERT_TRUE(ReadDecisionInputs(log_->store(), target, &events).ok());
+  std::vector<Event> s1;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &s1).ok());
+  const uint64_t max_seq = s1.back().seq;
+  std::vector<uint64_t> want, got;
+  ASSERT_TRUE(ScanAll(log_->store(), [&](const Event& e) {
+                if (e.seq > max_seq) return false;
+                const bool ledger = e.type == "decision.made" || e.type == "execution.completed" ||
+                                    e.type == "approval.denied" || e.type == "approval.expired";
+                if (e.type == "policy.updated" ||
+                    (e.org_id == "org-1" && (ledger || (e.type == "request.received" &&
+                                                        target.Matches(e.session_id, e.agent_id, e.time_us))))) {
+                  want.push_back(e.seq);
+                }
+                return true;
+              }).ok());
+  for (const Event& e : events) got.push_back(e.seq);
+  EXPECT_EQ(got, want);
+  RedecideReport r = Run(target);
+  EXPECT_EQ(r.decisions, 150u);
+  EXPECT_TRUE(r.clean()) << FormatReport(r).substr(0, 2000);
+
+  // A record of the org gone from under its index.
+  const uint64_t gone = want[want.size() / 2];
+  ASSERT_TRUE(log_->store().db()->Delete({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(gone)).ok());
+  Status st = ReadDecisionInputs(log_->store(), target, &events);
+  EXPECT_EQ(st.code(), errc::kLogCorrupt);
+  EXPECT_NE(st.message().find("seq " + std::to_string(gone) + " which cannot be read"), std::string::npos) << st.ToString();
+  size_t handed = 0;
+  st = StreamDecisionInputs(log_->store(), target, [&](std::vector<DecisionInput>& chunk) {
+    for (const DecisionInput& in : chunk) EXPECT_LT(in.event.seq, gone);
+    handed += chunk.size();
+  });
+  EXPECT_EQ(st.code(), errc::kLogCorrupt);
 }
 
 TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
@@ -834,13 +921,15 @@ TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
             {"policy_version", "file:0123"}, {"reservation", {{"usd", 1.5}, {"received_at", "t"}, {"budgets", {"b"}}}},
             {"invocation", "builtin:echo"}, {"read_only", true}, {"checks", Json::array({{{"check", "deny"}}})},
             {"source", "decide"}, {"notify", {"n*"}}};
-  std::string text;
-  ASSERT_TRUE(CanonicalBytes(d, &text).ok());
+  std::string bases[2];
+  ASSERT_TRUE(CanonicalBytes(d, &bases[0]).ok());
+  d["reason"] = "r q \u00e9";  // no escape: the builder takes it
+  ASSERT_TRUE(CanonicalBytes(d, &bases[1]).ok());
   std::mt19937 rng(7);
   const std::string alphabet = "{}[],:\"\\0123456789.-+eEtrufalsn \x01\x80\xc3\xa9u";
-  size_t accepted = 0;
+  size_t accepted = 0, built_ok = 0;
   for (int i = 0; i < 20000; ++i) {
-    std::string t = text;
+    std::string t = bases[i % 2];
     const int edits = 1 + static_cast<int>(rng() % 3);
     for (int k = 0; k < edits; ++k) {
       const size_t at = rng() % t.size();
@@ -849,6 +938,13 @@ TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
         case 1: t.erase(at, 1); break;
         default: t.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
       }
+    }
+    Json built;
+    if (ParseCanonicalObject(t, &built)) {
+      ++built_ok;
+      Json parsed;
+      ASSERT_TRUE(ParseJson(t, &parsed).ok()) << t;
+      EXPECT_EQ(built.dump(), parsed.dump()) << t;  // dump: number types too (1 vs 1.0)
     }
     std::string sub;
     if (!CanonicalSubset(t, kComparedFields, &sub)) continue;
@@ -863,6 +959,109 @@ TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
     EXPECT_EQ(part, want) << t;
   }
   EXPECT_GT(accepted, 100u);
+  EXPECT_GT(built_ok, 100u);
+}
+
+// The builder gives the value (and number types) ParseJson gives, and
+// leaves escapes, unsorted keys at any depth and anything the scan refuses
+// to ParseJson.
+TEST(CanonicalScanTest, ParseCanonicalObjectBuildsWhatParseJsonBuilds) {
+  for (const char* ok : {"{}", "{\"a\":1}", "{\"a\":-0,\"b\":0,\"c\":-7,\"d\":123456789012345678}",
+                         "{\"a\":1234567890123456789012,\"b\":-9223372036854775809,\"c\":18446744073709551615}",
+                         "{\"a\":1.5,\"b\":-2.5e-7,\"c\":1E+2,\"d\":0.1,\"e\":1.0}",
+                         "{\"a\":[],\"b\":{},\"c\":[1,\"x\",null,true,false,{\"k\":[{}]}]}",
+                         "{\"a\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+                         "{\"request\":{\"args\":{\"content\":\"xx\",\"path\":\"/p\"},\"tool\":\"echo\"}}"}) {
+    Json built, parsed;
+    ASSERT_TRUE(ParseCanonicalObject(ok, &built)) << ok;
+    ASSERT_TRUE(ParseJson(ok, &parsed).ok()) << ok;
+    EXPECT_EQ(built.dump(), parsed.dump()) << ok;
+  }
+  Json j;
+  for (const char* refused : {"{\"a\":\"\\n\"}", "{\"a\":{\"b\":1,\"a\":2}}", "{\"a\":{\"b\":1,\"b\":2}}",
+                              "{\"b\":1,\"a\":2}", "{\"a\":1} ", "[1]", "{\"a\":01}"}) {
+    EXPECT_FALSE(ParseCanonicalObject(refused, &j)) << refused;
+  }
+}
+
+// The re-made decision's compared bytes written straight from the Decision
+// are CanonicalBytes of those fields of Decision::ToJson(), and the ledger
+// entry the Decision makes is the one its JSON makes: on decisions of every
+// verdict, with and without reservations (whole and fractional dollars),
+// approvals (approvers, quorum, timeouts), error codes, notify, agent-local
+// rules, and strings that need escaping.
+TEST(DecisionBytesTest, AreTheCanonicalBytesOfTheComparedFields) {
+  constexpr const char* kPolicy = R"(
+version: 1
+mode: ask
+approval_threshold: HIGH
+deny: ["delete_file:*", "*:*secret*"]
+allow: [builtin:echo, builtin:read_file]
+notify: ["builtin:echo", "write_file:*"]
+approvals:
+  default: {quorum: 2, approvers: [alice, "b\u00e9a"], timeout_s: 60}
+rules:
+  - {name: "no \"tmp\"", tool: write_file, verdict: deny, when: {file_prefix: /tmp}, reason: "tmp \u00e9\n\ttab"}
+tools:
+  read_file: {danger: LOW, read_only: true, cost_usd: 0.25}
+  fetch: {danger: MEDIUM, read_only: true, cost_usd: 1}
+  weird: {danger: HIGH, cost_usd: 0.000001}
+budgets:
+  - {name: session-usd, scope: session, window: session, max_usd: 3}
+  - {name: "calls", scope: agent, window: hour, max_calls: 40}
+)";
+  PolicyPtr p = MustLoad(kPolicy);
+  PolicyInForce pif;
+  pif.SetFile(p);
+  ASSERT_TRUE(pif.AddAgentLocal("org-1", "agent-1", {"cli:dep\\*"}, "h1").ok());
+  BudgetLedger ledger, by_json, by_struct;
+  const char* tools[] = {"echo", "read_file", "write_file", "delete_file", "fetch", "weird", "nope", "cli:dep*",
+                         "http_request", "execute_command"};
+  std::set<std::string> seen;
+  Decision d;
+  for (int i = 0; i < 200; ++i) {
+    const std::string tool = tools[i % 10];
+    const std::string rid = "r" + std::to_string(i);
+    Json args = {{"path", i % 3 == 0 ? "/tmp/x" : i % 3 == 1 ? "/srv/secret" : "/srv/caf\u00e9 \"q\""},
+                 {"text", "t\x01"},
+                 {"url", "https://example.com/a"},
+                 {"method", i % 2 ? "POST" : "GET"},
+                 {"command", "ls -l"}};
+    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", i % 5 ? "agent-1" : "agent-\u00e9"},
+             {"session_id", i % 4 ? "s1" : "s2"}, {"tool", tool}, {"args", args}};
+    if (i % 6 == 0) req["estimated_cost_usd"] = 0.125 * (i % 5);
+    const int64_t t = kT0 + i * 1000;
+    DecideInput in{&req, t};
+    DecideInto(i % 50 == 49 ? PolicyInForce() : pif, ledger, in, &d);
+    d.checks.clear();
+    Json j = d.ToJson();
+    Json compared = Json::object();
+    for (const char* const* f = kComparedFields; *f != nullptr; ++f) {
+      if (j.contains(*f)) compared[*f] = j[*f];
+    }
+    std::string want, got;
+    ASSERT_TRUE(CanonicalBytes(compared, &want).ok());
+    ASSERT_TRUE(ComparedDecisionBytes(d, &got)) << want;
+    EXPECT_EQ(got, want);
+    seen.insert(d.verdict + (d.has_reservation ? "+res" : "") + (d.notify.empty() ? "" : "+notify") +
+                (d.error_code.empty() ? "" : "+" + d.error_code));
+    ledger.ApplyDecision(rid, req, j);
+    by_json.ApplyDecision(rid, req, compared);
+    by_struct.ApplyDecision(rid, req["org_id"].get<std::string>(), req["agent_id"].get<std::string>(),
+                            req["session_id"].get<std::string>(), tool, d);
+    EXPECT_TRUE(by_struct == by_json) << i;
+  }
+  // Every kind of decision was met.
+  for (const char* kind : {"allow+res", "allow+res+notify", "ask+res", "ask+res+notify", "deny+E_POLICY_DENIED",
+                           "deny+E_BUDGET_EXCEEDED", "deny+E_UNKNOWN_TOOL", "deny+E_NO_POLICY"}) {
+    bool any = false;
+    for (const auto& k : seen) any = any || k.rfind(kind, 0) == 0;
+    EXPECT_TRUE(any) << kind << " not met; met: " << ::testing::PrintToString(seen);
+  }
+  // A string that is not UTF-8: no bytes, as CanonicalBytes gives none.
+  d.reason = "bad \xc3";
+  std::string out;
+  EXPECT_FALSE(ComparedDecisionBytes(d, &out));
 }
 
 TEST(FormatDurationTest, PicksAReadableUnit) {
