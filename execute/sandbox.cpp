@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "execute/tool.h"
@@ -116,6 +117,11 @@ std::string FindProgram(const std::string& name) {
 }
 
 Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
+  // A tool that exits without reading its stdin makes our write to it fail
+  // with EPIPE, which the loop below handles; the default SIGPIPE would
+  // instead kill the whole process (every stage with it).
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
   *res = ProcessResult{};
   uid_t uid = 0;
   gid_t gid = 0;
@@ -167,6 +173,7 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
       _exit(127);
     };
     setpgid(0, 0);
+    signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);  // the parent died before prctl
     if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) fail(1);

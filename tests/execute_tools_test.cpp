@@ -240,6 +240,24 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
   EXPECT_FALSE(reg.Find("cli:fails"));
 }
 
+// A tool that exits without reading its stdin: writing the args to it
+// fails with EPIPE. That is the tool's failure, reported as such; it must
+// not raise SIGPIPE in tollgate (whose default would end every stage).
+TEST_F(ToolsTest, AToolThatIgnoresItsStdinFailsAloneWithoutKillingTollgate) {
+  const std::string tools = dir().sub("tools");
+  ToolRegistry reg(tools);
+  MakeCliTool(tools, "deaf", "#!/bin/sh\nexit 0\n", "Reads nothing.");
+  ASSERT_EQ(reg.Reload(), 1u);
+  // Far more than a pipe holds, so the write cannot finish before the exit.
+  Json r = reg.Find("cli:deaf")->Run({{"blob", std::string(4 << 20, 'x')}}, Ctx());
+  EXPECT_EQ(Code(r), "E_TOOL_EXEC") << r.dump().substr(0, 300);
+  // Still here, and the next tool runs.
+  MakeCliTool(tools, "ok", "#!/bin/sh\ncat >/dev/null\necho '{\"success\":true,\"data\":1}'\n", "");
+  ASSERT_EQ(reg.Reload(), 2u);
+  r = reg.Find("cli:ok")->Run({{"k", 1}}, Ctx());
+  EXPECT_TRUE(r.value("success", false)) << r.dump();
+}
+
 TEST(ExecutePolicyTest, ParsesTheExecuteSectionAndRefusesBadValues) {
   Json j;
   ASSERT_TRUE(YamlToJson(R"(
