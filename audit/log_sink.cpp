@@ -26,11 +26,12 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
   }
   if (!all_ok) return;
   // Before returning: whatever the caller publishes next is read by stages
-  // that must find these events in the cache and in every listener's state.
-  if (cache_ != nullptr) cache_->Add(events, *results);
-  if (listeners.empty()) return;
+  // that must find these events in every listener's state and in the cache.
+  // Listeners first (they must not read through the cache: it lacks this
+  // group until the next line), then the cache takes the events.
   for (size_t i = 0; i < events.size(); ++i) events[i].seq = (*results)[i].seq;
   for (const auto& l : listeners) l(events);
+  if (cache_ != nullptr) cache_->Add(std::move(events), *results);
 }
 
 Status StoreLogView::EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const {

@@ -19,7 +19,9 @@ class LogSink : public EventSink {
   // on each event (prev_hash/hash are not). Re-appended (duplicate) events
   // are passed again with their stored seq, so a listener must be idempotent
   // (key its state by event id or request id). Called on the appending
-  // stage's thread: a listener guards its own state.
+  // stage's thread: a listener guards its own state. It runs before the
+  // sink's RequestCache has the group, so it must not read through a
+  // CachedLogView.
   using Listener = std::function<void(const std::vector<Event>&)>;
 
   // `cache` (optional, outlives the sink) gets every durable group.

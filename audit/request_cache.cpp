@@ -4,10 +4,10 @@
 
 namespace tollgate {
 
-void RequestCache::Add(const std::vector<Event>& events, const std::vector<EventSink::Appended>& appended) {
+void RequestCache::Add(std::vector<Event>&& events, const std::vector<EventSink::Appended>& appended) {
   std::lock_guard<std::mutex> lock(mu_);
   for (size_t i = 0; i < events.size() && i < appended.size(); ++i) {
-    const Event& e = events[i];
+    Event& e = events[i];
     const uint64_t seq = appended[i].seq;
     auto it = entries_.find(e.request_id);
     if (it == entries_.end()) {
@@ -24,9 +24,8 @@ void RequestCache::Add(const std::vector<Event>& events, const std::vector<Event
     // Sorted by seq; a duplicate (same seq) is already here.
     auto at = std::lower_bound(have.begin(), have.end(), seq, [](const Event& a, uint64_t s) { return a.seq < s; });
     if (at != have.end() && at->seq == seq) continue;
-    Event copy = e;
-    copy.seq = seq;
-    have.insert(at, std::move(copy));
+    e.seq = seq;
+    have.insert(at, std::move(e));
   }
 }
 

@@ -32,10 +32,11 @@ class RequestCache {
  public:
   explicit RequestCache(size_t capacity = 8192) : capacity_(capacity == 0 ? 1 : capacity) {}
 
-  // Records a durable group: `events[i]` stored at `appended[i].seq`,
-  // `appended[i].duplicate` when it was already in the log. Requires every
-  // status ok (a failed group is not in the log, so it is not added).
-  void Add(const std::vector<Event>& events, const std::vector<EventSink::Appended>& appended);
+  // Records a durable group, taking the events it keeps: `events[i]` stored
+  // at `appended[i].seq`, `appended[i].duplicate` when it was already in the
+  // log. Requires every status ok (a failed group is not in the log, so it
+  // is not added).
+  void Add(std::vector<Event>&& events, const std::vector<EventSink::Appended>& appended);
 
   // The request's events in log order, seq set (prev_hash and hash are not,
   // as for LogSink listeners), when its whole history is here; false when

@@ -173,7 +173,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     s = approve->Load(p->log_->store());
     if (!s.ok()) return s;
     ApproveStage* raw = approve.get();
-    raw->SetLogView(p->view_.get());
+    // Its listener reads the log itself: it runs before the cache has the group.
+    raw->SetLogView(p->store_view_.get());
     p->sink_->AddListener([raw](const std::vector<Event>& events) { raw->OnAppended(events); });
     p->approve_ = raw;
     p->stages_.push_back(std::move(approve));

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <thread>
+#include <unordered_map>
 
 namespace tollgate {
 namespace {
@@ -13,20 +14,22 @@ using OffsetMap = std::map<std::pair<std::string, int32_t>, int64_t>;
 constexpr std::chrono::milliseconds kTxnTimeout{30000};
 
 // The log as the stage sees it mid-batch: the durable log plus the events
-// this batch has produced so far.
+// this batch has produced so far (by index into the batch's own vector, not
+// copied: every event of every batch passes through here).
 class OverlayView : public LogView {
  public:
-  explicit OverlayView(const LogView& base) : base_(base) {}
-  void Add(const std::vector<Event>& events) {
-    for (const auto& e : events) pending_[e.request_id].push_back(e);
+  OverlayView(const LogView& base, const std::vector<Event>& batch_events) : base_(base), events_(batch_events) {}
+  // events_[from, events_.size()) were just added.
+  void Added(size_t from) {
+    for (size_t i = from; i < events_.size(); ++i) pending_[events_[i].request_id].push_back(i);
   }
-  void Clear() { pending_.clear(); }
   Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const override {
     Status s = base_.EventsOfRequest(request_id, out);
     if (!s.ok()) return s;
     auto it = pending_.find(request_id);
     if (it != pending_.end()) {
-      for (const auto& e : it->second) {
+      for (size_t i : it->second) {
+        const Event& e = events_[i];
         bool seen = false;
         for (const auto& have : *out) seen = seen || have.id == e.id;
         if (!seen) out->push_back(e);
@@ -37,7 +40,8 @@ class OverlayView : public LogView {
 
  private:
   const LogView& base_;
-  std::map<std::string, std::vector<Event>> pending_;
+  const std::vector<Event>& events_;
+  std::unordered_map<std::string, std::vector<size_t>> pending_;
 };
 
 }  // namespace
@@ -273,8 +277,8 @@ Status StageRunner::PublishFinished() {
 }
 
 Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
-  OverlayView view(log_);
   std::vector<Event> events;
+  OverlayView view(log_, events);
   std::vector<StageOutput> outputs;
   std::vector<std::pair<size_t, size_t>> seq_refs;  // (output index, event index)
   OffsetMap next;
@@ -309,12 +313,13 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
         break;
       }
     }
-    view.Add(r.events);
     for (auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
       outputs.push_back(std::move(o));
     }
+    const size_t first_new = events.size();
     for (auto& e : r.events) events.push_back(std::move(e));
+    view.Added(first_new);
     if (r.deferred) {
       auto job = std::make_unique<Job>();
       job->tp = tp;
@@ -423,9 +428,8 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
 
 Status StageRunner::RunTick() {
   last_tick_ = std::chrono::steady_clock::now();
-  OverlayView view(log_);
   StageContext ctx{NowMicros(), options_.incarnation + "/tick/" + stage_.name()};
-  StageResult r = stage_.Tick(ctx, view);
+  StageResult r = stage_.Tick(ctx, log_);
   if (!r.error.ok()) return r.error;
   if (r.events.empty() && r.outputs.empty()) return Status::Ok();
   std::vector<std::pair<size_t, size_t>> seq_refs;
