@@ -18,7 +18,7 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
   std::vector<Event> copy;
   if (!listeners.empty()) copy = events;
   // One group: a stage's batch lands in the log whole or not at all.
-  std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(std::move(events));
+  std::vector<AppendFuture> futures = log_.AppendGroupAsync(std::move(events));
   results->clear();
   bool all_ok = true;
   for (auto& f : futures) {

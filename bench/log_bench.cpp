@@ -47,7 +47,7 @@ std::string SessionOf(uint64_t i, std::mt19937_64& rng) { return "sess-" + std::
 // Appends `events` through `log` keeping up to `window` appends in flight (a
 // sliding window, so encoding the next events overlaps the writer's work).
 Status AppendAll(EventLog& log, std::vector<Event>& events, size_t window = 4096) {
-  std::deque<std::future<AppendResult>> inflight;
+  std::deque<AppendFuture> inflight;
   for (size_t i = 0; i < events.size(); ++i) {
     inflight.push_back(log.AppendAsync(std::move(events[i])));
     while (inflight.size() >= window || (i + 1 == events.size() && !inflight.empty())) {
