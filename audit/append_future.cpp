@@ -4,6 +4,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdint>
+
 namespace tollgate::detail {
 
 namespace {
@@ -32,6 +34,20 @@ void AppendSlot::Wait() {
   while (state_.load(std::memory_order_acquire) != kReady) {
     syscall(SYS_futex, Word(&state_), FUTEX_WAIT_PRIVATE, kWaiting, nullptr, nullptr, 0);
   }
+}
+
+void AppendSlot::WaitVia(std::atomic<uint32_t>& epoch) {
+  for (;;) {
+    const uint32_t e = epoch.load(std::memory_order_acquire);
+    if (ready()) return;
+    // Returns at once if the epoch moved since it was read.
+    syscall(SYS_futex, Word(&epoch), FUTEX_WAIT_PRIVATE, e, nullptr, nullptr, 0);
+  }
+}
+
+void BumpAndWakeAll(std::atomic<uint32_t>& epoch) {
+  epoch.fetch_add(1, std::memory_order_acq_rel);
+  syscall(SYS_futex, Word(&epoch), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 }  // namespace tollgate::detail

@@ -1,6 +1,8 @@
 #include "audit/event_log.h"
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <unordered_map>
 
 namespace tollgate {
@@ -100,13 +102,37 @@ void EventLog::Complete(std::vector<std::unique_ptr<Pending>>& batch, const Stat
 }
 
 void EventLog::SyncLoop() {
+  using Clock = std::chrono::steady_clock;
   std::deque<Unsynced> taken;
+  size_t last_group = 0;          // appends the previous fsync acknowledged
+  Clock::duration last_sync{};    // how long it took
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       sync_cv_.wait(lock, [this] { return writer_done_ || !unsynced_.empty(); });
       if (unsynced_.empty()) return;  // the writer has stopped and all is acknowledged
+      // An append already queued would otherwise wait a whole extra fsync:
+      // let the writer finish what is queued now (at most a batch away), so
+      // that this fsync covers it too.
+      auto drain = [&] {
+        const uint64_t target = enqueued_;
+        sync_cv_.wait(lock, [&] { return writer_done_ || resolved_ >= target; });
+      };
+      drain();
+      // Commit delay: the previous fsync acknowledged more appends than are
+      // ready now, so their callers are likely on their way back (appenders
+      // in a loop, each woken one by one). Wait for them a little, at most
+      // half the last fsync, so that one fsync covers them rather than two.
+      // Self-limiting: after a sync that timed out, last_group is smaller.
+      if (unsynced_items_ < last_group) {
+        const auto deadline = Clock::now() + std::min<Clock::duration>(last_sync / 2, std::chrono::milliseconds(2));
+        sync_cv_.wait_until(lock, deadline,
+                            [&] { return writer_done_ || !failed_.ok() || unsynced_items_ >= last_group; });
+        drain();
+      }
       taken.swap(unsynced_);
+      last_group = unsynced_items_;
+      unsynced_items_ = 0;
     }
     // Everything taken was written before this call, so one sync covers it.
     Status failed;
@@ -114,12 +140,19 @@ void EventLog::SyncLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       failed = failed_;
     }
+    const auto t0 = Clock::now();
     if (failed.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sync_in_flight_ = true;
+      }
       rocksdb::Status w = store_->db()->SyncWAL();
       if (!w.ok()) failed = FromRocks(w, "event log sync failed; the log refuses appends until reopened");
     }
+    last_sync = Clock::now() - t0;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      sync_in_flight_ = false;
       if (failed.ok()) {
         head_seq_ = taken.back().seq;
         head_hash_ = taken.back().hash;
@@ -127,7 +160,9 @@ void EventLog::SyncLoop() {
         failed_ = failed;
       }
     }
+    cv_.notify_one();  // the writer may hold back a batch for this moment
     for (auto& u : taken) Complete(u.batch, failed);
+    detail::BumpAndWakeAll(acks_);
     taken.clear();
   }
 }
@@ -144,9 +179,9 @@ std::string EventLog::head_hash() const {
 
 AppendFuture EventLog::AppendAsync(Event e) { return Enqueue(std::move(e), false); }
 
-AppendResult EventLog::Append(Event e) { return AppendAsync(std::move(e)).get(); }
+AppendResult EventLog::Append(Event e) { return AppendAsync(std::move(e)).GetVia(acks_); }
 
-AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(record), true).get(); }
+AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(record), true).GetVia(acks_); }
 
 AppendFuture EventLog::Enqueue(Event e, bool expect_position) {
   auto p = std::make_unique<Pending>();
@@ -198,6 +233,7 @@ std::vector<AppendFuture> EventLog::AppendGroupAsync(std::vector<Event> events) 
 
 void EventLog::EnqueueGroup(std::vector<std::unique_ptr<Pending>> group) {
   if (group.empty()) return;
+  bool wake_writer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status refused;
@@ -208,8 +244,11 @@ void EventLog::EnqueueGroup(std::vector<std::unique_ptr<Pending>> group) {
       return;
     }
     for (auto& p : group) queue_.push_back(std::move(p));
+    enqueued_ += group.size();
+    // A writer holding back for an fsync would only wake to sleep again.
+    wake_writer = !sync_in_flight_ || queue_.size() >= options_.max_batch_events;
   }
-  cv_.notify_one();
+  if (wake_writer) cv_.notify_one();
 }
 
 void EventLog::WriterLoop() {
@@ -217,7 +256,14 @@ void EventLog::WriterLoop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Under kSync, while an fsync is in flight, whatever is written now
+      // waits for the next fsync anyway: hold back and write it as one
+      // batch when that fsync ends (fewer, larger writes), unless a batch
+      // is full already.
+      cv_.wait(lock, [this] {
+        return stopping_ ||
+               (!queue_.empty() && (!sync_in_flight_ || queue_.size() >= options_.max_batch_events));
+      });
       if (queue_.empty()) return;  // stopping and drained
       // A group is never split: past the limit, only its rest is taken.
       while (!queue_.empty() &&
@@ -226,8 +272,16 @@ void EventLog::WriterLoop() {
         queue_.pop_front();
       }
     }
+    const size_t n = batch.size();
     WriteBatchOf(batch);
     batch.clear();
+    if (options_.durability == Durability::kSync) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        resolved_ += n;
+      }
+      sync_cv_.notify_one();
+    }
   }
 }
 
@@ -247,6 +301,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
   }
   if (!failed.ok()) {
     Complete(batch, failed);
+    detail::BumpAndWakeAll(acks_);
     return;
   }
   rocksdb::DB* db = store_->db();
@@ -340,6 +395,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
         failed_ = err;
       }
       Complete(batch, err);
+      detail::BumpAndWakeAll(acks_);
       return;
     }
     written_seq_ = seq;
@@ -351,10 +407,10 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     // written but not yet synced.
     {
       std::lock_guard<std::mutex> lock(mu_);
+      unsynced_items_ += batch.size();
       unsynced_.push_back(Unsynced{std::move(batch), written_seq_, written_hash_});
     }
-    sync_cv_.notify_one();
-    return;
+    return;  // WriterLoop wakes the syncer
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -362,6 +418,7 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     head_hash_ = written_hash_;
   }
   Complete(batch, Status::Ok());
+  detail::BumpAndWakeAll(acks_);
 }
 
 }  // namespace tollgate

@@ -27,6 +27,7 @@
 
 #include <rocksdb/write_batch.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -68,7 +69,8 @@ class EventLog {
   // Queues `e` (its seq/prev_hash/hash are ignored). The future is ready
   // when the event is durable or the append failed.
   AppendFuture AppendAsync(Event e);
-  // AppendAsync and wait.
+  // AppendAsync and wait. Callers blocked here are woken together, one
+  // syscall per completed batch rather than one per caller.
   AppendResult Append(Event e);
   // Appends `events` atomically: all of them go into the same RocksDB write
   // batch (never split across two, whatever max_batch_events says), so a
@@ -124,6 +126,13 @@ class EventLog {
   std::condition_variable sync_cv_;
   std::deque<Unsynced> unsynced_;               // guarded by mu_
   bool writer_done_ = false;                    // guarded by mu_
+  uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
+  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer is done with (kSync)
+  size_t unsynced_items_ = 0;                   // guarded by mu_; appends in unsynced_
+  bool sync_in_flight_ = false;                 // guarded by mu_; SyncLoop is in SyncWAL
+  // Bumped after each completed batch; Append()/AppendRecord() callers
+  // sleep on it (AppendSlot::WaitVia), so one syscall wakes a whole batch.
+  std::atomic<uint32_t> acks_{0};
   std::thread writer_;
   std::thread syncer_;
 };
