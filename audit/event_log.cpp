@@ -1,8 +1,6 @@
 #include "audit/event_log.h"
 
-#include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <unordered_map>
 
 namespace tollgate {
@@ -102,10 +100,7 @@ void EventLog::Complete(std::vector<std::unique_ptr<Pending>>& batch, const Stat
 }
 
 void EventLog::SyncLoop() {
-  using Clock = std::chrono::steady_clock;
   std::deque<Unsynced> taken;
-  size_t last_group = 0;          // appends the previous fsync acknowledged
-  Clock::duration last_sync{};    // how long it took
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -114,25 +109,9 @@ void EventLog::SyncLoop() {
       // An append already queued would otherwise wait a whole extra fsync:
       // let the writer finish what is queued now (at most a batch away), so
       // that this fsync covers it too.
-      auto drain = [&] {
-        const uint64_t target = enqueued_;
-        sync_cv_.wait(lock, [&] { return writer_done_ || resolved_ >= target; });
-      };
-      drain();
-      // Commit delay: the previous fsync acknowledged more appends than are
-      // ready now, so their callers are likely on their way back (appenders
-      // in a loop, each woken one by one). Wait for them a little, at most
-      // half the last fsync, so that one fsync covers them rather than two.
-      // Self-limiting: after a sync that timed out, last_group is smaller.
-      if (unsynced_items_ < last_group) {
-        const auto deadline = Clock::now() + std::min<Clock::duration>(last_sync / 2, std::chrono::milliseconds(2));
-        sync_cv_.wait_until(lock, deadline,
-                            [&] { return writer_done_ || !failed_.ok() || unsynced_items_ >= last_group; });
-        drain();
-      }
+      const uint64_t target = enqueued_;
+      sync_cv_.wait(lock, [&] { return writer_done_ || resolved_ >= target; });
       taken.swap(unsynced_);
-      last_group = unsynced_items_;
-      unsynced_items_ = 0;
     }
     // Everything taken was written before this call, so one sync covers it.
     Status failed;
@@ -140,7 +119,6 @@ void EventLog::SyncLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       failed = failed_;
     }
-    const auto t0 = Clock::now();
     if (failed.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -149,7 +127,6 @@ void EventLog::SyncLoop() {
       rocksdb::Status w = store_->db()->SyncWAL();
       if (!w.ok()) failed = FromRocks(w, "event log sync failed; the log refuses appends until reopened");
     }
-    last_sync = Clock::now() - t0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       sync_in_flight_ = false;
@@ -407,7 +384,6 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     // written but not yet synced.
     {
       std::lock_guard<std::mutex> lock(mu_);
-      unsynced_items_ += batch.size();
       unsynced_.push_back(Unsynced{std::move(batch), written_seq_, written_hash_});
     }
     return;  // WriterLoop wakes the syncer

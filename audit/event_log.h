@@ -128,7 +128,6 @@ class EventLog {
   bool writer_done_ = false;                    // guarded by mu_
   uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
   uint64_t resolved_ = 0;                       // guarded by mu_; items the writer is done with (kSync)
-  size_t unsynced_items_ = 0;                   // guarded by mu_; appends in unsynced_
   bool sync_in_flight_ = false;                 // guarded by mu_; SyncLoop is in SyncWAL
   // Bumped after each completed batch; Append()/AppendRecord() callers
   // sleep on it (AppendSlot::WaitVia), so one syscall wakes a whole batch.
