@@ -1,5 +1,6 @@
 #include "audit/event_log.h"
 
+#include <charconv>
 #include <unordered_map>
 
 namespace tollgate {
@@ -26,7 +27,13 @@ struct EventLog::Pending {
   std::string record_prev_hash, record_hash;
   bool expect_position = false;
   bool group_continues = false;  // the next queued item belongs to the same group
-  std::promise<AppendResult> done;
+  detail::SlotRef slot;          // shared with the caller's AppendFuture
+  AppendResult result;           // the writer's outcome, handed over by Complete()
+
+  Pending() : slot(detail::AppendSlot::New()) {}
+  // The caller's handle; once, before the item is queued.
+  AppendFuture Future() { return AppendFuture(detail::SlotRef(slot.get())); }
+  void Fail(Status s) { slot->Complete(AppendResult::Error(std::move(s))); }
 
   // Everything but the body (made by SplitEventBody) from `e`.
   void Take(const Event& e) {
@@ -85,8 +92,11 @@ EventLog::~EventLog() {
   if (syncer_.joinable()) syncer_.join();
 }
 
-void EventLog::Complete(std::vector<std::unique_ptr<Pending>>& batch, std::vector<AppendResult>& results) {
-  for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(std::move(results[i]));
+void EventLog::Complete(std::vector<std::unique_ptr<Pending>>& batch, const Status& failed) {
+  for (auto& p : batch) {
+    if (failed.ok()) p->slot->Complete(std::move(p->result));
+    else p->Fail(failed);
+  }
 }
 
 void EventLog::SyncLoop() {
@@ -96,6 +106,11 @@ void EventLog::SyncLoop() {
       std::unique_lock<std::mutex> lock(mu_);
       sync_cv_.wait(lock, [this] { return writer_done_ || !unsynced_.empty(); });
       if (unsynced_.empty()) return;  // the writer has stopped and all is acknowledged
+      // An append already queued would otherwise wait a whole extra fsync:
+      // let the writer finish what is queued now (at most a batch away), so
+      // that this fsync covers it too.
+      const uint64_t target = enqueued_;
+      sync_cv_.wait(lock, [&] { return writer_done_ || resolved_ >= target; });
       taken.swap(unsynced_);
     }
     // Everything taken was written before this call, so one sync covers it.
@@ -105,11 +120,16 @@ void EventLog::SyncLoop() {
       failed = failed_;
     }
     if (failed.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        sync_in_flight_ = true;
+      }
       rocksdb::Status w = store_->db()->SyncWAL();
       if (!w.ok()) failed = FromRocks(w, "event log sync failed; the log refuses appends until reopened");
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      sync_in_flight_ = false;
       if (failed.ok()) {
         head_seq_ = taken.back().seq;
         head_hash_ = taken.back().hash;
@@ -117,12 +137,9 @@ void EventLog::SyncLoop() {
         failed_ = failed;
       }
     }
-    for (auto& u : taken) {
-      if (!failed.ok()) {
-        for (auto& r : u.results) r = AppendResult::Error(failed);
-      }
-      Complete(u.batch, u.results);
-    }
+    cv_.notify_one();  // the writer may hold back a batch for this moment
+    for (auto& u : taken) Complete(u.batch, failed);
+    detail::BumpAndWakeAll(acks_);
     taken.clear();
   }
 }
@@ -137,18 +154,18 @@ std::string EventLog::head_hash() const {
   return ToHex(head_hash_);
 }
 
-std::future<AppendResult> EventLog::AppendAsync(Event e) { return Enqueue(std::move(e), false); }
+AppendFuture EventLog::AppendAsync(Event e) { return Enqueue(std::move(e), false); }
 
-AppendResult EventLog::Append(Event e) { return AppendAsync(std::move(e)).get(); }
+AppendResult EventLog::Append(Event e) { return AppendAsync(std::move(e)).GetVia(acks_); }
 
-AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(record), true).get(); }
+AppendResult EventLog::AppendRecord(Event record) { return Enqueue(std::move(record), true).GetVia(acks_); }
 
-std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
+AppendFuture EventLog::Enqueue(Event e, bool expect_position) {
   auto p = std::make_unique<Pending>();
-  auto future = p->done.get_future();
+  AppendFuture future = p->Future();
   Status s = SplitEventBody(e, options_.max_event_bytes, &p->body);
   if (!s.ok()) {
-    p->done.set_value(AppendResult::Error(s));
+    p->Fail(s);
     return future;
   }
   p->Take(e);
@@ -159,14 +176,16 @@ std::future<AppendResult> EventLog::Enqueue(Event e, bool expect_position) {
   return future;
 }
 
-std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(const std::vector<Event>& events) {
+std::vector<AppendFuture> EventLog::AppendGroupAsync(const std::vector<Event>& events) {
   std::vector<std::unique_ptr<Pending>> group;
-  std::vector<std::future<AppendResult>> futures;
+  std::vector<AppendFuture> futures;
+  group.reserve(events.size());
+  futures.reserve(events.size());
   Status invalid;
   size_t invalid_at = 0;
   for (size_t i = 0; i < events.size(); ++i) {
     auto p = std::make_unique<Pending>();
-    futures.push_back(p->done.get_future());
+    futures.push_back(p->Future());
     Status s = SplitEventBody(events[i], options_.max_event_bytes, &p->body);
     if (!s.ok() && invalid.ok()) {
       invalid = s;
@@ -177,10 +196,10 @@ std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(const std::vec
   }
   if (!invalid.ok()) {
     for (size_t i = 0; i < group.size(); ++i) {
-      group[i]->done.set_value(AppendResult::Error(
-          i == invalid_at ? invalid
-                          : Status::Error(invalid.code(), "not appended: event " + std::to_string(invalid_at) +
-                                                              " of the same group is invalid: " + invalid.message())));
+      group[i]->Fail(i == invalid_at ? invalid
+                                     : Status::Error(invalid.code(), "not appended: event " + std::to_string(invalid_at) +
+                                                                         " of the same group is invalid: " +
+                                                                         invalid.message()));
     }
     return futures;
   }
@@ -191,18 +210,22 @@ std::vector<std::future<AppendResult>> EventLog::AppendGroupAsync(const std::vec
 
 void EventLog::EnqueueGroup(std::vector<std::unique_ptr<Pending>> group) {
   if (group.empty()) return;
+  bool wake_writer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status refused;
     if (stopping_) refused = Status::Error(errc::kLogClosed, "the event log is closing");
     else if (!failed_.ok()) refused = failed_;
     if (!refused.ok()) {
-      for (auto& p : group) p->done.set_value(AppendResult::Error(refused));
+      for (auto& p : group) p->Fail(refused);
       return;
     }
     for (auto& p : group) queue_.push_back(std::move(p));
+    enqueued_ += group.size();
+    // A writer holding back for an fsync would only wake to sleep again.
+    wake_writer = !sync_in_flight_ || queue_.size() >= options_.max_batch_events;
   }
-  cv_.notify_one();
+  if (wake_writer) cv_.notify_one();
 }
 
 void EventLog::WriterLoop() {
@@ -210,7 +233,14 @@ void EventLog::WriterLoop() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Under kSync, while an fsync is in flight, whatever is written now
+      // waits for the next fsync anyway: hold back and write it as one
+      // batch when that fsync ends (fewer, larger writes), unless a batch
+      // is full already.
+      cv_.wait(lock, [this] {
+        return stopping_ ||
+               (!queue_.empty() && (!sync_in_flight_ || queue_.size() >= options_.max_batch_events));
+      });
       if (queue_.empty()) return;  // stopping and drained
       // A group is never split: past the limit, only its rest is taken.
       while (!queue_.empty() &&
@@ -219,10 +249,24 @@ void EventLog::WriterLoop() {
         queue_.pop_front();
       }
     }
+    const size_t n = batch.size();
     WriteBatchOf(batch);
     batch.clear();
+    if (options_.durability == Durability::kSync) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        resolved_ += n;
+      }
+      sync_cv_.notify_one();
+    }
   }
 }
+
+namespace {
+
+rocksdb::Slice Bytes(const Digest& d) { return rocksdb::Slice(reinterpret_cast<const char*>(d.data()), d.size()); }
+
+}  // namespace
 
 void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
   uint64_t seq = written_seq_;
@@ -232,14 +276,16 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     std::lock_guard<std::mutex> lock(mu_);
     failed = failed_;
   }
-  std::vector<AppendResult> results(batch.size());
   if (!failed.ok()) {
-    for (size_t i = 0; i < batch.size(); ++i) batch[i]->done.set_value(AppendResult::Error(failed));
+    Complete(batch, failed);
+    detail::BumpAndWakeAll(acks_);
     return;
   }
   rocksdb::DB* db = store_->db();
-  rocksdb::WriteBatch wb;
-  std::unordered_map<std::string_view, size_t> in_batch;  // id -> index in batch
+  rocksdb::WriteBatch& wb = wb_;
+  wb.Clear();  // keeps its buffer: no regrowth and no fresh pages per batch
+  std::unordered_map<std::string_view, size_t>& in_batch = in_batch_;  // id -> index in batch
+  in_batch.clear();
   const uint64_t first_seq = seq + 1;
   // Idempotency lookups for the whole batch in one MultiGet.
   std::vector<rocksdb::Slice> ids;
@@ -250,10 +296,10 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
   db->MultiGet({}, store_->cf(kDedupe), ids.size(), ids.data(), found.data(), lookups.data());
   for (size_t i = 0; i < batch.size(); ++i) {
     Pending& p = *batch[i];
-    AppendResult& r = results[i];
+    AppendResult& r = p.result;
     // Idempotency: an earlier item of this batch or a stored event.
     if (auto it = in_batch.find(p.id); it != in_batch.end()) {
-      r = results[it->second];
+      r = batch[it->second]->result;
       r.duplicate = true;
     } else {
       const std::string_view existing = found[i].ToStringView();
@@ -279,9 +325,12 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     }
     if (r.duplicate || !r.status.ok()) continue;
 
+    // The body is head + seq digits + tail; hashed and stored from those
+    // parts without joining them (one copy of the body less per event).
     const uint64_t next = seq + 1;
-    const std::string body = p.body.Join(next);
-    Digest next_hash = ChainHash(hash, body);
+    char digits[20];
+    const std::string_view seq_digits(digits, std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
+    const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.tail);
     if (p.expect_position) {
       std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
       if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
@@ -293,25 +342,27 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
       }
     }
     const std::string seq_key = EncodeSeq(next);
-    wb.Put(store_->cf(kEvents), seq_key, EncodeRecord(hash, next_hash, body));
-    std::string key;
+    const rocksdb::Slice seq_slice(seq_key);
+    // The record value as EncodeRecord lays it out.
+    const rocksdb::Slice record[] = {rocksdb::Slice(&kRecordVersion, 1), Bytes(hash), Bytes(next_hash),
+                                     p.body.head, seq_digits, p.body.tail};
+    wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 6));
     for (const auto& [cf, prefix] : p.index_prefixes) {
-      key.assign(prefix).append(seq_key);
-      wb.Put(store_->cf(cf), key, {});
+      const rocksdb::Slice key[] = {prefix, seq_slice};
+      wb.Put(store_->cf(cf), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(nullptr, 0));
     }
     wb.Put(store_->cf(kDedupe), p.id, seq_key);
     seq = next;
     hash = next_hash;
     r.seq = seq;
     r.hash = ToHex(hash);
-    in_batch.emplace(batch[i]->id, i);
+    in_batch.emplace(p.id, i);
   }
 
   const bool sync = options_.durability == Durability::kSync;
   if (seq >= first_seq) {
     wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
-    wb.Put(store_->cf(kMeta), kMetaHeadHash,
-           std::string_view(reinterpret_cast<const char*>(hash.data()), hash.size()));
+    wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
     rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
     rocksdb::Status w = db->Write(wo, &wb);
     if (!w.ok()) {
@@ -320,7 +371,8 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
         std::lock_guard<std::mutex> lock(mu_);
         failed_ = err;
       }
-      for (auto& p : batch) p->done.set_value(AppendResult::Error(err));
+      Complete(batch, err);
+      detail::BumpAndWakeAll(acks_);
       return;
     }
     written_seq_ = seq;
@@ -332,17 +384,17 @@ void EventLog::WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch) {
     // written but not yet synced.
     {
       std::lock_guard<std::mutex> lock(mu_);
-      unsynced_.push_back(Unsynced{std::move(batch), std::move(results), written_seq_, written_hash_});
+      unsynced_.push_back(Unsynced{std::move(batch), written_seq_, written_hash_});
     }
-    sync_cv_.notify_one();
-    return;
+    return;  // WriterLoop wakes the syncer
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     head_seq_ = written_seq_;
     head_hash_ = written_hash_;
   }
-  Complete(batch, results);
+  Complete(batch, Status::Ok());
+  detail::BumpAndWakeAll(acks_);
 }
 
 }  // namespace tollgate

@@ -27,16 +27,18 @@
 
 #include <rocksdb/write_batch.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
+#include "audit/append_future.h"
 #include "audit/log_store.h"
 #include "core/event.h"
 #include "core/status.h"
@@ -57,19 +59,6 @@ struct LogOptions {
   std::function<void(const rocksdb::WriteBatch&)> batch_observer;
 };
 
-struct AppendResult {
-  Status status;
-  uint64_t seq = 0;        // valid when status.ok()
-  bool duplicate = false;  // the id was already in the log
-  std::string hash;        // hex hash of the record at seq
-
-  static AppendResult Error(Status s) {
-    AppendResult r;
-    r.status = std::move(s);
-    return r;
-  }
-};
-
 class EventLog {
  public:
   static Status Open(const std::string& path, const LogOptions& options,
@@ -79,15 +68,16 @@ class EventLog {
 
   // Queues `e` (its seq/prev_hash/hash are ignored). The future is ready
   // when the event is durable or the append failed.
-  std::future<AppendResult> AppendAsync(Event e);
-  // AppendAsync and wait.
+  AppendFuture AppendAsync(Event e);
+  // AppendAsync and wait. Callers blocked here are woken together, one
+  // syscall per completed batch rather than one per caller.
   AppendResult Append(Event e);
   // Appends `events` atomically: all of them go into the same RocksDB write
   // batch (never split across two, whatever max_batch_events says), so a
   // crash leaves all or none of them. If any event is invalid, none is
   // queued and every future carries an error. One future per event, in order.
   // The events are encoded before this returns; the caller keeps them.
-  std::vector<std::future<AppendResult>> AppendGroupAsync(const std::vector<Event>& events);
+  std::vector<AppendFuture> AppendGroupAsync(const std::vector<Event>& events);
 
   // For import: appends a record carrying seq, prev_hash and hash, and fails
   // (E_CHAIN_BROKEN) unless it lands at exactly that seq with exactly that
@@ -104,21 +94,21 @@ class EventLog {
  private:
   struct Pending;
   EventLog() = default;
-  std::future<AppendResult> Enqueue(Event e, bool expect_position);
+  AppendFuture Enqueue(Event e, bool expect_position);
   // Queues `group` contiguously under one lock; false if the log refuses.
   void EnqueueGroup(std::vector<std::unique_ptr<Pending>> group);
   // Written but not yet synced (kSync): acknowledged by SyncLoop.
   struct Unsynced {
-    std::vector<std::unique_ptr<Pending>> batch;
-    std::vector<AppendResult> results;
+    std::vector<std::unique_ptr<Pending>> batch;  // results filled in
     uint64_t seq;  // the chain's tip after this batch
     Digest hash;
   };
   void WriterLoop();
   void SyncLoop();
   void WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch);
-  // Completes a batch's futures; results.size() == batch.size().
-  static void Complete(std::vector<std::unique_ptr<Pending>>& batch, std::vector<AppendResult>& results);
+  // Completes a batch's futures with the results the writer filled in, or
+  // all with `failed` when that is not ok.
+  static void Complete(std::vector<std::unique_ptr<Pending>>& batch, const Status& failed);
 
   LogOptions options_;
   std::unique_ptr<LogStore> store_;
@@ -132,9 +122,17 @@ class EventLog {
   Digest head_hash_{};                          // guarded by mu_; durable
   uint64_t written_seq_ = 0;                    // writer thread only: the chain's tip
   Digest written_hash_{};                       // writer thread only
+  rocksdb::WriteBatch wb_;                      // writer thread only; reused
+  std::unordered_map<std::string_view, size_t> in_batch_;  // writer thread only; reused
   std::condition_variable sync_cv_;
   std::deque<Unsynced> unsynced_;               // guarded by mu_
   bool writer_done_ = false;                    // guarded by mu_
+  uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
+  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer is done with (kSync)
+  bool sync_in_flight_ = false;                 // guarded by mu_; SyncLoop is in SyncWAL
+  // Bumped after each completed batch; Append()/AppendRecord() callers
+  // sleep on it (AppendSlot::WaitVia), so one syscall wakes a whole batch.
+  std::atomic<uint32_t> acks_{0};
   std::thread writer_;
   std::thread syncer_;
 };

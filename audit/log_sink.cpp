@@ -16,7 +16,7 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
     listeners = listeners_;
   }
   // One group: a stage's batch lands in the log whole or not at all.
-  std::vector<std::future<AppendResult>> futures = log_.AppendGroupAsync(events);
+  std::vector<AppendFuture> futures = log_.AppendGroupAsync(events);
   results->clear();
   bool all_ok = true;
   for (auto& f : futures) {

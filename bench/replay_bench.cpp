@@ -70,7 +70,7 @@ Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>
              {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
   s = pif.Apply(pe);
   if (!s.ok()) return s;
-  std::deque<std::future<AppendResult>> inflight;
+  std::deque<AppendFuture> inflight;
   auto append = [&](Event e) -> Status {
     inflight.push_back(log.AppendAsync(std::move(e)));
     while (inflight.size() > 4096) {

@@ -25,18 +25,17 @@ struct CtxFree {
 
 }  // namespace
 
-Digest Sha256(std::string_view a, std::string_view b) {
+Digest Sha256(std::initializer_list<std::string_view> parts) {
   thread_local std::unique_ptr<EVP_MD_CTX, CtxFree> ctx(EVP_MD_CTX_new());
   Digest out{};
   unsigned int len = 0;
-  if (ctx == nullptr || EVP_DigestInit_ex(ctx.get(), Sha256Md(), nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), a.data(), a.size()) != 1 ||
-      EVP_DigestUpdate(ctx.get(), b.data(), b.size()) != 1 ||
-      EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1) {
-    throw std::runtime_error("OpenSSL SHA-256 failed");
-  }
+  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), Sha256Md(), nullptr) == 1;
+  for (std::string_view p : parts) ok = ok && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) == 1;
+  if (!ok || EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1) throw std::runtime_error("OpenSSL SHA-256 failed");
   return out;
 }
+
+Digest Sha256(std::string_view a, std::string_view b) { return Sha256({a, b}); }
 
 std::string Sha256Hex(std::string_view data) { return ToHex(Sha256(data)); }
 

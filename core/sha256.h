@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -12,6 +13,7 @@ using Digest = std::array<uint8_t, 32>;
 
 // SHA-256 of the concatenation of the given parts.
 Digest Sha256(std::string_view a, std::string_view b = {});
+Digest Sha256(std::initializer_list<std::string_view> parts);
 std::string Sha256Hex(std::string_view data);
 
 std::string ToHex(const uint8_t* data, size_t n);

@@ -79,7 +79,7 @@ TEST(EventLog, ReappendingAnIdReturnsTheExistingSeqAndWritesNothing) {
   EXPECT_EQ(log->head_seq(), 2u);
 
   // Duplicates inside one group-commit batch resolve to the first.
-  std::vector<std::future<AppendResult>> fs;
+  std::vector<AppendFuture> fs;
   for (int i = 0; i < 50; ++i) fs.push_back(log->AppendAsync(MakeEvent("decision.made", "r3")));
   std::set<uint64_t> seqs;
   int dups = 0;
@@ -92,6 +92,53 @@ TEST(EventLog, ReappendingAnIdReturnsTheExistingSeqAndWritesNothing) {
   EXPECT_EQ(seqs.size(), 1u);
   EXPECT_EQ(dups, 49);
   EXPECT_EQ(log->head_seq(), 3u);
+  EXPECT_TRUE(VerifyLog(log->store()).ok());
+}
+
+TEST(AppendFuture, CompletesBeforeOrAfterTheWaiterBlocksAndMayBeDropped) {
+  // Completed first: get() returns without blocking.
+  {
+    auto* slot = detail::AppendSlot::New();
+    detail::SlotRef log_side(slot);
+    AppendFuture f{detail::SlotRef(slot)};
+    AppendResult r;
+    r.seq = 7;
+    log_side->Complete(std::move(r));
+    EXPECT_TRUE(f.ready());
+    EXPECT_EQ(f.get().seq, 7u);
+    EXPECT_FALSE(f.valid());
+  }
+  // Waiter blocks first; the completer wakes it (and may drop its side first).
+  for (int i = 0; i < 200; ++i) {
+    auto* slot = detail::AppendSlot::New();
+    detail::SlotRef log_side(slot);
+    AppendFuture f{detail::SlotRef(slot)};
+    std::thread completer([side = std::move(log_side), i]() mutable {
+      if (i % 2) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      side->Complete(AppendResult::Error(Status::Error("E_TEST", "x")));
+    });
+    f.wait();
+    EXPECT_TRUE(f.ready());
+    EXPECT_EQ(f.get().status.code(), "E_TEST");
+    completer.join();
+  }
+  // The caller drops its future; the log's side still completes and frees.
+  {
+    auto* slot = detail::AppendSlot::New();
+    detail::SlotRef log_side(slot);
+    { AppendFuture dropped{detail::SlotRef(slot)}; }
+    log_side->Complete(AppendResult{});
+  }
+}
+
+TEST(EventLog, DroppedFuturesStillAppend) {
+  TempDir dir;
+  auto log = OpenLog(dir.path(), Durability::kSync);
+  for (int i = 0; i < 20; ++i) log->AppendAsync(MakeEvent("decision.made", "d" + std::to_string(i)));
+  AppendResult last = log->Append(MakeEvent("decision.made", "d-last"));
+  ASSERT_TRUE(last.status.ok()) << last.status.ToString();
+  EXPECT_EQ(last.seq, 21u);
+  EXPECT_EQ(log->head_seq(), 21u);
   EXPECT_TRUE(VerifyLog(log->store()).ok());
 }
 

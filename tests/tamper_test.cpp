@@ -133,7 +133,7 @@ Pristine* BuildPristine() {
       return p;
     }
     const char* const steps[] = {"request.received", "decision.made", "execution.started", "execution.completed"};
-    std::vector<std::future<AppendResult>> pending;
+    std::vector<AppendFuture> pending;
     int n = 0;
     for (int req = 0; req < 75; ++req) {
       const std::string rid = "req-" + std::to_string(req);
