@@ -458,10 +458,15 @@ Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& 
   // The same offsets once more, outside the transaction: the embedded broker
   // (librdkafka's mock cluster) acknowledges TxnOffsetCommit but never
   // stores it, so without this a restarted stage re-reads its whole topic.
-  // On Apache Kafka it rewrites what the transaction stored. Async: losing
-  // it costs a re-read, which downstream de-duplication absorbs.
+  // On Apache Kafka it rewrites what the transaction stored. Synchronous:
+  // until it is stored, a kill -9 makes the restarted stage read these
+  // messages again and re-send outputs that were committed (a second result
+  // to the agent); waiting for the ack keeps that window to one round trip
+  // instead of however long an async commit sits in librdkafka's queue. On
+  // the pipelined path this runs on the publisher thread. A failure here
+  // costs only that re-read.
   if (next.empty()) return Status::Ok();
-  Status c = consumer_->Commit(next, /*async=*/true);
+  Status c = consumer_->Commit(next, /*async=*/false);
   if (!c.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << c.ToString() << "\n";
   return Status::Ok();
 }
