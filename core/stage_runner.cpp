@@ -345,8 +345,9 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   if (jobs.empty() && in_flight_.empty()) {
     // Pipelined: append, wait for the previous batch's transaction, hand
     // this one over and go on reading.
-    Status s = AppendAndPublish(events, outputs, seq_refs, {}, &t2, nullptr, /*publish=*/false);
+    Status s = AppendEvents(events, outputs, seq_refs);
     if (!s.ok()) return s;
+    t2 = Clock::now();
     s = CollectPublished(/*wait=*/true);
     if (!s.ok()) return s;
     auto h = std::make_unique<Handoff>();
@@ -396,11 +397,8 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   return Status::Ok();
 }
 
-Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
-                                     const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
-                                     std::chrono::steady_clock::time_point* appended_at,
-                                     const std::function<void()>& after_append, bool publish) {
-  // 1. The log first: nothing leaves this stage that the log does not hold.
+Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
+                                 const std::vector<std::pair<size_t, size_t>>& seq_refs) {
   std::vector<EventSink::Appended> appended;
   if (!events.empty()) {
     sink_.AppendAll(events, &appended);
@@ -419,10 +417,20 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
       outputs[out].message.value = v.dump();
     }
   }
+  return Status::Ok();
+}
+
+Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
+                                     const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
+                                     std::chrono::steady_clock::time_point* appended_at,
+                                     const std::function<void()>& after_append) {
+  // 1. The log first: nothing leaves this stage that the log does not hold.
+  Status s = AppendEvents(events, outputs, seq_refs);
+  if (!s.ok()) return s;
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
   if (after_append) after_append();
   // 2. Outputs and offsets, atomically.
-  if (!publish || (outputs.empty() && next.empty())) return Status::Ok();
+  if (outputs.empty() && next.empty()) return Status::Ok();
   return Publish(outputs, next);
 }
 

@@ -108,15 +108,18 @@ class StageRunner {
 
  private:
   Status ProcessBatch(std::vector<Message>& batch);
-  // Appends `events`, fills log_seq of the outputs that ask for it, then
-  // (unless !publish) produces the outputs and commits `next` in one
-  // transaction. The publisher must be idle when `publish`.
-  // `after_append` runs once the events are durable, before the publish.
+  // Appends `events` in one group commit and fills log_seq of the outputs
+  // that ask for it (seq_refs: output index, event index).
+  Status AppendEvents(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
+                      const std::vector<std::pair<size_t, size_t>>& seq_refs);
+  // AppendEvents, then produces the outputs and commits `next` in one
+  // transaction. The publisher must be idle. `after_append` runs once the
+  // events are durable, before the publish.
   Status AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                           const std::vector<std::pair<size_t, size_t>>& seq_refs,
                           const std::map<std::pair<std::string, int32_t>, int64_t>& next,
                           std::chrono::steady_clock::time_point* appended_at,
-                          const std::function<void()>& after_append = nullptr, bool publish = true);
+                          const std::function<void()>& after_append = nullptr);
   Status RunTick();
 
   // Deferred work (runner thread unless said otherwise).
