@@ -67,9 +67,7 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
       sink.AppendAll({*plan->event}, &appended);
       if (appended.size() != 1) return Status::Error(errc::kLogIO, "reconcile: the sink returned no result");
       if (!appended[0].status.ok()) return appended[0].status;  // fail closed: publish nothing the log lacks
-      Json v = Json::parse(plan->message.value);
-      v["log_seq"] = appended[0].seq;
-      plan->message.value = v.dump();
+      SetLogSeq(&plan->message, appended[0].seq);
       ++stats->failed_closed;
     } else {
       ++stats->redriven;

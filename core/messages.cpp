@@ -75,4 +75,11 @@ std::string ArgsHash(const Json& args) {
   return Sha256Hex(bytes);
 }
 
+void SetLogSeq(Message* m, uint64_t seq) {
+  Json v = Json::parse(m->value, nullptr, false);
+  if (!v.is_object()) return;
+  v["log_seq"] = seq;
+  m->value = v.dump();
+}
+
 }  // namespace tollgate

@@ -62,6 +62,10 @@ Json MakeResult(const Json& request, const std::string& status, const Json& deci
 // headers. The trace id is the request's metadata.trace_id when given, else
 // the request id.
 Message MessageFor(const std::string& topic, const Json& request, const Json& value);
+// Sets "log_seq" in a message value that is a JSON object (as MessageFor
+// makes them) once the event it refers to is appended; other values are
+// left as they are.
+void SetLogSeq(Message* m, uint64_t seq);
 
 // SHA-256 hex of the canonical JSON of `args`.
 std::string ArgsHash(const Json& args);

@@ -410,13 +410,7 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
       }
     }
   }
-  for (auto [out, ev] : seq_refs) {
-    Json v = Json::parse(outputs[out].message.value, nullptr, false);
-    if (v.is_object()) {
-      v["log_seq"] = appended[ev].seq;
-      outputs[out].message.value = v.dump();
-    }
-  }
+  for (auto [out, ev] : seq_refs) SetLogSeq(&outputs[out].message, appended[ev].seq);
   return Status::Ok();
 }
 
