@@ -80,6 +80,9 @@ class ApproveStage : public Stage {
   std::vector<std::string> input_topics() const override {
     return {config_.topics.approve(), config_.topics.approval_responses()};
   }
+  std::vector<std::string> output_topics() const override {
+    return {config_.topics.execute(), config_.topics.results()};
+  }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 

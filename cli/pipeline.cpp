@@ -265,7 +265,8 @@ Json Pipeline::stats() const {
                                {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
                                {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()},
                                {"publish_wait_us", st.publish_wait_us.load()},
-                               {"pipelined", st.pipelined.load()},   {"deferred", st.deferred.load()}};
+                               {"pipelined", st.pipelined.load()},   {"deferred", st.deferred.load()},
+                               {"already_committed", st.already_committed.load()}};
   }
   return out;
 }

@@ -108,7 +108,11 @@ int RunUp(UpFlags& f) {
     std::cout << "  " << stage << ": " << st["messages"] << " messages in " << st["batches"] << " batches, "
               << st["events"] << " events, " << st["retries"] << " retries; ms in process "
               << st["process_us"].get<uint64_t>() / 1000 << ", append " << st["append_us"].get<uint64_t>() / 1000
-              << ", publish " << st["publish_us"].get<uint64_t>() / 1000 << "\n";
+              << ", publish " << st["publish_us"].get<uint64_t>() / 1000;
+    if (st["already_committed"].get<uint64_t>() > 0) {
+      std::cout << "; " << st["already_committed"] << " outputs of messages read again were already committed";
+    }
+    std::cout << "\n";
   }
   p.reset();
   std::cout << "tollgate: stopped" << std::endl;

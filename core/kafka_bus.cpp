@@ -76,6 +76,40 @@ rd_kafka_topic_partition_list_t* ToList(const OffsetMap& offsets) {
   return list;
 }
 
+// A fetched message as a stage sees it (m->err must be 0).
+Message ToMessage(const rd_kafka_message_t* m) {
+  Message msg;
+  msg.topic = rd_kafka_topic_name(m->rkt);
+  msg.partition = m->partition;
+  msg.offset = m->offset;
+  if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
+  if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
+  rd_kafka_headers_t* hdrs = nullptr;
+  // The headers belong to `m`; rd_kafka_message_headers parses them.
+  if (rd_kafka_message_headers(const_cast<rd_kafka_message_t*>(m), &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    const char* name;
+    const void* val;
+    size_t size;
+    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+      msg.headers[name] = val ? std::string(static_cast<const char*>(val), size) : "";
+    }
+  }
+  return msg;
+}
+
+// How many partitions `topic` has (metadata request).
+Status PartitionCount(rd_kafka_t* rk, const std::string& topic, int timeout_ms, int* out) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout_ms);
+  rd_kafka_topic_destroy(rkt);
+  if (err) return KafkaError("metadata of " + topic, err);
+  *out = md->topic_cnt == 1 && !md->topics[0].err ? md->topics[0].partition_cnt : 0;
+  rd_kafka_metadata_destroy(md);
+  if (*out <= 0) return Status::Error(errc::kKafka, "topic " + topic + " does not exist");
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- broker
@@ -291,12 +325,16 @@ Status Producer::AbortTransaction(std::chrono::milliseconds timeout) {
 
 // ---------------------------------------------------------------- consumer
 
+void RunBeforeRevoke(Consumer* c) {
+  if (c != nullptr && c->before_revoke_) c->before_revoke_();
+}
+
 namespace {
 
 // Assignment: start every partition at its committed offset, or at the
 // beginning for a group that never committed one. A committed offset the
 // broker no longer holds is data lost before this group read it: reported.
-void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void*) {
+void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void* opaque) {
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     rd_kafka_committed(rk, parts, 10000);
     for (int i = 0; i < parts->cnt; ++i) {
@@ -305,6 +343,7 @@ void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partiti
     }
     rd_kafka_assign(rk, parts);
   } else {
+    RunBeforeRevoke(static_cast<Consumer*>(opaque));
     rd_kafka_assign(rk, nullptr);
   }
 }
@@ -344,6 +383,7 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
   Conf conf(config);
   SetConsumerConf(conf, config, group);
   rd_kafka_conf_set_rebalance_cb(conf.get(), OnRebalance);
+  rd_kafka_conf_set_opaque(conf.get(), c.get());
   Status s;
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
   if (!s.ok()) return s;
@@ -367,14 +407,10 @@ Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std
   if (!s.ok()) return s;
   rd_kafka_poll_set_consumer(c->rk_);
   const int ms = static_cast<int>(timeout.count());
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(c->rk_, topic.c_str(), nullptr);
-  const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(c->rk_, 0, rkt, &md, ms);
-  rd_kafka_topic_destroy(rkt);
-  if (err) return KafkaError("metadata of " + topic, err);
-  int partitions = md->topic_cnt == 1 && !md->topics[0].err ? md->topics[0].partition_cnt : 0;
-  rd_kafka_metadata_destroy(md);
-  if (partitions <= 0) return Status::Error(errc::kKafka, "topic " + topic + " does not exist");
+  int partitions = 0;
+  s = PartitionCount(c->rk_, topic, ms, &partitions);
+  if (!s.ok()) return s;
+  rd_kafka_resp_err_t err;
   auto* list = rd_kafka_topic_partition_list_new(partitions);
   for (int32_t p = 0; p < partitions; ++p) {
     int64_t low = 0, high = 0;
@@ -453,21 +489,7 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
       rd_kafka_message_destroy(m);
       continue;
     }
-    Message msg;
-    msg.topic = rd_kafka_topic_name(m->rkt);
-    msg.partition = m->partition;
-    msg.offset = m->offset;
-    if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
-    if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
-    rd_kafka_headers_t* hdrs = nullptr;
-    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      const char* name;
-      const void* val;
-      size_t size;
-      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
-        msg.headers[name] = val ? std::string(static_cast<const char*>(val), size) : "";
-      }
-    }
+    Message msg = ToMessage(m);
     out->push_back(std::move(msg));
     rd_kafka_message_destroy(m);
   }
@@ -500,6 +522,74 @@ Status Consumer::RewindToCommitted() {
   }
   rd_kafka_topic_partition_list_destroy(parts);
   return err ? KafkaError("committed offsets", err) : Status::Ok();
+}
+
+// ---------------------------------------------------------------- tail reader
+
+Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics, int64_t max_per_partition,
+                         std::chrono::milliseconds timeout, const std::function<void(const Message&)>& each,
+                         TailReadStats* stats) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  const int ms = static_cast<int>(timeout.count());
+  Conf conf(config);
+  SetConsumerConf(conf, config, "tollgate-tail");  // never joined: no subscribe, no commits
+  // Reaching a partition's end is what ends the read: read_committed stops
+  // at the last stable offset, which may be short of the high watermark.
+  conf.Set("enable.partition.eof", "true");
+  Status s;
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_CONSUMER, &s);
+  if (!s.ok()) return s;
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> guard(rk, rd_kafka_destroy);
+  rd_kafka_poll_set_consumer(rk);
+  std::map<std::pair<std::string, int32_t>, int64_t> end;  // partitions still to read: their high watermark
+  auto* list = rd_kafka_topic_partition_list_new(8);
+  std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)> list_guard(
+      list, rd_kafka_topic_partition_list_destroy);
+  for (const auto& topic : topics) {
+    int partitions = 0;
+    s = PartitionCount(rk, topic, ms, &partitions);
+    if (!s.ok()) return s;
+    for (int32_t p = 0; p < partitions; ++p) {
+      int64_t low = 0, high = 0;
+      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, ms);
+      if (err) return KafkaError("offsets of " + topic + "[" + std::to_string(p) + "]", err);
+      if (high <= low) continue;
+      rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = std::max(low, high - max_per_partition);
+      end[{topic, p}] = high;
+    }
+  }
+  TailReadStats local;
+  TailReadStats& st = stats != nullptr ? *stats : local;
+  st = TailReadStats{};
+  st.partitions = end.size();
+  if (end.empty()) {
+    st.complete = true;
+    return Status::Ok();
+  }
+  rd_kafka_resp_err_t err = rd_kafka_assign(rk, list);
+  if (err) return KafkaError("assign for the tail read", err);
+  while (!end.empty() && Clock::now() < deadline) {
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk, 100);
+    if (m == nullptr) continue;
+    const std::pair<std::string, int32_t> tp{m->rkt ? rd_kafka_topic_name(m->rkt) : "", m->partition};
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      end.erase(tp);
+    } else if (m->err) {
+      // Transient errors are retried by librdkafka; an offset gone under
+      // us leaves the partition unread (the deadline ends the read).
+      std::cerr << "tollgate: tail read: " << rd_kafka_message_errstr(m) << "\n";
+    } else {
+      ++st.messages;
+      each(ToMessage(m));
+      auto it = end.find(tp);
+      if (it != end.end() && m->offset + 1 >= it->second) end.erase(it);
+    }
+    rd_kafka_message_destroy(m);
+  }
+  st.complete = end.empty();
+  rd_kafka_consumer_close(rk);
+  return Status::Ok();
 }
 
 }  // namespace tollgate

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -144,14 +145,41 @@ class Consumer {
   // Rewinds every assigned partition to its committed offset (after an
   // aborted transaction, so the batch is read again).
   Status RewindToCommitted();
+  // Called (on the thread in Poll) when the group takes this consumer's
+  // partitions away, before it lets go of them: the moment to finish
+  // committing what was read, because the next owner (this consumer again,
+  // after a rebalance) starts at the committed offsets. Set before the
+  // first Poll.
+  void SetBeforeRevoke(std::function<void()> f) { before_revoke_ = std::move(f); }
   void Close();
 
  private:
   friend class Producer;
   Consumer() = default;
+  friend void RunBeforeRevoke(Consumer* c);
   rd_kafka_s* rk_ = nullptr;
   bool closed_ = false;
+  std::function<void()> before_revoke_;
 };
+
+// What ReadCommittedTail read.
+struct TailReadStats {
+  size_t partitions = 0;  // partitions that held data
+  uint64_t messages = 0;
+  bool complete = false;  // every partition read to its end before the deadline
+};
+
+// Reads the committed messages (read_committed, outside any group) among the
+// last `max_per_partition` offsets of every partition of `topics`, as they
+// stand when it is called, and calls `each` with each one, in offset order
+// within a partition. Returns once every partition is read to the end it had
+// at the call, or at `timeout` with stats->complete false (a partition held
+// up by an open transaction, a broker down): the caller decides what an
+// incomplete read means for it. Errors: the topics' metadata or offsets
+// cannot be read.
+Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics, int64_t max_per_partition,
+                         std::chrono::milliseconds timeout, const std::function<void(const Message&)>& each,
+                         TailReadStats* stats);
 
 namespace errc {
 inline constexpr const char* kKafka = "E_KAFKA";

@@ -31,6 +31,9 @@ inline constexpr const char* kInternal = "E_INTERNAL";
 inline constexpr const char* kHeaderRequestId = "request_id";
 inline constexpr const char* kHeaderSessionId = "session_id";
 inline constexpr const char* kHeaderTraceId = "trace_id";
+// Set by the stage runner on every output of a message: the StageContext
+// source of the input it was made from (which stage input, where).
+inline constexpr const char* kHeaderSource = "tollgate_source";
 
 // ToolResult: {success, data, error: {code, message, recoverable} | null, meta: {duration_ms, ...}}.
 Json ToolResultOk(Json data, double duration_ms);

@@ -42,6 +42,12 @@ void SerialWorker::Hand(std::function<Status()> task) {
   cv_.notify_all();
 }
 
+void SerialWorker::WaitIdle() {
+  if (!outstanding_) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return done_.has_value(); });
+}
+
 std::optional<Status> SerialWorker::Collect(bool wait) {
   if (!outstanding_) return Status::Ok();
   std::unique_lock<std::mutex> lock(mu_);

@@ -35,6 +35,9 @@ class SerialWorker {
   // The outcome of the task handed over last, once. Nothing outstanding:
   // Ok. Still running: waits when `wait`, else returns nullopt.
   std::optional<Status> Collect(bool wait);
+  // Waits until the task handed over last has run, leaving its outcome to
+  // be collected. Nothing outstanding: returns at once.
+  void WaitIdle();
 
  private:
   void Loop();

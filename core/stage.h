@@ -75,6 +75,12 @@ class Stage {
   virtual ~Stage() = default;
   virtual std::string name() const = 0;
   virtual std::vector<std::string> input_topics() const = 0;
+  // Every topic Process (and its deferred work) may produce to. At start the
+  // runner reads back what is committed on them, so that a message read
+  // again after a crash does not send twice an output that already went out
+  // (see StageRunner). Empty: no read-back, re-sent outputs rely on their
+  // readers de-duplicating.
+  virtual std::vector<std::string> output_topics() const { return {}; }
   // Must not throw for any input: bad input yields events and outputs that
   // say so. Must be deterministic given (in, ctx, log).
   virtual StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) = 0;

@@ -1,6 +1,7 @@
 #include "core/stage_runner.h"
 
 #include "core/flow_stage.h"
+#include "core/messages.h"
 
 #include <iostream>
 #include <map>
@@ -47,7 +48,11 @@ class OverlayView : public LogView {
 }  // namespace
 
 StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, RunnerOptions options)
-    : stage_(stage), sink_(sink), log_(log), options_(std::move(options)) {
+    : stage_(stage),
+      sink_(sink),
+      log_(log),
+      options_(std::move(options)),
+      committed_(options_.incarnation, stage_.input_topics()) {
   if (options_.group.empty()) options_.group = "tollgate-" + stage_.name();
   if (options_.transactional_id.empty()) options_.transactional_id = "tollgate-" + stage_.name();
 }
@@ -61,12 +66,65 @@ StageRunner::~StageRunner() {
 Status StageRunner::Start() {
   BusConfig bus = options_.bus;
   bus.client_id = "tollgate-" + stage_.name();
+  // The producer first: opening it fences a previous incarnation of this
+  // stage and ends its open transaction, so what the read-back sees of it
+  // is final.
   Status s = Producer::Open(bus, options_.transactional_id, &producer_);
+  if (!s.ok()) return s;
+  s = ReadBackCommitted(options_.republish_lookback);
   if (!s.ok()) return s;
   s = Consumer::Open(bus, options_.group, stage_.input_topics(), &consumer_);
   if (!s.ok()) return s;
   publisher_ = std::make_unique<SerialWorker>();
+  // A rebalance re-assigns partitions at their committed offsets. A batch
+  // still publishing has not committed its offsets yet, so without this
+  // wait the new assignment would read it again and re-send what its
+  // transaction is committing. Its outcome is collected as usual after.
+  consumer_->SetBeforeRevoke([this] {
+    if (publisher_) publisher_->WaitIdle();
+  });
   return Status::Ok();
+}
+
+Status StageRunner::ReadBackCommitted(int64_t lookback) {
+  const std::vector<std::string> topics = stage_.output_topics();
+  if (topics.empty() || lookback <= 0) {
+    stats_.readback_complete = true;
+    return Status::Ok();
+  }
+  BusConfig bus = options_.bus;
+  bus.client_id = "tollgate-" + stage_.name() + "-readback";
+  TailReadStats read;
+  Status s = ReadCommittedTail(
+      bus, topics, lookback, options_.republish_read_timeout,
+      [this](const Message& m) { committed_.Add(m); }, &read);
+  if (!s.ok()) return s;
+  stats_.readback_messages = read.messages;
+  stats_.readback_kept = committed_.size();
+  stats_.readback_complete = read.complete;
+  if (!read.complete) {
+    std::cerr << "tollgate: " << stage_.name() << ": read back only part of its committed outputs within "
+              << options_.republish_read_timeout.count() << " ms (" << read.messages
+              << " messages); a message read again after the last crash may have its output sent twice\n";
+  } else if (committed_.size() > 0) {
+    std::cerr << "tollgate: " << stage_.name() << ": read back " << committed_.size()
+              << " committed outputs; any of them re-made for a message read again will not be sent twice\n";
+  }
+  return Status::Ok();
+}
+
+void StageRunner::DropCommitted(std::vector<StageOutput>& outputs) {
+  if (committed_.empty()) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (committed_.Contains(outputs[i].message)) {
+      ++stats_.already_committed;
+      continue;
+    }
+    if (kept != i) outputs[kept] = std::move(outputs[i]);
+    ++kept;
+  }
+  outputs.resize(kept);
 }
 
 Status StageRunner::CollectPublished(bool wait) {
@@ -81,6 +139,7 @@ Status StageRunner::CollectPublished(bool wait) {
   std::unique_ptr<Handoff> h = std::move(handoff_);
   if (!s->ok()) return *s;
   for (const auto& [tp, upto] : h->read_upto) read_upto_[tp] = upto;
+  committed_.ForgetBelow(h->next);
   stats_.messages += h->messages;
   stats_.events += h->events;
   stats_.outputs += h->outputs.size();
@@ -99,6 +158,15 @@ Status StageRunner::Run() {
               << " ms: " << s.ToString() << "\n";
     Status r = consumer_->RewindToCommitted();
     if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+    if (s.code() == errc::kTxnAbortable || s.code() == errc::kKafka) {
+      // An aborted transaction's outputs may have reached the broker, and
+      // the embedded one shows them to read_committed readers anyway: what
+      // readers were shown is not shown twice. Apache Kafka hides them, so
+      // nothing is found and the batch is sent again. The batch just
+      // written is near the end of each partition.
+      r = ReadBackCommitted(std::max<int64_t>(8 * static_cast<int64_t>(options_.max_batch), 4096));
+      if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+    }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
     if (s.code() == errc::kKafka) {
@@ -245,6 +313,7 @@ Status StageRunner::PublishFinished() {
     for (const auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
       outputs.push_back(o);
+      outputs.back().message.headers[kHeaderSource] = job->ctx.source;
     }
     events.insert(events.end(), r.events.begin(), r.events.end());
   }
@@ -315,6 +384,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     }
     for (auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
+      o.message.headers[kHeaderSource] = ctx.source;
       outputs.push_back(std::move(o));
     }
     const size_t first_new = events.size();
@@ -347,6 +417,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     // this one over and go on reading.
     Status s = AppendEvents(events, outputs, seq_refs);
     if (!s.ok()) return s;
+    DropCommitted(outputs);
     t2 = Clock::now();
     s = CollectPublished(/*wait=*/true);
     if (!s.ok()) return s;
@@ -421,11 +492,14 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
   // 1. The log first: nothing leaves this stage that the log does not hold.
   Status s = AppendEvents(events, outputs, seq_refs);
   if (!s.ok()) return s;
+  DropCommitted(outputs);
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
   if (after_append) after_append();
   // 2. Outputs and offsets, atomically.
   if (outputs.empty() && next.empty()) return Status::Ok();
-  return Publish(outputs, next);
+  s = Publish(outputs, next);
+  if (s.ok()) committed_.ForgetBelow(next);
+  return s;
 }
 
 Status StageRunner::RunTick() {

@@ -32,6 +32,17 @@
 // publisher is idle: the producer is used by one thread at a time, and a
 // work never starts while an earlier batch may still have to be re-read.
 //
+// No output twice: every output carries its input's source (header
+// kHeaderSource). Start() reads back the committed tail of the stage's
+// output topics (Stage::output_topics, the last `republish_lookback`
+// offsets of each partition); an output re-made for a message read again is
+// dropped when exactly those bytes from that source are already committed
+// (core/committed_outputs.h). That closes the window the embedded broker
+// leaves open (it does not store offsets committed in a transaction) and the
+// one deferred work opens on any broker (offsets stop at the lowest
+// unfinished message). If the read-back is cut short, outputs not found are
+// sent again: a duplicate, never a loss.
+//
 // Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
 // the batch in flight and the deferred work in flight are finished first.
 #pragma once
@@ -48,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/committed_outputs.h"
 #include "core/kafka_bus.h"
 #include "core/serial_worker.h"
 #include "core/stage.h"
@@ -71,6 +83,10 @@ struct RunnerOptions {
   // data the broker dropped before this stage read it. The embedded
   // deployment re-drives unfinished requests from the log.
   std::function<void(const Status&)> on_offset_lost;
+  // How far back (offsets per output partition) Start() reads what is
+  // already committed, and for how long at most. 0 turns the read-back off.
+  int64_t republish_lookback = 50000;
+  std::chrono::milliseconds republish_read_timeout{10000};
 };
 
 struct RunnerStats {
@@ -92,6 +108,13 @@ struct RunnerStats {
   // Deferred works finished and published, and those running now.
   std::atomic<uint64_t> deferred{0};
   std::atomic<uint64_t> in_flight{0};
+  // Start()'s read-back: committed outputs read, those of inputs this stage
+  // may read again, and whether it reached every partition's end in time.
+  // Outputs not sent because they were already committed.
+  std::atomic<uint64_t> readback_messages{0};
+  std::atomic<uint64_t> readback_kept{0};
+  std::atomic<bool> readback_complete{false};
+  std::atomic<uint64_t> already_committed{0};
 };
 
 class StageRunner {
@@ -121,6 +144,12 @@ class StageRunner {
                           std::chrono::steady_clock::time_point* appended_at,
                           const std::function<void()>& after_append = nullptr);
   Status RunTick();
+  // Adds to committed_ what the last `lookback` offsets of each output
+  // partition hold (at Start(), and after a failed transaction).
+  Status ReadBackCommitted(int64_t lookback);
+  // Removes from `outputs` (their log_seq set: as they would be sent) those
+  // already committed, and the seq refs with them.
+  void DropCommitted(std::vector<StageOutput>& outputs);
 
   // Deferred work (runner thread unless said otherwise).
   using TopicPartition = std::pair<std::string, int32_t>;
@@ -163,6 +192,7 @@ class StageRunner {
   std::chrono::steady_clock::time_point last_tick_{};
   RunnerStats stats_;
 
+  CommittedOutputs committed_;                              // runner thread, after Start()
   std::map<TopicPartition, std::set<int64_t>> in_flight_;  // runner thread
   std::map<TopicPartition, int64_t> read_upto_;            // runner thread: last read offset + 1
   std::vector<std::unique_ptr<Job>> unpublished_;          // runner thread: finished, publish failed

@@ -42,6 +42,9 @@ class DecideStage : public Stage {
   explicit DecideStage(DecideConfig config) : config_(std::move(config)) {}
   std::string name() const override { return "decide"; }
   std::vector<std::string> input_topics() const override { return {config_.topics.decide()}; }
+  std::vector<std::string> output_topics() const override {
+    return {config_.topics.approve(), config_.topics.execute(), config_.topics.results()};
+  }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 

@@ -46,6 +46,7 @@ class ExecuteStage : public Stage {
   explicit ExecuteStage(ExecuteConfig config);
   std::string name() const override { return "execute"; }
   std::vector<std::string> input_topics() const override { return {config_.topics.execute()}; }
+  std::vector<std::string> output_topics() const override { return {config_.topics.results()}; }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
   // Rescans the CLI tools every reload_interval; no events.
   StageResult Tick(const StageContext& ctx, const LogView& log) override;

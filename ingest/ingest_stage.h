@@ -39,6 +39,9 @@ class IngestStage : public Stage {
   explicit IngestStage(IngestConfig config) : config_(std::move(config)) {}
   std::string name() const override { return "ingest"; }
   std::vector<std::string> input_topics() const override { return {config_.topics.requests()}; }
+  std::vector<std::string> output_topics() const override {
+    return {config_.topics.decide(), config_.topics.results()};
+  }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
 
  private:

@@ -47,6 +47,7 @@ class ReplayExecuteStage : public Stage {
   explicit ReplayExecuteStage(ReplayStageConfig config) : config_(std::move(config)) {}
   std::string name() const override { return "replay"; }
   std::vector<std::string> input_topics() const override { return {config_.topics.execute()}; }
+  std::vector<std::string> output_topics() const override { return {config_.topics.results()}; }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
 
   // Folds the calls this stage served before a restart (the live log's

@@ -75,5 +75,22 @@ TEST(SerialWorkerTest, TheDestructorWaitsForATaskHandedOver) {
   EXPECT_TRUE(ran.load());
 }
 
+TEST(SerialWorkerTest, WaitIdleWaitsForTheTaskAndLeavesItsOutcomeToCollect) {
+  SerialWorker w;
+  w.WaitIdle();  // nothing handed over: returns at once
+  std::atomic<bool> finished{false};
+  w.Hand([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    finished = true;
+    return Status::Error("E_TEST", "kept");
+  });
+  w.WaitIdle();
+  EXPECT_TRUE(finished.load());
+  EXPECT_TRUE(w.outstanding()) << "waiting is not collecting";
+  std::optional<Status> s = w.Collect(/*wait=*/false);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->code(), "E_TEST");
+}
+
 }  // namespace
 }  // namespace tollgate
