@@ -1,5 +1,6 @@
 #include "core/committed_outputs.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "core/messages.h"
@@ -31,13 +32,15 @@ bool ParseMessageSource(std::string_view source, std::string* incarnation, std::
 CommittedOutputs::CommittedOutputs(std::string incarnation, std::vector<std::string> input_topics)
     : incarnation_(std::move(incarnation)), inputs_(input_topics.begin(), input_topics.end()) {}
 
-std::string CommittedOutputs::Fingerprint(const Message& m) {
+CommittedOutputs::Fingerprint CommittedOutputs::FingerprintOf(const Message& m) {
   // Lengths first, so that no two different (topic, key, value) run together
   // into the same bytes.
   const std::string lengths =
       std::to_string(m.topic.size()) + "," + std::to_string(m.key.size()) + "," + std::to_string(m.value.size());
   const Digest d = Sha256({lengths, m.topic, m.key, m.value});
-  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
+  Fingerprint f;
+  std::copy(d.begin(), d.begin() + f.size(), f.begin());
+  return f;
 }
 
 bool CommittedOutputs::Locate(const Message& m, TopicPartition* tp, int64_t* offset) const {
@@ -52,7 +55,9 @@ void CommittedOutputs::Add(const Message& m) {
   TopicPartition tp;
   int64_t offset = 0;
   if (!Locate(m, &tp, &offset)) return;
-  if (by_input_[tp][offset].insert(Fingerprint(m)).second) ++size_;
+  auto c = committed_.find(tp);
+  if (c != committed_.end() && offset < c->second) return;
+  if (by_input_[tp][offset].insert(FingerprintOf(m)).second) ++size_;
 }
 
 bool CommittedOutputs::Contains(const Message& out) const {
@@ -64,7 +69,7 @@ bool CommittedOutputs::Contains(const Message& out) const {
   if (p == by_input_.end()) return false;
   auto o = p->second.find(offset);
   if (o == p->second.end()) return false;
-  return o->second.count(Fingerprint(out)) > 0;
+  return o->second.count(FingerprintOf(out)) > 0;
 }
 
 void CommittedOutputs::ForgetBelow(const std::map<TopicPartition, int64_t>& next) {

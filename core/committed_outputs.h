@@ -19,6 +19,7 @@
 // Pure bookkeeping, no Kafka. Not thread-safe: the runner thread owns it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -42,8 +43,12 @@ class CommittedOutputs {
   // Only outputs made from `input_topics` under `incarnation` are kept.
   CommittedOutputs(std::string incarnation, std::vector<std::string> input_topics);
 
+  // Inputs below `committed` (the group's committed offsets) are not read
+  // again: Add ignores their outputs. Partitions not named keep all.
+  void SetCommitted(std::map<TopicPartition, int64_t> committed) { committed_ = std::move(committed); }
   // `m` was read back, committed, from an output topic. Ignored unless its
-  // kHeaderSource names one of our inputs under our incarnation.
+  // kHeaderSource names one of our inputs under our incarnation, at or past
+  // the committed offset.
   void Add(const Message& m);
   // True if `out` (with kHeaderSource set, as it would be sent) is already
   // committed: the caller must not send it. However often an input is read
@@ -56,13 +61,15 @@ class CommittedOutputs {
   size_t size() const { return size_; }
 
  private:
-  static std::string Fingerprint(const Message& m);
+  using Fingerprint = std::array<uint8_t, 16>;  // of topic, key and value
+  static Fingerprint FingerprintOf(const Message& m);
   bool Locate(const Message& m, TopicPartition* tp, int64_t* offset) const;
 
   std::string incarnation_;
   std::set<std::string> inputs_;
   // input partition -> input offset -> fingerprints of its committed outputs
-  std::map<TopicPartition, std::map<int64_t, std::set<std::string>>> by_input_;
+  std::map<TopicPartition, int64_t> committed_;
+  std::map<TopicPartition, std::map<int64_t, std::set<Fingerprint>>> by_input_;
   size_t size_ = 0;
 };
 

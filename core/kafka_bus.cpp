@@ -504,6 +504,33 @@ Status Consumer::Commit(const OffsetMap& next_offsets, bool async) {
   return err ? KafkaError("commit offsets", err) : Status::Ok();
 }
 
+Status ReadGroupOffsets(const BusConfig& config, const std::string& group, const std::vector<std::string>& topics,
+                        std::chrono::milliseconds timeout, OffsetMap* out) {
+  const int ms = static_cast<int>(timeout.count());
+  Conf conf(config);
+  SetConsumerConf(conf, config, group);  // never subscribed: does not join the group
+  Status created;
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_CONSUMER, &created);
+  if (!created.ok()) return created;
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> client(rk, rd_kafka_destroy);
+  auto* list = rd_kafka_topic_partition_list_new(8);
+  std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)> guard(
+      list, rd_kafka_topic_partition_list_destroy);
+  for (const auto& topic : topics) {
+    int partitions = 0;
+    Status s = PartitionCount(rk, topic, ms, &partitions);
+    if (!s.ok()) return s;
+    for (int32_t p = 0; p < partitions; ++p) rd_kafka_topic_partition_list_add(list, topic.c_str(), p);
+  }
+  rd_kafka_resp_err_t err = rd_kafka_committed(rk, list, ms);
+  if (err) return KafkaError("committed offsets", err);
+  out->clear();
+  for (int i = 0; i < list->cnt; ++i) {
+    if (list->elems[i].offset >= 0) (*out)[{list->elems[i].topic, list->elems[i].partition}] = list->elems[i].offset;
+  }
+  return Status::Ok();
+}
+
 Status Consumer::RewindToCommitted() {
   rd_kafka_topic_partition_list_t* parts = nullptr;
   rd_kafka_resp_err_t err = rd_kafka_assignment(rk_, &parts);

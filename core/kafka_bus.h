@@ -162,6 +162,12 @@ class Consumer {
   std::function<void()> before_revoke_;
 };
 
+// The committed offsets (next offset to read) of consumer group `group` for
+// every partition of `topics`; partitions with none committed are left out.
+// Asks the group's coordinator without joining the group.
+Status ReadGroupOffsets(const BusConfig& config, const std::string& group, const std::vector<std::string>& topics,
+                        std::chrono::milliseconds timeout, std::map<std::pair<std::string, int32_t>, int64_t>* out);
+
 // What ReadCommittedTail read.
 struct TailReadStats {
   size_t partitions = 0;  // partitions that held data

@@ -92,10 +92,17 @@ Status StageRunner::ReadBackCommitted(int64_t lookback) {
     stats_.readback_complete = true;
     return Status::Ok();
   }
+  // Only inputs at or past the committed offsets can be read again: what
+  // the read-back keeps is the re-read window, not the whole tail.
+  std::map<TopicPartition, int64_t> committed;
+  Status s = ReadGroupOffsets(options_.bus, options_.group, stage_.input_topics(), options_.republish_read_timeout,
+                              &committed);
+  if (!s.ok()) return s;
+  committed_.SetCommitted(std::move(committed));
   BusConfig bus = options_.bus;
   bus.client_id = "tollgate-" + stage_.name() + "-readback";
   TailReadStats read;
-  Status s = ReadCommittedTail(
+  s = ReadCommittedTail(
       bus, topics, lookback, options_.republish_read_timeout,
       [this](const Message& m) { committed_.Add(m); }, &read);
   if (!s.ok()) return s;
@@ -107,8 +114,9 @@ Status StageRunner::ReadBackCommitted(int64_t lookback) {
               << options_.republish_read_timeout.count() << " ms (" << read.messages
               << " messages); a message read again after the last crash may have its output sent twice\n";
   } else if (committed_.size() > 0) {
-    std::cerr << "tollgate: " << stage_.name() << ": read back " << committed_.size()
-              << " committed outputs; any of them re-made for a message read again will not be sent twice\n";
+    std::cerr << "tollgate: " << stage_.name() << ": " << committed_.size()
+              << " committed outputs belong to messages past its committed offsets; re-made, they will not be "
+                 "sent twice\n";
   }
   return Status::Ok();
 }

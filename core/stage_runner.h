@@ -86,7 +86,7 @@ struct RunnerOptions {
   // How far back (offsets per output partition) Start() reads what is
   // already committed, and for how long at most. 0 turns the read-back off.
   int64_t republish_lookback = 50000;
-  std::chrono::milliseconds republish_read_timeout{10000};
+  std::chrono::milliseconds republish_read_timeout{5000};
 };
 
 struct RunnerStats {

@@ -76,5 +76,16 @@ TEST(CommittedOutputsTest, InputsBelowTheCommittedOffsetAreForgotten) {
   EXPECT_TRUE(c.empty());
 }
 
+TEST(CommittedOutputsTest, OutputsOfInputsBelowTheGroupsCommittedOffsetAreNotKept) {
+  CommittedOutputs c("ext", {"in"});
+  c.SetCommitted({{{"in", 0}, 5}});
+  for (int o = 0; o < 10; ++o) c.Add(Out("out", "k", "v", "ext/in/0/" + std::to_string(o)));
+  c.Add(Out("out", "k", "v", "ext/in/1/0"));  // no offset committed there: kept
+  EXPECT_EQ(c.size(), 6u);
+  EXPECT_FALSE(c.Contains(Out("out", "k", "v", "ext/in/0/4")));
+  EXPECT_TRUE(c.Contains(Out("out", "k", "v", "ext/in/0/5")));
+  EXPECT_TRUE(c.Contains(Out("out", "k", "v", "ext/in/1/0")));
+}
+
 }  // namespace
 }  // namespace tollgate
