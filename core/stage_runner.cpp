@@ -77,11 +77,17 @@ Status StageRunner::Start() {
   if (!s.ok()) return s;
   publisher_ = std::make_unique<SerialWorker>();
   // A rebalance re-assigns partitions at their committed offsets. A batch
-  // still publishing has not committed its offsets yet, so without this
-  // wait the new assignment would read it again and re-send what its
-  // transaction is committing. Its outcome is collected as usual after.
+  // still publishing has not committed them yet: wait for its transaction
+  // (its outcome is collected as usual after). The offset commit after it
+  // can still be refused while the group rebalances (the embedded broker
+  // does), and the new assignment then reads that batch again: read back
+  // what it committed, as after a failed transaction.
   consumer_->SetBeforeRevoke([this] {
-    if (publisher_) publisher_->WaitIdle();
+    if (!publisher_) return;  // closing
+    ++stats_.revoked;
+    publisher_->WaitIdle();
+    Status r = ReadBackCommitted(RecentLookback());
+    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": at rebalance: " << r.ToString() << "\n";
   });
   return Status::Ok();
 }
@@ -147,7 +153,9 @@ Status StageRunner::CollectPublished(bool wait) {
   std::unique_ptr<Handoff> h = std::move(handoff_);
   if (!s->ok()) return *s;
   for (const auto& [tp, upto] : h->read_upto) read_upto_[tp] = upto;
-  committed_.ForgetBelow(h->next);
+  // Only offsets the group stored: refused (a rebalance), the batch is read
+  // again and its outputs must still be found.
+  if (h->offsets_stored) committed_.ForgetBelow(h->next);
   stats_.messages += h->messages;
   stats_.events += h->events;
   stats_.outputs += h->outputs.size();
@@ -172,7 +180,7 @@ Status StageRunner::Run() {
       // readers were shown is not shown twice. Apache Kafka hides them, so
       // nothing is found and the batch is sent again. The batch just
       // written is near the end of each partition.
-      r = ReadBackCommitted(std::max<int64_t>(8 * static_cast<int64_t>(options_.max_batch), 4096));
+      r = ReadBackCommitted(RecentLookback());
       if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
     }
     std::this_thread::sleep_for(backoff);
@@ -439,7 +447,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     Handoff* job = handoff_.get();
     publisher_->Hand([this, job, us] {
       const auto p0 = Clock::now();
-      Status published = Publish(job->outputs, job->next);
+      Status published = Publish(job->outputs, job->next, &job->offsets_stored);
       if (published.ok()) stats_.publish_us += us(p0, Clock::now());
       return published;
     });
@@ -505,8 +513,9 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
   if (after_append) after_append();
   // 2. Outputs and offsets, atomically.
   if (outputs.empty() && next.empty()) return Status::Ok();
-  s = Publish(outputs, next);
-  if (s.ok()) committed_.ForgetBelow(next);
+  bool offsets_stored = false;
+  s = Publish(outputs, next, &offsets_stored);
+  if (offsets_stored) committed_.ForgetBelow(next);
   return s;
 }
 
@@ -528,7 +537,8 @@ Status StageRunner::RunTick() {
   return s;
 }
 
-Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& next) {
+Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& next, bool* offsets_stored) {
+  *offsets_stored = false;
   Status s = producer_->BeginTransaction();
   for (size_t i = 0; s.ok() && i < outputs.size(); ++i) s = producer_->Send(outputs[i].message);
   if (s.ok() && !next.empty()) s = producer_->SendOffsets(*consumer_, next, kTxnTimeout);
@@ -551,6 +561,7 @@ Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& 
   // costs only that re-read.
   if (next.empty()) return Status::Ok();
   Status c = consumer_->Commit(next, /*async=*/false);
+  *offsets_stored = c.ok();
   if (!c.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << c.ToString() << "\n";
   return Status::Ok();
 }

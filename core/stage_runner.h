@@ -47,6 +47,7 @@
 // the batch in flight and the deferred work in flight are finished first.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -115,6 +116,8 @@ struct RunnerStats {
   std::atomic<uint64_t> readback_kept{0};
   std::atomic<bool> readback_complete{false};
   std::atomic<uint64_t> already_committed{0};
+  // Times the group took this stage's partitions away (rebalances).
+  std::atomic<uint64_t> revoked{0};
 };
 
 class StageRunner {
@@ -147,6 +150,11 @@ class StageRunner {
   // Adds to committed_ what the last `lookback` offsets of each output
   // partition hold (at Start(), and after a failed transaction).
   Status ReadBackCommitted(int64_t lookback);
+  // The lookback for a batch just published: it is near the end of each
+  // output partition.
+  int64_t RecentLookback() const {
+    return std::min(options_.republish_lookback, std::max<int64_t>(8 * static_cast<int64_t>(options_.max_batch), 4096));
+  }
   // Removes from `outputs` (their log_seq set: as they would be sent) those
   // already committed, and the seq refs with them.
   void DropCommitted(std::vector<StageOutput>& outputs);
@@ -173,6 +181,7 @@ class StageRunner {
     std::map<TopicPartition, int64_t> next;       // offsets committed with it
     std::map<TopicPartition, int64_t> read_upto;  // applied once committed
     uint64_t messages = 0, events = 0;
+    bool offsets_stored = false;  // set by the publisher
   };
   // The outcome of the batch handed over last (Ok when none is
   // outstanding), once: `wait` blocks until the publisher is idle; without
@@ -180,7 +189,10 @@ class StageRunner {
   // and read_upto_.
   Status CollectPublished(bool wait);
 
-  Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next);
+  // One transaction: `outputs` and `next`. *offsets_stored: the group's
+  // offsets are now `next` (the commit after the transaction was accepted).
+  Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next,
+                 bool* offsets_stored);
 
   Stage& stage_;
   EventSink& sink_;
