@@ -146,6 +146,8 @@ class EventLog {
   std::condition_variable sync_cv_;
   std::deque<Unsynced> unsynced_;               // guarded by mu_
   bool syncer_waiting_ = false;                 // guarded by mu_; SyncLoop sleeps on sync_cv_
+  uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
+  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer handed to the syncer
   bool writer_done_ = false;                    // guarded by mu_
   // Append()/AppendRecord() callers sleep on acks_ (a futex word, bumped
   // whenever items are finished) with one of 32 bits as their futex bitset
