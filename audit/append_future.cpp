@@ -36,18 +36,4 @@ void AppendSlot::Wait() {
   }
 }
 
-void AppendSlot::WaitVia(std::atomic<uint32_t>& epoch) {
-  for (;;) {
-    const uint32_t e = epoch.load(std::memory_order_acquire);
-    if (ready()) return;
-    // Returns at once if the epoch moved since it was read.
-    syscall(SYS_futex, Word(&epoch), FUTEX_WAIT_PRIVATE, e, nullptr, nullptr, 0);
-  }
-}
-
-void BumpAndWakeAll(std::atomic<uint32_t>& epoch) {
-  epoch.fetch_add(1, std::memory_order_acq_rel);
-  syscall(SYS_futex, Word(&epoch), FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
-}
-
 }  // namespace tollgate::detail

@@ -52,13 +52,6 @@ class AppendSlot {
   // The caller's side.
   bool ready() const { return state_.load(std::memory_order_acquire) == kReady; }
   void Wait();
-  // As Wait(), but sleeps on a word shared by many waiters, which the
-  // completing side bumps with BumpAndWakeAll() after completing a whole
-  // batch: one syscall then wakes every waiter of the batch, rather than one
-  // per waiter (which, on two cores, also lets each woken thread preempt the
-  // completer before it has woken the rest). The slot itself is never
-  // marked as waited on, so Complete() makes no syscall for it.
-  void WaitVia(std::atomic<uint32_t>& epoch);
   AppendResult Take() { return std::move(result_); }  // after Wait()
 
   void Unref() {
@@ -72,9 +65,6 @@ class AppendSlot {
   std::atomic<uint32_t> refs_{2};
   AppendResult result_;  // written by the completer before state_ = kReady
 };
-
-// Wakes every WaitVia(epoch) sleeper; call after completing their slots.
-void BumpAndWakeAll(std::atomic<uint32_t>& epoch);
 
 // Owns one reference to a slot.
 class SlotRef {
@@ -122,12 +112,6 @@ class AppendFuture {
   }
 
  private:
-  friend class EventLog;
-  // get(), waiting as AppendSlot::WaitVia(epoch).
-  AppendResult GetVia(std::atomic<uint32_t>& epoch) {
-    slot_->WaitVia(epoch);
-    return Take();
-  }
   AppendResult Take() {
     AppendResult r = slot_->Take();
     slot_ = detail::SlotRef();

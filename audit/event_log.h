@@ -9,8 +9,12 @@
 //
 // Under kSync the fsync is pipelined: a second thread syncs the WAL (one
 // fdatasync covers every batch written before it) while the writer goes on
-// to the next batch. So a batch can be visible to readers shortly before it
-// is durable; it is acknowledged only once it is.
+// to the next batch. The writer never waits for an fsync, and the next one
+// starts as soon as the last ends, covering everything written meanwhile;
+// so with many appenders about half of them are being synced while the
+// other half are encoded and written, and the disk and the CPUs work at the
+// same time. A batch can be visible to readers shortly before it is
+// durable; it is acknowledged only once it is.
 //
 // Idempotent: an event whose id is already in the log is not written again;
 // the caller gets the existing seq with duplicate=true (the first write wins;
@@ -69,8 +73,8 @@ class EventLog {
   // Queues `e` (its seq/prev_hash/hash are ignored). The future is ready
   // when the event is durable or the append failed.
   AppendFuture AppendAsync(Event e);
-  // AppendAsync and wait. Callers blocked here are woken together, one
-  // syscall per completed batch rather than one per caller.
+  // AppendAsync and wait, without the future's allocations: the queued
+  // item lives on the caller's stack.
   AppendResult Append(Event e);
   // Appends `events` atomically: all of them go into the same RocksDB write
   // batch (never split across two, whatever max_batch_events says), so a
@@ -94,28 +98,43 @@ class EventLog {
  private:
   struct Pending;
   EventLog() = default;
-  AppendFuture Enqueue(Event e, bool expect_position);
-  // Queues `group` contiguously under one lock; false if the log refuses.
-  void EnqueueGroup(std::vector<std::unique_ptr<Pending>> group);
+  // Encodes `e` into `p` (everything the writer needs); false if invalid,
+  // with p->result holding the error.
+  bool Prepare(const Event& e, bool expect_position, Pending* p);
+  // Queues `group` contiguously under one lock; if the log refuses, each
+  // item is finished with the refusal instead.
+  void EnqueueGroup(Pending* const* group, size_t n);
+  // Append()/AppendRecord(): `p` lives on the caller's stack; waits until
+  // the log is done with it.
+  AppendResult AppendAndWait(const Event& e, bool expect_position);
+  void WaitFor(const Pending& p);
+  // Why the log refuses appends now (ok if it does not). Requires mu_.
+  Status Refusal() const;
   // Written but not yet synced (kSync): acknowledged by SyncLoop.
   struct Unsynced {
-    std::vector<std::unique_ptr<Pending>> batch;  // results filled in
+    std::vector<Pending*> batch;  // results filled in
     uint64_t seq;  // the chain's tip after this batch
     Digest hash;
   };
   void WriterLoop();
   void SyncLoop();
-  void WriteBatchOf(std::vector<std::unique_ptr<Pending>>& batch);
-  // Completes a batch's futures with the results the writer filled in, or
-  // all with `failed` when that is not ok.
-  static void Complete(std::vector<std::unique_ptr<Pending>>& batch, const Status& failed);
+  void WriteBatchOf(std::vector<Pending*>& batch);
+  // Hands each item its result (or `failed` when that is not ok); the items
+  // are not to be touched afterwards. Returns the wake bits of the callers
+  // waiting in Append(), for WakeWaiters().
+  static uint32_t Finish(std::vector<Pending*>& batch, const Status& failed);
+  static uint32_t Finish(Pending* p, const Status& failed);
+  // Wakes the Append() callers whose wake bits are in `mask` (after Finish),
+  // all in one syscall; callers of other batches sleep on.
+  void WakeWaiters(uint32_t mask);
 
   LogOptions options_;
   std::unique_ptr<LogStore> store_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::unique_ptr<Pending>> queue_;  // guarded by mu_
+  std::deque<Pending*> queue_;                  // guarded by mu_
+  bool writer_waiting_ = false;                 // guarded by mu_; WriterLoop sleeps on cv_
   bool stopping_ = false;                       // guarded by mu_
   Status failed_;                               // guarded by mu_; sticky
   uint64_t head_seq_ = 0;                       // guarded by mu_; durable
@@ -126,13 +145,17 @@ class EventLog {
   std::unordered_map<std::string_view, size_t> in_batch_;  // writer thread only; reused
   std::condition_variable sync_cv_;
   std::deque<Unsynced> unsynced_;               // guarded by mu_
-  bool writer_done_ = false;                    // guarded by mu_
+  bool syncer_waiting_ = false;                 // guarded by mu_; SyncLoop sleeps on sync_cv_
   uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
-  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer is done with (kSync)
-  bool sync_in_flight_ = false;                 // guarded by mu_; SyncLoop is in SyncWAL
-  // Bumped after each completed batch; Append()/AppendRecord() callers
-  // sleep on it (AppendSlot::WaitVia), so one syscall wakes a whole batch.
+  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer handed to the syncer
+  bool writer_done_ = false;                    // guarded by mu_
+  // Append()/AppendRecord() callers sleep on acks_ (a futex word, bumped
+  // whenever items are finished) with one of 32 bits as their futex bitset
+  // (handed out in turn), so a wake-up for one batch leaves the callers of
+  // another asleep: with 32 callers, one fsync acknowledges about half of
+  // them while the other half waits for the next.
   std::atomic<uint32_t> acks_{0};
+  std::atomic<uint32_t> next_wake_bit_{0};
   std::thread writer_;
   std::thread syncer_;
 };
