@@ -55,6 +55,7 @@ StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, Runn
       committed_(options_.incarnation, stage_.input_topics()) {
   if (options_.group.empty()) options_.group = "tollgate-" + stage_.name();
   if (options_.transactional_id.empty()) options_.transactional_id = "tollgate-" + stage_.name();
+  for (const auto& t : stage_.output_topics()) declared_outputs_.insert(t);
 }
 
 StageRunner::~StageRunner() {
@@ -125,6 +126,16 @@ Status StageRunner::ReadBackCommitted(int64_t lookback) {
                  "sent twice\n";
   }
   return Status::Ok();
+}
+
+void StageRunner::StampSource(Message& out, const std::string& source) {
+  out.headers[kHeaderSource] = source;
+  // An output on a topic the stage did not declare is not read back after
+  // a crash: say so once, it is a stage bug.
+  if (!declared_outputs_.empty() && !declared_outputs_.count(out.topic) && undeclared_.insert(out.topic).second) {
+    std::cerr << "tollgate: " << stage_.name() << ": produces to " << out.topic
+              << ", which it does not declare in output_topics(): outputs there may be sent twice after a crash\n";
+  }
 }
 
 void StageRunner::DropCommitted(std::vector<StageOutput>& outputs) {
@@ -329,7 +340,7 @@ Status StageRunner::PublishFinished() {
     for (const auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
       outputs.push_back(o);
-      outputs.back().message.headers[kHeaderSource] = job->ctx.source;
+      StampSource(outputs.back().message, job->ctx.source);
     }
     events.insert(events.end(), r.events.begin(), r.events.end());
   }
@@ -400,7 +411,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     }
     for (auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
-      o.message.headers[kHeaderSource] = ctx.source;
+      StampSource(o.message, ctx.source);
       outputs.push_back(std::move(o));
     }
     const size_t first_new = events.size();

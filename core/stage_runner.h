@@ -158,6 +158,8 @@ class StageRunner {
   // Removes from `outputs` (their log_seq set: as they would be sent) those
   // already committed, and the seq refs with them.
   void DropCommitted(std::vector<StageOutput>& outputs);
+  // Sets kHeaderSource on an output made from the input at `source`.
+  void StampSource(Message& out, const std::string& source);
 
   // Deferred work (runner thread unless said otherwise).
   using TopicPartition = std::pair<std::string, int32_t>;
@@ -205,6 +207,8 @@ class StageRunner {
   RunnerStats stats_;
 
   CommittedOutputs committed_;                              // runner thread, after Start()
+  std::set<std::string> declared_outputs_;                  // Stage::output_topics()
+  std::set<std::string> undeclared_;                        // runner thread: topics warned about
   std::map<TopicPartition, std::set<int64_t>> in_flight_;  // runner thread
   std::map<TopicPartition, int64_t> read_upto_;            // runner thread: last read offset + 1
   std::vector<std::unique_ptr<Job>> unpublished_;          // runner thread: finished, publish failed
