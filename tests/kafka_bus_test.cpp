@@ -60,9 +60,43 @@ class BusTest : public ::testing::Test {
     }
     return out;
   }
+  // Options for a runner on the embedded broker: group g-NAME,
+  // transactional id tx-NAME, a stable incarnation (sources match across
+  // runs, as with a broker that survives), batches of 10.
+  RunnerOptions OptionsFor(const std::string& name) const {
+    RunnerOptions options;
+    options.bus = bus_;
+    options.group = "g-" + name;
+    options.transactional_id = "tx-" + name;
+    options.incarnation = "ext";
+    options.max_batch = 10;
+    return options;
+  }
+  // How many times each value is committed on `topic`, from its beginning.
+  std::map<std::string, int> CommittedCopies(const std::string& topic) {
+    std::map<std::string, int> copies;
+    TailReadStats read;
+    Status s = ReadCommittedTail(
+        bus_, {topic}, 1 << 30, std::chrono::seconds(10), [&](const Message& m) { ++copies[m.value]; }, &read);
+    EXPECT_TRUE(s.ok() && read.complete) << s.ToString();
+    return copies;
+  }
   std::unique_ptr<EmbeddedBroker> broker_;
   BusConfig bus_;
   Status last_poll_error_;
+};
+
+// A real log in a temp dir, with the sink and view a runner uses.
+struct TestLog {
+  TestLog() {
+    EXPECT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
+    sink = std::make_unique<LogSink>(*log);
+    view = std::make_unique<StoreLogView>(log->store());
+  }
+  testing::TempDir dir;
+  std::unique_ptr<EventLog> log;
+  std::unique_ptr<LogSink> sink;
+  std::unique_ptr<StoreLogView> view;
 };
 
 TEST_F(BusTest, KeyedMessagesLandWhereJavaClientsPutThem) {
@@ -433,25 +467,12 @@ TEST_F(BusTest, MessagesReadAgainDoNotSendTheirCommittedOutputsTwice) {
     ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
   };
   // Everything committed on the output topic, from its beginning.
-  auto read_all_outputs = [&] {
-    std::map<std::string, int> copies;
-    TailReadStats read;
-    Status s = ReadCommittedTail(
-        bus_, {"rd-out"}, 1 << 30, std::chrono::seconds(10), [&](const Message& m) { ++copies[m.value]; }, &read);
-    EXPECT_TRUE(s.ok() && read.complete) << s.ToString();
-    return copies;
-  };
-  testing::TempDir dir;
-  std::unique_ptr<EventLog> log;
-  ASSERT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
-  LogSink sink(*log);
-  StoreLogView view(log->store());
-  RunnerOptions options;
-  options.bus = bus_;
-  options.group = "g-rd";
-  options.transactional_id = "tx-rd";
-  options.incarnation = "ext";
-  options.max_batch = 10;
+  auto read_all_outputs = [&] { return CommittedCopies("rd-out"); };
+  TestLog test_log;
+  const std::unique_ptr<EventLog>& log = test_log.log;
+  LogSink& sink = *test_log.sink;
+  StoreLogView& view = *test_log.view;
+  RunnerOptions options = OptionsFor("rd");
 
   publish(0, kFirst);
   ForwardingStage first("rd-in", "rd-out", true);
@@ -560,19 +581,10 @@ TEST_F(BusTest, RebalancesMidStreamLoseNothingAndSendNothingTwice) {
   ASSERT_TRUE(broker_->CreateTopic("rb-in", 3).ok());
   ASSERT_TRUE(broker_->CreateTopic("rb-out", 3).ok());
   constexpr int kInputs = 600;
-  testing::TempDir dir;
-  std::unique_ptr<EventLog> log;
-  ASSERT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
-  LogSink sink(*log);
-  StoreLogView view(log->store());
-  RunnerOptions options;
-  options.bus = bus_;
-  options.group = "g-rb";
-  options.transactional_id = "tx-rb";
-  options.incarnation = "ext";
-  options.max_batch = 10;
+  TestLog test_log;
+  const std::unique_ptr<EventLog>& log = test_log.log;
   ForwardingStage stage("rb-in", "rb-out", true);
-  StageRunner runner(stage, sink, view, options);
+  StageRunner runner(stage, *test_log.sink, *test_log.view, OptionsFor("rb"));
   ASSERT_TRUE(runner.Start().ok());
   std::thread run([&] { EXPECT_TRUE(runner.Run().ok()); });
 
@@ -619,11 +631,7 @@ TEST_F(BusTest, RebalancesMidStreamLoseNothingAndSendNothingTwice) {
   EXPECT_GE(runner.stats().revoked.load(), 1u) << "no rebalance: the test proves nothing";
   EXPECT_EQ(log->head_seq(), static_cast<uint64_t>(kInputs)) << "an input has no event, or one has two";
 
-  std::map<std::string, int> copies;
-  TailReadStats read;
-  Status s = ReadCommittedTail(
-      bus_, {"rb-out"}, 1 << 30, std::chrono::seconds(10), [&](const Message& m) { ++copies[m.value]; }, &read);
-  ASSERT_TRUE(s.ok() && read.complete) << s.ToString();
+  const std::map<std::string, int> copies = CommittedCopies("rb-out");
   std::vector<std::string> wrong;
   for (int i = 0; i < kInputs; ++i) {
     auto it = copies.find("m-" + std::to_string(i));
