@@ -110,6 +110,30 @@ Status PartitionCount(rd_kafka_t* rk, const std::string& topic, int timeout_ms, 
   return Status::Ok();
 }
 
+// A partition and the offsets it holds: [low, high).
+struct PartitionSpan {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t low = 0, high = 0;
+};
+
+// Every partition of `topics` with its watermarks.
+Status ReadPartitionSpans(rd_kafka_t* rk, const std::vector<std::string>& topics, int timeout_ms,
+                          std::vector<PartitionSpan>* out) {
+  for (const auto& topic : topics) {
+    int partitions = 0;
+    Status s = PartitionCount(rk, topic, timeout_ms, &partitions);
+    if (!s.ok()) return s;
+    for (int32_t p = 0; p < partitions; ++p) {
+      PartitionSpan span{topic, p};
+      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &span.low, &span.high, timeout_ms);
+      if (err) return KafkaError("offsets of " + topic + "[" + std::to_string(p) + "]", err);
+      out->push_back(std::move(span));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- broker
@@ -406,22 +430,14 @@ Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
   if (!s.ok()) return s;
   rd_kafka_poll_set_consumer(c->rk_);
-  const int ms = static_cast<int>(timeout.count());
-  int partitions = 0;
-  s = PartitionCount(c->rk_, topic, ms, &partitions);
+  std::vector<PartitionSpan> spans;
+  s = ReadPartitionSpans(c->rk_, {topic}, static_cast<int>(timeout.count()), &spans);
   if (!s.ok()) return s;
-  rd_kafka_resp_err_t err;
-  auto* list = rd_kafka_topic_partition_list_new(partitions);
-  for (int32_t p = 0; p < partitions; ++p) {
-    int64_t low = 0, high = 0;
-    err = rd_kafka_query_watermark_offsets(c->rk_, topic.c_str(), p, &low, &high, ms);
-    if (err) {
-      rd_kafka_topic_partition_list_destroy(list);
-      return KafkaError("end offset of " + topic + "[" + std::to_string(p) + "]", err);
-    }
-    rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = high;
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(spans.size()));
+  for (const auto& span : spans) {
+    rd_kafka_topic_partition_list_add(list, span.topic.c_str(), span.partition)->offset = span.high;
   }
-  err = rd_kafka_assign(c->rk_, list);
+  rd_kafka_resp_err_t err = rd_kafka_assign(c->rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
   if (err) return KafkaError("assign " + topic, err);
   *out = std::move(c);
@@ -573,18 +589,14 @@ Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>
   auto* list = rd_kafka_topic_partition_list_new(8);
   std::unique_ptr<rd_kafka_topic_partition_list_t, void (*)(rd_kafka_topic_partition_list_t*)> list_guard(
       list, rd_kafka_topic_partition_list_destroy);
-  for (const auto& topic : topics) {
-    int partitions = 0;
-    s = PartitionCount(rk, topic, ms, &partitions);
-    if (!s.ok()) return s;
-    for (int32_t p = 0; p < partitions; ++p) {
-      int64_t low = 0, high = 0;
-      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &low, &high, ms);
-      if (err) return KafkaError("offsets of " + topic + "[" + std::to_string(p) + "]", err);
-      if (high <= low) continue;
-      rd_kafka_topic_partition_list_add(list, topic.c_str(), p)->offset = std::max(low, high - max_per_partition);
-      end[{topic, p}] = high;
-    }
+  std::vector<PartitionSpan> spans;
+  s = ReadPartitionSpans(rk, topics, ms, &spans);
+  if (!s.ok()) return s;
+  for (const auto& span : spans) {
+    if (span.high <= span.low) continue;
+    rd_kafka_topic_partition_list_add(list, span.topic.c_str(), span.partition)->offset =
+        std::max(span.low, span.high - max_per_partition);
+    end[{span.topic, span.partition}] = span.high;
   }
   TailReadStats local;
   TailReadStats& st = stats != nullptr ? *stats : local;

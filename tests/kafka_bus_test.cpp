@@ -60,6 +60,15 @@ class BusTest : public ::testing::Test {
     }
     return out;
   }
+  // Publishes "m-FROM" .. "m-(TO-1)" to `topic`, keyed by seven keys, and
+  // waits until they are delivered.
+  void PublishNumbered(const std::string& topic, int from, int to) {
+    if (!producer_) ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
+    for (int i = from; i < to; ++i) {
+      ASSERT_TRUE(producer_->Send({topic, -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
+    }
+    ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  }
   // Options for a runner on the embedded broker: group g-NAME,
   // transactional id tx-NAME, a stable incarnation (sources match across
   // runs, as with a broker that survives), batches of 10.
@@ -84,6 +93,7 @@ class BusTest : public ::testing::Test {
   std::unique_ptr<EmbeddedBroker> broker_;
   BusConfig bus_;
   Status last_poll_error_;
+  std::unique_ptr<Producer> producer_;  // PublishNumbered's
 };
 
 // A real log in a temp dir, with the sink and view a runner uses.
@@ -387,14 +397,7 @@ TEST_F(BusTest, AFailedPipelinedTransactionIsReadAgainAndNothingIsLostOrDoubled)
   ASSERT_TRUE(broker_->CreateTopic("fwd-in", 2).ok());
   ASSERT_TRUE(broker_->CreateTopic("fwd-out", 2).ok());
   constexpr int kInputs = 300;
-  std::unique_ptr<Producer> p;
-  ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
-  auto publish = [&](int from, int to) {
-    for (int i = from; i < to; ++i) {
-      ASSERT_TRUE(p->Send({"fwd-in", -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
-    }
-    ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
-  };
+  auto publish = [&](int from, int to) { PublishNumbered("fwd-in", from, to); };
   publish(0, kInputs);
   // The runner's next offset commits in a transaction are refused, which
   // aborts those transactions.
@@ -458,14 +461,7 @@ TEST_F(BusTest, MessagesReadAgainDoNotSendTheirCommittedOutputsTwice) {
   ASSERT_TRUE(broker_->CreateTopic("rd-in", 2).ok());
   ASSERT_TRUE(broker_->CreateTopic("rd-out", 2).ok());
   constexpr int kFirst = 100, kLater = 5;
-  std::unique_ptr<Producer> p;
-  ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
-  auto publish = [&](int from, int to) {
-    for (int i = from; i < to; ++i) {
-      ASSERT_TRUE(p->Send({"rd-in", -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
-    }
-    ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
-  };
+  auto publish = [&](int from, int to) { PublishNumbered("rd-in", from, to); };
   // Everything committed on the output topic, from its beginning.
   auto read_all_outputs = [&] { return CommittedCopies("rd-out"); };
   TestLog test_log;
