@@ -63,7 +63,9 @@ class BusTest : public ::testing::Test {
   // Publishes "m-FROM" .. "m-(TO-1)" to `topic`, keyed by seven keys, and
   // waits until they are delivered.
   void PublishNumbered(const std::string& topic, int from, int to) {
-    if (!producer_) ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
+    if (!producer_) {
+      ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
+    }
     for (int i = from; i < to; ++i) {
       ASSERT_TRUE(producer_->Send({topic, -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
     }
