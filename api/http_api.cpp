@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <optional>
 #include <thread>
 
 #include "audit/approvals.h"
@@ -9,6 +10,8 @@
 #include "audit/log_sink.h"
 #include "core/messages.h"
 #include "core/schema.h"
+#include "decide/policy_engine.h"
+#include "replay/from_log.h"
 
 namespace tollgate {
 
@@ -50,7 +53,10 @@ void Error(httplib::Response& res, int status, const std::string& code, const st
 
 int StatusFor(const Status& s) {
   if (s.code() == errc::kForbidden) return 403;
-  if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation || s.code() == errc::kInvalidJson) return 400;
+  if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation || s.code() == errc::kInvalidJson ||
+      s.code() == std::string(errc::kPolicyInvalid)) {
+    return 400;
+  }
   if (s.code() == errc::kNotFound) return 404;
   return 500;
 }
@@ -79,6 +85,51 @@ bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Respon
 
 std::string Param(const httplib::Request& req, const char* key) {
   return req.has_param(key) ? req.get_param_value(key) : "";
+}
+
+// The org a replay reads: a caller bound to one org reads that org (naming
+// another is 403); an admin, or a token for every org ("*"), reads the org
+// it names, or every org.
+bool ReplayOrg(const httplib::Request& req, httplib::Response& res, const Principal& who, std::string* org) {
+  *org = Param(req, "org");
+  if (who.admin() || who.org_id == "*") return true;
+  if (!org->empty() && *org != who.org_id) {
+    Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not read org '" + *org + "'");
+    return false;
+  }
+  *org = who.org_id;
+  return true;
+}
+
+// The since= and until= parameters (RFC 3339), when given; false after
+// answering 400.
+bool TimeRange(const httplib::Request& req, httplib::Response& res, std::optional<int64_t>* since_us,
+               std::optional<int64_t>* until_us) {
+  for (const char* k : {"since", "until"}) {
+    const std::string v = Param(req, k);
+    if (v.empty()) continue;
+    int64_t us;
+    if (!ParseTime(v, &us)) {
+      Error(res, 400, errc::kInvalidQuery, std::string(k) + ": not an RFC 3339 time");
+      return false;
+    }
+    *(std::string(k) == "since" ? since_us : until_us) = us;
+  }
+  return true;
+}
+
+// The candidate policy of a what-if: the request body, YAML (or JSON).
+bool CandidatePolicy(const httplib::Request& req, httplib::Response& res, PolicyPtr* out) {
+  if (req.body.empty()) {
+    Error(res, 400, errc::kPolicyInvalid, "the body must be the candidate policy (YAML or JSON)");
+    return false;
+  }
+  Status st = LoadPolicyYaml(req.body, "http:what-if", out);
+  if (!st.ok()) {
+    Error(res, 400, st.code(), st.message());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -209,13 +260,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
         at = comma + 1;
       }
     }
-    for (const char* k : {"since", "until"}) {
-      const std::string v = Param(req, k);
-      if (v.empty()) continue;
-      int64_t t;
-      if (!ParseTime(v, &t)) return Error(res, 400, errc::kInvalidQuery, std::string(k) + ": not an RFC 3339 time");
-      (std::string(k) == "since" ? q.since_us : q.until_us) = t;
-    }
+    if (!TimeRange(req, res, &q.since_us, &q.until_us)) return;
     if (const std::string l = Param(req, "limit"); !l.empty()) {
       try {
         q.limit = std::stoul(l);
@@ -242,6 +287,71 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     text += "],\"next_cursor\":" + Json(page.next_cursor).dump() + "}\n";
     res.status = 200;
     res.set_content(text, "application/json");
+  });
+
+  // Replay (replay/from_log.h, as `tollgate replay` runs it): auditor,
+  // admin. A session or agent with no event in the caller's org is 404.
+  svr.Get(R"(/v1/replay/sessions/([^/]+))", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    replay::Target t;
+    t.session_id = req.matches[1];
+    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    replay::SessionTimeline timeline;
+    Status st = replay::ReadTimeline(*im->store, t, &timeline);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    Reply(res, 200, {{"timeline", replay::TimelineToJson(timeline)}});
+  });
+
+  svr.Get(R"(/v1/replay/sessions/([^/]+)/verify)", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    replay::Target t;
+    t.session_id = req.matches[1];
+    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    replay::ChainReport chain;
+    Status st = replay::CheckTargetChain(*im->store, t, &chain);
+    replay::RedecideReport report;
+    if (st.ok()) st = replay::RedecideTarget(*im->store, t, {}, &report);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    Reply(res, 200, {{"clean", chain.ok() && report.clean()}, {"chain", chain.ToJson()}, {"verify", report.ToJson()}});
+  });
+
+  auto what_if = [im](replay::Target t, const httplib::Request& req, httplib::Response& res) {
+    replay::RedecideOptions options;
+    if (!CandidatePolicy(req, res, &options.candidate)) return;
+    replay::RedecideReport report;
+    Status st = replay::RedecideTarget(*im->store, t, options, &report);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    Reply(res, 200, {{"what_if", report.ToJson()}});
+  };
+  svr.Post(R"(/v1/replay/sessions/([^/]+)/what-if)", [&o, what_if](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    replay::Target t;
+    t.session_id = req.matches[1];
+    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    what_if(std::move(t), req, res);
+  });
+  svr.Post("/v1/replay/what-if", [&o, what_if](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    replay::Target t;
+    t.agent_id = Param(req, "agent");
+    if (t.agent_id.empty()) return Error(res, 400, errc::kInvalidQuery, "agent= is required (or replay one session)");
+    if (!ReplayOrg(req, res, who, &t.org_id) || !TimeRange(req, res, &t.since_us, &t.until_us)) return;
+    what_if(std::move(t), req, res);
+  });
+
+  // Bodies are small JSON documents and policies; anything larger is
+  // refused before it is read. Errors httplib answers itself (404 for an
+  // unknown path, 413) get the same JSON shape as ours.
+  svr.set_payload_max_length(kMaxApiBodyBytes);
+  svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 413) return Error(res, 413, "E_BODY_TOO_LARGE", "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes");
+    if (res.status == 404) return Error(res, 404, errc::kNotFound, "no such endpoint");
+    Error(res, res.status, "E_HTTP", "HTTP " + std::to_string(res.status));
   });
 
   if (o.port == 0) {

@@ -6,6 +6,11 @@
 //                             "scope": "once"|"always", "comment", "args_hash"}
 //   GET  /v1/audit            auditor, admin: get_audit_log, the filters of
 //                             `tollgate audit query`, paginated by cursor
+//   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
+//   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
+//   POST /v1/replay/sessions/{id}/what-if  auditor, admin: body = candidate policy
+//   POST /v1/replay/what-if?agent=A        the same over an agent's sessions
+//                             (since=, until=); replay's org= as audit's
 //
 // Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h): none
 // or an unknown one is 401, a role that may not do it is 403. Tenancy: a
@@ -32,6 +37,9 @@
 #include "core/kafka_bus.h"
 
 namespace tollgate {
+
+// Request bodies over this are refused with 413 (E_BODY_TOO_LARGE).
+inline constexpr size_t kMaxApiBodyBytes = 1 << 20;
 
 struct ApiOptions {
   std::string host = "127.0.0.1";

@@ -211,8 +211,9 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
       auto r1 = Clock::now();
       if (!s.ok()) return Fail(s);
 
-      // Re-decision as the CLI runs it: one thread reads and decodes, the
-      // fold runs on this one as chunks arrive.
+      // Re-decision as the CLI and the HTTP API run it (replay::RedecideTarget's
+      // steps, written out to time the fold): one thread reads and decodes,
+      // the fold runs on this one as chunks arrive.
       auto t2 = Clock::now();
       replay::Redecider fold(target, {});
       double fold_s = 0;

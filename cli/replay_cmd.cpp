@@ -1,18 +1,15 @@
 // `tollgate replay`: a session's timeline, its re-decision (--verify), and
 // what-if under a candidate policy (--policy), for one session or an
-// agent's sessions in a time range. The work is replay/'s; this file reads
-// the log (as a RocksDB secondary, like `audit`, so it works while `up` is
-// writing) and prints.
+// agent's sessions in a time range. The work is replay/'s (from_log.h, which
+// the HTTP API runs too); this file opens the log (as a RocksDB secondary,
+// like `audit`, so it works while `up` is writing) and prints.
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
 #include "decide/policy_engine.h"
-#include "replay/chain_check.h"
-#include "replay/log_source.h"
-#include "replay/redecide.h"
-#include "replay/timeline.h"
+#include "replay/from_log.h"
 
 namespace tollgate::cli {
 namespace {
@@ -24,6 +21,7 @@ struct ReplayFlags {
   bool verify = false;
   std::string policy;
   std::string agent, since, until;
+  std::string org;
 };
 
 int Fail(const Status& s) {
@@ -40,11 +38,22 @@ Status OpenLog(const std::string& data, std::unique_ptr<LogStore>* store) {
   return s;
 }
 
+replay::Target TargetOf(const ReplayFlags& f) {
+  replay::Target target;
+  target.session_id = f.session;
+  target.org_id = f.org;
+  if (f.session.empty()) {
+    target.agent_id = f.agent;
+    if (!f.since.empty()) target.since_us = ParseTimeFlag("--since", f.since);
+    if (!f.until.empty()) target.until_us = ParseTimeFlag("--until", f.until);
+  }
+  return target;
+}
+
 int RunTimeline(const ReplayFlags& f, const LogStore& store) {
-  std::vector<Event> events;
-  Status s = replay::ReadSession(store, f.session, &events);
+  replay::SessionTimeline t;
+  Status s = replay::ReadTimeline(store, TargetOf(f), &t);
   if (!s.ok()) return Fail(s);
-  replay::SessionTimeline t = replay::BuildTimeline(f.session, std::move(events));
   if (f.json) std::cout << replay::TimelineToJson(t).dump() << "\n";
   else std::cout << replay::FormatTimeline(t);
   return 0;
@@ -54,13 +63,7 @@ int RunTimeline(const ReplayFlags& f, const LogStore& store) {
 // also check the chain over the target's events. Exit 1 when verify finds
 // anything; what-if exits 0 whatever it finds (the changes are the answer).
 int RunRedecide(const ReplayFlags& f, const LogStore& store) {
-  replay::Target target;
-  target.session_id = f.session;
-  if (f.session.empty()) {
-    target.agent_id = f.agent;
-    if (!f.since.empty()) target.since_us = ParseTimeFlag("--since", f.since);
-    if (!f.until.empty()) target.until_us = ParseTimeFlag("--until", f.until);
-  }
+  const replay::Target target = TargetOf(f);
   replay::RedecideOptions options;
   if (!f.policy.empty()) {
     Status s = LoadPolicyFile(f.policy, &options.candidate);
@@ -69,31 +72,21 @@ int RunRedecide(const ReplayFlags& f, const LogStore& store) {
   Json out = Json::object();
   bool clean = true;
   if (f.verify) {
-    // The chain over the target's own events, each checked against its
-    // neighbours in the log (replay/chain_check.h).
-    std::vector<Event> events;
-    Status s = f.session.empty() ? replay::ReadAgent(store, f.agent, target.since_us, target.until_us, &events)
-                                 : replay::ReadSession(store, f.session, &events);
+    replay::ChainReport chain;
+    Status s = replay::CheckTargetChain(store, target, &chain);
     if (!s.ok()) return Fail(s);
-    auto problems = replay::CheckSessionChain(
-        events, [&store](uint64_t seq, replay::ChainLink* l) { return replay::ReadLink(store, seq, l); });
-    Json pj = Json::array();
-    for (const auto& p : problems) pj.push_back({{"seq", p.seq}, {"error", p.status.ToString()}});
-    out["chain"] = {{"events", events.size()}, {"ok", problems.empty()}, {"problems", pj}};
-    clean = problems.empty();
+    out["chain"] = chain.ToJson();
+    clean = chain.ok();
     if (!f.json) {
-      std::cout << "chain: " << events.size() << " events"
-                << (problems.empty() ? ", every hash and both links hold\n" : ", " + std::to_string(problems.size()) + " problem(s):\n");
-      for (const auto& p : problems) std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
+      std::cout << "chain: " << chain.events << " events"
+                << (chain.ok() ? ", every hash and both links hold\n"
+                               : ", " + std::to_string(chain.problems.size()) + " problem(s):\n");
+      for (const auto& p : chain.problems) std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
     }
   }
-  // Folded as it is read (one thread reads, this one folds).
-  replay::Redecider fold(target, options);
-  Status s = replay::StreamDecisionInputs(store, target, [&fold](std::vector<replay::DecisionInput>& chunk) {
-    for (replay::DecisionInput& in : chunk) fold.Fold(in);
-  });
+  replay::RedecideReport report;
+  Status s = replay::RedecideTarget(store, target, options, &report);
   if (!s.ok()) return Fail(s);
-  replay::RedecideReport report = fold.Finish();
   if (f.verify && options.candidate == nullptr) clean = clean && report.clean();
   if (f.json) {
     out[options.candidate ? "what_if" : "verify"] = report.ToJson();
@@ -142,6 +135,7 @@ void AddReplayCommands(CLI::App& app, int* exit_code) {
   r->add_option("--agent", f->agent, "with --policy and no SESSION: every session of this agent");
   r->add_option("--since", f->since, "with --agent: from this time (RFC 3339, inclusive)");
   r->add_option("--until", f->until, "with --agent: before this time (RFC 3339, exclusive)");
+  r->add_option("--org", f->org, "only this org's events (session and agent ids are the clients' own: two orgs may share one)");
   r->callback([f, exit_code] { *exit_code = RunReplay(*f); });
 }
 

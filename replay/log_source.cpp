@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -148,11 +149,12 @@ Status ForRecords(const LogStore& store, const std::vector<uint64_t>& seqs,
 
 }  // namespace
 
-bool Target::Matches(std::string_view session, std::string_view agent, int64_t time_us) const {
-  if (!session_id.empty() && session != session_id) return false;
-  if (!agent_id.empty() && agent != agent_id) return false;
-  if (since_us && time_us < *since_us) return false;
-  if (until_us && time_us >= *until_us) return false;
+bool Target::Matches(const Event& e) const {
+  if (!session_id.empty() && e.session_id != session_id) return false;
+  if (!agent_id.empty() && e.agent_id != agent_id) return false;
+  if (!org_id.empty() && e.org_id != org_id) return false;
+  if (since_us && e.time_us < *since_us) return false;
+  if (until_us && e.time_us >= *until_us) return false;
   return true;
 }
 
@@ -181,7 +183,7 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
     // v points into `body`; decide on the decoded event instead.
     const bool full = e.type == "decision.made" || e.type == "execution.completed" ||
                       e.type == "approval.denied" || e.type == "approval.expired" ||
-                      (e.type == "request.received" && target.Matches(e.session_id, e.agent_id, e.time_us));
+                      (e.type == "request.received" && target.Matches(e));
     if (full) out->push_back({std::move(e), {}});
     return Status::Ok();
   }
@@ -202,7 +204,7 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
   if (received || type == "decision.made") {
     // The envelope from the scan, the data parsed alone: the fold needs
     // no hashes and the writer validated the envelope.
-    const bool is_target = target.Matches(e.session_id, e.agent_id, e.time_us);
+    const bool is_target = target.Matches(e);
     if (received && !is_target) {
       out->pop_back();
       return Status::Ok();
@@ -286,16 +288,19 @@ class RecordCursor {
 // of the orgs' records up to then (ascending).
 Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event>* policies,
                   std::vector<uint64_t>* org_seqs) {
-  // 1. The target's orgs and last seq. A session: its index's ends (keys
-  //    only). An agent: its events' envelopes, for the time range.
+  // 1. The target's orgs and last seq. A session of any org: its index's
+  //    ends (keys only). Otherwise (an agent, or one org's part of a
+  //    session): its events' envelopes, for the time range and the org.
   std::set<std::string> orgs;
   uint64_t max_seq = 0;
   std::vector<uint64_t> seqs;
   const bool by_session = !target.session_id.empty();
-  Status s = by_session ? IndexEnds(store, kBySession, IndexPrefix(target.session_id), &seqs)
-                        : IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
+  const bool ends_suffice = by_session && target.org_id.empty();
+  Status s = ends_suffice ? IndexEnds(store, kBySession, IndexPrefix(target.session_id), &seqs)
+             : by_session ? IndexSeqs(store, kBySession, IndexPrefix(target.session_id), 0, &seqs)
+                          : IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
   if (!s.ok()) return s;
-  if (by_session) {
+  if (ends_suffice) {
     if (!seqs.empty()) {
       Event first;
       s = store.ReadEvent(seqs.front(), &first);
@@ -308,7 +313,7 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
       Event e;
       Status st = LogStore::DecodeEvent(seq, value, &e);
       if (!st.ok()) return st;
-      if (target.Matches(e.session_id, e.agent_id, e.time_us)) {
+      if (target.Matches(e)) {
         orgs.insert(e.org_id);
         max_seq = std::max(max_seq, seq);
       }
@@ -323,12 +328,39 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
   if (!s.ok()) return s;
 
   // 3. The orgs' records (an event has one org: the ranges are disjoint).
-  org_seqs->clear();
-  for (const std::string& org : orgs) {
-    s = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, org_seqs);
+  auto read_org_seqs = [&] {
+    org_seqs->clear();
+    for (const std::string& org : orgs) {
+      Status st = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, org_seqs);
+      if (!st.ok()) return st;
+    }
+    if (orgs.size() > 1) std::sort(org_seqs->begin(), org_seqs->end());
+    return Status::Ok();
+  };
+  s = read_org_seqs();
+  if (!s.ok()) return s;
+
+  // 4. Session ids are the clients' own, so two orgs may share one. A
+  //    session's seqs missing from its first event's org (keys compared,
+  //    nothing read when there are none) name the other orgs, whose
+  //    records are then read too: no request of the session is left out.
+  if (ends_suffice) {
+    std::vector<uint64_t> all, outside;
+    s = IndexSeqs(store, kBySession, IndexPrefix(target.session_id), max_seq, &all);
     if (!s.ok()) return s;
+    std::set_difference(all.begin(), all.end(), org_seqs->begin(), org_seqs->end(), std::back_inserter(outside));
+    if (!outside.empty()) {
+      s = ForRecords(store, outside, [&](uint64_t seq, std::string_view value) {
+        Event e;
+        Status st = LogStore::DecodeEvent(seq, value, &e);
+        if (st.ok()) orgs.insert(e.org_id);
+        return st;
+      });
+      if (!s.ok()) return s;
+      s = read_org_seqs();
+      if (!s.ok()) return s;
+    }
   }
-  if (orgs.size() > 1) std::sort(org_seqs->begin(), org_seqs->end());
   return Status::Ok();
 }
 

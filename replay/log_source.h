@@ -18,12 +18,15 @@
 namespace tollgate::replay {
 
 // Which requests a re-decision is about: those of `session_id`, or of
-// `agent_id` received in [since, until). Empty fields do not filter.
+// `agent_id` received in [since, until), and of `org_id` alone when set
+// (a tenant's view: session and agent ids are the clients' own strings, so
+// two orgs may use the same one). Empty fields do not filter.
 struct Target {
   std::string session_id;
   std::string agent_id;
+  std::string org_id;
   std::optional<int64_t> since_us, until_us;
-  bool Matches(std::string_view session, std::string_view agent, int64_t time_us) const;
+  bool Matches(const Event& e) const;
   static Target Session(std::string id) {
     Target t;
     t.session_id = std::move(id);

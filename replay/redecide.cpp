@@ -114,7 +114,7 @@ void Redecider::Fold(DecisionInput& input) {
     st.last_policy_seq = e.seq;
     return;
   }
-  const bool is_target = st.target.Matches(e.session_id, e.agent_id, e.time_us);
+  const bool is_target = st.target.Matches(e);
   if (e.type == "request.received") {
     if (!is_target) return;
     State::Request& r = st.requests[e.request_id];

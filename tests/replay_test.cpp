@@ -1,6 +1,7 @@
 // replay/: timelines, the session chain check and recordings, on sessions
 // recorded through a real log (RocksDB in a temp dir).
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <rocksdb/db.h>
 
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "api/http_api.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
 #include "audit/log_format.h"
@@ -18,6 +20,7 @@
 #include "replay/canonical_scan.h"
 #include "replay/chain_check.h"
 #include "replay/decision_bytes.h"
+#include "replay/from_log.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
 #include "replay/redecide.h"
@@ -44,7 +47,7 @@ class Recorder {
     e.id = MakeEventId(type, rid, disc);
     e.session_id = session;
     e.agent_id = agent;
-    e.org_id = "org-1";
+    e.org_id = org;
     e.tool = tool;
     e.time_us = t;
     e.data = std::move(data);
@@ -55,7 +58,7 @@ class Recorder {
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   }
   void Received(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t) {
-    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", session},
+    Json req{{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", session},
              {"tool", tool}, {"args", args}};
     Append(Base("request.received", rid, session, tool, t,
                 {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
@@ -83,6 +86,7 @@ class Recorder {
   }
 
   std::string agent = "agent-1";
+  std::string org = "org-1";
 
  private:
   EventLog& log_;
@@ -363,7 +367,7 @@ class DecidingRecorder {
   std::string Call(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t,
                    double actual_cost = 0) {
     rec_.Received(rid, session, tool, args, t);
-    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", rec_.agent}, {"session_id", session},
+    Json req{{"request_id", rid}, {"org_id", rec_.org}, {"agent_id", rec_.agent}, {"session_id", session},
              {"tool", tool}, {"args", args}};
     DecideInput in{&req, t};
     Json d = Decide(decide_under ? bypass_ : policy_, ledger_, in);
@@ -669,7 +673,7 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
                                     e.type == "approval.denied" || e.type == "approval.expired";
                 if (e.type == "policy.updated" ||
                     (e.org_id == "org-1" && (ledger || (e.type == "request.received" &&
-                                                        target.Matches(e.session_id, e.agent_id, e.time_us))))) {
+                                                        target.Matches(e))))) {
                   want.push_back(e.seq);
                 }
                 return true;
@@ -873,8 +877,153 @@ TEST_F(RedecideTest, CliTimelineVerifyAndWhatIf) {
   EXPECT_NE(a.out.find("session s2: 8 decisions, 1 change verdict"), std::string::npos) << a.out;
 
   EXPECT_EQ(Tollgate("replay nope" + data).code, 2);
+  EXPECT_EQ(Tollgate("replay s1 --org org-9" + data).code, 2) << "no event of s1 in that org";
+  CliResult o1 = Tollgate("replay s1 --verify --org org-1" + data);
+  EXPECT_EQ(o1.code, 0) << o1.out;
+  EXPECT_NE(o1.out.find("7 decisions re-decided, 0 differ"), std::string::npos) << o1.out;
   EXPECT_EQ(Tollgate("replay --agent agent-1" + data).code, 2) << "--agent needs --policy or --verify";
   EXPECT_EQ(Tollgate("replay s1 --policy " + dir_.sub("missing.yaml") + data).code, 2);
+}
+
+// The HTTP API runs what `tollgate replay` runs (replay/from_log.h), over
+// the live log, and shows a caller its own org alone: here org-2 uses the
+// same session id as org-1.
+TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg) {
+  dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
+  RecordSession("s1", kT0 + 1000);
+  RecordSession("s2", kT0 + 1'000'000);
+  rec_->org = "org-2";
+  EXPECT_EQ(dec_->Call("o2-r1", "s1", "echo", {{"text", "other org"}}, kT0 + 1'500'000), "allow");
+  rec_->org = "org-1";
+  // The session's first and last events are org-1's: org-2's are inside.
+  EXPECT_EQ(dec_->Call("s1-tail", "s1", "echo", {{"text", "tail"}}, kT0 + 1'600'000), "allow");
+  std::string bypass = kLoggedPolicy;
+  bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  dec_->Bypass(MustLoad(bypass));
+  dec_->Call("s2-late", "s2", "echo", {{"text", "late"}}, kT0 + 2'000'000);
+
+  std::unique_ptr<EmbeddedBroker> broker;
+  ASSERT_TRUE(EmbeddedBroker::Start(1, &broker).ok());
+  ApiOptions o;
+  o.bus.brokers = broker->bootstrap();
+  const std::string tokens = dir_.sub("tokens.json");
+  std::map<std::string, std::string> token;
+  for (const auto& [name, who] : std::vector<std::pair<std::string, Principal>>{
+           {"auditor1", {"aud-1", "org-1", {"auditor"}}},
+           {"auditor2", {"aud-2", "org-2", {"auditor"}}},
+           {"auditor3", {"aud-3", "org-3", {"auditor"}}},
+           {"approver1", {"app-1", "org-1", {"approver"}}},
+           {"admin", {"root", "*", {"admin"}}}}) {
+    ASSERT_TRUE(AddToken(tokens, who, &token[name]).ok());
+  }
+  ASSERT_TRUE(TokenStore::Load(tokens, &o.tokens).ok());
+  std::unique_ptr<ApiServer> api;
+  ASSERT_TRUE(ApiServer::Start(std::move(o), log_->store(), &api).ok());
+  httplib::Client http("127.0.0.1", api->port());
+  auto as = [&](const std::string& who) { return httplib::Headers{{"Authorization", "Bearer " + token[who]}}; };
+  auto code_of = [](const httplib::Result& r) { return Json::parse(r->body)["error"].value("code", ""); };
+  auto request_ids = [](const Json& timeline) {
+    std::set<std::string> ids;
+    for (const auto& r : timeline["requests"]) ids.insert(r["request_id"].get<std::string>());
+    return ids;
+  };
+
+  // The timeline: each org sees its own requests of "s1".
+  auto t1 = http.Get("/v1/replay/sessions/s1", as("auditor1"));
+  ASSERT_TRUE(t1);
+  ASSERT_EQ(t1->status, 200) << t1->body;
+  const std::set<std::string> mine = request_ids(Json::parse(t1->body)["timeline"]);
+  EXPECT_EQ(mine.size(), 8u);
+  EXPECT_EQ(mine.count("o2-r1"), 0u) << "another org's request of the same session id";
+  auto t2 = http.Get("/v1/replay/sessions/s1", as("auditor2"));
+  ASSERT_EQ(t2->status, 200) << t2->body;
+  EXPECT_EQ(request_ids(Json::parse(t2->body)["timeline"]), std::set<std::string>{"o2-r1"});
+  auto all = http.Get("/v1/replay/sessions/s1", as("admin"));
+  ASSERT_EQ(all->status, 200) << all->body;
+  EXPECT_EQ(request_ids(Json::parse(all->body)["timeline"]).size(), 9u);
+  auto admin_verify = http.Get("/v1/replay/sessions/s1/verify", as("admin"));
+  ASSERT_EQ(admin_verify->status, 200) << admin_verify->body;
+  EXPECT_EQ(Json::parse(admin_verify->body)["verify"]["decisions"], 9) << "both orgs' requests of the session";
+  EXPECT_TRUE(Json::parse(admin_verify->body)["clean"]) << admin_verify->body;
+  auto admin_org2 = http.Get("/v1/replay/sessions/s1?org=org-2", as("admin"));
+  EXPECT_EQ(request_ids(Json::parse(admin_org2->body)["timeline"]), std::set<std::string>{"o2-r1"});
+
+  // Refusals: another org named, a role without audit, no token, a session
+  // that does not exist or not in the caller's org (not disclosed).
+  auto cross = http.Get("/v1/replay/sessions/s1?org=org-2", as("auditor1"));
+  EXPECT_EQ(cross->status, 403);
+  EXPECT_EQ(code_of(cross), "E_FORBIDDEN");
+  EXPECT_EQ(http.Get("/v1/replay/sessions/s1", as("approver1"))->status, 403);
+  EXPECT_EQ(http.Get("/v1/replay/sessions/s1")->status, 401);
+  auto nope = http.Get("/v1/replay/sessions/nope", as("auditor1"));
+  EXPECT_EQ(nope->status, 404);
+  EXPECT_EQ(code_of(nope), "E_NOT_FOUND");
+  auto elsewhere = http.Get("/v1/replay/sessions/s1", as("auditor3"));
+  EXPECT_EQ(elsewhere->status, 404);
+  EXPECT_EQ(http.Get("/v1/replay/sessions/s1/verify", as("auditor3"))->status, 404);
+
+  // Verify: the chain over the org's events of the session and every
+  // decision re-made; s2's last decision was made behind the log's back.
+  auto v1 = http.Get("/v1/replay/sessions/s1/verify", as("auditor1"));
+  ASSERT_EQ(v1->status, 200) << v1->body;
+  Json vj = Json::parse(v1->body);
+  EXPECT_TRUE(vj["clean"]) << v1->body;
+  EXPECT_TRUE(vj["chain"]["ok"]);
+  std::vector<Event> org1_s1;
+  Target s1_org1 = Target::Session("s1");
+  s1_org1.org_id = "org-1";
+  ASSERT_TRUE(ReadTargetEvents(log_->store(), s1_org1, &org1_s1).ok());
+  EXPECT_EQ(vj["chain"]["events"], org1_s1.size());
+  EXPECT_EQ(vj["verify"]["decisions"], 8);
+  EXPECT_EQ(vj["verify"]["changed"], 0);
+  auto v_org2 = http.Get("/v1/replay/sessions/s1/verify", as("auditor2"));
+  ASSERT_EQ(v_org2->status, 200) << v_org2->body;
+  EXPECT_EQ(Json::parse(v_org2->body)["verify"]["decisions"], 1);
+  auto v2 = http.Get("/v1/replay/sessions/s2/verify", as("auditor1"));
+  ASSERT_EQ(v2->status, 200) << v2->body;
+  Json v2j = Json::parse(v2->body);
+  EXPECT_FALSE(v2j["clean"]);
+  ASSERT_EQ(v2j["verify"]["changes"].size(), 1u) << v2->body;
+  EXPECT_EQ(v2j["verify"]["changes"][0]["request_id"], "s2-late");
+
+  // What-if: the candidate policy is the body.
+  auto w = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), bypass, "application/yaml");
+  ASSERT_EQ(w->status, 200) << w->body;
+  Json wj = Json::parse(w->body)["what_if"];
+  EXPECT_EQ(wj["transitions"]["allow→deny"], 2) << w->body;
+  EXPECT_EQ(wj["changes"][0]["request_id"], "s1-echo");
+  EXPECT_EQ(wj["changes"][1]["request_id"], "s1-tail");
+  auto wa = http.Post("/v1/replay/what-if?agent=agent-1", as("auditor1"), bypass, "application/yaml");
+  ASSERT_EQ(wa->status, 200) << wa->body;
+  Json waj = Json::parse(wa->body)["what_if"];
+  EXPECT_EQ(waj["sessions"]["s1"]["decisions"], 8) << wa->body;
+  EXPECT_EQ(waj["sessions"]["s2"]["decisions"], 8) << wa->body;
+  EXPECT_EQ(waj["sessions"]["s1"]["changed"], 2);
+  auto since = http.Post("/v1/replay/what-if?agent=agent-1&since=" +
+                             httplib::detail::encode_query_param(FormatTime(kT0 + 900'000)),
+                         as("auditor1"), bypass, "application/yaml");
+  ASSERT_EQ(since->status, 200) << since->body;
+  Json since_j = Json::parse(since->body)["what_if"]["sessions"];
+  EXPECT_EQ(since_j["s1"]["decisions"], 1) << "only s1-tail is after since: " << since->body;
+  EXPECT_EQ(since_j["s2"]["decisions"], 8);
+  auto bad_policy = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), "rules: [", "application/yaml");
+  EXPECT_EQ(bad_policy->status, 400);
+  EXPECT_EQ(code_of(bad_policy), "E_POLICY_INVALID");
+  auto no_policy = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), "", "application/yaml");
+  EXPECT_EQ(no_policy->status, 400);
+  EXPECT_EQ(http.Post("/v1/replay/what-if", as("auditor1"), bypass, "application/yaml")->status, 400)
+      << "no agent";
+  EXPECT_EQ(http.Post("/v1/replay/what-if?agent=agent-1&since=yesterday", as("auditor1"), bypass,
+                      "application/yaml")->status,
+            400);
+  auto huge = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), std::string(kMaxApiBodyBytes + 1, '#'),
+                        "application/yaml");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_EQ(code_of(huge), "E_BODY_TOO_LARGE");
+  auto unknown = http.Get("/v1/replay/nothing-here", as("auditor1"));
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_EQ(code_of(unknown), "E_NOT_FOUND");
 }
 
 // The canonical scan: what it accepts parses, and the subset it cuts is the
