@@ -191,7 +191,9 @@ TEST(Reconcile, RedrivesEachUnfinishedStepAndEndsWhatItCannot) {
   EXPECT_EQ(plan->message.topic, "tollgate.decide");
   EXPECT_FALSE(plan->event);
 
-  DecideStage decide{DecideConfig{topics}};
+  DecideConfig decide_config;
+  decide_config.topics = topics;
+  DecideStage decide{decide_config};
   PolicyPtr policy;
   ASSERT_TRUE(LoadPolicyFile(TOLLGATE_SOURCE_DIR "/config/default-policy.yaml", &policy).ok());
   decide.UsePolicy(policy);
@@ -202,7 +204,9 @@ TEST(Reconcile, RedrivesEachUnfinishedStepAndEndsWhatItCannot) {
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->message.topic, "tollgate.execute");
 
-  ExecuteStage execute{ExecuteConfig{topics}};
+  ExecuteConfig execute_config;
+  execute_config.topics = topics;
+  ExecuteStage execute{execute_config};
   log.Append(execute.Process(plan->message, {3, "i/e/0/1"}, log));
   log.EventsOfRequest("p1", &ev);
   EXPECT_FALSE(PlanRedrive(ev, topics, 5)) << "finished requests are left alone";
