@@ -302,7 +302,10 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     bool always = true;
     for (const Event* g : after.grants) always = always && g->data.value("scope", "") == "always";
     if (always) {
-      std::string invocation = after.decision->data.value("invocation", "");
+      // A file tool's rule pins its path (decision.subject); other tools'
+      // their whole invocation.
+      std::string invocation = after.decision->data.value("subject", "");
+      if (invocation.empty()) invocation = after.decision->data.value("invocation", "");
       if (invocation.empty()) invocation = e.tool;
       const Event& about = after.received ? *after.received : *after.approval_requested;
       Event rule = AllowAlwaysEvent(about, invocation, approver, ctx.now_us);

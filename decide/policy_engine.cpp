@@ -863,6 +863,7 @@ void Decision::Clear() {
   received_at.clear();
   budgets.clear();
   invocation.clear();
+  subject.clear();
   read_only = false;
   checks.clear();
   quorum = 1;
@@ -879,6 +880,7 @@ Json Decision::ToJson() const {
             {"policy_version", policy_version},
             {"invocation", invocation},
             {"read_only", read_only}};
+  if (!subject.empty()) j["subject"] = subject;
   if (!error_code.empty()) j["error_code"] = error_code;
   if (has_reservation) {
     j["reservation"] = {{"usd", static_cast<double>(reserve_micros) / 1e6},
@@ -1130,6 +1132,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
       // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
       f.file_path = Compiler::NormPath(p);
       f.subject2 = *f.tool + ":" + f.file_path;
+      d->subject = f.subject2;
     }
   }
   d->danger = spec.danger;

@@ -279,6 +279,10 @@ struct Decision {
   std::string received_at;             // RFC 3339, in the reservation
   std::vector<std::string> budgets;    // names of the budgets that apply
   std::string invocation;
+  // File tools: "TOOL:PATH" (the path normalised), the second string deny
+  // and allow globs match; empty for other tools. What an "allow always"
+  // approval pins, so that it allows that path and no other.
+  std::string subject;
   bool read_only = false;
   std::vector<DecisionCheck> checks;
   // When verdict is ask.

@@ -286,6 +286,19 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAski
   submit("r-other-agent", "agent-2");
   ASSERT_TRUE(WaitFor([&] { return Has("r-other-agent", "approval.requested"); }))
       << "the rule is agent-1's alone";
+
+  // The rule pins the path the approver saw: agent-1 writing another file
+  // is asked again.
+  const std::string subject = asked[0].data.value("subject", "");
+  EXPECT_EQ(subject.rfind("write_file:", 0), 0u) << asked[0].data.dump();
+  EXPECT_NE(subject.find("notes/today.txt"), std::string::npos) << subject;
+  EXPECT_EQ(Typed("r-first", "policy.updated")[0].data["allow"], Json::array({subject}));
+  auto other = Json{{"request_id", "r-other-file"}, {"org_id", "org-1"}, {"agent_id", "agent-1"},
+                    {"session_id", "s-always"}, {"tool", "write_file"},
+                    {"args", {{"path", "notes/other.txt"}, {"content", "hello"}}}};
+  Publish(bus_.topics.requests(), other, other);
+  ASSERT_TRUE(WaitFor([&] { return Has("r-other-file", "approval.requested"); }))
+      << "an always for notes/today.txt allowed another file";
 }
 
 TEST_F(ApprovalsPipelineTest, ARestartKeepsPendingApprovalsAndTheirDeadlines) {

@@ -273,6 +273,20 @@ TEST_F(ApproveTest, AllowAlwaysWritesTheContractsPolicyUpdated) {
   EXPECT_EQ(EscapeGlob("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
 }
 
+// A file tool's invocation names the tool alone: the rule pins the
+// decision's subject (the tool and its normalised path) instead.
+TEST_F(ApproveTest, AllowAlwaysForAFileToolPinsItsPath) {
+  AskSpec spec;
+  spec.tool = "write_file";
+  spec.args = {{"path", "notes/[draft]*.txt"}, {"content", "x"}};
+  spec.subject = "write_file:notes/[draft]*.txt";
+  const std::string hash = Hold(spec);
+  StageResult r = Respond(Response("r1", "approve", "alice", hash, "always"));
+  ASSERT_EQ(r.events.size(), 2u);
+  EXPECT_EQ(r.events[1].type, "policy.updated");
+  EXPECT_EQ(r.events[1].data["allow"], Json::array({"write_file:notes/\\[draft\\]\\*.txt"}));
+}
+
 TEST_F(ApproveTest, AlwaysNeedsTheWholeQuorumToSayAlways) {
   AskSpec spec;
   spec.quorum = 2;

@@ -27,6 +27,7 @@ struct AskSpec {
   std::vector<std::string> approvers;  // empty: any approver of the org
   int timeout_s = 900;
   std::string invocation;              // default "builtin:<tool>"
+  std::string subject;                 // file tools: "TOOL:PATH"; none when empty
   bool notify = false;                 // the decision's notify flag
 };
 
@@ -66,6 +67,7 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
                 {"read_only", true},
                 {"approval", {{"quorum", s.quorum}, {"approvers", s.approvers}, {"timeout_s", s.timeout_s}}}};
   if (s.notify) decision["notify"] = Json::array({"*:*"});  // as decide lists matched notify patterns
+  if (!s.subject.empty()) decision["subject"] = s.subject;
   a.events.push_back(make("decision.made", decided_us, decision));
   a.flow = Flow{request, received_at, args_hash, decision};
   return a;
