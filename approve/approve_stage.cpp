@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "audit/approvals.h"
+#include "core/messages.h"
 #include "core/schema.h"
 #include "core/sha256.h"
 
@@ -301,10 +302,14 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   if (after.approval_settled && after.approval_settled->id == e.id && e.type == "approval.granted") {
     bool always = true;
     for (const Event* g : after.grants) always = always && g->data.value("scope", "") == "always";
+    // A file tool's rule pins its path (decision.subject); other tools'
+    // their whole invocation. A file tool's decision with no subject (made
+    // before decide recorded one, or a call with no path) gets no rule: the
+    // grant counts once rather than for every path of the tool.
+    const std::string subject = after.decision->data.value("subject", "");
+    if (always && IsFileTool(e.tool) && subject.empty()) always = false;
     if (always) {
-      // A file tool's rule pins its path (decision.subject); other tools'
-      // their whole invocation.
-      std::string invocation = after.decision->data.value("subject", "");
+      std::string invocation = subject;
       if (invocation.empty()) invocation = after.decision->data.value("invocation", "");
       if (invocation.empty()) invocation = e.tool;
       const Event& about = after.received ? *after.received : *after.approval_requested;

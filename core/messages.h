@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/canonical_json.h"
 #include "core/event.h"
@@ -34,6 +35,14 @@ inline constexpr const char* kHeaderTraceId = "trace_id";
 // Set by the stage runner on every output of a message: the StageContext
 // source of the input it was made from (which stage input, where).
 inline constexpr const char* kHeaderSource = "tollgate_source";
+
+// The built-in tools that act on one workspace path (args.path, or
+// args.directory): decide also matches their globs against "TOOL:PATH",
+// and an "allow always" for one of them pins that path.
+inline bool IsFileTool(std::string_view tool) {
+  return tool == "read_file" || tool == "write_file" || tool == "list_directory" || tool == "file_exists" ||
+         tool == "delete_file" || tool == "search_files";
+}
 
 // ToolResult: {success, data, error: {code, message, recoverable} | null, meta: {duration_ms, ...}}.
 Json ToolResultOk(Json data, double duration_ms);

@@ -77,10 +77,6 @@ const BuiltinSpec* FindBuiltin(std::string_view tool) {
   }
   return nullptr;
 }
-bool IsFileTool(std::string_view t) {
-  return t == "read_file" || t == "write_file" || t == "list_directory" || t == "file_exists" ||
-         t == "delete_file" || t == "search_files";
-}
 bool IsReadOnlyMethod(std::string_view m) { return m == "GET" || m == "HEAD" || m == "OPTIONS"; }
 }  // namespace
 
@@ -216,8 +212,19 @@ Json YamlScalar(const YAML::Node& n) {
   return v;
 }
 
-Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMap* lines, int depth) {
+// More values than any real policy has: YAML aliases can make a few
+// hundred bytes expand to billions of values, and a policy also arrives
+// from the HTTP API (a what-if's candidate).
+constexpr size_t kMaxPolicyValues = 200'000;
+
+Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMap* lines, int depth,
+                  size_t* values) {
   if (depth > 64) return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": nested too deeply");
+  if (++*values > kMaxPolicyValues) {
+    return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": more than " +
+                                                   std::to_string(kMaxPolicyValues) +
+                                                   " values (aliases expanding?)");
+  }
   (*lines)[ptr] = n.Mark().line + 1;
   switch (n.Type()) {
     case YAML::NodeType::Undefined:
@@ -232,7 +239,7 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
       size_t i = 0;
       for (const auto& item : n) {
         Json v;
-        Status s = YamlToJson(item, ptr + "/" + std::to_string(i++), &v, lines, depth + 1);
+        Status s = YamlToJson(item, ptr + "/" + std::to_string(i++), &v, lines, depth + 1, values);
         if (!s.ok()) return s;
         out->push_back(std::move(v));
       }
@@ -251,7 +258,7 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
                                                          ": duplicate key '" + key + "'");
         }
         Json v;
-        Status s = YamlToJson(kv.second, ptr + "/" + PointerToken(key), &v, lines, depth + 1);
+        Status s = YamlToJson(kv.second, ptr + "/" + PointerToken(key), &v, lines, depth + 1, values);
         if (!s.ok()) return s;
         (*out)[key] = std::move(v);
       }
@@ -611,7 +618,8 @@ Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPt
   }
   Json doc;
   LineMap lines;
-  Status s = YamlToJson(root, "", &doc, &lines, 0);
+  size_t values = 0;
+  Status s = YamlToJson(root, "", &doc, &lines, 0, &values);
   if (!s.ok()) return s;
   if (doc.is_null()) doc = Json::object();  // an empty file: every default
   return PolicyLoader::Load(doc, source, &lines, out);

@@ -287,6 +287,22 @@ TEST_F(ApproveTest, AllowAlwaysForAFileToolPinsItsPath) {
   EXPECT_EQ(r.events[1].data["allow"], Json::array({"write_file:notes/\\[draft\\]\\*.txt"}));
 }
 
+// A file tool's decision without a subject (from before decide recorded
+// one, or a call with no path) would only give a rule for every path of
+// the tool: the grant counts once instead.
+TEST_F(ApproveTest, AllowAlwaysForAFileToolWithoutASubjectAddsNoRule) {
+  AskSpec spec;
+  spec.tool = "delete_file";
+  spec.args = {{"path", "old.log"}};
+  const std::string hash = Hold(spec);
+  StageResult r = Respond(Response("r1", "approve", "alice", hash, "always"));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.granted");
+  EXPECT_TRUE(log_.Of("policy.updated").empty());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].message.topic, topics_.execute()) << "the call itself is granted";
+}
+
 TEST_F(ApproveTest, AlwaysNeedsTheWholeQuorumToSayAlways) {
   AskSpec spec;
   spec.quorum = 2;

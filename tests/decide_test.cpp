@@ -126,6 +126,27 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
   }
 }
 
+// A few hundred bytes of aliases that would expand to 10^8 values are
+// refused, not expanded: a candidate policy also comes over HTTP.
+TEST(PolicyLoad, AliasesThatExpandPastTheValueLimitAreRefused) {
+  std::string yaml = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 7; ++i) {
+    const std::string prev = "*a" + std::to_string(i - 1);
+    yaml += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + prev;
+    for (int k = 1; k < 10; ++k) yaml += ", " + prev;
+    yaml += "]\n";
+  }
+  PolicyPtr p;
+  Status s = LoadPolicyYaml(yaml, "bomb.yaml", &p);
+  EXPECT_EQ(s.code(), "E_POLICY_INVALID");
+  EXPECT_NE(s.message().find("200000 values"), std::string::npos) << s.message();
+  EXPECT_EQ(p, nullptr);
+  // Aliases within the limit still load (then fail the schema, as this
+  // document has no policy keys).
+  s = LoadPolicyYaml("a: &a [x, y]\nb: *a\n", "small.yaml", &p);
+  EXPECT_EQ(s.message().find("values"), std::string::npos) << s.message();
+}
+
 TEST(PolicyLoad, EmptyFileIsEveryDefaultAndHashIsOfTheContentNotTheText) {
   PolicyPtr a = MustLoad("");
   ASSERT_NE(a, nullptr);
@@ -407,6 +428,12 @@ TEST(Decision, RecordsInvocationReadOnlyChecksAndVersion) {
   EXPECT_EQ(Decide(pif, BudgetLedger(), DecideInput{&req, kT0})["invocation"], "bash:git status -s");
   req = Req("x", "cli:deploy", Json::object());
   EXPECT_EQ(Decide(pif, BudgetLedger(), DecideInput{&req, kT0})["invocation"], "cli:deploy");
+  EXPECT_FALSE(Decide(pif, BudgetLedger(), DecideInput{&req, kT0}).contains("subject"));
+  // File tools: the second subject, the path normalised.
+  req = Req("x", "read_file", {{"path", "notes//a/../b.txt"}});
+  Json f = Decide(pif, BudgetLedger(), DecideInput{&req, kT0});
+  EXPECT_EQ(f["invocation"], "builtin:read_file");
+  EXPECT_EQ(f["subject"], "read_file:notes/b.txt");
 }
 
 TEST(Decision, NoPolicyDeniesWithENoPolicy) {
