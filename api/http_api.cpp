@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <optional>
 #include <thread>
 
@@ -33,6 +34,7 @@ bool ParseListen(const std::string& text, std::string* host, int* port) {
 struct ApiServer::Impl {
   ApiOptions options;
   const LogStore* store = nullptr;
+  std::atomic<int> replays{0};  // replay requests being computed
   std::unique_ptr<Producer> producer;
   std::mutex producer_mu;
   httplib::Server server;
@@ -87,10 +89,10 @@ std::string Param(const httplib::Request& req, const char* key) {
   return req.has_param(key) ? req.get_param_value(key) : "";
 }
 
-// The org a replay reads: a caller bound to one org reads that org (naming
-// another is 403); an admin, or a token for every org ("*"), reads the org
-// it names, or every org.
-bool ReplayOrg(const httplib::Request& req, httplib::Response& res, const Principal& who, std::string* org) {
+// The org= a caller may read: a caller bound to one org reads that org
+// (naming another is 403); an admin, or a token for every org ("*"), reads
+// the org it names, or every org ("").
+bool ScopedOrg(const httplib::Request& req, httplib::Response& res, const Principal& who, std::string* org) {
   *org = Param(req, "org");
   if (who.admin() || who.org_id == "*") return true;
   if (!org->empty() && *org != who.org_id) {
@@ -117,6 +119,24 @@ bool TimeRange(const httplib::Request& req, httplib::Response& res, std::optiona
   }
   return true;
 }
+
+// Holds one of the server's max_concurrent_replays slots while a replay is
+// computed (each reads the log on a thread of its own and holds a worker
+// thread), so replays cannot starve approvals; ok() false after answering
+// 503.
+class ReplaySlot {
+ public:
+  ReplaySlot(std::atomic<int>& running, int max, httplib::Response& res) : running_(running) {
+    ok_ = running_.fetch_add(1) < max;
+    if (!ok_) Error(res, 503, "E_BUSY", "as many replays as allowed are running; retry shortly");
+  }
+  ~ReplaySlot() { running_.fetch_sub(1); }
+  bool ok() const { return ok_; }
+
+ private:
+  std::atomic<int>& running_;
+  bool ok_;
+};
 
 // The candidate policy of a what-if: the request body, YAML (or JSON).
 bool CandidatePolicy(const httplib::Request& req, httplib::Response& res, PolicyPtr* out) {
@@ -155,13 +175,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Get("/v1/approvals", [im, &o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
     if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
-    PendingFilter f{Param(req, "org"), Param(req, "agent")};
-    if (!who.admin()) {
-      if (!f.org_id.empty() && f.org_id != who.org_id) {
-        return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not read org '" + f.org_id + "'");
-      }
-      f.org_id = who.org_id;
-    }
+    PendingFilter f{"", Param(req, "agent")};
+    if (!ScopedOrg(req, res, who, &f.org_id)) return;
     std::vector<PendingApproval> pending;
     Status st = ListPendingApprovals(*im->store, f, &pending);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
@@ -296,7 +311,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
     replay::Target t;
     t.session_id = req.matches[1];
-    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    if (!ScopedOrg(req, res, who, &t.org_id)) return;
+    ReplaySlot slot(im->replays, o.max_concurrent_replays, res);
+    if (!slot.ok()) return;
     replay::SessionTimeline timeline;
     Status st = replay::ReadTimeline(*im->store, t, &timeline);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
@@ -308,7 +325,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
     replay::Target t;
     t.session_id = req.matches[1];
-    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    if (!ScopedOrg(req, res, who, &t.org_id)) return;
+    ReplaySlot slot(im->replays, o.max_concurrent_replays, res);
+    if (!slot.ok()) return;
     replay::ChainReport chain;
     Status st = replay::CheckTargetChain(*im->store, t, &chain);
     replay::RedecideReport report;
@@ -318,6 +337,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   });
 
   auto what_if = [im](replay::Target t, const httplib::Request& req, httplib::Response& res) {
+    ReplaySlot slot(im->replays, im->options.max_concurrent_replays, res);
+    if (!slot.ok()) return;
     replay::RedecideOptions options;
     if (!CandidatePolicy(req, res, &options.candidate)) return;
     replay::RedecideReport report;
@@ -330,7 +351,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
     replay::Target t;
     t.session_id = req.matches[1];
-    if (!ReplayOrg(req, res, who, &t.org_id)) return;
+    if (!ScopedOrg(req, res, who, &t.org_id)) return;
     what_if(std::move(t), req, res);
   });
   svr.Post("/v1/replay/what-if", [&o, what_if](const httplib::Request& req, httplib::Response& res) {
@@ -339,7 +360,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     replay::Target t;
     t.agent_id = Param(req, "agent");
     if (t.agent_id.empty()) return Error(res, 400, errc::kInvalidQuery, "agent= is required (or replay one session)");
-    if (!ReplayOrg(req, res, who, &t.org_id) || !TimeRange(req, res, &t.since_us, &t.until_us)) return;
+    if (!ScopedOrg(req, res, who, &t.org_id) || !TimeRange(req, res, &t.since_us, &t.until_us)) return;
     what_if(std::move(t), req, res);
   });
 

@@ -10,7 +10,8 @@
 //   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
 //   POST /v1/replay/sessions/{id}/what-if  auditor, admin: body = candidate policy
 //   POST /v1/replay/what-if?agent=A        the same over an agent's sessions
-//                             (since=, until=); replay's org= as audit's
+//                             (since=, until=); replay's org= as audit's;
+//                             at most max_concurrent_replays at once (503)
 //
 // Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h): none
 // or an unknown one is 401, a role that may not do it is 403. Tenancy: a
@@ -47,6 +48,9 @@ struct ApiOptions {
   TokenStore tokens;
   BusConfig bus;  // where approval responses are published
   std::chrono::milliseconds outcome_wait{5000};
+  // Replays computed at once; more are refused with 503 E_BUSY (each holds
+  // one of the server's worker threads and reads the log on another).
+  int max_concurrent_replays = 2;
 };
 
 class ApiServer {

@@ -4,22 +4,6 @@
 
 namespace tollgate::replay {
 
-Status ReadTargetEvents(const LogStore& store, const Target& target, std::vector<Event>* out) {
-  out->clear();
-  Status s = !target.session_id.empty() ? ReadSession(store, target.session_id, out)
-                                        : ReadAgent(store, target.agent_id, target.since_us, target.until_us, out);
-  if (!s.ok()) return s;
-  if (target.org_id.empty()) return Status::Ok();
-  std::vector<Event> kept;
-  for (Event& e : *out) {
-    if (target.Matches(e)) kept.push_back(std::move(e));
-  }
-  *out = std::move(kept);
-  // Another org's events are as absent as none at all.
-  if (out->empty()) return Status::Error(errc::kNotFound, "no event of this target in org '" + target.org_id + "'");
-  return Status::Ok();
-}
-
 Status ReadTimeline(const LogStore& store, const Target& target, SessionTimeline* out) {
   if (target.session_id.empty()) return Status::Error(errc::kInvalidQuery, "a timeline needs a session id");
   std::vector<Event> events;

@@ -18,11 +18,6 @@
 
 namespace tollgate::replay {
 
-// The target's events in seq order (prev_hash and hash filled in): a
-// session's, or an agent's in the time range; of target.org_id alone when
-// set. E_NOT_FOUND when there is none.
-Status ReadTargetEvents(const LogStore& store, const Target& target, std::vector<Event>* out);
-
 // The timeline of target.session_id (of target.org_id's events alone when
 // set). E_NOT_FOUND when the session has no event there.
 Status ReadTimeline(const LogStore& store, const Target& target, SessionTimeline* out);

@@ -288,9 +288,10 @@ class RecordCursor {
 // of the orgs' records up to then (ascending).
 Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event>* policies,
                   std::vector<uint64_t>* org_seqs) {
-  // 1. The target's orgs and last seq. A session of any org: its index's
-  //    ends (keys only). Otherwise (an agent, or one org's part of a
-  //    session): its events' envelopes, for the time range and the org.
+  // 1. The target's orgs and last seq. A session of any org: its first
+  //    event's org and its index's last seq (step 4 finds its other orgs).
+  //    Otherwise (an agent, or one org's part of a session): its events'
+  //    envelopes, for the time range and the org.
   std::set<std::string> orgs;
   uint64_t max_seq = 0;
   std::vector<uint64_t> seqs;
@@ -489,6 +490,25 @@ Status ReadSession(const LogStore& store, const std::string& session_id, std::ve
   q.session_id = session_id;
   Status s = QueryAll(store, q, out);
   if (s.ok() && out->empty()) return Status::Error(errc::kNotFound, "no event of session '" + session_id + "'");
+  return s;
+}
+
+Status ReadTargetEvents(const LogStore& store, const Target& target, std::vector<Event>* out) {
+  out->clear();
+  AuditQuery q;
+  q.session_id = target.session_id;
+  if (target.session_id.empty()) {
+    q.agent_id = target.agent_id;
+    q.since_us = target.since_us;
+    q.until_us = target.until_us;
+  }
+  q.org_id = target.org_id;
+  Status s = QueryAll(store, q, out);
+  if (s.ok() && out->empty()) {
+    return Status::Error(errc::kNotFound, target.session_id.empty()
+                                              ? "no event of agent '" + target.agent_id + "' in that range"
+                                              : "no event of session '" + target.session_id + "'");
+  }
   return s;
 }
 

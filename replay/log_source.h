@@ -38,6 +38,12 @@ struct Target {
 // E_NOT_FOUND when the session has no event.
 Status ReadSession(const LogStore& store, const std::string& session_id, std::vector<Event>* out);
 
+// Every event of the target (its session, or its agent in the time range),
+// of target.org_id alone when set, in seq order (prev_hash and hash filled
+// in). E_NOT_FOUND when there is none, with the same message whether the
+// id is unused or used by other orgs only: a tenant learns nothing of them.
+Status ReadTargetEvents(const LogStore& store, const Target& target, std::vector<Event>* out);
+
 // Every event of `agent_id` with since <= time < until, in seq order.
 Status ReadAgent(const LogStore& store, const std::string& agent_id, std::optional<int64_t> since_us,
                  std::optional<int64_t> until_us, std::vector<Event>* out);
