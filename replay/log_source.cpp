@@ -101,24 +101,6 @@ Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64
   return Status::Ok();
 }
 
-// The first and last seq of the index range `prefix` (one seq when they
-// are the same, none when it is empty): its ends sought, not walked.
-Status IndexEnds(const LogStore& store, Cf cf, const std::string& prefix, std::vector<uint64_t>* out) {
-  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(cf)));
-  for (int end = 0; end < 2; ++end) {
-    if (end == 0) it->Seek(prefix);
-    else it->SeekForPrev(prefix + std::string(8, '\xff'));
-    if (!it->Valid() || !it->key().starts_with(prefix)) break;
-    uint64_t seq;
-    if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
-      return Status::Error(errc::kLogCorrupt, std::string("malformed ") + CfName(cf) + " entry");
-    }
-    if (end == 0 || seq != out->back()) out->push_back(seq);
-  }
-  if (!it->status().ok()) return FromRocks(it->status(), std::string("reading ") + CfName(cf) + " failed");
-  return Status::Ok();
-}
-
 // Reads the records at `seqs` in chunks (one MultiGet each) and hands each
 // one's seq and value to `visit`.
 Status ForRecords(const LogStore& store, const std::vector<uint64_t>& seqs,
@@ -288,28 +270,69 @@ class RecordCursor {
 // of the orgs' records up to then (ascending).
 Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event>* policies,
                   std::vector<uint64_t>* org_seqs) {
-  // 1. The target's orgs and last seq. A session of any org: its first
-  //    event's org and its index's last seq (step 4 finds its other orgs).
-  //    Otherwise (an agent, or one org's part of a session): its events'
-  //    envelopes, for the time range and the org.
   std::set<std::string> orgs;
   uint64_t max_seq = 0;
+  // The orgs' records (an event has one org: the ranges are disjoint).
+  auto read_org_seqs = [&] {
+    org_seqs->clear();
+    for (const std::string& org : orgs) {
+      Status st = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, org_seqs);
+      if (!st.ok()) return st;
+    }
+    if (orgs.size() > 1) std::sort(org_seqs->begin(), org_seqs->end());
+    return Status::Ok();
+  };
+
+  // 1. The target's orgs, last seq and the orgs' records up to it.
   std::vector<uint64_t> seqs;
-  const bool by_session = !target.session_id.empty();
-  const bool ends_suffice = by_session && target.org_id.empty();
-  Status s = ends_suffice ? IndexEnds(store, kBySession, IndexPrefix(target.session_id), &seqs)
-             : by_session ? IndexSeqs(store, kBySession, IndexPrefix(target.session_id), 0, &seqs)
-                          : IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
-  if (!s.ok()) return s;
-  if (ends_suffice) {
+  Status s;
+  if (!target.session_id.empty()) {
+    // A session: its seqs from its index, compared with its org's (keys
+    // only). Session ids are the clients' own, so two orgs may share one:
+    // with an org named, the session is that org's part of it; without,
+    // its first event's org and the orgs of its seqs that org's index
+    // lacks (only those records are read): no request is left out.
+    s = IndexSeqs(store, kBySession, IndexPrefix(target.session_id), 0, &seqs);
+    if (!s.ok()) return s;
     if (!seqs.empty()) {
-      Event first;
-      s = store.ReadEvent(seqs.front(), &first);
-      if (!s.ok()) return s;
-      orgs.insert(first.org_id);
+      if (target.org_id.empty()) {
+        Event first;
+        s = store.ReadEvent(seqs.front(), &first);
+        if (!s.ok()) return s;
+        orgs.insert(first.org_id);
+      } else {
+        orgs.insert(target.org_id);
+      }
       max_seq = seqs.back();
+      s = read_org_seqs();
+      if (!s.ok()) return s;
+      if (!target.org_id.empty()) {
+        std::vector<uint64_t> inside;
+        std::set_intersection(seqs.begin(), seqs.end(), org_seqs->begin(), org_seqs->end(),
+                              std::back_inserter(inside));
+        max_seq = inside.empty() ? 0 : inside.back();
+        org_seqs->erase(std::upper_bound(org_seqs->begin(), org_seqs->end(), max_seq), org_seqs->end());
+      } else {
+        std::vector<uint64_t> outside;
+        std::set_difference(seqs.begin(), seqs.end(), org_seqs->begin(), org_seqs->end(),
+                            std::back_inserter(outside));
+        if (!outside.empty()) {
+          s = ForRecords(store, outside, [&](uint64_t seq, std::string_view value) {
+            Event e;
+            Status st = LogStore::DecodeEvent(seq, value, &e);
+            if (st.ok()) orgs.insert(e.org_id);
+            return st;
+          });
+          if (!s.ok()) return s;
+          s = read_org_seqs();
+          if (!s.ok()) return s;
+        }
+      }
     }
   } else {
+    // An agent: its events' envelopes, for the time range and the org.
+    s = IndexSeqs(store, kByAgent, IndexPrefix(target.agent_id), 0, &seqs);
+    if (!s.ok()) return s;
     s = ForRecords(store, seqs, [&](uint64_t seq, std::string_view value) {
       Event e;
       Status st = LogStore::DecodeEvent(seq, value, &e);
@@ -321,48 +344,13 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
       return Status::Ok();
     });
     if (!s.ok()) return s;
+    if (max_seq != 0) s = read_org_seqs();
+    if (!s.ok()) return s;
   }
   if (max_seq == 0) return Status::Error(errc::kNotFound, "no event of the requests to re-decide");
 
   // 2. Every policy in force up to then.
-  s = ReadTypes(store, {"policy.updated"}, max_seq, policies);
-  if (!s.ok()) return s;
-
-  // 3. The orgs' records (an event has one org: the ranges are disjoint).
-  auto read_org_seqs = [&] {
-    org_seqs->clear();
-    for (const std::string& org : orgs) {
-      Status st = IndexSeqs(store, kByOrg, IndexPrefix(org), max_seq, org_seqs);
-      if (!st.ok()) return st;
-    }
-    if (orgs.size() > 1) std::sort(org_seqs->begin(), org_seqs->end());
-    return Status::Ok();
-  };
-  s = read_org_seqs();
-  if (!s.ok()) return s;
-
-  // 4. Session ids are the clients' own, so two orgs may share one. A
-  //    session's seqs missing from its first event's org (keys compared,
-  //    nothing read when there are none) name the other orgs, whose
-  //    records are then read too: no request of the session is left out.
-  if (ends_suffice) {
-    std::vector<uint64_t> all, outside;
-    s = IndexSeqs(store, kBySession, IndexPrefix(target.session_id), max_seq, &all);
-    if (!s.ok()) return s;
-    std::set_difference(all.begin(), all.end(), org_seqs->begin(), org_seqs->end(), std::back_inserter(outside));
-    if (!outside.empty()) {
-      s = ForRecords(store, outside, [&](uint64_t seq, std::string_view value) {
-        Event e;
-        Status st = LogStore::DecodeEvent(seq, value, &e);
-        if (st.ok()) orgs.insert(e.org_id);
-        return st;
-      });
-      if (!s.ok()) return s;
-      s = read_org_seqs();
-      if (!s.ok()) return s;
-    }
-  }
-  return Status::Ok();
+  return ReadTypes(store, {"policy.updated"}, max_seq, policies);
 }
 
 // Reads seqs[from, to) into *out, the policies before each record (and,
