@@ -56,7 +56,7 @@ void Error(httplib::Response& res, int status, const std::string& code, const st
 int StatusFor(const Status& s) {
   if (s.code() == errc::kForbidden) return 403;
   if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation || s.code() == errc::kInvalidJson ||
-      s.code() == std::string(errc::kPolicyInvalid)) {
+      s.code() == errc::kPolicyInvalid) {
     return 400;
   }
   if (s.code() == errc::kNotFound) return 404;
@@ -118,6 +118,25 @@ bool TimeRange(const httplib::Request& req, httplib::Response& res, std::optiona
     *(std::string(k) == "since" ? since_us : until_us) = us;
   }
   return true;
+}
+
+// The replay target of a request by an auditor or admin: the session in the
+// path (/sessions/{id}/...), or agent= with since= and until=; of the
+// caller's org (ScopedOrg). False after answering 401/403/400.
+bool ReplayTargetOf(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
+                    replay::Target* t) {
+  Principal who;
+  if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return false;
+  if (req.matches.size() > 1) {
+    t->session_id = req.matches[1];
+    return ScopedOrg(req, res, who, &t->org_id);
+  }
+  t->agent_id = Param(req, "agent");
+  if (t->agent_id.empty()) {
+    Error(res, 400, errc::kInvalidQuery, "agent= is required (or replay one session)");
+    return false;
+  }
+  return ScopedOrg(req, res, who, &t->org_id) && TimeRange(req, res, &t->since_us, &t->until_us);
 }
 
 // Holds one of the server's max_concurrent_replays slots while a replay is
@@ -306,63 +325,46 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
 
   // Replay (replay/from_log.h, as `tollgate replay` runs it): auditor,
   // admin. A session or agent with no event in the caller's org is 404.
-  svr.Get(R"(/v1/replay/sessions/([^/]+))", [im, &o](const httplib::Request& req, httplib::Response& res) {
-    Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
-    replay::Target t;
-    t.session_id = req.matches[1];
-    if (!ScopedOrg(req, res, who, &t.org_id)) return;
-    ReplaySlot slot(im->replays, o.max_concurrent_replays, res);
-    if (!slot.ok()) return;
-    replay::SessionTimeline timeline;
-    Status st = replay::ReadTimeline(*im->store, t, &timeline);
-    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
-    Reply(res, 200, {{"timeline", replay::TimelineToJson(timeline)}});
-  });
-
-  svr.Get(R"(/v1/replay/sessions/([^/]+)/verify)", [im, &o](const httplib::Request& req, httplib::Response& res) {
-    Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
-    replay::Target t;
-    t.session_id = req.matches[1];
-    if (!ScopedOrg(req, res, who, &t.org_id)) return;
-    ReplaySlot slot(im->replays, o.max_concurrent_replays, res);
-    if (!slot.ok()) return;
-    replay::ChainReport chain;
-    Status st = replay::CheckTargetChain(*im->store, t, &chain);
-    replay::RedecideReport report;
-    if (st.ok()) st = replay::RedecideTarget(*im->store, t, {}, &report);
-    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
-    Reply(res, 200, {{"clean", chain.ok() && report.clean()}, {"chain", chain.ToJson()}, {"verify", report.ToJson()}});
-  });
-
-  auto what_if = [im](replay::Target t, const httplib::Request& req, httplib::Response& res) {
-    ReplaySlot slot(im->replays, im->options.max_concurrent_replays, res);
-    if (!slot.ok()) return;
-    replay::RedecideOptions options;
-    if (!CandidatePolicy(req, res, &options.candidate)) return;
-    replay::RedecideReport report;
-    Status st = replay::RedecideTarget(*im->store, t, options, &report);
-    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
-    Reply(res, 200, {{"what_if", report.ToJson()}});
+  // A replay endpoint: the request's target (ReplayTargetOf) and one of the
+  // replay slots, then `run`.
+  const auto replay_endpoint = [im](auto run) {
+    return [im, run](const httplib::Request& req, httplib::Response& res) {
+      replay::Target t;
+      if (!ReplayTargetOf(im->options, req, res, &t)) return;
+      ReplaySlot slot(im->replays, im->options.max_concurrent_replays, res);
+      if (!slot.ok()) return;
+      run(t, req, res);
+    };
   };
-  svr.Post(R"(/v1/replay/sessions/([^/]+)/what-if)", [&o, what_if](const httplib::Request& req, httplib::Response& res) {
-    Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
-    replay::Target t;
-    t.session_id = req.matches[1];
-    if (!ScopedOrg(req, res, who, &t.org_id)) return;
-    what_if(std::move(t), req, res);
-  });
-  svr.Post("/v1/replay/what-if", [&o, what_if](const httplib::Request& req, httplib::Response& res) {
-    Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
-    replay::Target t;
-    t.agent_id = Param(req, "agent");
-    if (t.agent_id.empty()) return Error(res, 400, errc::kInvalidQuery, "agent= is required (or replay one session)");
-    if (!ScopedOrg(req, res, who, &t.org_id) || !TimeRange(req, res, &t.since_us, &t.until_us)) return;
-    what_if(std::move(t), req, res);
-  });
+  svr.Get(R"(/v1/replay/sessions/([^/]+))",
+          replay_endpoint([im](const replay::Target& t, const httplib::Request&, httplib::Response& res) {
+            replay::SessionTimeline timeline;
+            Status st = replay::ReadTimeline(*im->store, t, &timeline);
+            if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+            Reply(res, 200, {{"timeline", replay::TimelineToJson(timeline)}});
+          }));
+  svr.Get(R"(/v1/replay/sessions/([^/]+)/verify)",
+          replay_endpoint([im](const replay::Target& t, const httplib::Request&, httplib::Response& res) {
+            replay::ChainReport chain;
+            Status st = replay::CheckTargetChain(*im->store, t, &chain);
+            replay::RedecideReport report;
+            if (st.ok()) st = replay::RedecideTarget(*im->store, t, {}, &report);
+            if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+            Reply(res, 200,
+                  {{"clean", chain.ok() && report.clean()}, {"chain", chain.ToJson()}, {"verify", report.ToJson()}});
+          }));
+  // One session's what-if, or an agent's sessions' (agent=, since=, until=).
+  const auto what_if =
+      replay_endpoint([im](const replay::Target& t, const httplib::Request& req, httplib::Response& res) {
+        replay::RedecideOptions options;
+        if (!CandidatePolicy(req, res, &options.candidate)) return;
+        replay::RedecideReport report;
+        Status st = replay::RedecideTarget(*im->store, t, options, &report);
+        if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+        Reply(res, 200, {{"what_if", report.ToJson()}});
+      });
+  svr.Post(R"(/v1/replay/sessions/([^/]+)/what-if)", what_if);
+  svr.Post("/v1/replay/what-if", what_if);
 
   // Bodies are small JSON documents and policies; anything larger is
   // refused before it is read. Errors httplib answers itself (404 for an
