@@ -917,7 +917,7 @@ struct Facts {
   bool url_ok = false;
   std::string file_path;   // file tools, normalised
   std::string command;     // execute_command: the command name
-  std::string subject2;    // "<tool>:<path>" for file tools (also matched by deny/allow)
+  // (The second subject of file tools, "<tool>:<path>", is Decision::subject.)
 };
 
 bool RuleMatches(const Rule& r, const Facts& f) {
@@ -1139,8 +1139,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     if (!p.empty()) {
       // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
       f.file_path = Compiler::NormPath(p);
-      f.subject2 = *f.tool + ":" + f.file_path;
-      d->subject = f.subject2;
+      d->subject = *f.tool + ":" + f.file_path;
     }
   }
   d->danger = spec.danger;
@@ -1157,7 +1156,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   // Notify globs only annotate.
   for (const Tier* t : {&c.org, agent}) {
     if (t == nullptr) continue;
-    int n = MatchSubjects(t->notify, inv, f.subject2);
+    int n = MatchSubjects(t->notify, inv, d->subject);
     if (n >= 0) d->notify.push_back(t->notify.at(n).pattern());
   }
 
@@ -1193,11 +1192,11 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   // 3. deny lists: org ∪ agent. Nothing overrides a deny.
   for (const Tier* t : {&c.org, agent}) {
     if (t == nullptr) continue;
-    int i = MatchSubjects(t->deny, inv, f.subject2);
+    int i = MatchSubjects(t->deny, inv, d->subject);
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
       Step(d, "deny", "deny", pat);
-      const std::string& what = t->deny.at(i).Match(inv) ? inv : f.subject2;
+      const std::string& what = t->deny.at(i).Match(inv) ? inv : d->subject;
       Finish(d, "deny", "'" + what + "' matches deny pattern '" + pat + "'",
              std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
       return;
@@ -1298,7 +1297,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     const char* names[3] = {"agent_local", "agent", "org"};
     for (int k = 0; k < 3; ++k) {
       if (sets[k] == nullptr) continue;
-      int i = MatchSubjects(*sets[k], inv, f.subject2);
+      int i = MatchSubjects(*sets[k], inv, d->subject);
       if (i >= 0) {
         const std::string& pat = sets[k]->at(i).pattern();
         Step(d, "allow", "allow", pat);
