@@ -325,8 +325,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
 
   // Replay (replay/from_log.h, as `tollgate replay` runs it): auditor,
   // admin. A session or agent with no event in the caller's org is 404.
-  // A replay endpoint: the request's target (ReplayTargetOf) and one of the
-  // replay slots, then `run`.
+  // Each endpoint takes the request's target (ReplayTargetOf) and one of
+  // the replay slots, then runs.
   const auto replay_endpoint = [im](auto run) {
     return [im, run](const httplib::Request& req, httplib::Response& res) {
       replay::Target t;
