@@ -94,7 +94,7 @@ Status StageRunner::Start() {
 }
 
 Status StageRunner::ReadBackCommitted(int64_t lookback) {
-  const std::vector<std::string> topics = stage_.output_topics();
+  const std::vector<std::string> topics(declared_outputs_.begin(), declared_outputs_.end());
   if (topics.empty() || lookback <= 0) {
     stats_.readback_complete = true;
     return Status::Ok();
@@ -444,7 +444,6 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     // this one over and go on reading.
     Status s = AppendEvents(events, outputs, seq_refs);
     if (!s.ok()) return s;
-    DropCommitted(outputs);
     t2 = Clock::now();
     s = CollectPublished(/*wait=*/true);
     if (!s.ok()) return s;
@@ -509,6 +508,7 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
     }
   }
   for (auto [out, ev] : seq_refs) SetLogSeq(&outputs[out].message, appended[ev].seq);
+  DropCommitted(outputs);
   return Status::Ok();
 }
 
@@ -519,7 +519,6 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
   // 1. The log first: nothing leaves this stage that the log does not hold.
   Status s = AppendEvents(events, outputs, seq_refs);
   if (!s.ok()) return s;
-  DropCommitted(outputs);
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
   if (after_append) after_append();
   // 2. Outputs and offsets, atomically.

@@ -134,8 +134,9 @@ class StageRunner {
 
  private:
   Status ProcessBatch(std::vector<Message>& batch);
-  // Appends `events` in one group commit and fills log_seq of the outputs
-  // that ask for it (seq_refs: output index, event index).
+  // Appends `events` in one group commit, fills log_seq of the outputs that
+  // ask for it (seq_refs: output index, event index), then drops the
+  // outputs already committed (DropCommitted): what is left is what to send.
   Status AppendEvents(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                       const std::vector<std::pair<size_t, size_t>>& seq_refs);
   // AppendEvents, then produces the outputs and commits `next` in one
