@@ -9,7 +9,9 @@
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
 #include "audit/log_sink.h"
+#include "core/auth.h"
 #include "core/messages.h"
+#include "core/sha256.h"
 #include "core/schema.h"
 #include "decide/policy_engine.h"
 #include "replay/from_log.h"
@@ -72,8 +74,19 @@ bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Respon
     Error(res, 401, "E_UNAUTHORIZED", "missing Authorization: Bearer <token>");
     return false;
   }
-  if (h.compare(0, prefix.size(), prefix) != 0 || !o.tokens.Authenticate(h.substr(prefix.size()), who)) {
-    Error(res, 401, "E_UNAUTHORIZED", "unknown token");
+  bool known = false;
+  if (h.compare(0, prefix.size(), prefix) == 0) {
+    const std::string token = h.substr(prefix.size());
+    if (o.credentials != nullptr) {
+      Credential c;
+      known = o.credentials->Token(Sha256Hex(token), &c);
+      if (known) *who = Principal{c.identity, c.org_id, c.roles};
+    } else {
+      known = o.tokens.Authenticate(token, who);
+    }
+  }
+  if (!known) {
+    Error(res, 401, "E_UNAUTHORIZED", "unknown or revoked token");
     return false;
   }
   for (const char* r : roles) {
@@ -94,7 +107,7 @@ std::string Param(const httplib::Request& req, const char* key) {
 // the org it names, or every org ("").
 bool ScopedOrg(const httplib::Request& req, httplib::Response& res, const Principal& who, std::string* org) {
   *org = Param(req, "org");
-  if (who.admin() || who.org_id == "*") return true;
+  if (who.org_id == "*") return true;
   if (!org->empty() && *org != who.org_id) {
     Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not read org '" + *org + "'");
     return false;
@@ -218,9 +231,17 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
       return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
     }
+    if (!o.service_signer) return Error(res, 503, errc::kInternal, "this server cannot sign approval responses");
+    // request_ids are per org: the caller's, or the one a deployment-wide
+    // admin names.
+    std::string org = who.org_id;
+    if (org == "*") org = Param(req, "org").empty() ? body.value("org_id", "") : Param(req, "org");
+    if (org.empty() || org == "*") {
+      return Error(res, 400, errc::kInvalidQuery, "a deployment-wide caller must name the request's org (org=)");
+    }
     StoreLogView view(*im->store);
     std::vector<Event> events;
-    Status st = view.EventsOfRequest(rid, &events);
+    Status st = view.EventsOfRequest(org, rid, &events);
     if (!st.ok()) return Error(res, 500, st.code(), st.message());
     RequestState state = Summarize(events);
     // Another org's request is as invisible as one that does not exist.
@@ -230,6 +251,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     // Values are passed on as given: the schema check below names a wrong type.
     auto field = [&](const char* k, Json dflt) { return body.contains(k) ? body[k] : dflt; };
     Json resp{{"request_id", rid},
+              {"org_id", org},
               {"decision", field("decision", "")},
               {"approver", who.identity},
               {"scope", field("scope", "once")},
@@ -244,7 +266,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
                                                {"session_id", state.approval_requested->session_id}};
     {
       std::lock_guard<std::mutex> lock(im->producer_mu);
-      st = im->producer->Send(MessageFor(o.bus.topics.approval_responses(), request, resp));
+      Message m = MessageFor(o.bus.topics.approval_responses(), request, resp);
+      // Signed by the service key on behalf of the token's identity: the
+      // approve stage counts the identity, never the body's word for it.
+      m.headers[kHeaderAuth] = SignResponse(*o.service_signer, "tollgate-api", org, rid, m.value,
+                                            NowMicros() / 1'000'000, who.identity, who.org_id);
+      st = im->producer->Send(m);
       if (st.ok()) st = im->producer->Flush(std::chrono::seconds(10));
     }
     if (!st.ok()) return Error(res, 503, st.code(), "could not publish the response: " + st.message());
@@ -253,7 +280,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     auto deadline = std::chrono::steady_clock::now() + o.outcome_wait;
     do {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (!view.EventsOfRequest(rid, &events).ok()) break;
+      if (!view.EventsOfRequest(org, rid, &events).ok()) break;
       for (const Event& e : events) {
         if (e.data.value("response_id", "") != response_id) continue;
         RequestState now = Summarize(events);
@@ -274,9 +301,108 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     Reply(res, 202, {{"request_id", rid}, {"response_id", response_id}, {"outcome", "submitted"}});
   });
 
+  // Credentials (docs/trust.md): an org's admin manages its own org's, a
+  // deployment-wide admin every org's and the deployment's. Each change is
+  // an event appended to the log; the registry (a fold of those events)
+  // applies it at once.
+  svr.Get("/v1/credentials", [&o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"admin"}, &who)) return;
+    std::string org;
+    if (!ScopedOrg(req, res, who, &org)) return;
+    if (o.credentials == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
+    Json list = Json::array();
+    for (const Credential& c : o.credentials->List(Param(req, "kind"), org)) list.push_back(c.ToJson());
+    Reply(res, 200, {{"credentials", list}});
+  });
+
+  svr.Post("/v1/credentials", [&o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"admin"}, &who)) return;
+    if (o.credentials == nullptr || o.sink == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
+    Json body;
+    if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
+      return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
+    }
+    for (const char* k : {"kind", "identity", "org_id", "public_key"}) {
+      if (body.contains(k) && !body[k].is_string()) {
+        return Error(res, 400, errc::kSchemaViolation, std::string(k) + " must be a string");
+      }
+    }
+    Credential c;
+    c.kind = body.value("kind", "");
+    c.identity = body.value("identity", "");
+    c.org_id = body.value("org_id", who.org_id == "*" ? "" : who.org_id);
+    c.added_by = who.identity;
+    if (c.org_id == kUnprovenOrg) {
+      return Error(res, 400, errc::kInvalidQuery, "org 'unknown' is reserved for refusals of unproven messages");
+    }
+    if (!who.InOrg(c.org_id) || (c.org_id == "*" && who.org_id != "*")) {
+      return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not add credentials to org '" + c.org_id + "'");
+    }
+    for (const auto& r : body.value("roles", Json::array())) {
+      if (r.is_string()) c.roles.push_back(r.get<std::string>());
+    }
+    std::string token;
+    if (c.kind == "token") {
+      token = NewToken();
+      c.token_sha256 = Sha256Hex(token);
+      c.key_id = KeyIdOfToken(c.token_sha256);
+    } else if (c.kind == "agent_key" || c.kind == "approver_key") {
+      c.public_key = body.value("public_key", "");
+      Ed25519Verifier v;
+      Status st = Ed25519Verifier::FromPublic(c.public_key, &v);
+      if (!st.ok()) return Error(res, 400, st.code(), "public_key: " + st.message());
+      c.key_id = KeyIdOfPublicKey(c.public_key);
+      if (c.kind == "agent_key") c.roles = {"agent"};
+      if (c.kind == "approver_key" && c.roles.empty()) c.roles = {"approver"};
+    } else {
+      return Error(res, 400, errc::kInvalidQuery, "kind must be agent_key, approver_key or token");
+    }
+    Credential existing;
+    if (o.credentials->Find(c.key_id, &existing)) {
+      return Error(res, 409, "E_CONFLICT", "that key is registered already (key_id " + c.key_id + ")");
+    }
+    std::string taken;
+    if (c.kind != "agent_key" && o.credentials->IdentityOrg(c.identity, &taken) && taken != c.org_id) {
+      return Error(res, 409, "E_CONFLICT", "identity '" + c.identity + "' belongs to another org");
+    }
+    Event e = CredentialAddedEvent(c, NowMicros());
+    Status st = SchemaRegistry::Builtin().Validate("event_data.credential.added", e.data);
+    if (st.ok()) st = ValidateEnvelope(e);
+    if (!st.ok()) return Error(res, 400, st.code(), st.message());
+    std::vector<EventSink::Appended> appended;
+    o.sink->AppendAll({e}, &appended);
+    if (appended.size() != 1 || !appended[0].status.ok()) {
+      return Error(res, 503, errc::kInternal, "the log did not take the change");
+    }
+    Json out{{"credential", c.ToJson()}, {"log_seq", appended[0].seq}};
+    if (!token.empty()) out["token"] = token;  // shown once, kept nowhere
+    Reply(res, 201, out);
+  });
+
+  svr.Delete(R"(/v1/credentials/([0-9a-f]{16}))", [&o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"admin"}, &who)) return;
+    if (o.credentials == nullptr || o.sink == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
+    Credential c;
+    // Another org's credential is as invisible as one that does not exist.
+    if (!o.credentials->Find(req.matches[1], &c) || !who.InOrg(c.org_id)) {
+      return Error(res, 404, errc::kNotFound, "no credential " + std::string(req.matches[1]));
+    }
+    if (c.org_id == "*" && who.org_id != "*") return Error(res, 403, errc::kForbidden, "deployment credential");
+    std::vector<EventSink::Appended> appended;
+    o.sink->AppendAll({CredentialRevokedEvent(c, who.identity, Param(req, "reason"), NowMicros())}, &appended);
+    if (appended.size() != 1 || !appended[0].status.ok()) {
+      return Error(res, 503, errc::kInternal, "the log did not take the change");
+    }
+    o.credentials->Find(c.key_id, &c);
+    Reply(res, 200, {{"credential", c.ToJson()}, {"log_seq", appended[0].seq}});
+  });
+
   svr.Get("/v1/audit", [im, &o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin"}, &who)) return;
+    if (!Authorize(o, req, res, {"auditor", "admin", "agent"}, &who)) return;
     AuditQuery q;
     q.org_id = Param(req, "org");
     q.agent_id = Param(req, "agent");
@@ -306,9 +432,17 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     q.descending = desc == "1" || desc == "true";
     q.json_lines = true;
     QueryScope scope = QueryScope::Operator();
-    if (!who.admin()) {
+    if (who.org_id != "*") {
       scope = QueryScope::Tenant(who.org_id);
       if (q.org_id.empty()) q.org_id = who.org_id;
+    }
+    // An agent's token is bound to (org, agent): its own entries only, as
+    // the get_audit_log tool gives it.
+    if (!who.Has("auditor") && !who.admin()) {
+      if (who.org_id == "*" || (!q.agent_id.empty() && q.agent_id != who.identity)) {
+        return Error(res, 403, errc::kForbidden, "an agent's token reads its own entries only");
+      }
+      q.agent_id = who.identity;
     }
     AuditPage page;
     Status st = GetAuditLog(*im->store, scope, q, &page);

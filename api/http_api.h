@@ -4,7 +4,12 @@
 //   GET  /v1/approvals        approver, admin: pending approvals (?org= &agent=)
 //   POST /v1/approvals/{id}   approver, admin: {"decision": "approve"|"deny",
 //                             "scope": "once"|"always", "comment", "args_hash"}
-//   GET  /v1/audit            auditor, admin: get_audit_log, the filters of
+//   GET  /v1/credentials      admin: agent keys, approver keys, tokens (?kind= &org=)
+//   POST /v1/credentials      admin: {kind, org_id, identity, roles, public_key};
+//                             a token is made here and shown once
+//   DELETE /v1/credentials/{key_id}  admin: revoke (logged, effective at once)
+//   GET  /v1/audit            auditor, admin (an agent token: its own
+//                             entries): get_audit_log, the filters of
 //                             `tollgate audit query`, paginated by cursor
 //   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
 //   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
@@ -15,8 +20,10 @@
 //
 // Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h): none
 // or an unknown one is 401, a role that may not do it is 403. Tenancy: a
-// non-admin sees and settles its own org only; another org's approval is 404
-// (its existence is not disclosed), naming another org in a filter is 403.
+// token bound to an org (admins included) sees and settles its own org only;
+// another org's approval is 404 (its existence is not disclosed), naming
+// another org in a filter is 403. Only a deployment-wide token (org "*")
+// spans orgs, and names the org of a request it settles (org=).
 //
 // A POST publishes an approval response (approver = the token's identity,
 // args_hash = the pending request's unless given) to the approval-responses
@@ -35,7 +42,9 @@
 
 #include "api/tokens.h"
 #include "audit/log_store.h"
+#include "core/credentials.h"
 #include "core/kafka_bus.h"
+#include "core/stage.h"
 
 namespace tollgate {
 
@@ -45,7 +54,17 @@ inline constexpr size_t kMaxApiBodyBytes = 1 << 20;
 struct ApiOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: any free port
+  // Bearer tokens: the credentials folded from the log (core/credentials.h)
+  // when set, else `tokens` (tests without a log).
+  const CredentialRegistry* credentials = nullptr;
   TokenStore tokens;
+  // Where credential changes are appended (POST/DELETE /v1/credentials);
+  // null: those answer 503.
+  EventSink* sink = nullptr;
+  // Signs the approval responses the API publishes for a token holder
+  // (the deployment's service key, docs/trust.md). Null: POST
+  // /v1/approvals answers 503.
+  std::shared_ptr<const JwtSigner> service_signer;
   BusConfig bus;  // where approval responses are published
   std::chrono::milliseconds outcome_wait{5000};
   // Replays computed at once; more are refused with 503 E_BUSY (each holds

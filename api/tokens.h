@@ -24,8 +24,9 @@ struct Principal {
   std::vector<std::string> roles;
   bool Has(const std::string& role) const;
   bool admin() const { return Has("admin"); }
-  // May act on `org`: its own org, or every org for an admin.
-  bool InOrg(const std::string& org) const { return admin() || org_id == "*" || org == org_id; }
+  // May act on `org`: its own org; every org only when deployment-wide
+  // (org "*"). An org's admin administers that org alone.
+  bool InOrg(const std::string& org) const { return org_id == "*" || org == org_id; }
 };
 
 inline constexpr const char* kRoles[] = {"agent", "approver", "auditor", "admin"};
@@ -38,6 +39,8 @@ class TokenStore {
   // The principal of `token`, or false.
   bool Authenticate(const std::string& token, Principal* out) const;
   size_t size() const { return by_hash_.size(); }
+  // token_sha256 -> principal, for importing the file into the log.
+  const std::map<std::string, Principal>& entries() const { return by_hash_; }
 
  private:
   static Status LoadFile(const std::string& path, TokenStore* out);

@@ -29,6 +29,8 @@ bool IsId(const std::string& s) {
 // event that has one), or about an unknown request.
 Event EventAbout(const std::vector<Event>& history, const std::string& rid, const std::string& type,
                  int64_t time_us, Json data, const std::string& discriminator) {
+  // About a request: its org's. About nothing the log knows (a refused
+  // response): org "unknown", so nobody writes into another org's history.
   Event e;
   const Event* like = nullptr;
   for (const Event& h : history) {
@@ -45,7 +47,7 @@ Event EventAbout(const std::vector<Event>& history, const std::string& rid, cons
   }
   e.type = type;
   e.request_id = rid;
-  e.id = MakeEventId(type, rid, discriminator);
+  e.id = MakeRequestEventId(e.org_id, type, rid, discriminator);
   e.time_us = time_us;
   e.data = std::move(data);
   return e;
@@ -77,7 +79,7 @@ Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const st
   Event e;
   e.type = "policy.updated";
   e.request_id = req.request_id;
-  e.id = MakeEventId(e.type, req.request_id, "always");
+  e.id = MakeRequestEventId(req.org_id, e.type, req.request_id, "always");
   e.time_us = time_us;
   e.org_id = req.org_id;
   e.agent_id = req.agent_id;
@@ -114,12 +116,13 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   if (flow.decision.is_null() || flow.decision.value("verdict", "") != "ask" || st.verdict() != "ask") {
     // Only what decide asked about, as the log records it, is held.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no ask decision in the log");
+                               "request " + flow.request_id() + " has no ask decision in the log", errc::kNotInLog,
+                               Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
   }
   if (st.terminal() || st.approval_settled) return r;  // settled: its outputs went out then
   {
     std::lock_guard<std::mutex> lock(mu_);
-    flows_[flow.request_id()] = flow;
+    flows_[RequestKey(flow.request.value("org_id", ""), flow.request_id())] = flow;
   }
   if (st.approval_requested) return r;  // held already (a re-sent copy, or read again)
 
@@ -156,10 +159,10 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
 
 bool ApproveStage::FlowFor(const std::vector<Event>& history, Flow* flow) const {
   RequestState st = Summarize(history);
-  const std::string rid = st.received ? st.received->request_id : "";
+  const std::string key = st.received ? RequestKey(st.received->org_id, st.received->request_id) : "";
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = flows_.find(rid); it != flows_.end()) {
+    if (auto it = flows_.find(key); it != flows_.end()) {
       *flow = it->second;
       return true;
     }
@@ -221,11 +224,23 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     if (auto it = resp.find("request_id"); it != resp.end() && it->is_string()) rid = it->get<std::string>();
   }
   if (!IsId(rid)) rid = "k-" + Sha256Hex(ctx.source).substr(0, 24);
+  // Who answers is what the signature proves; the org is the approver's
+  // (a deployment admin names it). Unauthenticated: refused under org
+  // "unknown", with no look at the request it names.
+  ApproverIdentity who;
+  std::string why = "approval responses are not accepted here (no authenticator)";
+  const bool authenticated = config_.authenticate && config_.authenticate(in, ctx.now_us, &who, &why);
+  std::string org = who.org_id;
+  if (org == "*" && resp.is_object()) {
+    if (auto it = resp.find("org_id"); it != resp.end() && it->is_string()) org = it->get<std::string>();
+  }
   std::vector<Event> history;
-  Status s = log.EventsOfRequest(rid, &history);
-  if (!s.ok()) {
-    r.error = s;
-    return r;
+  if (!who.identity.empty() && IsId(org) && org != "*") {
+    Status s = log.EventsOfRequest(org, rid, &history);
+    if (!s.ok()) {
+      r.error = s;
+      return r;
+    }
   }
   // The same message read again after a crash: re-emit what it produced.
   for (const Event& e : history) {
@@ -240,17 +255,35 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   auto refuse = [&](const std::string& code, const std::string& message) {
     Json data{{"code", code}, {"message", message}, {"source", ctx.source}};
     if (resp.is_object()) {
-      for (const char* k : {"approver", "decision", "scope", "args_hash", "response_id"}) {
+      for (const char* k : {"decision", "scope", "args_hash", "response_id"}) {
         if (auto it = resp.find(k); it != resp.end() && it->is_string()) data[k] = *it;
       }
+      if (auto it = resp.find("approver"); it != resp.end() && it->is_string()) data["claimed_approver"] = *it;
     }
+    // Only a proven identity is recorded as the approver.
+    if (authenticated) data["approver"] = who.identity;
     r.events.push_back(EventAbout(history, rid, "approval.refused", ctx.now_us, std::move(data), ctx.source));
     return r;
   };
+  if (!authenticated) {
+    history.clear();  // not about the request it names
+    return refuse(approve_errc::kUnauthenticated, why);
+  }
   if (!valid.ok()) return refuse(approve_errc::kInvalidResponse, valid.message());
+  if (!IsId(org) || org == "*") {
+    return refuse(approve_errc::kInvalidResponse, "a deployment-wide approver must name the request's org_id");
+  }
+  if (who.org_id != "*" && resp.contains("org_id") && resp["org_id"] != who.org_id) {
+    return refuse(approve_errc::kNotEntitled, "'" + who.identity + "' approves for org '" + who.org_id + "' only");
+  }
+  if (resp.value("approver", who.identity) != who.identity) {
+    return refuse(approve_errc::kUnauthenticated,
+                  "the response names approver '" + resp.value("approver", "") + "' but is signed by '" +
+                      who.identity + "'");
+  }
 
   RequestState st = Summarize(history);
-  const std::string approver = resp["approver"];
+  const std::string approver = who.identity;
   const std::string decision = resp["decision"];
   if (st.approval_requested == nullptr) {
     return refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
@@ -324,16 +357,16 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
 
 StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
   StageResult r;
-  std::vector<std::string> due;
+  std::vector<std::pair<std::string, std::string>> due;  // (org, request_id)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [rid, h] : held_) {
-      if (h.deadline_us <= ctx.now_us) due.push_back(rid);
+    for (const auto& [key, h] : held_) {
+      if (h.deadline_us <= ctx.now_us) due.emplace_back(h.org_id, h.request_id);
     }
   }
-  for (const std::string& rid : due) {
+  for (const auto& [org, rid] : due) {
     std::vector<Event> history;
-    Status s = log.EventsOfRequest(rid, &history);
+    Status s = log.EventsOfRequest(org, rid, &history);
     if (!s.ok()) {
       r.error = s;
       return r;
@@ -341,7 +374,7 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
     RequestState st = Summarize(history);
     if (!st.approval_pending()) {
       std::lock_guard<std::mutex> lock(mu_);
-      held_.erase(rid);  // settled or ended elsewhere (e.g. the reconciler)
+      held_.erase(RequestKey(org, rid));  // settled or ended elsewhere (e.g. the reconciler)
       continue;
     }
     std::vector<Event> with = history;
@@ -365,7 +398,9 @@ Status ApproveStage::Load(const LogStore& store) {
     h.deadline_us = p.deadline_us;
     h.needed = p.approvers_needed;
     h.granted_by.insert(p.granted_by.begin(), p.granted_by.end());
-    held_[p.request_id] = std::move(h);
+    h.org_id = p.org_id;
+    h.request_id = p.request_id;
+    held_[RequestKey(p.org_id, p.request_id)] = std::move(h);
   }
   return Status::Ok();
 }
@@ -377,9 +412,12 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events) {
       const std::string& rid = e.request_id;
+      const std::string key = RequestKey(e.org_id, rid);
       if (e.type == "approval.requested") {
-        if (settled_.count(rid)) continue;
-        Held& h = held_[rid];
+        if (settled_.count(key)) continue;
+        Held& h = held_[key];
+        h.org_id = e.org_id;
+        h.request_id = rid;
         ParseTime(e.data.value("deadline", ""), &h.deadline_us);
         h.needed = std::max(1, e.data.value("approvers_needed", 1));
         if (notifier_ && notified_.insert(e.id).second) {
@@ -394,28 +432,31 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
                  {"deadline", e.data.value("deadline", "")},
                  {"args_hash", e.data.value("args_hash", "")},
                  {"log_seq", e.seq}};
-          if (auto f = flows_.find(rid); f != flows_.end() && f->second.decision.is_object()) {
+          if (auto f = flows_.find(key); f != flows_.end() && f->second.decision.is_object()) {
             n["reason"] = f->second.decision.value("reason", "");
             n["danger_level"] = f->second.decision.value("danger_level", "");
           }
           notify.push_back(std::move(n));
         }
       } else if (e.type == "approval.granted") {
-        auto it = held_.find(rid);
+        auto it = held_.find(key);
         if (it == held_.end()) continue;
         it->second.granted_by.insert(e.data.value("approver", ""));
         if (static_cast<int>(it->second.granted_by.size()) >= it->second.needed) {
           held_.erase(it);
-          settled_.insert(rid);
-          flows_.erase(rid);
+          settled_.insert(key);
+          flows_.erase(key);
         }
       } else if (e.type == "approval.denied" || e.type == "approval.expired") {
-        held_.erase(rid);
-        settled_.insert(rid);
-        flows_.erase(rid);
-      } else if (e.type == "request.rejected") {
-        held_.erase(rid);  // ended elsewhere (E_REQUEST_LOST)
-        flows_.erase(rid);
+        held_.erase(key);
+        settled_.insert(key);
+        flows_.erase(key);
+      } else if (e.type == "request.rejected" && e.data.is_object() && e.data.contains("error") &&
+                 e.data["error"].is_object() && e.data["error"].value("code", "") == errc::kRequestLost) {
+        // Ended elsewhere. Other rejections under the id refuse a message,
+        // not this request (core/request_state.h).
+        held_.erase(key);
+        flows_.erase(key);
       } else if (e.type == "execution.completed" && notifier_ && view_ && !notified_.count(e.id)) {
         completed.push_back(&e);
       }
@@ -425,7 +466,7 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
   // the lock; the log is the one place that knows the decision).
   for (const Event* e : completed) {
     std::vector<Event> history;
-    if (!view_->EventsOfRequest(e->request_id, &history).ok()) continue;
+    if (!view_->EventsOfRequest(e->org_id, e->request_id, &history).ok()) continue;
     RequestState st = Summarize(history);
     if (!st.decision) continue;
     // decide lists the policy's notify patterns that matched the call.

@@ -35,6 +35,7 @@
 // to look. A message read again after a crash re-emits what it produced.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,7 +55,23 @@ inline constexpr const char* kSettled = "E_APPROVAL_SETTLED";
 inline constexpr const char* kArgsHashMismatch = "E_ARGS_HASH_MISMATCH";
 inline constexpr const char* kNotEntitled = "E_APPROVER_NOT_ENTITLED";
 inline constexpr const char* kDuplicate = "E_APPROVAL_DUPLICATE";
+inline constexpr const char* kUnauthenticated = "E_UNAUTHENTICATED";
 }  // namespace approve_errc
+
+// Who sent an approval response, as its signature proves (never its own
+// "approver" field): an approver identity, its org ("*" = a deployment-wide
+// admin, who must then name the request's org in the response's org_id).
+struct ApproverIdentity {
+  std::string identity;
+  std::string org_id;
+};
+// Authenticates a response message at `now_us` (docs/trust.md: its
+// tollgate-auth header). False with *why when it cannot: the response is
+// then refused (E_UNAUTHENTICATED) and counts for nothing. When only the
+// signature's time failed, *who is still filled in (so a message read again
+// after a crash is recognised). Must be thread-safe.
+using ResponseAuthenticator =
+    std::function<bool(const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why)>;
 
 inline constexpr int64_t kDefaultApprovalTimeoutS = 900;
 
@@ -62,6 +79,8 @@ struct ApproveConfig {
   Topics topics;
   // Notified (POST, JSON) when an approval is requested; empty = none.
   WebhookOptions webhooks;
+  // Unset: every response is refused (fail closed).
+  ResponseAuthenticator authenticate;
 };
 
 // `text` with the glob metacharacters * ? [ ] \ escaped by a backslash.
@@ -102,6 +121,7 @@ class ApproveStage : public Stage {
 
  private:
   struct Held {
+    std::string org_id, request_id;
     int64_t deadline_us = 0;
     int needed = 1;
     std::set<std::string> granted_by;
@@ -118,9 +138,10 @@ class ApproveStage : public Stage {
   const LogView* view_ = nullptr;
   std::unique_ptr<WebhookNotifier> notifier_;
   mutable std::mutex mu_;
-  std::map<std::string, Held> held_;        // request_id -> pending; guarded by mu_
-  std::set<std::string> settled_;           // request ids settled; guarded by mu_
-  std::map<std::string, Flow> flows_;       // request_id -> flow from the approve topic; guarded by mu_
+  // Keyed by RequestKey(org, request_id): request ids are per org.
+  std::map<std::string, Held> held_;        // pending; guarded by mu_
+  std::set<std::string> settled_;           // settled; guarded by mu_
+  std::map<std::string, Flow> flows_;       // flow from the approve topic; guarded by mu_
   std::set<std::string> notified_;          // event ids notified; guarded by mu_
 };
 

@@ -65,7 +65,7 @@ Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter, 
     if (!s.ok()) return s;
     for (const Event& requested : page.events) {
       std::vector<Event> events;
-      s = view.EventsOfRequest(requested.request_id, &events);
+      s = view.EventsOfRequest(requested.org_id, requested.request_id, &events);
       if (!s.ok()) return s;
       PendingApproval p;
       if (PendingFromState(Summarize(events), &p)) out->push_back(std::move(p));

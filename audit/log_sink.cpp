@@ -34,9 +34,11 @@ void LogSink::AppendAll(std::vector<Event> events, std::vector<Appended>* result
   if (cache_ != nullptr) cache_->Add(std::move(events), *results);
 }
 
-Status StoreLogView::EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const {
+Status StoreLogView::EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                                     std::vector<Event>* out) const {
   out->clear();
   AuditQuery q;
+  q.org_id = org_id;
   q.request_id = request_id;
   q.limit = kMaxQueryLimit;
   for (;;) {

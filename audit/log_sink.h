@@ -40,7 +40,8 @@ class LogSink : public EventSink {
 class StoreLogView : public LogView {
  public:
   explicit StoreLogView(const LogStore& store) : store_(store) {}
-  Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const override;
+  Status EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                         std::vector<Event>* out) const override;
 
  private:
   const LogStore& store_;

@@ -9,16 +9,18 @@ void RequestCache::Add(std::vector<Event>&& events, const std::vector<EventSink:
   for (size_t i = 0; i < events.size() && i < appended.size(); ++i) {
     Event& e = events[i];
     const uint64_t seq = appended[i].seq;
-    auto it = entries_.find(e.request_id);
+    if (e.request_id.empty()) continue;
+    const std::string key = RequestKey(e.org_id, e.request_id);
+    auto it = entries_.find(key);
     if (it == entries_.end()) {
       // Only a request's first event, appended now, opens an entry.
-      if (e.type != "request.received" || appended[i].duplicate || e.request_id.empty()) continue;
+      if (e.type != "request.received" || appended[i].duplicate) continue;
       while (entries_.size() >= capacity_ && !opened_.empty()) {
         entries_.erase(opened_.front());
         opened_.pop_front();
       }
-      it = entries_.emplace(e.request_id, Entry{}).first;
-      opened_.push_back(e.request_id);
+      it = entries_.emplace(key, Entry{}).first;
+      opened_.push_back(key);
     }
     std::vector<Event>& have = it->second.events;
     // Sorted by seq; a duplicate (same seq) is already here.
@@ -29,9 +31,9 @@ void RequestCache::Add(std::vector<Event>&& events, const std::vector<EventSink:
   }
 }
 
-bool RequestCache::Get(const std::string& request_id, std::vector<Event>* out) const {
+bool RequestCache::Get(const std::string& org_id, const std::string& request_id, std::vector<Event>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = entries_.find(request_id);
+  auto it = entries_.find(RequestKey(org_id, request_id));
   if (it == entries_.end()) return false;
   *out = it->second.events;
   return true;
@@ -42,9 +44,10 @@ size_t RequestCache::size() const {
   return entries_.size();
 }
 
-Status CachedLogView::EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const {
-  if (cache_.Get(request_id, out)) return Status::Ok();
-  return log_.EventsOfRequest(request_id, out);
+Status CachedLogView::EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                                      std::vector<Event>* out) const {
+  if (cache_.Get(org_id, request_id, out)) return Status::Ok();
+  return log_.EventsOfRequest(org_id, request_id, out);
 }
 
 }  // namespace tollgate

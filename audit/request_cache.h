@@ -41,7 +41,7 @@ class RequestCache {
   // The request's events in log order, seq set (prev_hash and hash are not,
   // as for LogSink listeners), when its whole history is here; false when
   // the log must be read.
-  bool Get(const std::string& request_id, std::vector<Event>* out) const;
+  bool Get(const std::string& org_id, const std::string& request_id, std::vector<Event>* out) const;
 
   size_t size() const;
 
@@ -60,7 +60,8 @@ class RequestCache {
 class CachedLogView : public LogView {
  public:
   CachedLogView(const RequestCache& cache, const LogView& log) : cache_(cache), log_(log) {}
-  Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const override;
+  Status EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                         std::vector<Event>* out) const override;
 
  private:
   const RequestCache& cache_;

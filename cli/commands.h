@@ -7,6 +7,8 @@
 
 #include <string>
 
+#include "core/jwt.h"
+
 namespace tollgate::cli {
 
 inline constexpr const char* kDefaultDataDir = "tollgate-data";
@@ -17,7 +19,14 @@ void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);
 void AddPolicyCommands(CLI::App& app, int* exit_code);  // policy check|explain
-void AddApprovalsCommands(CLI::App& app, int* exit_code);  // approvals and tokens
+void AddApprovalsCommands(CLI::App& app, int* exit_code);  // approvals list|approve|deny
+void AddCredentialCommands(CLI::App& app, int* exit_code);  // agents and tokens
+
+// Where `agents add` puts an agent's private key by default, and where
+// `submit` and `agents sign` look for it: DATA/keys/ORG/AGENT.pem.
+std::string DefaultAgentKeyPath(const std::string& data, const std::string& org, const std::string& agent);
+// A signer for an agent's private key file (kid = its key_id).
+Status LoadAgentSigner(const std::string& path, JwtSigner* out);
 
 // Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
 int64_t ParseTimeFlag(const std::string& flag, const std::string& value);

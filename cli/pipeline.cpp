@@ -7,6 +7,7 @@
 
 #include "approve/approve_stage.h"
 #include "audit/audit_query.h"
+#include "cli/identity.h"
 #include "decide/decide_stage.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
@@ -136,6 +137,16 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->store_view_ = std::make_unique<StoreLogView>(p->log_->store());
   p->view_ = std::make_unique<CachedLogView>(*p->cache_, *p->store_view_);
 
+  // Who may act, before anything is read from a topic.
+  p->credentials_ = std::make_unique<CredentialRegistry>();
+  s = SetUpIdentity({options.data_dir, options.tokens_file}, p->log_->store(), *p->sink_, p->credentials_.get(),
+                    &p->service_signer_, &p->admin_token_created_);
+  if (!s.ok()) return s;
+  {
+    CredentialRegistry* reg = p->credentials_.get();
+    p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
+  }
+
   s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
   if (!s.ok()) return s;
   s = p->ReconcileNow();
@@ -145,6 +156,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   IngestConfig ic;
   ic.topics = topics;
   ic.max_request_bytes = options.max_request_bytes;
+  ic.credentials = p->credentials_.get();
+  ic.max_skew_us = options.max_signature_skew_us;
   p->stages_.push_back(std::make_unique<IngestStage>(ic));
   // decide: fold the log (policy in force, budget ledger) before any
   // runner starts, then see every appended group through the listener.
@@ -168,6 +181,14 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     ApproveConfig ac;
     ac.topics = topics;
     ac.webhooks.urls = options.webhooks;
+    ac.authenticate = [reg = p->credentials_.get(), skew = options.max_signature_skew_us](
+                          const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
+      SignedBy by;
+      const bool ok = AuthenticateResponse(in, *reg, now_us, skew, &by);
+      if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
+      if (!ok) *why = by.check + ": " + by.message;
+      return ok;
+    };
     auto approve = std::make_unique<ApproveStage>(ac);
     // Pending approvals (and their deadlines) are a fold over the log.
     s = approve->Load(p->log_->store());
@@ -226,10 +247,9 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     if (!ParseListen(options.http_listen, &ao.host, &ao.port)) {
       return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
     }
-    const std::string tokens = options.tokens_file.empty() ? options.data_dir + "/tokens.json" : options.tokens_file;
-    s = EnsureAdminToken(tokens, options.data_dir + "/admin.token", &p->admin_token_created_);
-    if (s.ok()) s = TokenStore::Load(tokens, &ao.tokens);
-    if (!s.ok()) return s;
+    ao.credentials = p->credentials_.get();
+    ao.sink = p->sink_.get();
+    ao.service_signer = p->service_signer_;
     ao.bus = p->bus_;
     s = ApiServer::Start(std::move(ao), p->log_->store(), &p->api_);
     if (!s.ok()) return s;
@@ -243,6 +263,13 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   }
   *out = std::move(p);
   return Status::Ok();
+}
+
+Status Pipeline::AppendCredentialEvent(const Event& e) {
+  std::vector<EventSink::Appended> appended;
+  sink_->AppendAll({e}, &appended);
+  if (appended.size() != 1) return Status::Error(errc::kInternal, "the log returned no result");
+  return appended[0].status;
 }
 
 Status Pipeline::ReconcileNow() {

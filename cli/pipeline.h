@@ -14,6 +14,8 @@
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "cli/reconciler.h"
+#include "core/auth.h"
+#include "core/credentials.h"
 #include "core/kafka_bus.h"
 #include "core/stage_runner.h"
 #include "execute/audit_reader.h"
@@ -41,7 +43,8 @@ struct PipelineOptions {
   // Approvals (docs/approvals.md, docs/http_api.md).
   std::vector<std::string> webhooks;       // POSTed to when an approval is requested
   std::string http_listen;                 // HTTP API "HOST:PORT" (port 0: any); empty = no API
-  std::string tokens_file;                 // the API's tokens; default data_dir/tokens.json
+  std::string tokens_file;                 // tokens to import into the log; default data_dir/tokens.json
+  int64_t max_signature_skew_us = kDefaultMaxSkewUs;  // iat of a request's or response's signature
   // Execute: CLI tools dir and workspace root; empty = the policy's
   // execute.tools_dir / execute.workspace_root, else <data>/tools and
   // <data>/workspaces.
@@ -78,6 +81,12 @@ class Pipeline {
   ApiServer* api() { return api_.get(); }  // null without http_listen
   // This start created data_dir/admin.token (first start with the API).
   bool admin_token_created() const { return admin_token_created_; }
+  // Who may act: the log's credentials (docs/trust.md), current as events
+  // are appended.
+  const CredentialRegistry& credentials() const { return *credentials_; }
+  // Appends a credential change (credential.added / .revoked) through the
+  // pipeline's sink, so the registry applies it before this returns.
+  Status AppendCredentialEvent(const Event& e);
 
  private:
   Pipeline() = default;
@@ -99,6 +108,8 @@ class Pipeline {
   ApproveStage* approve_ = nullptr;  // owned by stages_
   std::unique_ptr<ApiServer> api_;
   bool admin_token_created_ = false;
+  std::unique_ptr<CredentialRegistry> credentials_;
+  std::shared_ptr<const JwtSigner> service_signer_;
 };
 
 // endpoints.json: where `up` serves, so the other subcommands need no flags.

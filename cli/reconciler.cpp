@@ -20,7 +20,7 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
                             "secret-bearing args are not kept in the log; submit it again";
     Event e = *st.received;
     e.type = "request.rejected";
-    e.id = MakeEventId(e.type, e.request_id, "reconcile");
+    e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, "reconcile");
     e.time_us = now_us;
     e.seq = 0;
     e.data = {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "reconciler"}};
@@ -57,7 +57,7 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
     Status s = store.ReadEvent(seq, &received);
     if (!s.ok()) return s;
     std::vector<Event> events;
-    s = view.EventsOfRequest(received.request_id, &events);
+    s = view.EventsOfRequest(received.org_id, received.request_id, &events);
     if (!s.ok()) return s;
     ++stats->requests_seen;
     auto plan = PlanRedrive(events, topics, now);

@@ -1,10 +1,13 @@
 // `tollgate submit`: publish one tool request, optionally wait for its result.
 // Exit code: 0 completed, 1 any other status (denied, failed, rejected,
 // expired), 2 usage or connection error, 3 no result within --timeout.
+#include <filesystem>
 #include <iostream>
 #include <random>
 
+#include "cli/admin_client.h"
 #include "cli/commands.h"
+#include "core/auth.h"
 #include "cli/pipeline.h"
 #include "core/messages.h"
 
@@ -13,7 +16,7 @@ namespace {
 
 struct SubmitFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix;
-  std::string org = "default", agent, session, tool, args = "{}", action, request_id;
+  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key;
   double cost = -1;
   bool wait = false;
   int timeout_s = 30;
@@ -60,9 +63,37 @@ int RunSubmit(SubmitFlags& f) {
       return 2;
     }
   }
+  // Signed as the agent (docs/trust.md): --key, else the data dir's key
+  // for it; a local operator without one gets one registered first.
+  const std::string key = f.key.empty() ? DefaultAgentKeyPath(f.data, f.org, f.agent) : f.key;
+  if (f.key.empty() && !std::filesystem::exists(key)) {
+    std::string pem, pub;
+    Json reply;
+    Status s = GenerateEd25519(&pem, &pub);
+    if (s.ok()) s = WritePrivateKeyFile(key, pem);
+    if (s.ok()) {
+      s = AddCredential({f.data, ""}, {{"kind", "agent_key"}, {"org_id", f.org}, {"identity", f.agent}, {"public_key", pub}},
+                        &reply);
+      if (!s.ok()) std::filesystem::remove(key);
+    }
+    if (!s.ok()) {
+      std::cerr << "tollgate: no key for agent '" << f.agent << "' of org '" << f.org
+                << "' and none could be registered: " << s.ToString() << "\n";
+      return 2;
+    }
+    std::cerr << "registered a key for agent '" << f.agent << "' of org '" << f.org << "' (" << key << ")\n";
+  }
+  JwtSigner signer;
+  Status s = LoadAgentSigner(key, &signer);
+  if (!s.ok()) {
+    std::cerr << "tollgate: " << s.ToString() << "\n";
+    return 2;
+  }
+  Message m = MessageFor(bus.topics.requests(), req, req);
+  m.headers[kHeaderAuth] = SignRequest(signer, f.org, f.agent, f.request_id, m.value, NowMicros() / 1'000'000);
   std::unique_ptr<Producer> producer;
-  Status s = Producer::Open(bus, "", &producer);
-  if (s.ok()) s = producer->Send(MessageFor(bus.topics.requests(), req, req));
+  s = Producer::Open(bus, "", &producer);
+  if (s.ok()) s = producer->Send(m);
   if (s.ok()) s = producer->Flush(std::chrono::seconds(f.timeout_s));
   if (!s.ok()) {
     std::cerr << "tollgate: cannot publish: " << s.ToString() << "\n";
@@ -106,6 +137,7 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--action", f->action, "optional action");
   cmd->add_option("--cost", f->cost, "estimated cost in USD");
   cmd->add_option("--request-id", f->request_id, "idempotency key (default: a random id)");
+  cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
   cmd->add_flag("--wait", f->wait, "wait for the result and print it");
   cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();
   cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });

@@ -220,6 +220,27 @@ std::string MakeEventId(std::string_view type, std::string_view request_id,
   return Sha256Hex(input).substr(0, 32);
 }
 
+std::string MakeRequestEventId(std::string_view org_id, std::string_view type, std::string_view request_id,
+                               std::string_view discriminator) {
+  std::string input = "tollgate.event.v2";
+  input.push_back('\0');
+  input.append(org_id);
+  input.push_back('\0');
+  input.append(type);
+  input.push_back('\0');
+  input.append(request_id);
+  input.push_back('\0');
+  input.append(discriminator);
+  return Sha256Hex(input).substr(0, 32);
+}
+
+std::string RequestKey(std::string_view org_id, std::string_view request_id) {
+  std::string k(org_id);
+  k.push_back('\0');
+  k.append(request_id);
+  return k;
+}
+
 std::string FormatTime(int64_t time_us) {
   int64_t secs = time_us / 1000000;
   int64_t frac = time_us % 1000000;

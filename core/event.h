@@ -22,7 +22,8 @@ inline constexpr std::string_view kEventTypes[] = {
     "request.received", "request.rejected",  "decision.made",
     "approval.requested", "approval.granted", "approval.denied",
     "approval.expired", "execution.started", "execution.completed",
-    "policy.updated",       "approval.refused",
+    "policy.updated",       "approval.refused",   "credential.added",
+    "credential.revoked",
 };
 bool IsKnownEventType(std::string_view type);
 
@@ -103,6 +104,14 @@ std::string RecordText(std::string_view body, const EnvelopeView& view, std::str
 // apart several events of one type for one request (an approver, an attempt).
 std::string MakeEventId(std::string_view type, std::string_view request_id,
                         std::string_view discriminator = {});
+// The id of an event about a request. request_ids are the agents' own and
+// scoped by org (two orgs may use the same one), so the org is part of the
+// id: one org's events can never collide with, or de-duplicate, another's.
+std::string MakeRequestEventId(std::string_view org_id, std::string_view type, std::string_view request_id,
+                               std::string_view discriminator = {});
+// The key of one request across the pipeline: org NUL request_id (ids are
+// free of control characters, so the NUL cannot be forged).
+std::string RequestKey(std::string_view org_id, std::string_view request_id);
 
 // RFC 3339 UTC with exactly six fractional digits: 2026-11-22T10:40:24.123456Z.
 std::string FormatTime(int64_t time_us);

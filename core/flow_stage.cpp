@@ -1,32 +1,82 @@
 #include "core/flow_stage.h"
 
+#include "core/request_state.h"
 #include "core/sha256.h"
 
 namespace tollgate {
 
 StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, const Message& in,
-                                const StageContext& ctx, const std::string& why) {
+                                const StageContext& ctx, const std::string& why, const char* code,
+                                const Json& claimed) {
   const std::string rid = "k-" + Sha256Hex(ctx.source).substr(0, 24);
   Json request{{"request_id", rid}, {"org_id", "unknown"}, {"agent_id", in.key.empty() ? "unknown" : in.key},
                {"session_id", "unknown"}, {"tool", ""}};
   Event e;
   e.type = "request.rejected";
   e.request_id = rid;
-  e.id = MakeEventId(e.type, rid, ctx.source);
+  e.id = MakeRequestEventId("unknown", e.type, rid, ctx.source);
   e.time_us = ctx.now_us;
   e.org_id = "unknown";
   e.agent_id = "unknown";
   e.session_id = "unknown";
-  const std::string msg = stage + " could not read its input: " + why;
-  e.data = {{"error", {{"code", errc::kInvalidRequest}, {"message", msg}}}, {"source", ctx.source}};
+  const std::string msg = stage + " refused its input: " + why;
+  e.data = {{"error", {{"code", code}, {"message", msg}}}, {"source", ctx.source}, {"stage", stage}};
+  if (claimed.is_object()) e.data["claimed"] = claimed;
   StageResult r;
   r.events.push_back(std::move(e));
-  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(errc::kInvalidRequest, msg, false));
+  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(code, msg, false));
   Message out = MessageFor(topics.results(), request, result);
   out.key = in.key;
   r.outputs.push_back({std::move(out), 0});
   return r;
 }
+
+namespace {
+
+// What a refused flow claimed to be, for the auditor (ids only, no args).
+Json Claimed(const Flow& flow) {
+  Json c = Json::object();
+  for (const char* k : {"request_id", "org_id", "agent_id", "session_id", "tool"}) {
+    auto it = flow.request.find(k);
+    if (it != flow.request.end() && it->is_string() && it->get_ref<const std::string&>().size() <= kMaxIdBytes) {
+      c[k] = *it;
+    }
+  }
+  return c;
+}
+
+// Empty when `flow` is what the log says of its request, else why not.
+std::string CompareWithLog(const Flow& flow, const RequestState& st, const char** code) {
+  *code = errc::kFlowMismatch;
+  if (st.received == nullptr) {
+    *code = errc::kNotInLog;
+    return "the log has no request.received for request " + flow.request_id() + " of org " +
+           flow.request.value("org_id", "");
+  }
+  const Json& data = st.received->data;
+  std::string canon;
+  if (!CanonicalBytes(flow.request, &canon).ok() || Sha256Hex(canon) != data.value("content_hash", "")) {
+    return "the request differs from the one ingest received";
+  }
+  if (flow.received_at != data.value("received_at", "") || flow.args_hash != data.value("args_hash", "")) {
+    return "received_at or args_hash differs from the log's";
+  }
+  if (!flow.decision.is_null()) {
+    if (st.decision == nullptr) {
+      *code = errc::kNotInLog;
+      return "the log has no decision for request " + flow.request_id();
+    }
+    Json logged = st.decision->data;
+    logged.erase("source");
+    std::string a, b;
+    if (!CanonicalBytes(flow.decision, &a).ok() || !CanonicalBytes(logged, &b).ok() || a != b) {
+      return "the decision differs from the one decide made";
+    }
+  }
+  return "";
+}
+
+}  // namespace
 
 bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
               const LogView& log, Flow* flow, std::vector<Event>* history, StageResult* rejected) {
@@ -42,9 +92,15 @@ bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in,
       return false;
     }
   }
-  Status s = log.EventsOfRequest(flow->request_id(), history);
+  Status s = log.EventsOfRequest(flow->request.value("org_id", ""), flow->request_id(), history);
   if (!s.ok()) {
     rejected->error = s;  // infrastructure, not the message: retried
+    return false;
+  }
+  const char* code = errc::kFlowMismatch;
+  const std::string why = CompareWithLog(*flow, Summarize(*history), &code);
+  if (!why.empty()) {
+    *rejected = RejectMalformedFlow(stage, topics, in, ctx, why, code, Claimed(*flow));
     return false;
   }
   return true;
@@ -55,9 +111,9 @@ Event FlowEvent(const Flow& flow, const std::string& type, int64_t time_us, Json
   Event e;
   e.type = type;
   e.request_id = flow.request_id();
-  e.id = MakeEventId(type, e.request_id, discriminator);
-  e.time_us = time_us;
   e.org_id = flow.request.value("org_id", "");
+  e.id = MakeRequestEventId(e.org_id, type, e.request_id, discriminator);
+  e.time_us = time_us;
   e.agent_id = flow.request.value("agent_id", "");
   e.session_id = flow.request.value("session_id", "");
   e.tool = flow.request.value("tool", "");

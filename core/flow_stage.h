@@ -14,14 +14,24 @@
 
 namespace tollgate {
 
-// A message the stage cannot read as a Flow is recorded as request.rejected
-// (E_INVALID_REQUEST, under "unknown" ids when none can be read) with a
-// rejected result, so nothing vanishes even if an outside client writes to
-// an internal topic.
+// A message the stage will not act on is recorded as request.rejected with
+// `code` (E_INVALID_REQUEST, E_NOT_IN_LOG, E_FLOW_MISMATCH) and a rejected
+// result, so nothing vanishes even if an outside client writes to an
+// internal topic. It is filed under org "unknown" and an id derived from the
+// message's Kafka coordinates, never under the request it claims: a forged
+// message must not end, or write into, another request's history. What it
+// claimed is kept in data.claimed.
 StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, const Message& in,
-                                const StageContext& ctx, const std::string& why);
+                                const StageContext& ctx, const std::string& why,
+                                const char* code = errc::kInvalidRequest, const Json& claimed = nullptr);
 
-// Reads `in` as a Flow and the request's history; on failure fills *rejected.
+// Reads `in` as a Flow and its request's history (by the flow's org and
+// request_id), and checks it against the log (docs/trust.md): the request's
+// request.received must be there (else E_NOT_IN_LOG), and the flow's request
+// must hash to its content_hash, with the same received_at and args_hash;
+// a flow that carries a decision must carry exactly the log's decision.made
+// (else E_FLOW_MISMATCH). So what moves on is what ingest authenticated and
+// decide decided, whoever wrote the message. On failure fills *rejected.
 bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
               const LogView& log, Flow* flow, std::vector<Event>* history, StageResult* rejected);
 

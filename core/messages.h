@@ -26,6 +26,10 @@ inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
 inline constexpr const char* kToolExec = "E_TOOL_EXEC";
 inline constexpr const char* kOutcomeUnknown = "E_OUTCOME_UNKNOWN";
 inline constexpr const char* kInternal = "E_INTERNAL";
+// A message on an internal topic about a request the log does not hold.
+inline constexpr const char* kNotInLog = "E_NOT_IN_LOG";
+// A message on an internal topic whose content differs from the log's.
+inline constexpr const char* kFlowMismatch = "E_FLOW_MISMATCH";
 }  // namespace errc
 
 // Header names carried on every pipeline message.

@@ -33,11 +33,15 @@ RequestState Summarize(const std::vector<Event>& events) {
       s.rejected = nullptr;  // an id rejected as invalid, then sent valid, is live again
     }
     else if (e.type == "request.rejected") {
-      // A conflicting re-use of the id is refused but does not end the
-      // original request.
+      // Once received, a request ends by rejection only when the pipeline
+      // itself gives up on it (E_REQUEST_LOST). Ingest's refusals after that
+      // refuse a message, not the request: another agent of the org re-using
+      // the id with a bad body, a conflicting copy (E_DUPLICATE_REQUEST), an
+      // unproven sender. Otherwise anyone able to send one message under the
+      // id could end a request that is not theirs.
       auto err = e.data.find("error");
-      bool dup = err != e.data.end() && err->is_object() && err->value("code", "") == errc::kDuplicateRequest;
-      if (!dup) s.rejected = &e;
+      const std::string code = err != e.data.end() && err->is_object() ? err->value("code", "") : "";
+      if (code != errc::kDuplicateRequest && (s.received == nullptr || code == errc::kRequestLost)) s.rejected = &e;
     } else if (e.type == "decision.made") s.decision = &e;
     else if (e.type == "approval.requested") {
       s.approval_requested = &e;

@@ -26,8 +26,11 @@ namespace tollgate {
 class LogView {
  public:
   virtual ~LogView() = default;
-  // Every event of `request_id`, in log order.
-  virtual Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const = 0;
+  // Every event of the request `request_id` of org `org_id`, in log order.
+  // request_ids are scoped by org: another org's events with the same id
+  // are not part of it.
+  virtual Status EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                                 std::vector<Event>* out) const = 0;
 };
 
 struct StageContext {

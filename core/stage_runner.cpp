@@ -22,12 +22,15 @@ class OverlayView : public LogView {
   OverlayView(const LogView& base, const std::vector<Event>& batch_events) : base_(base), events_(batch_events) {}
   // events_[from, events_.size()) were just added.
   void Added(size_t from) {
-    for (size_t i = from; i < events_.size(); ++i) pending_[events_[i].request_id].push_back(i);
+    for (size_t i = from; i < events_.size(); ++i) {
+      pending_[RequestKey(events_[i].org_id, events_[i].request_id)].push_back(i);
+    }
   }
-  Status EventsOfRequest(const std::string& request_id, std::vector<Event>* out) const override {
-    Status s = base_.EventsOfRequest(request_id, out);
+  Status EventsOfRequest(const std::string& org_id, const std::string& request_id,
+                         std::vector<Event>* out) const override {
+    Status s = base_.EventsOfRequest(org_id, request_id, out);
     if (!s.ok()) return s;
-    auto it = pending_.find(request_id);
+    auto it = pending_.find(RequestKey(org_id, request_id));
     if (it != pending_.end()) {
       for (size_t i : it->second) {
         const Event& e = events_[i];

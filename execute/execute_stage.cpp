@@ -108,7 +108,8 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   if (flow.decision.is_null() || !state.cleared()) {
     // Only what decide allowed, or what approvers granted, as the log records it, runs.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no allow decision or granted approval in the log");
+                               "request " + flow.request_id() + " has no allow decision or granted approval in the log",
+                               errc::kNotInLog, Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
   }
   const Json approval = ApprovalOf(state);  // null unless approvers cleared it
   if (state.completed != nullptr) {
@@ -119,7 +120,7 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1});
     return r;
   }
-  const std::string rid = flow.request_id();
+  const std::string rid = RequestKey(flow.request.value("org_id", ""), flow.request_id());
   {
     std::lock_guard<std::mutex> lock(in_flight_->mu);
     if (in_flight_->ids.count(rid)) return r;  // its work is running here and will answer

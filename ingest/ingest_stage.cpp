@@ -36,10 +36,10 @@ std::string DerivedRequestId(const std::string& source) { return "k-" + Sha256He
 }  // namespace
 
 StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, const Json& partial,
-                                const std::string& request_id, const std::string& code,
-                                const std::string& message, const std::string& discriminator) {
+                                const std::string& request_id, Rejection why) {
   const Json key(in.key);
   const Json* agent = Field(partial, "agent_id");
+  // The result goes back to the sender with what it said of itself.
   Json request{{"request_id", request_id},
                {"org_id", SafeId(Field(partial, "org_id"))},
                {"agent_id", SafeId(agent ? agent : &key)},
@@ -49,18 +49,26 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
   Event e;
   e.type = "request.rejected";
   e.request_id = request_id;
-  e.id = MakeEventId(e.type, request_id, discriminator);
+  e.org_id = why.unauthenticated ? kUnknown : request["org_id"].get<std::string>();
+  e.id = MakeRequestEventId(e.org_id, e.type, request_id, why.discriminator);
   e.time_us = ctx.now_us;
-  e.org_id = request["org_id"];
-  e.agent_id = request["agent_id"];
-  e.session_id = request["session_id"];
-  e.tool = request["tool"];
-  e.data = {{"error", {{"code", code}, {"message", message}}},
+  e.agent_id = why.unauthenticated ? kUnknown : request["agent_id"].get<std::string>();
+  e.session_id = why.unauthenticated ? kUnknown : request["session_id"].get<std::string>();
+  e.tool = why.unauthenticated ? "" : request["tool"].get<std::string>();
+  e.data = {{"error", {{"code", why.code}, {"message", why.message}}},
             {"source", ctx.source},
             {"size_bytes", in.value.size()}};
+  if (why.extra.is_object()) e.data.update(why.extra);
+  if (why.unauthenticated) {
+    Json claimed = Json::object();
+    for (const char* k : {"request_id", "org_id", "agent_id", "session_id", "tool"}) {
+      if (request[k] != kUnknown && request[k] != "") claimed[k] = request[k];
+    }
+    e.data["claimed"] = std::move(claimed);
+  }
   StageResult r;
   r.events.push_back(std::move(e));
-  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(code, message, false));
+  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
   Message out = MessageFor(config_.topics.results(), request, result);
   if (request["agent_id"] == kUnknown && !in.key.empty()) out.key = in.key;  // back to the sender's partition
   r.outputs.push_back({std::move(out), 0});
@@ -69,21 +77,87 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
 
 StageResult IngestStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
   const std::string derived_id = DerivedRequestId(ctx.source);
-  if (in.value.size() > config_.max_request_bytes) {
-    return Reject(in, ctx, Json(), derived_id, errc::kRequestTooLarge,
-                  "request is " + std::to_string(in.value.size()) + " bytes; the limit is " +
-                      std::to_string(config_.max_request_bytes));
-  }
+  // What the sender says of itself, for a rejection's result; nothing here
+  // is trusted before the signature is.
   Json doc;
-  Status s = ParseJson(in.value, &doc);
-  if (!s.ok()) return Reject(in, ctx, Json(), derived_id, errc::kInvalidRequest, "request is not JSON: " + s.message());
-  if (!doc.is_object()) {
-    return Reject(in, ctx, Json(), derived_id, errc::kInvalidRequest, "request must be a JSON object");
+  Status parsed = in.value.size() <= config_.max_request_bytes
+                      ? ParseJson(in.value, &doc)
+                      : Status::Error(errc::kRequestTooLarge, "not parsed");
+  Json said = doc.is_object() ? doc : Json::object();
+
+  // 1. Who sent it (docs/trust.md).
+  SignedBy who;
+  bool authed = config_.credentials != nullptr &&
+                AuthenticateRequest(in, *config_.credentials, ctx.now_us, config_.max_skew_us, &who);
+  if (config_.credentials == nullptr) {
+    who.code = errc::kUnauthenticated;
+    who.check = "registry";
+    who.message = "this ingest has no agent registry: nothing is accepted";
   }
+  if (!said.contains("org_id") && !who.claimed_org.empty()) said["org_id"] = who.claimed_org;
+  if (!said.contains("agent_id") && !who.claimed_identity.empty()) said["agent_id"] = who.claimed_identity;
   std::string request_id = derived_id;
-  if (const Json* rid = Field(doc, "request_id"); rid && SafeId(rid) != kUnknown) request_id = rid->get<std::string>();
-  s = SchemaRegistry::Builtin().Validate("tool_request", doc);
-  if (!s.ok()) return Reject(in, ctx, doc, request_id, errc::kInvalidRequest, s.message(), ctx.source);
+  if (const Json* rid = Field(said, "request_id"); rid && SafeId(rid) != kUnknown) {
+    request_id = rid->get<std::string>();
+  } else if (Json c(who.claimed_request_id); SafeId(&c) != kUnknown) {
+    request_id = who.claimed_request_id;
+  } else if (authed || who.signature_ok) {
+    // Signed without an id: one from the signature, so a replayed copy of
+    // the same signed message is the same request.
+    request_id = "j-" + Sha256Hex(in.headers.at(kHeaderAuth)).substr(0, 24);
+  }
+  if (!authed && who.code == errc::kSignatureExpired && who.signature_ok) {
+    // Read again after a crash, later than the skew: if this very message
+    // was received, it was authenticated then.
+    std::vector<Event> history;
+    Status s = log.EventsOfRequest(who.claims.value("org_id", ""), request_id, &history);
+    if (!s.ok()) {
+      StageResult r;
+      r.error = s;
+      return r;
+    }
+    RequestState st = Summarize(history);
+    authed = st.received != nullptr && SourceOf(st.received) == ctx.source;
+    if (authed) {
+      who.org_id = who.claims.value("org_id", "");
+      who.identity = who.claims.value("agent_id", "");
+    }
+  }
+  if (!authed) {
+    Rejection why{who.code, who.message, ctx.source, Json{{"check", who.check}}, !who.signature_ok};
+    if (who.signature_ok) {
+      // The signer is proven (only its time failed): filed under it.
+      said["org_id"] = who.claims.value("org_id", "");
+      said["agent_id"] = who.claims.value("agent_id", "");
+    }
+    return Reject(in, ctx, said, request_id, std::move(why));
+  }
+  said["org_id"] = who.org_id;
+  said["agent_id"] = who.identity;
+  auto reject = [&](const char* code, std::string message, const std::string& disc = "") {
+    return Reject(in, ctx, said, request_id, Rejection{code, std::move(message), disc});
+  };
+
+  // 2. The message itself.
+  if (in.value.size() > config_.max_request_bytes) {
+    return reject(errc::kRequestTooLarge, "request is " + std::to_string(in.value.size()) +
+                                              " bytes; the limit is " + std::to_string(config_.max_request_bytes),
+                  ctx.source);
+  }
+  if (!parsed.ok()) return reject(errc::kInvalidRequest, "request is not JSON: " + parsed.message(), ctx.source);
+  if (!doc.is_object()) return reject(errc::kInvalidRequest, "request must be a JSON object", ctx.source);
+  Status s = SchemaRegistry::Builtin().Validate("tool_request", doc);
+  if (!s.ok()) return reject(errc::kInvalidRequest, s.message(), ctx.source);
+  // The body speaks for the signer only: the identity it names must be the
+  // signed one, and so must its request_id.
+  if (doc["org_id"] != who.org_id || doc["agent_id"] != who.identity ||
+      (!who.claimed_request_id.empty() && doc.value("request_id", who.claimed_request_id) != who.claimed_request_id)) {
+    Rejection why{errc::kUnauthenticated,
+                  "the request names org '" + doc["org_id"].get<std::string>() + "', agent '" +
+                      doc["agent_id"].get<std::string>() + "' or a request_id other than its signature's",
+                  ctx.source, Json{{"check", "claims"}}};
+    return Reject(in, ctx, said, request_id, std::move(why));
+  }
 
   // The normalised request: the contract's fields, request_id filled in.
   Json request{{"request_id", request_id}, {"org_id", doc["org_id"]}, {"agent_id", doc["agent_id"]},
@@ -94,11 +168,11 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   const std::string args_hash = ArgsHash(request["args"]);
   std::string canon;
   s = CanonicalBytes(request, &canon);
-  if (!s.ok()) return Reject(in, ctx, doc, request_id, errc::kInvalidRequest, s.message(), ctx.source);
+  if (!s.ok()) return reject(errc::kInvalidRequest, s.message(), ctx.source);
   const std::string content_hash = Sha256Hex(canon);
 
   std::vector<Event> history;
-  s = log.EventsOfRequest(request_id, &history);
+  s = log.EventsOfRequest(request["org_id"], request_id, &history);
   if (!s.ok()) {
     // The log cannot be read: fail closed (the runner retries) rather than
     // risk a second execution.
@@ -109,7 +183,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   RequestState state = Summarize(history);
   if (state.received != nullptr) {
     if (state.received->data.value("content_hash", "") != content_hash) {
-      return Reject(in, ctx, doc, request_id, errc::kDuplicateRequest,
+      return reject(errc::kDuplicateRequest,
                     "request_id '" + request_id + "' was already used for a different request", ctx.source);
     }
     StageResult r;
@@ -140,14 +214,15 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   Event e;
   e.type = "request.received";
   e.request_id = request_id;
-  e.id = MakeEventId(e.type, request_id);
-  e.time_us = ctx.now_us;
   e.org_id = request["org_id"];
+  e.id = MakeRequestEventId(e.org_id, e.type, request_id);
+  e.time_us = ctx.now_us;
   e.agent_id = request["agent_id"];
   e.session_id = request["session_id"];
   e.tool = request["tool"];
   e.data = {{"request", logged},           {"args_hash", args_hash}, {"content_hash", content_hash},
-            {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted}};
+            {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted},
+            {"signed_by", who.key_id}};
   StageResult r;
   r.events.push_back(std::move(e));
   Flow flow{request, received_at, args_hash, nullptr};

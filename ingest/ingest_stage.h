@@ -1,12 +1,18 @@
 // The ingest stage: the pipeline's front door.
 //
-// For each message on tollgate.requests: enforce the size limit, parse,
+// For each message on tollgate.requests: authenticate the sender (its
+// tollgate-auth signature, docs/trust.md), enforce the size limit, parse,
 // validate against schemas/tool_request, derive a request_id when the agent
 // gave none (from the message's Kafka coordinates), de-duplicate by
 // request_id, redact secrets, stamp received_at, then append
 // request.received and forward the request (secrets intact, for the
 // executor) to tollgate.decide. Anything wrong yields request.rejected in
-// the log and a `rejected` result with a specific code.
+// the log and a `rejected` result with a specific code. From authentication
+// on, the verified (org, agent) is the request's identity: the body must
+// name the same. A request the signature does not prove is filed under org
+// "unknown" (what it claimed in data.claimed), never under the org it names.
+// request_ids are scoped by org. A signed request without one gets
+// "j-" + a hash of its signature, so a replayed copy is the same request.
 //
 // De-duplication by request_id, from the log:
 //   - same id, same content, same Kafka message (a replay after a crash):
@@ -20,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
+#include "core/credentials.h"
 #include "core/kafka_bus.h"
 #include "core/redact.h"
 #include "core/stage.h"
@@ -32,6 +40,11 @@ struct IngestConfig {
   // Object keys whose lower-cased name contains one of these are redacted
   // (at any depth of args and metadata) before anything is logged.
   std::vector<std::string> redact_key_patterns = DefaultSecretKeyPatterns();
+  // The agents' keys (docs/trust.md). Null: every request is refused
+  // (E_UNAUTHENTICATED): there is no unsigned mode.
+  const CredentialRegistry* credentials = nullptr;
+  // How far a signature's iat may lie from the clock.
+  int64_t max_skew_us = kDefaultMaxSkewUs;
 };
 
 class IngestStage : public Stage {
@@ -45,9 +58,13 @@ class IngestStage : public Stage {
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
 
  private:
-  StageResult Reject(const Message& in, const StageContext& ctx, const Json& partial,
-                     const std::string& request_id, const std::string& code, const std::string& message,
-                     const std::string& discriminator = "");
+  struct Rejection {
+    std::string code, message, discriminator;
+    Json extra = Json::object();  // more event data (check, claimed)
+    bool unauthenticated = false;  // file under org "unknown"
+  };
+  StageResult Reject(const Message& in, const StageContext& ctx, const Json& partial, const std::string& request_id,
+                     Rejection why);
   IngestConfig config_;
 };
 

@@ -9,7 +9,7 @@ packages=(
   librdkafka-dev librocksdb-dev nlohmann-json3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libcpp-httplib-dev libssl-dev libbenchmark-dev libjemalloc-dev
-  kcat python3-confluent-kafka
+  kcat python3-confluent-kafka python3-jwt python3-cryptography
 )
 
 sudo_cmd=()

@@ -3,9 +3,14 @@
 // after a crash; and what RequestState and the reconciler make of approvals.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "approve/approve_stage.h"
 #include "approve_util.h"
 #include "cli/reconciler.h"
+#include "core/auth.h"
+#include "core/credentials.h"
+#include "core/jwt.h"
 #include "core/request_state.h"
 #include "core/schema.h"
 #include "core/sha256.h"
@@ -19,12 +24,13 @@ using testing::Response;
 
 constexpr int64_t kT0 = 1'790'000'000'000'000;
 
+// The log as a vector: a request is (org, request_id), as in the real log.
 class VectorLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events_) {
-      if (e.request_id == rid) out->push_back(e);
+      if (e.org_id == org && e.request_id == rid) out->push_back(e);
     }
     return Status::Ok();
   }
@@ -60,9 +66,53 @@ Message Msg(const std::string& topic, const Json& value, const std::string& key 
   return m;
 }
 
+// Approvers sign their responses (docs/trust.md): each identity has an
+// approver_key in a CredentialRegistry, and the stage checks responses with
+// AuthenticateResponse exactly as cli/pipeline.cpp wires it.
 class ApproveTest : public ::testing::Test {
  protected:
+  ApproveConfig Config() {
+    ApproveConfig ac;
+    ac.topics = topics_;
+    ac.authenticate = [reg = &registry_](const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
+      SignedBy by;
+      const bool ok = AuthenticateResponse(in, *reg, now_us, kDefaultMaxSkewUs, &by);
+      if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
+      if (!ok) *why = by.check + ": " + by.message;
+      return ok;
+    };
+    return ac;
+  }
   StageContext Ctx(int n, int64_t at = kT0 + 1'000'000) { return {at, "inc/topic/0/" + std::to_string(n)}; }
+  // The key of approver `identity` of `org`, registered on first use.
+  const JwtSigner& Approver(const std::string& identity, const std::string& org = "org-1") {
+    auto it = signers_.find(identity);
+    if (it != signers_.end()) return it->second;
+    std::string pem, pub;
+    EXPECT_TRUE(GenerateEd25519(&pem, &pub).ok());
+    Credential c;
+    c.kind = "approver_key";
+    c.identity = identity;
+    c.org_id = org;
+    c.roles = {"approver"};
+    c.public_key = pub;
+    c.key_id = KeyIdOfPublicKey(pub);
+    c.added_by = "test";
+    registry_.Apply(CredentialAddedEvent(c, kT0));
+    JwtSigner s;
+    EXPECT_TRUE(JwtSigner::FromPem(pem, &s, c.key_id).ok());
+    return signers_.emplace(identity, std::move(s)).first->second;
+  }
+  // A response message signed at `at` by `as` (default: the approver it
+  // names, else alice), an approver of `org`.
+  Message Signed(const Json& response, int64_t at = kT0 + 2'000'000, std::string as = "",
+                 const std::string& org = "org-1") {
+    if (as.empty()) as = response.is_object() ? response.value("approver", "alice") : "alice";
+    Message m = Msg(topics_.approval_responses(), response);
+    const std::string rid = response.is_object() ? response.value("request_id", "") : "";
+    m.headers[kHeaderAuth] = SignResponse(Approver(as, org), as, org, rid, m.value, at / 1'000'000);
+    return m;
+  }
   // decide's events in the log, the Flow processed by the stage, its events appended.
   std::string Hold(const AskSpec& spec) {
     auto ask = MakeAsk(spec, kT0);
@@ -72,19 +122,24 @@ class ApproveTest : public ::testing::Test {
     log_.Append(r.events, &stage_);
     return ask.flow.args_hash;
   }
-  StageResult Respond(const Json& response, int64_t at = kT0 + 2'000'000) {
-    StageResult r = stage_.Process(Msg(topics_.approval_responses(), response), Ctx(next_++, at), log_);
+  // Processes `m` as a response read at `at`; its events appended.
+  StageResult Deliver(const Message& m, int64_t at = kT0 + 2'000'000) {
+    StageResult r = stage_.Process(m, Ctx(next_++, at), log_);
     log_.Append(r.events, &stage_);
     return r;
   }
-  RequestState State(const std::string& rid) {
+  // A response signed by the approver it names.
+  StageResult Respond(const Json& response, int64_t at = kT0 + 2'000'000) { return Deliver(Signed(response, at), at); }
+  RequestState State(const std::string& rid, const std::string& org = "org-1") {
     history_.clear();
-    log_.EventsOfRequest(rid, &history_);
+    log_.EventsOfRequest(org, rid, &history_);
     return Summarize(history_);
   }
 
   Topics topics_;
-  ApproveStage stage_{ApproveConfig{}};
+  CredentialRegistry registry_;
+  std::map<std::string, JwtSigner> signers_;
+  ApproveStage stage_{Config()};
   VectorLog log_;
   std::vector<Event> history_;
   int next_ = 1;
@@ -119,6 +174,8 @@ TEST_F(ApproveTest, AFlowWithoutAnAskInTheLogIsNotHeld) {
   StageResult r = stage_.Process(Msg(topics_.approve(), ask.flow.ToJson()), Ctx(1), log_);
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].type, "request.rejected");
+  EXPECT_EQ(r.events[0].data["error"]["code"], "E_NOT_IN_LOG") << "the flow's decision is not in the log";
+  EXPECT_EQ(r.events[0].org_id, "unknown");
   EXPECT_TRUE(log_.Of("approval.requested").empty());
 }
 
@@ -203,7 +260,7 @@ TEST_F(ApproveTest, RefusalsAreLoggedWithTheirReason) {
     EXPECT_TRUE(r.outputs.empty());
     EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(r.events[0].BodyJson()).ok()) << c.code;
   }
-  StageResult bad_json = stage_.Process(Msg(topics_.approval_responses(), Json("x")), Ctx(50), log_);
+  StageResult bad_json = stage_.Process(Signed(Json("x")), Ctx(50, kT0 + 2'000'000), log_);
   ASSERT_EQ(bad_json.events.size(), 1u);
   EXPECT_EQ(bad_json.events[0].data["code"], "E_INVALID_RESPONSE");
   EXPECT_TRUE(State("r1").approval_pending()) << "refusals change nothing";
@@ -317,12 +374,142 @@ TEST_F(ApproveTest, AlwaysNeedsTheWholeQuorumToSayAlways) {
 TEST_F(ApproveTest, AResponseReadAgainAfterACrashReEmitsItsOutput) {
   const std::string hash = Hold(AskSpec{});
   const StageContext ctx = Ctx(77);
-  StageResult first = stage_.Process(Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash)), ctx, log_);
+  const Message m = Signed(Response("r1", "approve", "alice", hash), ctx.now_us);
+  StageResult first = stage_.Process(m, ctx, log_);
   log_.Append(first.events, &stage_);
-  StageResult again = stage_.Process(Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash)), ctx, log_);
+  StageResult again = stage_.Process(m, ctx, log_);
   EXPECT_TRUE(again.events.empty());
   ASSERT_EQ(again.outputs.size(), 1u);
   EXPECT_EQ(again.outputs[0].message.value, first.outputs[0].message.value);
+}
+
+// Approvers are authenticated on every path (docs/trust.md): a response
+// counts only when its signature proves who sent it.
+TEST_F(ApproveTest, AnUnsignedResponseCountsForNothing) {
+  const std::string hash = Hold(AskSpec{});
+  Approver("alice");  // alice exists; her name is not her signature
+  Message unsigned_m = Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash));
+  StageResult r = Deliver(unsigned_m);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(r.events[0].data["code"], "E_UNAUTHENTICATED");
+  EXPECT_EQ(r.events[0].org_id, "unknown") << "not filed into the request it names";
+  EXPECT_FALSE(r.events[0].data.contains("approver")) << "no identity was proven";
+  EXPECT_EQ(r.events[0].data["claimed_approver"], "alice");
+  EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(r.events[0].BodyJson()).ok());
+  EXPECT_TRUE(r.outputs.empty());
+  // Signed by a key nobody registered, and signed by alice's key but with
+  // the bytes changed afterwards: refused alike.
+  std::string pem, pub;
+  ASSERT_TRUE(GenerateEd25519(&pem, &pub).ok());
+  JwtSigner stranger;
+  ASSERT_TRUE(JwtSigner::FromPem(pem, &stranger, KeyIdOfPublicKey(pub)).ok());
+  Message forged = Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash));
+  forged.headers[kHeaderAuth] = SignResponse(stranger, "alice", "org-1", "r1", forged.value, (kT0 + 2'000'000) / 1'000'000);
+  Message tampered = Signed(Response("r1", "deny", "alice", hash));
+  tampered.value = Response("r1", "approve", "alice", hash).dump();
+  for (const Message* m : {&forged, &tampered}) {
+    StageResult f = Deliver(*m);
+    ASSERT_EQ(f.events.size(), 1u);
+    EXPECT_EQ(f.events[0].data["code"], "E_UNAUTHENTICATED");
+    EXPECT_EQ(f.events[0].org_id, "unknown");
+    EXPECT_TRUE(f.outputs.empty());
+  }
+  RequestState st = State("r1");
+  EXPECT_TRUE(st.approval_pending());
+  EXPECT_TRUE(st.grants.empty());
+  EXPECT_EQ(stage_.pending(), 1u);
+}
+
+TEST_F(ApproveTest, AResponseSignedLongerAgoThanTheSkewIsRefused) {
+  const std::string hash = Hold(AskSpec{});
+  const int64_t at = kT0 + 2'000'000;
+  Message old = Signed(Response("r1", "approve", "alice", hash), at - kDefaultMaxSkewUs - 2'000'000);
+  StageResult r = Deliver(old, at);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(r.events[0].data["code"], "E_UNAUTHENTICATED");
+  EXPECT_TRUE(r.outputs.empty());
+  EXPECT_TRUE(State("r1").approval_pending());
+}
+
+// The approver recorded is the signed identity; the body's "approver" is
+// optional and, when present, must be that identity.
+TEST_F(ApproveTest, TheApproverIsWhoSignedNotWhatTheBodySays) {
+  AskSpec spec;
+  spec.quorum = 2;
+  const std::string hash = Hold(spec);
+  // alice signs a response that says bob approved: refused, recorded as alice's.
+  StageResult claim = Deliver(Signed(Response("r1", "approve", "bob", hash), kT0 + 2'000'000, "alice"));
+  ASSERT_EQ(claim.events.size(), 1u);
+  EXPECT_EQ(claim.events[0].type, "approval.refused");
+  EXPECT_EQ(claim.events[0].data["code"], "E_UNAUTHENTICATED");
+  EXPECT_EQ(claim.events[0].data["approver"], "alice");
+  EXPECT_EQ(claim.events[0].data["claimed_approver"], "bob");
+  EXPECT_TRUE(State("r1").grants.empty()) << "bob's name counted for nothing";
+  // Without an approver field, the signer is the approver.
+  Json anonymous = Response("r1", "approve", "x", hash);
+  anonymous.erase("approver");
+  StageResult a = Deliver(Signed(anonymous, kT0 + 2'000'000, "alice"));
+  ASSERT_EQ(a.events.size(), 1u);
+  EXPECT_EQ(a.events[0].type, "approval.granted");
+  EXPECT_EQ(a.events[0].data["approver"], "alice");
+  // alice again, under bob's name: still alice, still one grant.
+  StageResult again = Deliver(Signed(Response("r1", "approve", "bob", hash), kT0 + 2'000'000, "alice"));
+  ASSERT_EQ(again.events.size(), 1u);
+  EXPECT_EQ(again.events[0].type, "approval.refused");
+  EXPECT_EQ(State("r1").grants.size(), 1u);
+  EXPECT_TRUE(State("r1").approval_pending()) << "one identity is one vote";
+  StageResult b = Respond(Response("r1", "approve", "bob", hash));
+  ASSERT_EQ(b.outputs.size(), 1u);
+  EXPECT_EQ(Json::parse(b.outputs[0].message.value)["approval"]["approvers"], Json::array({"alice", "bob"}));
+}
+
+// Tenancy: an approver of org-2 cannot reach org-1's request, whatever
+// request_id or org_id the response names.
+TEST_F(ApproveTest, AnApproverOfAnotherOrgCannotTouchTheRequest) {
+  const std::string hash = Hold(AskSpec{});
+  StageResult r = Deliver(Signed(Response("r1", "approve", "zed", hash), kT0 + 2'000'000, "zed", "org-2"));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(r.events[0].data["code"], "E_APPROVAL_UNKNOWN") << "org-2 has no request r1";
+  EXPECT_NE(r.events[0].org_id, "org-1");
+  Json naming = Response("r1", "approve", "zed", hash);
+  naming["org_id"] = "org-1";
+  StageResult n = Deliver(Signed(naming, kT0 + 2'000'000, "zed", "org-2"));
+  ASSERT_EQ(n.events.size(), 1u);
+  EXPECT_EQ(n.events[0].data["code"], "E_APPROVER_NOT_ENTITLED");
+  EXPECT_NE(n.events[0].org_id, "org-1");
+  EXPECT_TRUE(r.outputs.empty() && n.outputs.empty());
+  RequestState st = State("r1");
+  EXPECT_TRUE(st.approval_pending());
+  EXPECT_TRUE(st.grants.empty());
+  EXPECT_EQ(history_.size(), 3u) << "org-1's request has only its own events";
+}
+
+// request_ids are per org: the same id pending in two orgs is two approvals.
+TEST_F(ApproveTest, TheSameRequestIdInTwoOrgsIsTwoApprovals) {
+  AskSpec one;
+  AskSpec two;
+  two.org = "org-2";
+  two.args = {{"text", "other"}};
+  const std::string h1 = Hold(one);
+  const std::string h2 = Hold(two);
+  EXPECT_EQ(stage_.pending(), 2u);
+  StageResult r = Respond(Response("r1", "approve", "alice", h1));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.granted");
+  EXPECT_EQ(r.events[0].org_id, "org-1");
+  EXPECT_TRUE(State("r1", "org-1").cleared());
+  EXPECT_TRUE(State("r1", "org-2").approval_pending()) << "org-2's r1 is untouched";
+  EXPECT_EQ(stage_.pending(), 1u);
+  StageResult z = Deliver(Signed(Response("r1", "deny", "zed", h2), kT0 + 2'000'000, "zed", "org-2"));
+  ASSERT_EQ(z.events.size(), 1u);
+  EXPECT_EQ(z.events[0].type, "approval.denied");
+  EXPECT_EQ(z.events[0].org_id, "org-2");
+  EXPECT_TRUE(State("r1", "org-2").terminal());
+  EXPECT_TRUE(State("r1", "org-1").cleared());
+  EXPECT_EQ(stage_.pending(), 0u);
 }
 
 TEST(RequestStateApprovals, SettledFollowsTheQuorum) {
@@ -331,7 +518,7 @@ TEST(RequestStateApprovals, SettledFollowsTheQuorum) {
   auto add = [&](const std::string& type, Json data, const std::string& disc) {
     Event e = ev[0];
     e.type = type;
-    e.id = MakeEventId(type, e.request_id, disc);
+    e.id = MakeRequestEventId(e.org_id, type, e.request_id, disc);
     e.data = std::move(data);
     ev.push_back(e);
   };

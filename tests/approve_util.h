@@ -2,17 +2,21 @@
 // `ask`, and the Flow it sends to the approve topic.
 //
 // Until the decide stage asks by itself (the decide issue), tests stand in
-// for it here: MakeAsk builds request.received + decision.made (with the
-// contracts file's `approval` block) and the Flow. When decide lands,
+// for it here: MakeAsk builds request.received (with the content_hash the
+// stages check a flow against) + decision.made (with the contracts file's
+// `approval` block) and the Flow, which matches them exactly. When decide lands,
 // integration tests can submit a request that its policy asks about instead
 // (one place: ApprovalsPipelineTest::Ask).
 #pragma once
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "core/canonical_json.h"
 #include "core/event.h"
 #include "core/messages.h"
+#include "core/sha256.h"
 
 namespace tollgate::testing {
 
@@ -45,7 +49,7 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
     Event e;
     e.type = type;
     e.request_id = s.request_id;
-    e.id = MakeEventId(type, s.request_id);
+    e.id = MakeRequestEventId(s.org, type, s.request_id);  // request ids are scoped by org
     e.time_us = t;
     e.org_id = s.org;
     e.agent_id = s.agent;
@@ -54,10 +58,14 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
     e.data = std::move(data);
     return e;
   };
+  // As ingest logs it: stages check a flow against content_hash (SHA-256
+  // of the canonical request), received_at and args_hash.
+  std::string canon;
+  if (!CanonicalBytes(request, &canon).ok()) std::abort();
   Ask a;
   a.events.push_back(make("request.received", decided_us - 1000,
-                          {{"request", request}, {"args_hash", args_hash}, {"received_at", received_at},
-                           {"source", "test"}, {"redacted", Json::array()}}));
+                          {{"request", request}, {"args_hash", args_hash}, {"content_hash", Sha256Hex(canon)},
+                           {"received_at", received_at}, {"source", "test"}, {"redacted", Json::array()}}));
   Json decision{{"verdict", "ask"},
                 {"reason", "'" + s.tool + "' needs a human"},
                 {"rule", "test:ask"},

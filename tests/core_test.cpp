@@ -82,6 +82,24 @@ TEST(Event, IdsAreDeterministicAndDistinct) {
   EXPECT_EQ(MakeEventId("x", "y").size(), 32u);
 }
 
+// request_ids are scoped by org: the same request_id in two orgs gives two
+// requests whose events never share an id (so one org's events can neither
+// collide with nor de-duplicate another's).
+TEST(Event, RequestEventIdsAreScopedByOrg) {
+  EXPECT_EQ(MakeRequestEventId("o1", "decision.made", "r1"), MakeRequestEventId("o1", "decision.made", "r1"));
+  EXPECT_NE(MakeRequestEventId("o1", "decision.made", "r1"), MakeRequestEventId("o2", "decision.made", "r1"));
+  EXPECT_NE(MakeRequestEventId("o1", "decision.made", "r1"), MakeRequestEventId("o1", "decision.made", "r2"));
+  EXPECT_NE(MakeRequestEventId("o1", "approval.granted", "r1", "alice"),
+            MakeRequestEventId("o1", "approval.granted", "r1", "bob"));
+  EXPECT_NE(MakeRequestEventId("o1", "decision.made", "r1"), MakeEventId("decision.made", "r1"));
+  // NUL separation: moving bytes between org and request changes the id.
+  EXPECT_NE(MakeRequestEventId("o", "decision.made", "1r"), MakeRequestEventId("o1", "decision.made", "r"));
+  EXPECT_NE(MakeRequestEventId("ab", "t", "c"), MakeRequestEventId("a", "t", "bc"));
+  EXPECT_EQ(MakeRequestEventId("o", "t", "r").size(), 32u);
+  EXPECT_NE(RequestKey("ab", "c"), RequestKey("a", "bc"));
+  EXPECT_EQ(RequestKey("o1", "r1"), RequestKey("o1", "r1"));
+}
+
 TEST(Event, RecordJsonRoundTrips) {
   Event e = Good();
   e.seq = 7;

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "cli/pipeline.h"
+#include "core/auth.h"
+#include "core/credentials.h"
 #include "core/flow_stage.h"
 #include "core/messages.h"
 #include "ingest/ingest_stage.h"
@@ -36,16 +38,34 @@ int main(int argc, char** argv) {
   if (mode == "start") {
     Json req{{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
              {"tool", "cli:slow_append"}, {"args", {{"n", 1}}}};
-    IngestStage ingest{IngestConfig{}};
+    // Received as ingest receives it: signed by an agent key registered in
+    // the pipeline's log, as `tollgate agents add` does.
+    std::string pem, pub;
+    if (!GenerateEd25519(&pem, &pub).ok()) return 10;
+    Credential c;
+    c.kind = "agent_key";
+    c.org_id = "o1";
+    c.identity = "a1";
+    c.roles = {"agent"};
+    c.public_key = pub;
+    c.key_id = KeyIdOfPublicKey(pub);
+    c.added_by = "test";
+    if (!p->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok()) return 12;
+    JwtSigner signer;
+    if (!JwtSigner::FromPem(pem, &signer, c.key_id).ok()) return 11;
+    IngestConfig ic;
+    ic.credentials = &p->credentials();
+    IngestStage ingest{ic};
     Message in{"tollgate.requests", 0, 0, "a1", req.dump(), {}};
+    in.headers[kHeaderAuth] = SignRequest(signer, "o1", "a1", rid, in.value, NowMicros() / 1'000'000);
     struct NoLog : LogView {
-      Status EventsOfRequest(const std::string&, std::vector<Event>* out) const override {
+      Status EventsOfRequest(const std::string&, const std::string&, std::vector<Event>* out) const override {
         out->clear();
         return Status::Ok();
       }
     } none;
     StageResult received = ingest.Process(in, {NowMicros(), "child/requests/0/0"}, none);
-    if (received.events.size() != 1) return 4;
+    if (received.events.size() != 1 || received.events[0].type != "request.received") return 4;
     Flow flow;
     if (!Flow::FromJson(Json::parse(received.outputs[0].message.value), &flow)) return 5;
     flow.decision = {{"verdict", "allow"}, {"reason", "crash test"}, {"rule", "test"}, {"danger_level", "LOW"},

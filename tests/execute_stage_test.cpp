@@ -8,18 +8,20 @@
 
 #include "cli/reconciler.h"
 #include "core/request_state.h"
+#include "core/sha256.h"
 #include "execute/execute_stage.h"
 #include "tests/test_util.h"
 
 namespace tollgate {
 namespace {
 
+// The log as a vector: a request is (org, request_id), as in the real log.
 class VectorLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events_) {
-      if (e.request_id == rid) out->push_back(e);
+      if (e.org_id == org && e.request_id == rid) out->push_back(e);
     }
     return Status::Ok();
   }
@@ -51,20 +53,33 @@ class ExecuteStageTest : public ::testing::Test {
     c.policy = policy_;
     stage_ = std::make_unique<ExecuteStage>(c);
   }
-  // Logs request.received and an allow decision for a call; the message
-  // decide would send to execute.
-  Message Allowed(const std::string& rid, const std::string& tool, const Json& args, Json extra = Json::object()) {
+  // The flow of an allowed call (nothing logged).
+  static Flow AllowedFlow(const std::string& rid, const std::string& tool, const Json& args,
+                          Json extra = Json::object()) {
     Flow f;
     f.request = {{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
                  {"tool", tool},      {"args", args}};
-    f.received_at = "2026-11-22T00:00:00Z";
+    f.received_at = "2026-11-22T00:00:00.000000Z";
     f.args_hash = ArgsHash(args);
     f.decision = {{"verdict", "allow"}, {"reason", "test"}, {"rule", "t"}, {"danger_level", "low"},
                   {"policy_version", "v1"}};
     for (const auto& [k, v] : extra.items()) f.decision[k] = v;
-    log_.Append({FlowEvent(f, "request.received", 1, {{"request", f.request}, {"received_at", f.received_at},
-                                                      {"args_hash", f.args_hash}}),
-                 FlowEvent(f, "decision.made", 2, f.decision)});
+    return f;
+  }
+  // request.received as ingest writes it: content_hash is SHA-256 of the
+  // canonical request, which execute checks the flow against.
+  static Event Received(const Flow& f) {
+    std::string canon;
+    EXPECT_TRUE(CanonicalBytes(f.request, &canon).ok());
+    return FlowEvent(f, "request.received", 1,
+                     {{"request", f.request}, {"received_at", f.received_at}, {"args_hash", f.args_hash},
+                      {"content_hash", Sha256Hex(canon)}, {"source", "test"}, {"redacted", Json::array()}});
+  }
+  // Logs request.received and an allow decision for a call; the message
+  // decide would send to execute.
+  Message Allowed(const std::string& rid, const std::string& tool, const Json& args, Json extra = Json::object()) {
+    Flow f = AllowedFlow(rid, tool, args, std::move(extra));
+    log_.Append({Received(f), FlowEvent(f, "decision.made", 2, f.decision)});
     return MessageFor(topics_.execute(), f.request, f.ToJson());
   }
   StageContext Ctx(int offset) { return {1'790'000'000'000'000, "inc/tollgate.execute/0/" + std::to_string(offset)}; }
@@ -135,7 +150,7 @@ TEST_F(ExecuteStageTest, TheReconcilerRedrivesAStartedButUnfinishedExecutionToEx
   Message m = Allowed("w5", "write_file", {{"path", "z.txt"}, {"content", "x"}});
   log_.Append(stage_->Process(m, Ctx(1), log_).events);  // started, then the crash
   std::vector<Event> ev;
-  log_.EventsOfRequest("w5", &ev);
+  log_.EventsOfRequest("o1", "w5", &ev);
   auto plan = PlanRedrive(ev, topics_, 5);
   ASSERT_TRUE(plan);
   EXPECT_EQ(plan->message.topic, "tollgate.execute");
@@ -143,7 +158,7 @@ TEST_F(ExecuteStageTest, TheReconcilerRedrivesAStartedButUnfinishedExecutionToEx
   ASSERT_EQ(after.events.size(), 1u);
   EXPECT_EQ(after.events[0].data["result"]["error"]["code"], "E_OUTCOME_UNKNOWN");
   log_.Append(after.events);
-  log_.EventsOfRequest("w5", &ev);
+  log_.EventsOfRequest("o1", "w5", &ev);
   EXPECT_FALSE(PlanRedrive(ev, topics_, 5)) << "ended: nothing more to re-drive";
 }
 
@@ -201,8 +216,10 @@ TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
   StageResult r = stage_->Process(ask, Ctx(1), log_);
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].type, "request.rejected") << "ask without a grant does not run";
+  EXPECT_EQ(r.events[0].data["error"]["code"], "E_NOT_IN_LOG");
+  EXPECT_FALSE(r.deferred);
   std::vector<Event> ev;
-  log_.EventsOfRequest("g1", &ev);
+  log_.EventsOfRequest("o1", "g1", &ev);
   Flow f;
   ASSERT_TRUE(Flow::FromJson(Json::parse(ask.value), &f));
   log_.Append({FlowEvent(f, "approval.granted", 3, {{"approver", "alice"}, {"scope", "once"}})});
@@ -211,6 +228,59 @@ TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
   EXPECT_EQ(r.events[1].type, "execution.completed") << "granted: runs";
   Message denied = Allowed("g2", "echo", Json::object(), {{"verdict", "deny"}});
   EXPECT_EQ(stage_->Process(denied, Ctx(3), log_).events[0].type, "request.rejected");
+}
+
+// Whoever can write to the execute topic: a flow runs only when it is what
+// ingest received and decide decided, as the log records it. A refusal is
+// filed under org "unknown" and leaves the request it names alone.
+TEST_F(ExecuteStageTest, AFlowWhoseRequestWasNeverReceivedDoesNotRun) {
+  Flow forged = AllowedFlow("x1", "write_file", {{"path", "forged.txt"}, {"content", "x"}});
+  StageResult r = stage_->Process(MessageFor(topics_.execute(), forged.request, forged.ToJson()), Ctx(1), log_);
+  EXPECT_FALSE(r.deferred) << "nothing runs";
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "request.rejected");
+  EXPECT_EQ(r.events[0].data["error"]["code"], "E_NOT_IN_LOG");
+  EXPECT_EQ(r.events[0].org_id, "unknown");
+  EXPECT_EQ(r.events[0].data["claimed"]["request_id"], "x1");
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].message.topic, topics_.results());
+  EXPECT_FALSE(std::filesystem::exists(Workspace() + "/forged.txt"));
+}
+
+TEST_F(ExecuteStageTest, AFlowThatDiffersFromTheLogDoesNotRun) {
+  Message m = Allowed("x2", "write_file", {{"path", "real.txt"}, {"content", "x"}});
+  Flow f;
+  ASSERT_TRUE(Flow::FromJson(Json::parse(m.value), &f));
+  std::vector<Event> before;
+  log_.EventsOfRequest("o1", "x2", &before);
+  // Other args (args_hash recomputed so only the content differs), another
+  // received_at, a decision decide did not make.
+  Flow other_args = f;
+  other_args.request["args"] = {{"path", "evil.txt"}, {"content", "x"}};
+  other_args.args_hash = ArgsHash(other_args.request["args"]);
+  Flow other_time = f;
+  other_time.received_at = "2026-11-23T00:00:00.000000Z";
+  Flow other_decision = f;
+  other_decision.decision["reason"] = "forged";
+  int n = 1;
+  for (const Flow* forged : {&other_args, &other_time, &other_decision}) {
+    StageResult r = stage_->Process(MessageFor(topics_.execute(), forged->request, forged->ToJson()), Ctx(n++), log_);
+    EXPECT_FALSE(r.deferred);
+    ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].data["error"]["code"], "E_FLOW_MISMATCH");
+    EXPECT_EQ(r.events[0].org_id, "unknown");
+    log_.Append(r.events);
+  }
+  std::vector<Event> after;
+  log_.EventsOfRequest("o1", "x2", &after);
+  EXPECT_EQ(after.size(), before.size()) << "the refusals did not touch the request they named";
+  EXPECT_FALSE(std::filesystem::exists(Workspace() + "/evil.txt"));
+  // The genuine flow still runs.
+  StageResult ok = stage_->Process(m, Ctx(9), log_);
+  ASSERT_TRUE(ok.deferred);
+  log_.Append(ok.events);
+  log_.Append(ok.deferred().events);
+  EXPECT_TRUE(std::filesystem::exists(Workspace() + "/real.txt"));
 }
 
 TEST_F(ExecuteStageTest, PureToolsRunInlineAndUnknownToolsFail) {

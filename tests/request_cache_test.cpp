@@ -26,12 +26,12 @@ class RequestCacheTest : public ::testing::Test {
     for (const auto& a : out) EXPECT_TRUE(a.status.ok()) << a.status.ToString();
     return out;
   }
-  // The cache's answer for `rid` matches the log's: same events, same order,
+  // The cache's answer for `rid` of `org` matches the log's: same events, same order,
   // same seq, same envelope and data.
-  void ExpectSameAsLog(const RequestCache& cache, const std::string& rid) {
+  void ExpectSameAsLog(const RequestCache& cache, const std::string& rid, const std::string& org = "o1") {
     std::vector<Event> cached, logged;
-    ASSERT_TRUE(cache.Get(rid, &cached)) << rid << " is not cached";
-    ASSERT_TRUE(store_view_->EventsOfRequest(rid, &logged).ok());
+    ASSERT_TRUE(cache.Get(org, rid, &cached)) << rid << " is not cached";
+    ASSERT_TRUE(store_view_->EventsOfRequest(org, rid, &logged).ok());
     ASSERT_EQ(cached.size(), logged.size()) << rid;
     for (size_t i = 0; i < cached.size(); ++i) {
       EXPECT_EQ(cached[i].seq, logged[i].seq) << rid << " #" << i;
@@ -65,7 +65,7 @@ TEST_F(RequestCacheTest, HoldsEveryEventOfARequestThatBeganHereInLogOrder) {
   ExpectSameAsLog(cache, "r1");
   ExpectSameAsLog(cache, "r2");
   std::vector<Event> r1;
-  ASSERT_TRUE(cache.Get("r1", &r1));
+  ASSERT_TRUE(cache.Get("o1", "r1", &r1));
   ASSERT_EQ(r1.size(), 4u);
   EXPECT_EQ(r1.front().type, "request.received");
   EXPECT_EQ(r1.back().type, "execution.completed");
@@ -83,17 +83,17 @@ TEST_F(RequestCacheTest, ARequestThatBeganBeforeIsReadFromTheLog) {
   EXPECT_TRUE(dup[0].duplicate);
   Append(cache, {MakeEvent("decision.made", "old")});
   std::vector<Event> out;
-  EXPECT_FALSE(cache.Get("old", &out));
+  EXPECT_FALSE(cache.Get("o1", "old", &out));
   // The view falls back to the log and finds both events.
   CachedLogView view(cache, *store_view_);
-  ASSERT_TRUE(view.EventsOfRequest("old", &out).ok());
+  ASSERT_TRUE(view.EventsOfRequest("o1", "old", &out).ok());
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].type, "request.received");
   EXPECT_EQ(out[1].type, "decision.made");
   // An event of a request with no request.received opens nothing either.
   Append(cache, {MakeEvent("request.rejected", "k-orphan")});
-  EXPECT_FALSE(cache.Get("k-orphan", &out));
-  ASSERT_TRUE(view.EventsOfRequest("k-orphan", &out).ok());
+  EXPECT_FALSE(cache.Get("o1", "k-orphan", &out));
+  ASSERT_TRUE(view.EventsOfRequest("o1", "k-orphan", &out).ok());
   EXPECT_EQ(out.size(), 1u);
 }
 
@@ -102,15 +102,38 @@ TEST_F(RequestCacheTest, PastItsCapacityTheOldestRequestsAreReadFromTheLogAgain)
   for (int i = 0; i < 5; ++i) Append(cache, {MakeEvent("request.received", "r" + std::to_string(i))});
   EXPECT_EQ(cache.size(), 3u);
   std::vector<Event> out;
-  EXPECT_FALSE(cache.Get("r0", &out));
-  EXPECT_FALSE(cache.Get("r1", &out));
+  EXPECT_FALSE(cache.Get("o1", "r0", &out));
+  EXPECT_FALSE(cache.Get("o1", "r1", &out));
   for (int i = 2; i < 5; ++i) ExpectSameAsLog(cache, "r" + std::to_string(i));
   // An evicted request's later events do not reopen it (its first is gone).
   Append(cache, {MakeEvent("decision.made", "r0")});
-  EXPECT_FALSE(cache.Get("r0", &out));
+  EXPECT_FALSE(cache.Get("o1", "r0", &out));
   CachedLogView view(cache, *store_view_);
-  ASSERT_TRUE(view.EventsOfRequest("r0", &out).ok());
+  ASSERT_TRUE(view.EventsOfRequest("o1", "r0", &out).ok());
   EXPECT_EQ(out.size(), 2u);
+}
+
+// request_ids are the agents' own and scoped by org: the same id in two
+// orgs is two requests, cached apart, and neither sees the other's events.
+TEST_F(RequestCacheTest, TheSameRequestIdInTwoOrgsIsTwoRequests) {
+  RequestCache cache;
+  Append(cache, {MakeEvent("request.received", "r1", "s1", "a1", "o1"),
+                 MakeEvent("request.received", "r1", "s1", "a1", "o2")});
+  auto second = Append(cache, {MakeEvent("decision.made", "r1", "s1", "a1", "o2")});
+  EXPECT_FALSE(second[0].duplicate) << "o2's event is not o1's";
+  ExpectSameAsLog(cache, "r1", "o1");
+  ExpectSameAsLog(cache, "r1", "o2");
+  std::vector<Event> o1, o2, none;
+  ASSERT_TRUE(cache.Get("o1", "r1", &o1));
+  ASSERT_TRUE(cache.Get("o2", "r1", &o2));
+  EXPECT_EQ(o1.size(), 1u);
+  ASSERT_EQ(o2.size(), 2u);
+  for (const Event& e : o1) EXPECT_EQ(e.org_id, "o1");
+  for (const Event& e : o2) EXPECT_EQ(e.org_id, "o2");
+  EXPECT_FALSE(cache.Get("o3", "r1", &none));
+  CachedLogView view(cache, *store_view_);
+  ASSERT_TRUE(view.EventsOfRequest("o3", "r1", &none).ok());
+  EXPECT_TRUE(none.empty()) << "no other org's events through the log either";
 }
 
 TEST_F(RequestCacheTest, AFailedGroupIsNotCached) {
@@ -126,7 +149,7 @@ TEST_F(RequestCacheTest, AFailedGroupIsNotCached) {
   EXPECT_FALSE(out[1].status.ok());
   ExpectSameAsLog(cache, "r1");
   std::vector<Event> events;
-  ASSERT_TRUE(cache.Get("r1", &events));
+  ASSERT_TRUE(cache.Get("o1", "r1", &events));
   EXPECT_EQ(events.size(), 1u);
 }
 

@@ -42,7 +42,7 @@ class DeferringStage : public Stage {
     r.deferred = [this, id] {
       // The start event must already be in the log.
       std::vector<Event> have;
-      durable_.EventsOfRequest(id, &have);
+      durable_.EventsOfRequest("o1", id, &have);
       if (have.empty()) started_before_durable = true;
       if (id.rfind("slow", 0) == 0) {
         while (!gate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));

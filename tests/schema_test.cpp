@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/credentials.h"
 #include "core/event.h"
 #include "core/messages.h"
 #include "core/schema.h"
@@ -262,6 +263,10 @@ TEST(ApprovalResponseSchema, AcceptsApproveAndDeny) {
   EXPECT_TRUE(Accepted("approval_response", GoodApproval()));
   Json deny = With(With(GoodApproval(), "/decision", "deny"), "/scope", "always");
   EXPECT_TRUE(Accepted("approval_response", Without(deny, "/comment")));
+  // The signature says who answers (docs/trust.md): approver is optional;
+  // a deployment-wide admin names the request's org.
+  EXPECT_TRUE(Accepted("approval_response", Without(GoodApproval(), "/approver")));
+  EXPECT_TRUE(Accepted("approval_response", With(GoodApproval(), "/org_id", "acme")));
 }
 
 TEST(ApprovalResponseSchema, RefusesBadShapes) {
@@ -272,13 +277,28 @@ TEST(ApprovalResponseSchema, RefusesBadShapes) {
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/args_hash", std::string(64, 'A')),
                       "/args_hash: must be a SHA-256 digest as 64 lowercase hex digits"));
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/args_hash", "abc"), "/args_hash"));
-  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/approver")), "missing required field 'approver'");
+  EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/approver", ""), "/approver"));
+  EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/org_id", 7), "/org_id"));
+  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/decision")), "missing required field 'decision'");
   EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/args_hash")), "missing required field 'args_hash'");
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/comment", 5)), "/comment: expected string, got integer");
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/approved", true)), "unknown field 'approved'");
 }
 
 // ------------------------------------------------------------------ events
+
+// A credential as `tollgate agents add` registers it (RFC 8037's example key).
+Credential GoodCredential() {
+  Credential c;
+  c.kind = "agent_key";
+  c.identity = "agent-7";
+  c.org_id = "acme";
+  c.roles = {"agent"};
+  c.public_key = "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo";
+  c.key_id = KeyIdOfPublicKey(c.public_key);
+  c.added_by = "admin";
+  return c;
+}
 
 // The data of a good event of each type.
 Json GoodData(std::string_view type) {
@@ -315,16 +335,24 @@ Json GoodData(std::string_view type) {
     return {{"policy_version", "v4"}, {"content_hash", kHash}, {"source", "policies/default.yaml"},
             {"tier", "file"}, {"policy", {{"mode", "ask"}}}};
   }
+  if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).data;
+  if (type == "credential.revoked") {
+    return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).data;
+  }
   ADD_FAILURE() << "no example for " << type;
   return Json::object();
 }
 
 // A good event body of `type`, built the way the stages build them.
 Json GoodEvent(std::string_view type) {
+  if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).BodyJson();
+  if (type == "credential.revoked") {
+    return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).BodyJson();
+  }
   Event e;
   e.type = std::string(type);
   e.request_id = type == "policy.updated" ? "" : "r-1";
-  e.id = MakeEventId(e.type, e.request_id);
+  e.id = e.request_id.empty() ? MakeEventId(e.type, "") : MakeRequestEventId("acme", e.type, e.request_id);
   e.time_us = 1795862424123456;
   e.org_id = "acme";
   if (type != "policy.updated") {
@@ -342,8 +370,10 @@ TEST(EventSchema, AcceptsAGoodEventOfEveryType) {
   for (std::string_view type : kEventTypes) {
     Json event = GoodEvent(type);
     EXPECT_TRUE(CheckEvent(event).ok()) << type << ": " << CheckEvent(event).ToString();
-    // Stages may add data fields later.
-    EXPECT_TRUE(CheckEvent(With(event, "/data/added_later", {1, 2})).ok()) << type;
+    // Stages may add data fields later; credential events hold exactly
+    // their fields (never a private key or a token).
+    const bool strict = type.starts_with("credential.");
+    EXPECT_EQ(CheckEvent(With(event, "/data/added_later", {1, 2})).ok(), !strict) << type;
     // As a full record, with what the log assigns.
     Json record = With(With(With(event, "/seq", 7), "/prev_hash", std::string(64, '0')), "/hash", kHash);
     EXPECT_TRUE(CheckEvent(record).ok()) << type << ": " << CheckEvent(record).ToString();
@@ -467,6 +497,15 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"policy.updated", "/policy_version", "", false, "/data/policy_version: must not be empty"},
       {"policy.updated", "/policy", nullptr, true, "policy"},
       {"policy.updated", "/tier", "org", false, "/data/tier: must be one of"},
+      {"credential.added", "/kind", "password", false, "/data/kind: must be one of"},
+      {"credential.added", "/key_id", "XYZ", false, "/data/key_id"},
+      {"credential.added", "/public_key", "short", false, "/data/public_key"},
+      {"credential.added", "/roles", Json::array({"root"}), false, "/data/roles/0: must be one of"},
+      {"credential.added", "/added_by", nullptr, true, "/data: missing required field 'added_by'"},
+      {"credential.added", "/private_key", "-----BEGIN PRIVATE KEY-----", false, "unknown field 'private_key'"},
+      {"credential.revoked", "/revoked_by", nullptr, true, "/data: missing required field 'revoked_by'"},
+      {"credential.revoked", "/key_id", nullptr, true, "/data: missing required field 'key_id'"},
+      {"credential.revoked", "/token", "t0ken", false, "unknown field 'token'"},
   };
   std::vector<std::string> covered;
   for (const Case& c : cases) {

@@ -32,7 +32,8 @@ class TempDir {
   std::string path_;
 };
 
-// A valid event of `type` for request `request_id`; ids are deterministic.
+// A valid event of `type` for request `request_id` of `org`; ids are
+// deterministic and, like the pipeline's, scoped by org (MakeRequestEventId).
 inline Event MakeEvent(const std::string& type, const std::string& request_id,
                        const std::string& session = "s1", const std::string& agent = "a1",
                        const std::string& org = "o1", const std::string& tool = "echo",
@@ -40,7 +41,7 @@ inline Event MakeEvent(const std::string& type, const std::string& request_id,
   Event e;
   e.type = type;
   e.request_id = request_id;
-  e.id = MakeEventId(type, request_id);
+  e.id = MakeRequestEventId(org, type, request_id);
   e.session_id = session;
   e.agent_id = agent;
   e.org_id = org;

@@ -1,0 +1,192 @@
+#include "core/credentials.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "core/sha256.h"
+
+namespace tollgate {
+
+bool Credential::Has(const std::string& role) const {
+  return std::find(roles.begin(), roles.end(), role) != roles.end();
+}
+
+Json Credential::ToJson() const {
+  Json j{{"kind", kind},       {"identity", identity}, {"org_id", org_id},   {"key_id", key_id},
+         {"roles", roles},     {"added_by", added_by}, {"added_at", FormatTime(added_us)},
+         {"revoked", revoked}};
+  if (!public_key.empty()) j["public_key"] = public_key;
+  if (revoked) {
+    j["revoked_by"] = revoked_by;
+    j["revoked_at"] = FormatTime(revoked_us);
+  }
+  return j;
+}
+
+std::string KeyIdOfPublicKey(const std::string& public_b64url) {
+  std::string raw;
+  if (!Base64UrlDecode(public_b64url, &raw)) raw = public_b64url;
+  return Sha256Hex(raw).substr(0, 16);
+}
+
+std::string KeyIdOfToken(const std::string& token_sha256) { return Sha256Hex(token_sha256).substr(0, 16); }
+
+namespace {
+
+Event CredentialEvent(const Credential& c, const std::string& type, int64_t time_us, Json data) {
+  Event e;
+  e.type = type;
+  e.org_id = c.org_id;
+  e.agent_id = c.identity;
+  e.session_id = kCredentialsSession;
+  e.request_id = "cred:" + c.key_id;
+  e.id = MakeRequestEventId(e.org_id, e.type, e.request_id);
+  e.time_us = time_us;
+  e.data = std::move(data);
+  return e;
+}
+
+}  // namespace
+
+Event CredentialAddedEvent(const Credential& c, int64_t time_us) {
+  Json data{{"kind", c.kind}, {"identity", c.identity}, {"org_id", c.org_id},
+            {"key_id", c.key_id}, {"roles", c.roles}, {"added_by", c.added_by}};
+  if (!c.public_key.empty()) data["public_key"] = c.public_key;
+  if (!c.token_sha256.empty()) data["token_sha256"] = c.token_sha256;
+  return CredentialEvent(c, "credential.added", time_us, std::move(data));
+}
+
+Event CredentialRevokedEvent(const Credential& c, const std::string& by, const std::string& reason,
+                             int64_t time_us) {
+  Json data{{"kind", c.kind}, {"identity", c.identity}, {"org_id", c.org_id}, {"key_id", c.key_id},
+            {"revoked_by", by}};
+  if (!reason.empty()) data["reason"] = reason;
+  return CredentialEvent(c, "credential.revoked", time_us, std::move(data));
+}
+
+void CredentialRegistry::Apply(const Event& e) {
+  if (e.type != "credential.added" && e.type != "credential.revoked") return;
+  const Json& d = e.data;
+  const std::string key_id = d.value("key_id", "");
+  if (key_id.empty()) return;
+  std::unique_lock lock(mu_);
+  if (e.type == "credential.revoked") {
+    auto it = by_key_id_.find(key_id);
+    if (it == by_key_id_.end() || it->second.c.revoked) return;
+    it->second.c.revoked = true;
+    it->second.c.revoked_by = d.value("revoked_by", "");
+    it->second.c.revoked_us = e.time_us;
+    return;
+  }
+  if (by_key_id_.count(key_id)) return;
+  // "unknown" files what no signature proves: nobody may act in it.
+  if (d.value("org_id", "") == kUnprovenOrg) return;
+  Entry entry;
+  Credential& c = entry.c;
+  c.kind = d.value("kind", "");
+  c.identity = d.value("identity", "");
+  c.org_id = d.value("org_id", "");
+  c.key_id = key_id;
+  for (const auto& r : d.value("roles", Json::array())) {
+    if (r.is_string()) c.roles.push_back(r.get<std::string>());
+  }
+  c.public_key = d.value("public_key", "");
+  c.token_sha256 = d.value("token_sha256", "");
+  c.added_by = d.value("added_by", "");
+  c.added_us = e.time_us;
+  if (!c.public_key.empty()) {
+    auto v = std::make_shared<Ed25519Verifier>();
+    // A key that does not parse verifies nothing (the entry stays listed).
+    if (Ed25519Verifier::FromPublic(c.public_key, v.get()).ok()) entry.verifier = std::move(v);
+  }
+  if (!c.token_sha256.empty()) token_to_key_id_[c.token_sha256] = key_id;
+  identity_org_.emplace(c.kind == "agent_key" ? c.org_id + "/" + c.identity : c.identity, c.org_id);
+  by_key_id_.emplace(key_id, std::move(entry));
+}
+
+void CredentialRegistry::ApplyAll(const std::vector<Event>& events) {
+  for (const Event& e : events) Apply(e);
+}
+
+bool CredentialRegistry::AgentKey(const std::string& org, const std::string& agent, const std::string& key_id,
+                                  Ed25519Verifier* out) const {
+  std::shared_lock lock(mu_);
+  auto usable = [&](const Entry& en) {
+    return en.c.kind == "agent_key" && !en.c.revoked && en.verifier && en.c.org_id == org && en.c.identity == agent;
+  };
+  if (!key_id.empty()) {
+    auto it = by_key_id_.find(key_id);
+    if (it == by_key_id_.end() || !usable(it->second)) return false;
+    *out = *it->second.verifier;
+    return true;
+  }
+  // No kid: the agent's newest active key (rotation adds before it revokes).
+  const Entry* best = nullptr;
+  for (const auto& [id, en] : by_key_id_) {
+    if (usable(en) && (best == nullptr || en.c.added_us > best->c.added_us)) best = &en;
+  }
+  if (best == nullptr) return false;
+  *out = *best->verifier;
+  return true;
+}
+
+bool CredentialRegistry::AgentKnown(const std::string& org, const std::string& agent) const {
+  std::shared_lock lock(mu_);
+  return identity_org_.count(org + "/" + agent) > 0;
+}
+
+bool CredentialRegistry::SigningKey(const std::string& key_id, Credential* who, Ed25519Verifier* out) const {
+  std::shared_lock lock(mu_);
+  auto it = by_key_id_.find(key_id);
+  if (it == by_key_id_.end()) return false;
+  const Entry& en = it->second;
+  if ((en.c.kind != "approver_key" && en.c.kind != "service_key") || en.c.revoked || !en.verifier) return false;
+  *who = en.c;
+  *out = *en.verifier;
+  return true;
+}
+
+bool CredentialRegistry::Token(const std::string& token_sha256, Credential* out) const {
+  std::shared_lock lock(mu_);
+  auto t = token_to_key_id_.find(token_sha256);
+  if (t == token_to_key_id_.end()) return false;
+  auto it = by_key_id_.find(t->second);
+  if (it == by_key_id_.end() || it->second.c.revoked || it->second.c.kind != "token") return false;
+  *out = it->second.c;
+  return true;
+}
+
+bool CredentialRegistry::IdentityOrg(const std::string& identity, std::string* org) const {
+  std::shared_lock lock(mu_);
+  auto it = identity_org_.find(identity);
+  if (it == identity_org_.end()) return false;
+  *org = it->second;
+  return true;
+}
+
+std::vector<Credential> CredentialRegistry::List(const std::string& kind, const std::string& org) const {
+  std::shared_lock lock(mu_);
+  std::vector<Credential> out;
+  for (const auto& [id, en] : by_key_id_) {
+    if ((kind.empty() || en.c.kind == kind) && (org.empty() || en.c.org_id == org)) out.push_back(en.c);
+  }
+  std::sort(out.begin(), out.end(), [](const Credential& a, const Credential& b) {
+    return a.added_us != b.added_us ? a.added_us < b.added_us : a.key_id < b.key_id;
+  });
+  return out;
+}
+
+bool CredentialRegistry::Find(const std::string& key_id, Credential* out) const {
+  std::shared_lock lock(mu_);
+  auto it = by_key_id_.find(key_id);
+  if (it == by_key_id_.end()) return false;
+  *out = it->second.c;
+  return true;
+}
+
+size_t CredentialRegistry::size() const {
+  std::shared_lock lock(mu_);
+  return by_key_id_.size();
+}
+
+}  // namespace tollgate

@@ -1,0 +1,103 @@
+// Who may act: the credentials of agents, approvers and tokens, as a fold of
+// the log's credential.added / credential.revoked events (docs/trust.md).
+//
+// The log is the only record: `tollgate agents add`, `tokens add` and the
+// HTTP API append those events, every process that checks an identity folds
+// them (at start, then from each appended group), and nothing else grants
+// anything. Private keys and tokens never reach the log: an agent key is its
+// Ed25519 public key, a token its SHA-256.
+//
+// Identities are unique per deployment: an identity belongs to one org
+// (or to "*", deployment-wide), so a quorum that counts distinct identities
+// counts distinct people. An agent is (org, agent_id).
+//
+// Thread-safe: Apply takes a writer lock, lookups a reader lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "core/event.h"
+#include "core/jwt.h"
+
+namespace tollgate {
+
+// The session id credential events are filed under, so a fold finds them
+// through the session index instead of a scan of the whole log.
+inline constexpr const char* kCredentialsSession = "tollgate:credentials";
+// The org that refusals of unproven messages are filed under. Reserved: no
+// credential may belong to it, so nothing authenticated ever lives there
+// and a refusal filed there cannot touch a real request.
+inline constexpr const char* kUnprovenOrg = "unknown";
+
+struct Credential {
+  std::string kind;  // agent_key | approver_key | token | service_key
+  std::string identity;
+  std::string org_id;  // "*" = every org
+  std::string key_id;  // 16 hex
+  std::vector<std::string> roles;
+  std::string public_key;    // keys: raw Ed25519, base64url
+  std::string token_sha256;  // tokens
+  std::string added_by;
+  int64_t added_us = 0;
+  bool revoked = false;
+  std::string revoked_by;
+  int64_t revoked_us = 0;
+
+  bool Has(const std::string& role) const;
+  // May act on `org`: its own, or any for a deployment-wide credential.
+  bool InOrg(const std::string& org) const { return org_id == "*" || org == org_id; }
+  Json ToJson() const;  // what `list` shows: never a secret
+};
+
+// key_id of a public key or a token hash: the first 16 hex digits of
+// SHA-256 of the key's raw bytes (base64url-decoded) / of the token hash.
+std::string KeyIdOfPublicKey(const std::string& public_b64url);
+std::string KeyIdOfToken(const std::string& token_sha256);
+
+// The events that change credentials. `by` is who did it (an identity).
+Event CredentialAddedEvent(const Credential& c, int64_t time_us);
+Event CredentialRevokedEvent(const Credential& c, const std::string& by, const std::string& reason,
+                             int64_t time_us);
+
+class CredentialRegistry {
+ public:
+  // Folds one event; others are ignored. Idempotent (keyed by key_id): a
+  // revoked credential stays revoked.
+  void Apply(const Event& e);
+  void ApplyAll(const std::vector<Event>& events);
+
+  // The active key of agent (org, agent) with `key_id` (the JWT's kid), or
+  // any of its active keys when key_id is empty; false when none.
+  bool AgentKey(const std::string& org, const std::string& agent, const std::string& key_id,
+                Ed25519Verifier* out) const;
+  // Whether (org, agent) has any key, revoked or not (to tell "revoked"
+  // from "unknown" in a refusal).
+  bool AgentKnown(const std::string& org, const std::string& agent) const;
+  // An active approver/service key by key_id.
+  bool SigningKey(const std::string& key_id, Credential* who, Ed25519Verifier* out) const;
+  // The active token credential whose SHA-256 is `token_sha256`.
+  bool Token(const std::string& token_sha256, Credential* out) const;
+  // The identity's org when it is taken (by any credential, even revoked).
+  bool IdentityOrg(const std::string& identity, std::string* org) const;
+
+  // Every credential, optionally of one kind and one org ("" = all).
+  std::vector<Credential> List(const std::string& kind = "", const std::string& org = "") const;
+  bool Find(const std::string& key_id, Credential* out) const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    Credential c;
+    std::shared_ptr<Ed25519Verifier> verifier;  // keys only
+  };
+  mutable std::shared_mutex mu_;
+  std::map<std::string, Entry> by_key_id_;
+  std::map<std::string, std::string> token_to_key_id_;
+  std::map<std::string, std::string> identity_org_;
+};
+
+}  // namespace tollgate
