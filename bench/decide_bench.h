@@ -22,7 +22,8 @@ struct DecideBenchOptions {
 };
 
 // Returns {"p50_us", "p99_us" (100 rules), "p50_us_1000", "p99_us_1000",
-// "growth_10x", "p50_json_us" (incl. building the decision.made JSON),
+// "growth_10x", "p50_us_orgs" / "p99_us_orgs" (100 rules and 100 org
+// sections), "p50_json_us" (incl. building the decision.made JSON),
 // "decisions_per_s", "regex_baseline_per_s", "decide_vs_baseline",
 // "vs_cedar_p50" (4 us / p50), "vs_opa" (36 us / p50), "goals", "met"},
 // or {"error": ...}.

@@ -20,6 +20,12 @@ int RunCheck(const std::string& file) {
     return 1;
   }
   std::cout << file << ": ok (" << p->version() << ", content_hash " << p->content_hash() << ")\n";
+  // Decisions carry their org's version (docs/policy.md, "Versions").
+  const auto orgs = p->OrgSections();
+  if (!orgs.empty()) {
+    std::cout << "  orgs without a section: " << p->version("") << "\n";
+    for (const auto& org : orgs) std::cout << "  org " << org << ": " << p->version(org) << "\n";
+  }
   return 0;
 }
 
@@ -78,7 +84,8 @@ int RunExplain(const ExplainFlags& f) {
             << "danger    " << d["danger_level"].get<std::string>() << (d["read_only"] == true ? ", read-only" : ", mutating")
             << "\n"
             << "invocation " << d["invocation"].get<std::string>() << "\n"
-            << "policy    " << d["policy_version"].get<std::string>() << " (budgets from " << from << ")\n"
+            << "policy    " << d["policy_version"].get<std::string>() << " (org " << f.org << "; deployment "
+            << pif.version() << "; budgets from " << from << ")\n"
             << "checks:\n";
   for (const auto& c : d["checks"]) {
     std::cout << "  " << c["check"].get<std::string>() << ": " << c["result"].get<std::string>();

@@ -1,9 +1,11 @@
-// The budget ledger: a fold over the log keyed by request_id
+// The budget ledger: a fold over the log keyed by (org_id, request_id)
 // (decide/policy_engine.h, docs/policy.md "Budgets").
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/sha256.h"
@@ -15,6 +17,17 @@ namespace {
 int64_t UsdToMicros(double usd) {
   if (!std::isfinite(usd) || usd < 0) return 0;
   return static_cast<int64_t>(std::llround(usd * 1e6));
+}
+// An entry's key: org NUL request_id. Request ids are scoped by org (two
+// orgs may use the same one), and ids hold no control characters, so the
+// NUL cannot be forged.
+std::string EntryKey(const std::string& org, const std::string& request_id) {
+  std::string k;
+  k.reserve(org.size() + 1 + request_id.size());
+  k += org;
+  k += '\0';
+  k += request_id;
+  return k;
 }
 std::string ScopeKey(BudgetLedger::Scope s, const std::string& org, const std::string& agent,
                      const std::string& session) {
@@ -58,7 +71,7 @@ Usage Contribution(const BudgetEntry& e) { return {e.micros(), e.counts_as_call(
 struct TimeIndex;
 struct Node {
   BudgetEntry e;
-  const std::string* id = nullptr;  // the map key
+  const std::string* key = nullptr;  // the map key (EntryKey)
   int32_t pos[kSlots] = {-1, -1, -1, -1, -1, -1};  // position in each index, -1 = late
   // The node's index of each slot (map nodes: the pointers stay valid), so a
   // transition does not rebuild and look up six keys.
@@ -161,7 +174,13 @@ std::string IndexKey(BudgetLedger::Scope s, const std::string& org, const std::s
 }  // namespace
 
 struct BudgetLedger::Impl {
-  std::unordered_map<std::string, Node> entries;  // by request_id; node-based: pointers stay valid
+  // Transparent, so a key built on the stack is looked up without a string.
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // By EntryKey(org, request_id); node-based: pointers stay valid.
+  std::unordered_map<std::string, Node, KeyHash, std::equal_to<>> entries;
   std::unordered_map<std::string, TimeIndex> indexes;
 
   TimeIndex& IndexFor(int slot, const BudgetEntry& e) {
@@ -180,10 +199,31 @@ struct BudgetLedger::Impl {
     std::vector<std::pair<std::string, std::array<TimeIndex*, 3>>> tools;
   } recent;
 
+  Node* Find(const std::string& org, const std::string& request_id) {
+    if (request_id.empty()) return nullptr;
+    // On the hot path (every budget check excludes its own request): the
+    // key is built on the stack and looked up as a string_view, not
+    // allocated each time.
+    char buf[256];
+    const size_t n = org.size() + 1 + request_id.size();
+    if (n > sizeof buf) {
+      auto it = entries.find(EntryKey(org, request_id));
+      return it == entries.end() ? nullptr : &it->second;
+    }
+    std::memcpy(buf, org.data(), org.size());
+    buf[org.size()] = '\0';
+    std::memcpy(buf + org.size() + 1, request_id.data(), request_id.size());
+    auto it = entries.find(std::string_view(buf, n));
+    return it == entries.end() ? nullptr : &it->second;
+  }
+
+  // A new entry for (e.org_id, request_id); nothing when it exists already.
   void Reserve(const std::string& request_id, BudgetEntry e) {
-    if (request_id.empty() || entries.count(request_id) != 0) return;  // idempotent
-    auto [it, _] = entries.emplace(request_id, Node{std::move(e)});
-    it->second.id = &it->first;
+    if (request_id.empty()) return;
+    std::string key = EntryKey(e.org_id, request_id);
+    if (entries.count(key) != 0) return;  // idempotent
+    auto [it, _] = entries.emplace(std::move(key), Node{std::move(e)});
+    it->second.key = &it->first;
     Node* n = &it->second;
     const BudgetEntry& ne = n->e;
     if (!recent.valid || recent.org != ne.org_id || recent.agent != ne.agent_id || recent.session != ne.session_id) {
@@ -222,7 +262,9 @@ struct BudgetLedger::Impl {
 BudgetLedger::BudgetLedger() : impl_(std::make_unique<Impl>()) {}
 BudgetLedger::~BudgetLedger() = default;
 BudgetLedger::BudgetLedger(const BudgetLedger& o) : impl_(std::make_unique<Impl>()), applied_seq_(o.applied_seq_) {
-  for (const auto& [id, n] : o.impl_->entries) impl_->Reserve(id, n.e);
+  for (const auto& [key, n] : o.impl_->entries) {
+    impl_->Reserve(key.substr(n.e.org_id.size() + 1), n.e);
+  }
 }
 BudgetLedger& BudgetLedger::operator=(const BudgetLedger& o) {
   if (this != &o) {
@@ -236,15 +278,15 @@ BudgetLedger& BudgetLedger::operator=(const BudgetLedger& o) {
 void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
   if (!decision.is_object()) return;
   const std::string verdict = decision.value("verdict", "");
-  auto it = impl_->entries.find(request_id);
+  std::string org = request.value("org_id", "");
   if (verdict == "deny") {
-    if (it != impl_->entries.end()) impl_->Transition(&it->second, BudgetEntry::State::kReleased, 0);
+    if (Node* n = impl_->Find(org, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0);
     return;
   }
   const Json* res = decision.contains("reservation") ? &decision["reservation"] : nullptr;
   if (res == nullptr || !res->is_object()) return;
   BudgetEntry e;
-  e.org_id = request.value("org_id", "");
+  e.org_id = std::move(org);
   e.agent_id = request.value("agent_id", "");
   e.session_id = request.value("session_id", "");
   e.tool = request.value("tool", "");
@@ -259,9 +301,8 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
 
 void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
                                  const std::string& session_id, const std::string& tool, const Decision& d) {
-  auto it = impl_->entries.find(request_id);
   if (d.verdict == "deny") {
-    if (it != impl_->entries.end()) impl_->Transition(&it->second, BudgetEntry::State::kReleased, 0);
+    if (Node* n = impl_->Find(org_id, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0);
     return;
   }
   if (!d.has_reservation) return;
@@ -279,7 +320,8 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const std::strin
 
 void BudgetLedger::Apply(const Event& e) {
   // Listeners may see groups of different stages out of seq order, so seq
-  // only records how far the fold has come; idempotence is by request_id.
+  // only records how far the fold has come; idempotence is by
+  // (org_id, request_id).
   if (e.seq > applied_seq_) applied_seq_ = e.seq;
   if (e.request_id.empty()) return;
   if (e.type == "decision.made") {
@@ -287,9 +329,8 @@ void BudgetLedger::Apply(const Event& e) {
     ApplyDecision(e.request_id, req, e.data);
     return;
   }
-  auto it = impl_->entries.find(e.request_id);
-  if (it == impl_->entries.end()) return;
-  Node* n = &it->second;
+  Node* n = impl_->Find(e.org_id, e.request_id);
+  if (n == nullptr) return;
   if (n->e.state != BudgetEntry::State::kReserved) return;  // settled or released stays so
   if (e.type == "execution.completed") {
     double cost = 0;
@@ -307,8 +348,9 @@ BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, co
   if (it == impl_->indexes.end()) return {};
   Usage u = it->second.Range(from_us, to_us);
   // The request being decided never counts against itself, so deciding it
-  // again (after a failed append) gives the same answer.
-  if (const BudgetEntry* self = Find(exclude_request_id)) {
+  // again (after a failed append) gives the same answer. It is the request
+  // of this org: another org's request with the same id is another entry.
+  if (const BudgetEntry* self = Find(org_id, exclude_request_id)) {
     bool same = self->org_id == org_id && (scope == Scope::kOrg || self->agent_id == agent_id) &&
                 (scope != Scope::kSession || self->session_id == session_id) && (tool.empty() || self->tool == tool) &&
                 (from_us == INT64_MIN || self->at_us > from_us) && self->at_us <= to_us;
@@ -321,22 +363,33 @@ BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, co
   return u;
 }
 
-const BudgetEntry* BudgetLedger::Find(const std::string& request_id) const {
-  if (request_id.empty()) return nullptr;
-  auto it = impl_->entries.find(request_id);
-  return it == impl_->entries.end() ? nullptr : &it->second.e;
+const BudgetEntry* BudgetLedger::Find(const std::string& org_id, const std::string& request_id) const {
+  const Node* n = impl_->Find(org_id, request_id);
+  return n == nullptr ? nullptr : &n->e;
 }
 
 size_t BudgetLedger::size() const { return impl_->entries.size(); }
 
+namespace {
+// v2: entries are [org_id, request_id, agent_id, session_id, tool, at_us,
+// reserved_micros, actual_micros, state], sorted by (org_id, request_id).
+// v1 keyed entries by request_id alone, which cannot hold two orgs'
+// requests with one id: it is refused, and the log folded again.
+constexpr const char* kLedgerFormat = "decide-ledger.v2";
+}  // namespace
+
 std::string BudgetLedger::Serialize() const {
-  Json entries = Json::object();
-  for (const auto& [id, n] : impl_->entries) {
-    const BudgetEntry& e = n.e;
-    entries[id] = Json::array({e.org_id, e.agent_id, e.session_id, e.tool, e.at_us, e.reserved_micros,
-                               e.actual_micros, static_cast<int>(e.state)});
+  std::vector<const std::pair<const std::string, Node>*> sorted;
+  sorted.reserve(impl_->entries.size());
+  for (const auto& kv : impl_->entries) sorted.push_back(&kv);
+  std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  Json entries = Json::array();
+  for (const auto* kv : sorted) {
+    const BudgetEntry& e = kv->second.e;
+    entries.push_back(Json::array({e.org_id, kv->first.substr(e.org_id.size() + 1), e.agent_id, e.session_id, e.tool,
+                                   e.at_us, e.reserved_micros, e.actual_micros, static_cast<int>(e.state)}));
   }
-  Json body = {{"applied_seq", applied_seq_}, {"entries", std::move(entries)}, {"format", "decide-ledger.v1"}};
+  Json body = {{"applied_seq", applied_seq_}, {"entries", std::move(entries)}, {"format", kLedgerFormat}};
   std::string bytes;
   (void)CanonicalBytes(body, &bytes);
   Json file = {{"body", std::move(body)}, {"sha256", Sha256Hex(bytes)}};
@@ -356,21 +409,24 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
     if (Sha256Hex(bytes) != file.at("sha256").get<std::string>()) {
       return Status::Error(errc::kLogCorrupt, "ledger snapshot checksum mismatch");
     }
-    if (body.at("format") != "decide-ledger.v1") return Status::Error(errc::kLogCorrupt, "unknown snapshot format");
+    if (body.at("format") != kLedgerFormat) return Status::Error(errc::kLogCorrupt, "unknown snapshot format");
     BudgetLedger l;
-    for (const auto& [id, a] : body.at("entries").items()) {
+    const Json& entries = body.at("entries");
+    if (!entries.is_array()) return Status::Error(errc::kLogCorrupt, "ledger snapshot entries are not a list");
+    for (const auto& a : entries) {
       BudgetEntry e;
       e.org_id = a.at(0).get<std::string>();
-      e.agent_id = a.at(1).get<std::string>();
-      e.session_id = a.at(2).get<std::string>();
-      e.tool = a.at(3).get<std::string>();
-      e.at_us = a.at(4).get<int64_t>();
-      e.reserved_micros = a.at(5).get<int64_t>();
-      e.actual_micros = a.at(6).get<int64_t>();
-      int st = a.at(7).get<int>();
+      const std::string request_id = a.at(1).get<std::string>();
+      e.agent_id = a.at(2).get<std::string>();
+      e.session_id = a.at(3).get<std::string>();
+      e.tool = a.at(4).get<std::string>();
+      e.at_us = a.at(5).get<int64_t>();
+      e.reserved_micros = a.at(6).get<int64_t>();
+      e.actual_micros = a.at(7).get<int64_t>();
+      int st = a.at(8).get<int>();
       if (st < 0 || st > 2) return Status::Error(errc::kLogCorrupt, "bad entry state in ledger snapshot");
       e.state = static_cast<BudgetEntry::State>(st);
-      l.impl_->Reserve(id, std::move(e));
+      l.impl_->Reserve(request_id, std::move(e));
     }
     l.applied_seq_ = body.at("applied_seq").get<uint64_t>();
     *out = std::move(l);
@@ -382,9 +438,9 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
 
 bool BudgetLedger::operator==(const BudgetLedger& o) const {
   if (applied_seq_ != o.applied_seq_ || impl_->entries.size() != o.impl_->entries.size()) return false;
-  for (const auto& [id, n] : impl_->entries) {
+  for (const auto& [key, n] : impl_->entries) {
     const BudgetEntry& e = n.e;
-    const BudgetEntry* f = o.Find(id);
+    const BudgetEntry* f = o.Find(e.org_id, key.substr(e.org_id.size() + 1));
     if (f == nullptr || f->org_id != e.org_id || f->agent_id != e.agent_id || f->session_id != e.session_id ||
         f->tool != e.tool || f->at_us != e.at_us || f->reserved_micros != e.reserved_micros ||
         f->actual_micros != e.actual_micros || f->state != e.state) {

@@ -14,7 +14,7 @@ namespace tollgate {
 namespace {
 // policy.updated of a file applies to every org of this deployment.
 constexpr const char* kAllOrgs = "*";
-constexpr const char* kSnapshotFormat = "decide-snapshot.v2";
+constexpr const char* kSnapshotFormat = "decide-snapshot.v3";  // v3: the ledger keyed by (org, request)
 // Events folded again before a snapshot's seq (see Rebuild).
 constexpr uint64_t kRefoldMargin = 4096;
 // Tick writes a snapshot at most this often, and only after this many new

@@ -295,12 +295,30 @@ std::string LocateSchemaMessage(const LineMap* lines, const std::string& msg) {
 }
 
 // ---- Compiling the JSON document.
+// Where the values of an org's effective document came from: a pointer of
+// the merged document -> the pointer in the file it was taken from (a
+// subtree maps with it; a pointer with no mapped ancestor is the same
+// place in the file). docs/policy.md, "Organisations".
+using Origins = std::map<std::string, std::string>;
+
+std::string Resolve(const Origins* origins, const std::string& ptr) {
+  if (origins == nullptr || origins->empty()) return ptr;
+  std::string p = ptr;
+  while (!p.empty()) {
+    auto it = origins->find(p);
+    if (it != origins->end()) return it->second + ptr.substr(p.size());
+    p.resize(p.rfind('/'));
+  }
+  return ptr;
+}
+
 struct Compiler {
   const LineMap* lines;
   Status error;
+  const Origins* origins = nullptr;  // compiling an org's merged document
 
   bool Fail(const std::string& ptr, const std::string& what) {
-    if (error.ok()) error = Status::Error(errc::kPolicyInvalid, Where(lines, ptr) + what);
+    if (error.ok()) error = Status::Error(errc::kPolicyInvalid, Where(lines, Resolve(origins, ptr)) + what);
     return false;
   }
 
@@ -568,6 +586,163 @@ std::string Compiler::NormPath(std::string_view p) {
   return out;
 }
 
+// ---- Org sections (docs/policy.md, "Organisations"): an org's effective
+// document is the file without `orgs`, its section merged over it.
+struct OrgMerge {
+  Origins* origins;  // null: not recorded
+
+  void Map(const std::string& merged, const std::string& from) {
+    if (origins != nullptr) (*origins)[merged] = from;
+  }
+  static std::string Child(const std::string& ptr, const std::string& key) { return ptr + "/" + PointerToken(key); }
+  static std::string Child(const std::string& ptr, size_t i) { return ptr + "/" + std::to_string(i); }
+
+  // `out` (the deployment's values, at the same pointers in the file) keeps
+  // the keys `over` lacks; the rest come from `over` (at `op` in the file).
+  void KeepOthers(const Json& out, const std::string& mp, const Json& over) {
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      if (!over.contains(it.key())) Map(Child(mp, it.key()), Child(mp, it.key()));
+    }
+  }
+
+  // Maps merge key by key, recursively; any other value of `over` replaces.
+  void Object(Json& out, const std::string& mp, const Json& over, const std::string& op) {
+    Map(mp, op);
+    KeepOthers(out, mp, over);
+    for (const auto& [k, v] : over.items()) {
+      auto cur = out.find(k);
+      if (cur != out.end() && cur->is_object() && v.is_object()) {
+        Object(*cur, Child(mp, k), v, Child(op, k));
+      } else {
+        out[k] = v;
+        Map(Child(mp, k), Child(op, k));
+      }
+    }
+  }
+
+  // A tier: the top level (`top`) or one agent's entry. Over the
+  // deployment's: `deny` is the union (the deployment's first), the
+  // deployment's deny rules stay ahead of the org's `rules`, `budgets` merge
+  // by name, `agents` entry by entry (each a tier), other maps key by key;
+  // any other value (mode, allow, notify, tool grants, lists) replaces.
+  void Tier(Json& out, const std::string& mp, const Json& over, const std::string& op, bool top) {
+    if (!top) {
+      Map(mp, op);
+      KeepOthers(out, mp, over);
+    }
+    for (const auto& [k, v] : over.items()) {
+      const std::string kp = Child(mp, k), ko = Child(op, k);
+      auto cur = out.find(k);
+      const bool has = cur != out.end();
+      if (k == "deny" && has && cur->is_array() && v.is_array()) {
+        Map(kp, kp);
+        const size_t n = cur->size();
+        for (size_t j = 0; j < v.size(); ++j) {
+          if (std::find(cur->begin(), cur->begin() + static_cast<std::ptrdiff_t>(n), v[j]) !=
+              cur->begin() + static_cast<std::ptrdiff_t>(n)) {
+            continue;  // denied already
+          }
+          Map(Child(kp, cur->size()), Child(ko, j));
+          cur->push_back(v[j]);
+        }
+      } else if (k == "rules" && has && cur->is_array() && v.is_array()) {
+        Json merged = Json::array();
+        for (size_t i = 0; i < cur->size(); ++i) {
+          const Json& r = (*cur)[i];
+          if (!r.is_object() || r.value("verdict", "") != "deny") continue;
+          Json kept = r;
+          if (!kept.contains("name")) kept["name"] = "rule-" + std::to_string(i);  // its name in the deployment
+          Map(Child(kp, merged.size()), Child(kp, i));
+          merged.push_back(std::move(kept));
+        }
+        for (size_t j = 0; j < v.size(); ++j) {
+          Json r = v[j];
+          if (r.is_object() && !r.contains("name")) r["name"] = "rule-" + std::to_string(j);  // its name in the section
+          Map(Child(kp, merged.size()), Child(ko, j));
+          merged.push_back(std::move(r));
+        }
+        Map(kp, ko);
+        *cur = std::move(merged);
+      } else if (k == "budgets" && has && cur->is_array() && v.is_array()) {
+        Json merged = Json::array();
+        std::vector<bool> used(v.size(), false);
+        for (size_t i = 0; i < cur->size(); ++i) {
+          const Json& b = (*cur)[i];
+          const std::string name = b.is_object() ? b.value("name", "") : "";
+          size_t j = 0;
+          while (j < v.size() && (used[j] || !v[j].is_object() || v[j].value("name", "") != name)) ++j;
+          if (j < v.size()) {
+            used[j] = true;
+            Map(Child(kp, merged.size()), Child(ko, j));
+            merged.push_back(v[j]);
+          } else {
+            Map(Child(kp, merged.size()), Child(kp, i));
+            merged.push_back(b);
+          }
+        }
+        for (size_t j = 0; j < v.size(); ++j) {
+          if (used[j]) continue;
+          Map(Child(kp, merged.size()), Child(ko, j));
+          merged.push_back(v[j]);
+        }
+        Map(kp, ko);
+        *cur = std::move(merged);
+      } else if (top && k == "agents" && has && cur->is_object() && v.is_object()) {
+        for (const auto& [id, entry] : v.items()) {
+          auto a = cur->find(id);
+          if (a != cur->end() && a->is_object() && entry.is_object()) {
+            Tier(*a, Child(kp, id), entry, Child(ko, id), false);
+          } else {
+            (*cur)[id] = entry;
+            Map(Child(kp, id), Child(ko, id));
+          }
+        }
+      } else if (has && cur->is_object() && v.is_object()) {
+        Object(*cur, kp, v, ko);
+      } else {
+        out[k] = v;
+        Map(kp, ko);
+      }
+    }
+  }
+};
+
+// Of `approvals.orgs`, org `org_id`'s entry alone (an `approvals` left
+// empty by that goes too): another org's approvers are not part of this
+// org's policy, so editing them does not change its version.
+void KeepOwnApprovals(Json* doc, const std::string& org_id) {
+  auto ap = doc->find("approvals");
+  if (ap == doc->end() || !ap->is_object()) return;
+  auto orgs = ap->find("orgs");
+  if (orgs == ap->end()) return;
+  if (orgs->is_object() && orgs->contains(org_id)) {
+    Json own = Json::object();
+    own[org_id] = std::move((*orgs)[org_id]);
+    *orgs = std::move(own);
+    return;
+  }
+  ap->erase(orgs);
+  if (ap->empty()) doc->erase(ap);
+}
+
+// Org `org_id`'s effective document (`section`: its section, or null).
+Json EffectiveDocOf(const Json& doc, const std::string& org_id, const Json* section, Origins* origins) {
+  Json out = doc;
+  out.erase("orgs");
+  if (section != nullptr && section->is_object()) {
+    OrgMerge m{origins};
+    m.Tier(out, "", *section, "/orgs/" + PointerToken(org_id), true);
+  }
+  KeepOwnApprovals(&out, org_id);
+  return out;
+}
+
+std::string VersionOf(const Json& doc, Status* s) {
+  std::string bytes;
+  *s = CanonicalBytes(doc, &bytes);
+  return "file:" + Sha256Hex(bytes).substr(0, 16);
+}
+
 // Path-component prefix: "/etc" covers "/etc" and "/etc/x", not "/etcetera".
 bool UnderPrefix(const std::string& path, const std::string& prefix) {
   if (prefix.empty()) return false;
@@ -583,13 +758,77 @@ struct PolicyLoader {
     if (!doc.is_object()) {
       return Status::Error(errc::kPolicyInvalid, Where(lines, "") + "a policy must be a mapping (an object)");
     }
+    // Org ids first: the schema's message for a bad property name names
+    // no place (schemas/policy.schema.json says the same).
+    if (doc.contains("orgs") && doc["orgs"].is_object()) {
+      for (auto it = doc["orgs"].begin(); it != doc["orgs"].end(); ++it) {
+        const std::string& org = it.key();
+        const bool control = std::any_of(org.begin(), org.end(), [](char ch) {
+          const auto c = static_cast<unsigned char>(ch);
+          return c < 0x20 || c == 0x7f;
+        });
+        if (org.empty() || control || org.size() > kMaxIdBytes) {
+          return Status::Error(errc::kPolicyInvalid,
+                               Where(lines, "/orgs/" + PointerToken(org)) +
+                                   "/orgs: an org id must be 1 to 256 bytes without control characters");
+        }
+      }
+    }
     Status s = SchemaRegistry::Builtin().Validate("policy", doc);
     if (!s.ok()) return Status::Error(errc::kPolicyInvalid, LocateSchemaMessage(lines, s.message()));
     auto p = std::make_shared<Policy>();
-    p->compiled_ = std::make_unique<Policy::Compiled>();
-    Compiler c{lines, Status::Ok()};
     try {
-      if (!c.Compile(doc, p->compiled_.get())) return c.error;
+      // The deployment defaults (`orgs` is not read by the compiler).
+      auto defaults = std::make_shared<Policy::Compiled>();
+      Compiler c{lines, Status::Ok()};
+      if (!c.Compile(doc, defaults.get())) return c.error;
+      p->compiled_ = defaults;
+      // One compiled form per org with a section; an org named only in
+      // approvals.orgs shares the defaults (its entry is looked up by org)
+      // but has its own version.
+      const Json* orgs = doc.contains("orgs") && doc["orgs"].is_object() ? &doc["orgs"] : nullptr;
+      if (orgs != nullptr) {
+        for (const auto& [org, section] : orgs->items()) {
+          if (!(s = CheckSection(org, section, lines)).ok()) return s;
+        }
+      }
+      std::set<std::string> named;
+      if (orgs != nullptr) {
+        for (auto it = orgs->begin(); it != orgs->end(); ++it) named.insert(it.key());
+      }
+      if (doc.contains("approvals") && doc["approvals"].is_object() && doc["approvals"].contains("orgs") &&
+          doc["approvals"]["orgs"].is_object()) {
+        const Json& ao = doc["approvals"]["orgs"];
+        for (auto it = ao.begin(); it != ao.end(); ++it) named.insert(it.key());
+      }
+      for (const std::string& org : named) {
+        const Json* section = orgs != nullptr && orgs->contains(org) ? &(*orgs)[org] : nullptr;
+        Origins origins;
+        Json eff = EffectiveDocOf(doc, org, section, &origins);
+        Policy::OrgForm form;
+        form.version = VersionOf(eff, &s);
+        if (!s.ok()) return Status::Error(errc::kPolicyInvalid, s.message());
+        if (section != nullptr) {
+          auto compiled = std::make_shared<Policy::Compiled>();
+          Compiler oc{lines, Status::Ok(), &origins};
+          if (!oc.Compile(eff, compiled.get())) {
+            return Status::Error(errc::kPolicyInvalid, oc.error.message() + " (in org '" + org + "')");
+          }
+          form.compiled = std::move(compiled);
+        } else {
+          form.compiled = defaults;
+        }
+        p->orgs_.emplace(org, std::move(form));
+      }
+      // Every other org: the file without `orgs` and without approvals.orgs.
+      Json base = doc;
+      base.erase("orgs");
+      if (base.contains("approvals") && base["approvals"].is_object() && base["approvals"].contains("orgs")) {
+        base["approvals"].erase("orgs");
+        if (base["approvals"].empty()) base.erase("approvals");
+      }
+      p->default_version_ = VersionOf(base, &s);
+      if (!s.ok()) return Status::Error(errc::kPolicyInvalid, s.message());
     } catch (const std::exception& e) {
       // The schema should make this unreachable; never let a bad file throw.
       return Status::Error(errc::kPolicyInvalid, std::string("policy does not compile: ") + e.what());
@@ -603,7 +842,53 @@ struct PolicyLoader {
     *out = std::move(p);
     return Status::Ok();
   }
+
+  // What the schema cannot say about an org's section: `mode: bypass`
+  // skips the deny list, and an org cannot lift a deployment deny, so it
+  // is refused in a section and in a section's agents.
+  static Status CheckSection(const std::string& org, const Json& section, const LineMap* lines) {
+    const std::string ptr = "/orgs/" + PointerToken(org);
+    auto bypass = [&](const Json& tier, const std::string& at) {
+      if (tier.is_object() && tier.contains("mode") && tier["mode"] == "bypass") {
+        return Status::Error(errc::kPolicyInvalid,
+                             Where(lines, at + "/mode") + at +
+                                 "/mode: bypass is not allowed in an org section (it would skip the deployment's "
+                                 "deny list, which an org cannot lift); use dangerous, which honours deny");
+      }
+      return Status::Ok();
+    };
+    Status s = bypass(section, ptr);
+    if (s.ok() && section.is_object() && section.contains("agents") && section["agents"].is_object()) {
+      for (const auto& [id, a] : section["agents"].items()) {
+        if (!(s = bypass(a, ptr + "/agents/" + PointerToken(id))).ok()) break;
+      }
+    }
+    return s;
+  }
 };
+
+const std::string& Policy::version(const std::string& org_id) const {
+  if (orgs_.empty()) return default_version_;
+  auto it = orgs_.find(org_id);
+  return it == orgs_.end() ? default_version_ : it->second.version;
+}
+
+Json Policy::EffectiveDoc(const std::string& org_id) const {
+  const Json* section = nullptr;
+  if (doc_.contains("orgs") && doc_["orgs"].is_object() && doc_["orgs"].contains(org_id)) {
+    section = &doc_["orgs"][org_id];
+  }
+  return EffectiveDocOf(doc_, org_id, section, nullptr);
+}
+
+std::vector<std::string> Policy::OrgSections() const {
+  std::vector<std::string> out;
+  if (doc_.contains("orgs") && doc_["orgs"].is_object()) {
+    for (auto it = doc_["orgs"].begin(); it != doc_["orgs"].end(); ++it) out.push_back(it.key());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out) {
   return PolicyLoader::Load(doc, source, nullptr, out);
@@ -652,21 +937,37 @@ void PolicyInForce::SetFile(PolicyPtr p) {
   Reversion();
 }
 
+namespace {
+// "+local:<16 hex>" over agent-local content hashes, "" for none.
+std::string LocalSuffix(std::vector<std::string> hashes) {
+  if (hashes.empty()) return "";
+  std::sort(hashes.begin(), hashes.end());
+  std::string joined;
+  for (const auto& h : hashes) joined += h + "\n";
+  return "+local:" + Sha256Hex(joined).substr(0, 16);
+}
+}  // namespace
+
 void PolicyInForce::Reversion() {
+  org_versions_.clear();
   if (file_ == nullptr) {
     version_.clear();
+    default_version_.clear();
     return;
   }
+  // Each org's version: its own effective policy and its own agent-local
+  // rules, nothing of another org's.
+  std::map<std::string, std::vector<std::string>> by_org;
   std::vector<std::string> all;
-  for (const auto& [k, l] : local_) all.insert(all.end(), l->hashes.begin(), l->hashes.end());
-  if (all.empty()) {
-    version_ = file_->version();
-    return;
+  for (const auto& [k, l] : local_) {
+    std::vector<std::string>& mine = by_org[k.substr(0, k.find('\0'))];
+    mine.insert(mine.end(), l->hashes.begin(), l->hashes.end());
+    all.insert(all.end(), l->hashes.begin(), l->hashes.end());
   }
-  std::sort(all.begin(), all.end());
-  std::string joined;
-  for (const auto& h : all) joined += h + "\n";
-  version_ = file_->version() + "+local:" + Sha256Hex(joined).substr(0, 16);
+  version_ = file_->version() + LocalSuffix(std::move(all));
+  default_version_ = file_->default_version_;
+  for (const auto& [org, form] : file_->orgs_) org_versions_[org] = form.version;
+  for (auto& [org, hashes] : by_org) org_versions_[org] = file_->version(org) + LocalSuffix(std::move(hashes));
 }
 
 Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string& agent_id,
@@ -847,7 +1148,7 @@ std::string InvocationOf(const Policy* policy, const Json& request) {
   const Json& args = request.contains("args") ? request["args"] : Json::object();
   std::string out;
   if (policy != nullptr) {
-    const auto& c = policy->compiled();
+    const auto& c = policy->compiled(request.value("org_id", ""));
     auto it = c.agents.find(request.value("agent_id", ""));
     EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
     BuildInvocation(tool, args, &h, &out);
@@ -1091,8 +1392,12 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     Finish(d, "deny", "no policy is in force", "policy:none", errc::kNoPolicy);
     return;
   }
-  const Policy::Compiled& c = pif.file()->compiled();
-  d->policy_version = pif.version();
+  // 0. the org: the request's org_id picks its effective policy (its
+  // section merged over the deployment's, compiled at load) and its
+  // version: one lookup each, none when the file has no org sections and
+  // no agent-local rules. Every check below reads that org's `c`.
+  const Policy::Compiled& c = pif.file()->compiled(*f.org);
+  d->policy_version = pif.version(*f.org);
   auto agent_it = c.agents.find(*f.agent);
   const Tier* agent = agent_it == c.agents.end() ? nullptr : &agent_it->second;
   const GlobSet* local = pif.AgentLocal(*f.org, *f.agent);

@@ -5,14 +5,17 @@
 //
 // Pieces, in the order a request meets them:
 //   Policy        one policy file, parsed (YAML or JSON), schema-checked and
-//                 compiled (globs precompiled and indexed). Immutable; share
-//                 it through std::shared_ptr<const Policy>.
+//                 compiled (globs precompiled and indexed): the deployment
+//                 defaults, plus one effective policy per org that has a
+//                 section under `orgs:` (docs/policy.md, "Organisations").
+//                 Immutable; share it through std::shared_ptr<const Policy>.
 //   PolicyInForce the file policy plus the agent-local tier (rules folded
 //                 from policy.updated events of tier "agent_local", i.e.
-//                 "allow always" approvals). Its version() changes when
-//                 either changes.
+//                 "allow always" approvals). Its version(org) changes when
+//                 that org's effective policy or that org's agent-local
+//                 rules change, and only then.
 //   BudgetLedger  reservations and spend, a fold over the log keyed by
-//                 request_id (idempotent).
+//                 (org_id, request_id) (idempotent).
 //   Decide()      the order of checks of docs/policy.md; returns the
 //                 decision.made data with the path through the checks.
 //
@@ -27,6 +30,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/canonical_json.h"
@@ -126,24 +130,57 @@ class Policy {
   // The document as JSON (YAML converted), what policy.updated records.
   const Json& doc() const { return doc_; }
   const std::string& source() const { return source_; }
-  // SHA-256 hex of the canonical JSON of doc().
+  // SHA-256 hex of the canonical JSON of doc() (the whole file, every org).
   const std::string& content_hash() const { return content_hash_; }
-  // "file:" + the first 16 hex digits of content_hash().
+  // The deployment-wide version: "file:" + the first 16 hex digits of
+  // content_hash(). Changes with any edit of the file, so it is for logs,
+  // policy.updated and labels (a what-if's candidate), never for a
+  // decision: decisions carry version(org_id).
   const std::string& version() const { return version_; }
+  // The version of org `org_id`'s effective policy: "file:" + the first 16
+  // hex digits of the SHA-256 of the canonical JSON of EffectiveDoc(org_id).
+  // Another org's section (or its approvals.orgs entry) is not part of that
+  // document, so editing it never changes this. For a file with neither
+  // `orgs:` nor `approvals.orgs` it equals version().
+  const std::string& version(const std::string& org_id) const;
+  // Org `org_id`'s effective document: the file without `orgs`, its own
+  // section merged over it (docs/policy.md, "Organisations"), and of
+  // `approvals.orgs` its own entry alone. What version(org_id) hashes and
+  // compiled(org_id) is compiled from.
+  Json EffectiveDoc(const std::string& org_id) const;
+  // The org ids with a section under `orgs:`, sorted.
+  std::vector<std::string> OrgSections() const;
 
   struct Compiled;  // the precompiled form (policy_engine.cpp)
+  // The deployment defaults: what an org without a section decides under.
   const Compiled& compiled() const { return *compiled_; }
+  // What a request of org `org_id` is decided under (its own compiled
+  // form when it has a section, else the defaults). One hash lookup, and
+  // none when the file has no org sections.
+  const Compiled& compiled(const std::string& org_id) const {
+    if (orgs_.empty()) return *compiled_;
+    auto it = orgs_.find(org_id);
+    return it == orgs_.end() ? *compiled_ : *it->second.compiled;
+  }
 
   Policy();
   ~Policy();
 
  private:
   friend struct PolicyLoader;
+  friend class PolicyInForce;  // reads every org's version
+  struct OrgForm {
+    std::shared_ptr<const Compiled> compiled;
+    std::string version;
+  };
   Json doc_;
   std::string source_;
   std::string content_hash_;
   std::string version_;
-  std::unique_ptr<Compiled> compiled_;
+  std::string default_version_;  // version(org) of an org with no section and no approvals.orgs entry
+  std::shared_ptr<const Compiled> compiled_;
+  // Orgs with a section or an approvals.orgs entry.
+  std::unordered_map<std::string, OrgForm> orgs_;
 };
 
 // The agent-local tier plus the file policy: what decisions are made under.
@@ -167,8 +204,20 @@ class PolicyInForce {
   Status AddAgentLocal(const std::string& org_id, const std::string& agent_id,
                        const std::vector<std::string>& allow, const std::string& content_hash);
 
-  // The file version, plus "+local:<16 hex>" (hash of the sorted agent-local
-  // content hashes) when agent-local rules exist.
+  // What decision.policy_version of a request of org `org_id` is: the file
+  // policy's version(org_id), plus "+local:<16 hex>" (SHA-256 of the sorted
+  // content hashes of that org's agent-local rules, one per line) when the
+  // org has agent-local rules. Changes when that org's effective policy or
+  // its agent-local rules change, never with another org's.
+  const std::string& version(const std::string& org_id) const {
+    if (org_versions_.empty()) return default_version_;
+    auto it = org_versions_.find(org_id);
+    return it == org_versions_.end() ? default_version_ : it->second;
+  }
+  // The deployment-wide version, for logs and messages only (it changes
+  // with every org's edits, so no decision carries it): the file's
+  // version(), plus "+local:<16 hex>" over every org's agent-local content
+  // hashes when there are any.
   const std::string& version() const { return version_; }
   // Agent-local allow globs of (org, agent), or null.
   const GlobSet* AgentLocal(const std::string& org_id, const std::string& agent_id) const;
@@ -178,7 +227,9 @@ class PolicyInForce {
   PolicyPtr file_;
   struct Local;
   std::map<std::string, std::shared_ptr<Local>> local_;  // key org \0 agent
-  std::string version_;
+  std::string version_;          // deployment-wide
+  std::string default_version_;  // version(org) of an org with no section, no approvals.orgs entry, no local rules
+  std::unordered_map<std::string, std::string> org_versions_;  // every other org's version(org)
 };
 
 // ---------------------------------------------------------------------------
@@ -209,11 +260,14 @@ class BudgetLedger {
   //   decision.made deny                                      -> release
   //   execution.completed (data.cost_usd)                     -> settle
   //   approval.denied / approval.expired                      -> release
-  // Idempotent: keyed by request_id; a settled or released entry stays so.
-  // applied_seq() becomes the largest seq seen (a snapshot covers it when
-  // the fold ran in seq order, as the rebuild at start does).
+  // Idempotent: keyed by (org_id, request_id) of the envelope (request ids
+  // are scoped by org: two orgs' requests with the same id are two
+  // entries); a settled or released entry stays so. applied_seq() becomes
+  // the largest seq seen (a snapshot covers it when the fold ran in seq
+  // order, as the rebuild at start does).
   void Apply(const Event& e);
-  // The decide stage's own decision, before it is appended.
+  // The decide stage's own decision, before it is appended; the entry is
+  // (request.org_id, request_id).
   void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision);
   // The same for a decision held as a Decision, for the request of
   // (org, agent, session, tool): what ApplyDecision does with
@@ -221,8 +275,9 @@ class BudgetLedger {
   void ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
                      const std::string& session_id, const std::string& tool, const Decision& decision);
 
-  // Sum over entries matching the filter, with at_us in (from_us, to_us]
-  // (from_us = INT64_MIN for no lower bound), excluding `exclude_request_id`.
+  // Sum over entries of org `org_id` matching the filter, with at_us in
+  // (from_us, to_us] (from_us = INT64_MIN for no lower bound), excluding
+  // the request (org_id, exclude_request_id).
   struct Usage {
     int64_t micros = 0;
     int64_t calls = 0;
@@ -232,13 +287,16 @@ class BudgetLedger {
             const std::string& tool /* "" = all tools */, int64_t from_us, int64_t to_us,
             const std::string& exclude_request_id) const;
 
-  const BudgetEntry* Find(const std::string& request_id) const;
+  // The entry of org `org_id`'s request `request_id`, or null.
+  const BudgetEntry* Find(const std::string& org_id, const std::string& request_id) const;
   size_t size() const;
   uint64_t applied_seq() const { return applied_seq_; }
   void set_applied_seq(uint64_t s) { applied_seq_ = s; }
 
   // Snapshot: JSON with the entries and applied_seq, and a checksum so a
-  // corrupt file is refused (then fold the whole log).
+  // corrupt file is refused (then fold the whole log). Format
+  // "decide-ledger.v2" (entries keyed by org and request); a v1 snapshot,
+  // keyed by request_id alone, is refused.
   std::string Serialize() const;
   static Status Deserialize(std::string_view text, BudgetLedger* out);
   bool operator==(const BudgetLedger& other) const;

@@ -349,8 +349,19 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
   }
   if (max_seq == 0) return Status::Error(errc::kNotFound, "no event of the requests to re-decide");
 
-  // 2. Every policy in force up to then.
-  return ReadTypes(store, {"policy.updated"}, max_seq, policies);
+  // 2. Every policy in force up to then: the file's (they apply to every
+  // org) and the agent-local rules of the target's orgs. Another org's
+  // "allow always" is no part of these orgs' policy or version, and is not
+  // read: a report must not reveal that it exists.
+  s = ReadTypes(store, {"policy.updated"}, max_seq, policies);
+  if (!s.ok()) return s;
+  policies->erase(std::remove_if(policies->begin(), policies->end(),
+                                 [&](const Event& e) {
+                                   return e.data.is_object() && e.data.value("tier", "file") != "file" &&
+                                          orgs.count(e.org_id) == 0;
+                                 }),
+                  policies->end());
+  return Status::Ok();
 }
 
 // Reads seqs[from, to) into *out, the policies before each record (and,

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "audit/log_store.h"
@@ -16,6 +17,18 @@
 #include "core/status.h"
 
 namespace tollgate::replay {
+
+// A request's key in replay's maps: org NUL request_id. Request ids are the
+// agents' own and scoped by org (two orgs may use the same one); ids hold
+// no control characters, so the NUL cannot be forged.
+inline std::string OrgRequestKey(std::string_view org_id, std::string_view request_id) {
+  std::string k;
+  k.reserve(org_id.size() + 1 + request_id.size());
+  k.append(org_id);
+  k.push_back('\0');
+  k.append(request_id);
+  return k;
+}
 
 // Which requests a re-decision is about: those of `session_id`, or of
 // `agent_id` received in [since, until), and of `org_id` alone when set
@@ -56,7 +69,9 @@ Status ReadTypes(const LogStore& store, const std::vector<std::string>& types, u
 
 // What re-deciding the requests of `target` depends on
 // (replay/redecide.h), in seq order, up to the target's last event: every
-// policy.updated, and from the target's orgs the budget ledger's events
+// policy.updated of the file tier and those of the target's orgs (their
+// agent-local rules; another org's are not read), and from the target's
+// orgs the budget ledger's events
 // (decision.made, execution.completed, approval.denied, approval.expired)
 // and the target's request.received. Only what the fold reads is decoded:
 // records are filtered on their envelope (ScanEnvelope), approvals are

@@ -16,15 +16,15 @@ Recording Recording::FromEvents(std::vector<Event> events, const std::string& on
     CallKey key;
     uint64_t seq;
   };
-  std::unordered_map<std::string, Received> received;
+  std::unordered_map<std::string, Received> received;  // by org NUL request_id
   // (received seq, key, call): sorted by when the request was received.
   std::vector<std::tuple<uint64_t, CallKey, RecordedCall>> calls;
   for (const Event& e : events) {
     if (!only_session.empty() && e.session_id != only_session) continue;
     if (e.type == "request.received") {
-      received[e.request_id] = {{e.session_id, e.tool, e.data.value("args_hash", "")}, e.seq};
+      received[OrgRequestKey(e.org_id, e.request_id)] = {{e.session_id, e.tool, e.data.value("args_hash", "")}, e.seq};
     } else if (e.type == "execution.completed") {
-      auto r = received.find(e.request_id);
+      auto r = received.find(OrgRequestKey(e.org_id, e.request_id));
       if (r == received.end()) continue;
       const Json result = e.data.value("result", Json());
       if (!result.is_object()) continue;

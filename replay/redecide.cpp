@@ -43,10 +43,17 @@ double ReservedUsd(const Json& d) {
 
 bool BudgetDenial(const Json& d) { return d.value("error_code", "") == errc::kBudgetExceeded; }
 
+// A policy.updated of the file tier: it applies to every org (its envelope
+// org is "*").
+bool IsFilePolicy(const Event& e) {
+  return e.type == "policy.updated" && e.data.is_object() && e.data.value("tier", "file") == "file";
+}
+
 // A change's identity, from its decision.made.
 DecisionChange ChangeOf(const Event& e) {
   DecisionChange c;
   c.seq = e.seq;
+  c.org_id = e.org_id;
   c.request_id = e.request_id;
   c.session_id = e.session_id;
   c.agent_id = e.agent_id;
@@ -71,11 +78,18 @@ struct Redecider::State {
     bool completed = false;   // the log shows its execution completed
     double cost_usd = 0;      // ... at this actual cost
   };
-  std::unordered_map<std::string, Request> requests;  // every target request
+  std::unordered_map<std::string, Request> requests;  // every target request, by OrgRequestKey(org, request_id)
   std::vector<std::pair<size_t, bool>> pending;       // (index, in changes?) to fill executed/cost
   uint64_t last_policy_seq = 0;
   std::string policy_error;
   Decision decision;  // reused: DecideInto keeps the hot path free of allocation
+  std::string key;    // reused: the key of the event's request
+  const std::string& KeyOf(const Event& e) {
+    key.assign(e.org_id);
+    key.push_back('\0');
+    key.append(e.request_id);
+    return key;
+  }
   std::string redecided_bytes;
   std::string session;  // of `per_session`, the last one counted
   RedecideReport::PerSession* per_session = nullptr;
@@ -105,6 +119,11 @@ void Redecider::Fold(DecisionInput& input) {
     if (!ps.ok()) e.data = Json::object();  // unreachable: the bytes were validated
     input.compared_bytes.clear();
   };
+  // A tenant's re-decision folds nothing of another org: its agent-local
+  // rules are no part of this org's policy (nor of its version), and
+  // counting them would tell the tenant that another org approved
+  // something. (The inputs ReadDecisionInputs gives hold none.)
+  if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e)) return;
   ++report.events;
   if (e.type == "policy.updated") {
     Status s = st.logged.Apply(e);
@@ -117,7 +136,7 @@ void Redecider::Fold(DecisionInput& input) {
   const bool is_target = st.target.Matches(e);
   if (e.type == "request.received") {
     if (!is_target) return;
-    State::Request& r = st.requests[e.request_id];
+    State::Request& r = st.requests[st.KeyOf(e)];
     if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
     auto req = e.data.find("request");
     r.request = req != e.data.end() ? std::move(*req) : Json::object();
@@ -126,7 +145,7 @@ void Redecider::Fold(DecisionInput& input) {
   }
   if (e.type != "decision.made") {
     if (e.type == "execution.completed") {
-      auto it = st.requests.find(e.request_id);
+      auto it = st.requests.find(st.KeyOf(e));
       if (it != st.requests.end()) {
         it->second.completed = true;
         it->second.cost_usd = e.data.value("cost_usd", 0.0);
@@ -135,7 +154,7 @@ void Redecider::Fold(DecisionInput& input) {
     st.ledger.Apply(e);
     return;
   }
-  auto rit = st.requests.find(e.request_id);
+  auto rit = st.requests.find(st.KeyOf(e));
   const bool waiting = rit != st.requests.end() && rit->second.waiting;
   if (!is_target && !waiting) {
     parse_data();
@@ -253,7 +272,7 @@ RedecideReport Redecider::Finish() {
   }
   for (auto [i, in_changes] : st.pending) {
     DecisionChange& c = in_changes ? report.changes[i] : report.not_redecided[i];
-    auto it = st.requests.find(c.request_id);
+    auto it = st.requests.find(OrgRequestKey(c.org_id, c.request_id));
     c.executed = it != st.requests.end() && it->second.completed;
     c.cost_usd = c.executed ? it->second.cost_usd : 0;
   }
@@ -278,7 +297,8 @@ RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target,
 namespace {
 
 Json ChangeJson(const DecisionChange& c) {
-  Json j{{"seq", c.seq},           {"request_id", c.request_id}, {"session_id", c.session_id},
+  Json j{{"seq", c.seq},           {"org_id", c.org_id},         {"request_id", c.request_id},
+         {"session_id", c.session_id},
          {"agent_id", c.agent_id}, {"tool", c.tool},             {"recorded", c.recorded},
          {"redecided", c.redecided}, {"fields", c.fields},       {"executed", c.executed},
          {"cost_usd", c.cost_usd}};

@@ -5,9 +5,13 @@
 // The state a decision depended on is folded from the events before it, in
 // seq order, exactly as decide folds it:
 //   - the policy in force: policy.updated events (tier "file" carries the
-//     whole policy; tier "agent_local" adds "allow always" rules);
+//     whole policy; tier "agent_local" adds "allow always" rules of the
+//     target's orgs: another org's are not read, and with target.org_id
+//     set they are skipped uncounted; a decision's policy_version is its
+//     org's, docs/policy.md "Versions");
 //   - the budget ledger: decision.made, execution.completed,
-//     approval.denied and approval.expired of the same org(s).
+//     approval.denied and approval.expired of the same org(s), keyed by
+//     (org_id, request_id) as decide keys them.
 // Each target decision.made is re-decided from its request.received
 // (request and received_at) under the state just before it, then folded.
 //
@@ -52,7 +56,7 @@ extern const char* const kComparedFields[];
 
 struct DecisionChange {
   uint64_t seq = 0;  // of the recorded decision.made
-  std::string request_id, session_id, agent_id, tool;
+  std::string org_id, request_id, session_id, agent_id, tool;
   int64_t received_us = 0;
   Json recorded;                    // decision.made data without source and checks
   Json redecided;                   // the same fields from the engine; null when not re-decided

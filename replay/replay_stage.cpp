@@ -18,7 +18,7 @@ void ReplayExecuteStage::Restore(const std::vector<Event>& events) {
     if (!r.contains("index") || !r["index"].is_number_unsigned()) continue;
     const size_t index = r["index"].get<size_t>();
     const CallKey key{e.session_id, e.tool, r.value("args_hash", "")};
-    assigned_[e.request_id] = index;
+    assigned_[OrgRequestKey(e.org_id, e.request_id)] = index;
     size_t& next = next_[key];
     next = std::max(next, index + 1);
   }
@@ -45,12 +45,13 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
     size_t index;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      auto a = assigned_.find(flow.request_id());
+      const std::string request_key = OrgRequestKey(flow.request.value("org_id", ""), flow.request_id());
+      auto a = assigned_.find(request_key);
       if (a != assigned_.end()) {
         index = a->second;  // a retried batch: the same call gets the same index
       } else {
         index = next_[live]++;
-        assigned_[flow.request_id()] = index;
+        assigned_[request_key] = index;
       }
     }
     const CallKey rec_key = RecordedKey(live);

@@ -61,7 +61,7 @@ class ReplayExecuteStage : public Stage {
   ReplayStageConfig config_;
   std::mutex mu_;
   std::map<CallKey, size_t> next_;          // live key -> next index to serve
-  std::map<std::string, size_t> assigned_;  // request id -> index it got
+  std::map<std::string, size_t> assigned_;  // org NUL request id -> index it got
 };
 
 // The stage `tollgate up --replay-from FROM [--replay-session S]` runs:

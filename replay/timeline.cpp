@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/request_state.h"
+#include "replay/log_source.h"
 #include "replay/recording.h"
 
 namespace tollgate::replay {
@@ -139,12 +140,14 @@ SessionTimeline BuildTimeline(const std::string& session_id, std::vector<Event> 
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
   SessionTimeline t;
   t.session_id = session_id;
-  // Group by request, keeping each request's events in seq order.
+  // Group by request, keeping each request's events in seq order. A
+  // request is (org, request_id): two orgs sharing a session id may use the
+  // same request ids.
   std::map<std::string, size_t> index;
   std::vector<std::vector<const Event*>> groups;
   for (const Event& e : events) {
     if (e.request_id.empty()) continue;
-    auto [it, fresh] = index.emplace(e.request_id, groups.size());
+    auto [it, fresh] = index.emplace(OrgRequestKey(e.org_id, e.request_id), groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(&e);
     ++t.events;
@@ -155,6 +158,7 @@ SessionTimeline BuildTimeline(const std::string& session_id, std::vector<Event> 
   }
   for (const auto& g : groups) {
     RequestTimeline r;
+    r.org_id = g.front()->org_id;
     r.request_id = g.front()->request_id;
     r.tool = g.front()->tool;
     r.first_seq = g.front()->seq;
@@ -202,7 +206,7 @@ Json TimelineToJson(const SessionTimeline& t) {
       if (a.waited_us >= 0) j["waited_us"] = a.waited_us;
       approvals.push_back(std::move(j));
     }
-    Json j{{"request_id", r.request_id}, {"tool", r.tool},     {"args_hash", r.args_hash},
+    Json j{{"org_id", r.org_id},         {"request_id", r.request_id}, {"tool", r.tool}, {"args_hash", r.args_hash},
            {"request", r.request},       {"status", r.status}, {"received_at", FormatTime(r.received_us)},
            {"steps", steps}};
     if (!r.decision.is_null()) {

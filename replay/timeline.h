@@ -38,6 +38,7 @@ struct ApprovalStep {
 };
 
 struct RequestTimeline {
+  std::string org_id;  // a request is (org, request_id): two orgs of one session id may share ids
   std::string request_id;
   std::string tool;
   std::string args_hash;

@@ -364,7 +364,7 @@ TEST(Precedence, AgentLocalAllowLiftsAnAskButNeverAnOrgDeny) {
 TEST(Precedence, AgentLocalRulesComeFromPolicyUpdatedAndChangeTheVersion) {
   PolicyInForce pif;
   pif.SetFile(MustLoad(kPolicyNoOrgAllow));
-  const std::string v0 = pif.version();
+  const std::string v0 = pif.version("o1");
   Event e = testing::MakeEvent("policy.updated", "req-9", "s1", "a", "o1", "write_file");
   Json body = {{"agent_id", "a"}, {"org_id", "o1"}, {"allow", {"builtin:write_file"}}};
   std::string canon;
@@ -375,10 +375,11 @@ TEST(Precedence, AgentLocalRulesComeFromPolicyUpdatedAndChangeTheVersion) {
             {"approver", "alice"}};
   ASSERT_TRUE(SchemaRegistry::Builtin().Validate("event_data.policy.updated", e.data).ok());
   ASSERT_TRUE(pif.Apply(e).ok());
-  const std::string v1 = pif.version();
+  const std::string v1 = pif.version("o1");
   EXPECT_NE(v0, v1);
+  EXPECT_EQ(v1.rfind(v0 + "+local:", 0), 0u) << v1;
   ASSERT_TRUE(pif.Apply(e).ok());
-  EXPECT_EQ(pif.version(), v1) << "idempotent";
+  EXPECT_EQ(pif.version("o1"), v1) << "idempotent";
   Json req = Req("a", "write_file", {{"path", "x"}});
   EXPECT_EQ(Decide(pif, BudgetLedger(), DecideInput{&req, kT0})["verdict"], "allow");
   // A new file keeps the agent-local tier.
@@ -386,7 +387,7 @@ TEST(Precedence, AgentLocalRulesComeFromPolicyUpdatedAndChangeTheVersion) {
   f = PolicyUpdatedEvent(*MustLoad(std::string(kPolicyNoOrgAllow) + "description: v2\n"), kT0);
   ASSERT_TRUE(pif.Apply(f).ok());
   EXPECT_EQ(Decide(pif, BudgetLedger(), DecideInput{&req, kT0})["verdict"], "allow");
-  EXPECT_NE(pif.version(), v1);
+  EXPECT_NE(pif.version("o1"), v1);
 }
 
 TEST(Approval, RequirementResolvesGroupsQuorumAndTimeouts) {
@@ -418,7 +419,8 @@ TEST(Decision, RecordsInvocationReadOnlyChecksAndVersion) {
   Json d = Decide(pif, BudgetLedger(), DecideInput{&req, kT0});
   EXPECT_EQ(d["invocation"], "http_request:POST https://api.example.com/v1/items");
   EXPECT_EQ(d["read_only"], false);
-  EXPECT_EQ(d["policy_version"], pif.version());
+  EXPECT_EQ(d["policy_version"], pif.version("o1"));
+  EXPECT_EQ(pif.version("o1"), pif.version()) << "one file, no org sections, no agent-local rules: one version";
   std::vector<std::string> path;
   for (const auto& c : d["checks"]) path.push_back(c["check"]);
   EXPECT_EQ(path.front(), "registry");
@@ -580,17 +582,36 @@ TEST(Budgets, ReservationsStopOverspendAndTheMessageNamesTheBudget) {
 // The stage: policy versions and the ledger against a real log.
 class VectorLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events) {
-      if (e.request_id == rid) out->push_back(e);
+      if (e.org_id == org && e.request_id == rid) out->push_back(e);
     }
     return Status::Ok();
+  }
+  // What ingest logs for `request` (stages check a flow against it).
+  void Received(const Json& request, int64_t received_at) {
+    auto str = [&](const char* k) { return request.value(k, ""); };
+    std::vector<Event> have;
+    (void)EventsOfRequest(str("org_id"), str("request_id"), &have);
+    if (!have.empty()) return;
+    std::string canon;
+    EXPECT_TRUE(CanonicalBytes(request, &canon).ok());
+    Event e = testing::MakeEvent("request.received", str("request_id"), str("session_id"), str("agent_id"),
+                                 str("org_id"), str("tool"), received_at);
+    e.data = {{"request", request},
+              {"args_hash", ArgsHash(request["args"])},
+              {"content_hash", Sha256Hex(canon)},
+              {"received_at", FormatTime(received_at)}};
+    events.push_back(std::move(e));
   }
   std::vector<Event> events;
 };
 
-Message FlowMsg(const Json& request, int64_t received_at) {
+// The flow message decide reads for `request`; its request.received goes
+// into `log` first, as ingest appends it before forwarding.
+Message FlowMsg(const Json& request, int64_t received_at, VectorLog& log) {
+  log.Received(request, received_at);
   Flow f;
   f.request = request;
   f.received_at = FormatTime(received_at);
@@ -613,7 +634,7 @@ TEST(DecideStage, FailsClosedUntilAPolicyIsInForceThenReloadsEdits) {
   DecideStage stage(DecideConfig{Topics{}, path});
   VectorLog log;
   Json req = Req("a1", "echo", Json::object(), "r1");
-  StageResult r = stage.Process(FlowMsg(req, kT0), {kT0, "i/d/0/1"}, log);
+  StageResult r = stage.Process(FlowMsg(req, kT0, log), {kT0, "i/d/0/1"}, log);
   EXPECT_EQ(r.error.code(), "E_NO_POLICY");
   EXPECT_TRUE(r.events.empty() && r.outputs.empty());
 
@@ -630,7 +651,7 @@ TEST(DecideStage, FailsClosedUntilAPolicyIsInForceThenReloadsEdits) {
   EXPECT_TRUE(stage.policy().has_policy());
   EXPECT_TRUE(stage.Tick({kT0, ""}, log).events.empty()) << "unchanged file: nothing new";
 
-  r = stage.Process(FlowMsg(req, kT0), {kT0, "i/d/0/1"}, log);
+  r = stage.Process(FlowMsg(req, kT0, log), {kT0, "i/d/0/1"}, log);
   ASSERT_TRUE(r.error.ok());
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].data["verdict"], "allow");
@@ -647,7 +668,7 @@ TEST(DecideStage, FailsClosedUntilAPolicyIsInForceThenReloadsEdits) {
   ASSERT_EQ(t.events.size(), 1u);
   stage.OnAppended(t.events);
   Json req2 = Req("a1", "echo", Json::object(), "r2");
-  r = stage.Process(FlowMsg(req2, kT0), {kT0, "i/d/0/2"}, log);
+  r = stage.Process(FlowMsg(req2, kT0, log), {kT0, "i/d/0/2"}, log);
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].data["verdict"], "deny");
   EXPECT_NE(r.events[0].data["policy_version"], v1);
@@ -663,7 +684,7 @@ TEST(DecideStage, ConcurrentRequestsInOneBatchCannotOverspend) {
     req["estimated_cost_usd"] = 4;
     // The log does not have the earlier decisions yet (one batch): the
     // stage's own reservations must still count.
-    StageResult r = stage.Process(FlowMsg(req, kT0 + i), {kT0, "i/d/0/" + std::to_string(i)}, log);
+    StageResult r = stage.Process(FlowMsg(req, kT0 + i, log), {kT0, "i/d/0/" + std::to_string(i)}, log);
     ASSERT_EQ(r.events.size(), 1u);
     allowed += r.events[0].data["verdict"] == "allow";
   }
@@ -675,8 +696,8 @@ TEST(DecideStage, SameRequestSameReceivedAtSameDecisionWhateverTheClock) {
   stage.UsePolicy(MustLoad(kPolicyNoOrgAllow));
   VectorLog log;
   Json req = Req("a", "write_file", {{"path", "x"}}, "d1");
-  StageResult a = stage.Process(FlowMsg(req, kT0), {kT0 + 5 * kSec, "i/d/0/1"}, log);
-  StageResult b = stage.Process(FlowMsg(req, kT0), {kT0 + 5000 * kSec, "i/d/0/1"}, log);
+  StageResult a = stage.Process(FlowMsg(req, kT0, log), {kT0 + 5 * kSec, "i/d/0/1"}, log);
+  StageResult b = stage.Process(FlowMsg(req, kT0, log), {kT0 + 5000 * kSec, "i/d/0/1"}, log);
   ASSERT_EQ(a.events.size(), 1u);
   ASSERT_EQ(b.events.size(), 1u);
   EXPECT_EQ(a.events[0].data, b.events[0].data);
@@ -789,7 +810,7 @@ TEST(DecideStage, PeriodicSnapshotWithAnOutOfOrderGroupRebuildsExactly) {
   ASSERT_TRUE(full.Rebuild(log.size(), read, "").ok());
   EXPECT_TRUE(restarted.ledger() == full.ledger());
   EXPECT_TRUE(live.ledger() == full.ledger());
-  const BudgetEntry* e = restarted.ledger().Find("p1098");
+  const BudgetEntry* e = restarted.ledger().Find("o1", "p1098");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->state, BudgetEntry::State::kSettled) << "the late group's settlement is in";
 }

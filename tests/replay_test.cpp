@@ -17,6 +17,7 @@
 #include "audit/export.h"
 #include "audit/log_format.h"
 #include "core/messages.h"
+#include "core/sha256.h"
 #include "replay/canonical_scan.h"
 #include "replay/chain_check.h"
 #include "replay/decision_bytes.h"
@@ -44,7 +45,7 @@ class Recorder {
     Event e;
     e.type = type;
     e.request_id = rid;
-    e.id = MakeEventId(type, rid, disc);
+    e.id = MakeRequestEventId(org, type, rid, disc);  // request ids are scoped by org
     e.session_id = session;
     e.agent_id = agent;
     e.org_id = org;
@@ -393,6 +394,21 @@ class DecidingRecorder {
     decide_under = true;
     bypass_.SetFile(p);
   }
+  // An "allow always" of `pattern` for the recorder's org and agent, as
+  // approve writes it (approve/approve_stage.cpp, AllowAlwaysEvent).
+  void AllowAlways(const std::string& rid, const std::string& pattern, int64_t t) {
+    Json rule{{"agent_id", rec_.agent}, {"org_id", rec_.org}, {"allow", Json::array({pattern})}};
+    std::string bytes;
+    ASSERT_TRUE(CanonicalBytes(rule, &bytes).ok());
+    const std::string hash = Sha256Hex(bytes);
+    Event e = rec_.Base("policy.updated", rid, "s-approvals", "write_file", t,
+                        {{"policy_version", "agent-rule:" + hash.substr(0, 16)}, {"content_hash", hash},
+                         {"source", "approval:" + rid}, {"tier", "agent_local"}, {"org_id", rec_.org},
+                         {"agent_id", rec_.agent}, {"allow", Json::array({pattern})}, {"approver", "alice"}},
+                        "always");
+    Fold(e);
+    rec_.Append(e);
+  }
 
   bool decide_under = false;
   // Edits a decision before it is logged (as if edited in the log).
@@ -638,9 +654,9 @@ TEST_F(RedecideTest, FastPathOnALongSessionReadOnTwoThreads) {
 // The fast read takes the org's records with one iterator, stepping over
 // short runs of another org's records and seeking past long ones: it reads
 // exactly the events a filter over the whole log selects (every
-// policy.updated, the org's ledger events, the target's requests, up to the
-// target's last event), and a record an index points at but that is gone is
-// an error, not a gap.
+// policy.updated of the file and the org's own agent-local ones, the org's
+// ledger events, the target's requests, up to the target's last event), and
+// a record an index points at but that is gone is an error, not a gap.
 TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
   dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
   int other = 0;
@@ -650,6 +666,7 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
       Event e = rec_->Base(k % 2 ? "decision.made" : "request.received", rid, "s-other", "echo", t + k,
                            k % 2 ? Json{{"verdict", "allow"}} : Json{{"request", Json::object()}});
       e.org_id = "org-2";
+      e.id = MakeRequestEventId(e.org_id, e.type, rid);
       rec_->Append(e);
     }
   };
@@ -659,6 +676,10 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
     const std::string tool = i % 4 == 0 ? "write_file" : "echo";
     dec_->Call("c" + std::to_string(i), i % 2 ? "s1" : "s2", tool, {{"path", "/srv/x"}, {"text", "t"}}, t + 500);
   }
+  // Another org's "allow always" before the target's last event: not read.
+  rec_->org = "org-2";
+  dec_->AllowAlways("o-always", "builtin:write_file", kT0 + 150'000);
+  rec_->org = "org-1";
   other_org(50, kT0 + 400'000);  // after the target's last event: not read
   const Target target = Target::Session("s1");
   std::vector<Event> events;
@@ -671,7 +692,9 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
                 if (e.seq > max_seq) return false;
                 const bool ledger = e.type == "decision.made" || e.type == "execution.completed" ||
                                     e.type == "approval.denied" || e.type == "approval.expired";
-                if (e.type == "policy.updated" ||
+                const bool policy = e.type == "policy.updated" &&
+                                    (e.data.value("tier", "file") == "file" || e.org_id == "org-1");
+                if (policy ||
                     (e.org_id == "org-1" && (ledger || (e.type == "request.received" &&
                                                         target.Matches(e))))) {
                   want.push_back(e.seq);
@@ -696,6 +719,81 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
     handed += chunk.size();
   });
   EXPECT_EQ(st.code(), errc::kLogCorrupt);
+}
+
+// Two orgs in one log under one policy file, org-2 with a section of its
+// own: the same session id and the same request ids in both, each org's
+// budget counted apart, an "allow always" in org-2 between decisions. Every
+// decision re-decides byte for byte, per org and both together; org-1's
+// decisions carry org-1's version before and after org-2's changes, and
+// org-1's re-decision reads nothing of org-2's.
+TEST_F(RedecideTest, VerifyOfAMixedTwoOrgLogIsCleanAndEachOrgKeepsItsOwnVersion) {
+  const PolicyPtr policy = MustLoad(std::string(kLoggedPolicy) + "orgs:\n  org-2:\n    notify: [\"builtin:echo\"]\n");
+  dec_->LoadPolicy(policy, kT0);
+  RecordSession("s1", kT0 + 1000);  // org-1
+  rec_->org = "org-2";
+  RecordSession("s1", kT0 + 100'000);  // the same request ids, another org: another budget
+  dec_->AllowAlways("o2-grant", "builtin:write_file", kT0 + 190'000);
+  EXPECT_EQ(dec_->Call("s1-tail", "s1", "write_file", {{"path", "/srv/t"}}, kT0 + 200'000), "allow")
+      << "org-2's allow always";
+  rec_->org = "org-1";
+  EXPECT_EQ(dec_->Call("s1-tail", "s1", "write_file", {{"path", "/srv/t"}}, kT0 + 210'000), "ask")
+      << "org-2's allow always is not org-1's";
+
+  // The recorded versions: org-1's is its own, unmoved by org-2.
+  std::map<std::string, std::set<std::string>> versions;
+  ASSERT_TRUE(ScanAll(log_->store(), [&](const Event& e) {
+                if (e.type == "decision.made") versions[e.org_id].insert(e.data.value("policy_version", ""));
+                return true;
+              }).ok());
+  EXPECT_EQ(versions["org-1"], std::set<std::string>{policy->version("org-1")});
+  EXPECT_NE(policy->version("org-1"), policy->version("org-2"));
+  EXPECT_EQ(versions["org-2"].size(), 2u) << "org-2's, then org-2's +local";
+  EXPECT_EQ(versions["org-2"].count(policy->version("org-2")), 1u);
+
+  Target org1 = Target::Session("s1");
+  org1.org_id = "org-1";
+  RedecideReport r1 = Run(org1);
+  EXPECT_EQ(r1.decisions, 8u);
+  EXPECT_TRUE(r1.clean()) << FormatReport(r1);
+  EXPECT_EQ(r1.budget_denials_redecided, 1u);
+  Target org2 = Target::Session("s1");
+  org2.org_id = "org-2";
+  RedecideReport r2 = Run(org2);
+  EXPECT_EQ(r2.decisions, 8u);
+  EXPECT_TRUE(r2.clean()) << FormatReport(r2);
+  EXPECT_EQ(r2.budget_denials_redecided, 1u);
+  RedecideReport both = Run(Target::Session("s1"));  // an operator's view: both orgs
+  EXPECT_EQ(both.decisions, 16u);
+  EXPECT_TRUE(both.clean()) << FormatReport(both);
+
+  // The operator's timeline of the session: two orgs' requests with one id
+  // are two requests.
+  std::vector<Event> session;
+  ASSERT_TRUE(ReadSession(log_->store(), "s1", &session).ok());
+  const SessionTimeline timeline = BuildTimeline("s1", session);
+  ASSERT_EQ(timeline.requests.size(), 16u);
+  std::set<std::pair<std::string, std::string>> keys;
+  for (const auto& r : timeline.requests) keys.emplace(r.org_id, r.request_id);
+  EXPECT_EQ(keys.size(), 16u);
+  EXPECT_EQ(keys.count({"org-2", "s1-echo"}), 1u);
+  EXPECT_EQ(keys.count({"org-1", "s1-echo"}), 1u);
+
+  // org-1's inputs hold nothing of org-2 (its "allow always" included),
+  // and the report counts exactly those.
+  std::vector<Event> inputs;
+  ASSERT_TRUE(ReadDecisionInputs(log_->store(), org1, &inputs).ok());
+  for (const Event& e : inputs) EXPECT_NE(e.org_id, "org-2") << e.type << " at seq " << e.seq;
+  EXPECT_EQ(r1.events, inputs.size());
+  // The pure fold skips another org's events it is handed, uncounted: the
+  // report is the same with org-2's agent-local rule in the input.
+  std::vector<Event> with_other = inputs;
+  ASSERT_TRUE(ScanAll(log_->store(), [&](const Event& e) {
+                if (e.type == "policy.updated" && e.org_id == "org-2") with_other.push_back(e);
+                return true;
+              }).ok());
+  ASSERT_GT(with_other.size(), inputs.size());
+  EXPECT_EQ(Redecide(with_other, org1, {}).ToJson(), Redecide(inputs, org1, {}).ToJson());
 }
 
 TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
