@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <initializer_list>
 
 #include "core/sha256.h"
 
@@ -208,30 +209,29 @@ Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
   return Status::Ok();
 }
 
+namespace {
+
+// The first 32 hex digits of SHA-256 over the parts, each followed by NUL
+// but the last (ids are free of NUL, so the join is unambiguous).
+std::string IdOf(std::initializer_list<std::string_view> parts) {
+  std::string input;
+  for (std::string_view p : parts) {
+    if (!input.empty()) input.push_back('\0');
+    input.append(p);
+  }
+  return Sha256Hex(input).substr(0, 32);
+}
+
+}  // namespace
+
 std::string MakeEventId(std::string_view type, std::string_view request_id,
                         std::string_view discriminator) {
-  std::string input = "tollgate.event.v1";
-  input.push_back('\0');
-  input.append(type);
-  input.push_back('\0');
-  input.append(request_id);
-  input.push_back('\0');
-  input.append(discriminator);
-  return Sha256Hex(input).substr(0, 32);
+  return IdOf({"tollgate.event.v1", type, request_id, discriminator});
 }
 
 std::string MakeRequestEventId(std::string_view org_id, std::string_view type, std::string_view request_id,
                                std::string_view discriminator) {
-  std::string input = "tollgate.event.v2";
-  input.push_back('\0');
-  input.append(org_id);
-  input.push_back('\0');
-  input.append(type);
-  input.push_back('\0');
-  input.append(request_id);
-  input.push_back('\0');
-  input.append(discriminator);
-  return Sha256Hex(input).substr(0, 32);
+  return IdOf({"tollgate.event.v2", org_id, type, request_id, discriminator});
 }
 
 std::string RequestKey(std::string_view org_id, std::string_view request_id) {
