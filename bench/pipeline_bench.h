@@ -27,8 +27,13 @@ struct PipelineBenchOptions {
 };
 
 // Returns {"throughput_vs_relay", "p99_vs_relay", raw figures (req/s, p50/p99
-// in ms of the pipeline and the relay), "requests", "rounds", "rate_per_s", "goals",
-// "met", ...}, or {"error": ...}. Progress goes to stderr.
+// in ms of the pipeline and the relay), "verify_us_per_request" (ingest's
+// signature check of one request), "sign_us_per_request" (an agent's
+// signing), "requests", "rounds", "rate_per_s", "goals", "met", ...}, or
+// {"error": ...}. Progress goes to stderr.
+//
+// The pipeline's requests are signed (docs/trust.md) by the driver as it
+// publishes them; the relay's are not (it checks nothing).
 Json RunPipelineBench(const PipelineBenchOptions& options);
 
 }  // namespace tollgate::bench

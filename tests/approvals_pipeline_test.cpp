@@ -6,6 +6,10 @@
 // appends request.received + decision.made as ingest and decide would and
 // publishes decide's Flow to the approve topic. When decide asks by itself,
 // Ask() can submit a request its policy asks about instead.
+//
+// Everyone is authenticated (docs/trust.md): requests are signed by their
+// agent's key, approval responses on the topic by the approver's own key
+// (tests/agent_keys.h), and the CLI and HTTP API act with bearer tokens.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <sys/stat.h>
@@ -16,6 +20,7 @@
 #include <map>
 #include <thread>
 
+#include "agent_keys.h"
 #include "api/tokens.h"
 #include "approve_util.h"
 #include "audit/approvals.h"
@@ -46,6 +51,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
     }
     Status s = Pipeline::Start(o, &p_);
     ASSERT_TRUE(s.ok()) << s.ToString();
+    signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
     ASSERT_TRUE(Consumer::OpenTail(bus_, bus_.topics.results(), std::chrono::seconds(10), &results_).ok());
@@ -56,6 +62,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
     http_.reset();
     results_.reset();
     producer_.reset();
+    signers_.reset();
     p_.reset();
   }
   void SetUp() override { StartPipeline(); }
@@ -88,16 +95,28 @@ class ApprovalsPipelineTest : public ::testing::Test {
       EXPECT_TRUE(r.status.ok()) << r.status.ToString();
     }
     Publish(bus_.topics.approve(), ask.flow.request, ask.flow.ToJson());
-    EXPECT_TRUE(WaitFor([&] { return Has(spec.request_id, "approval.requested"); })) << "never held";
+    EXPECT_TRUE(WaitFor([&] { return Has(spec.request_id, "approval.requested", spec.org); })) << "never held";
     return ask.flow.args_hash;
   }
   void Publish(const std::string& topic, const Json& request, const Json& value) {
     ASSERT_TRUE(producer_->Send(MessageFor(topic, request, value)).ok());
     ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   }
-  void Respond(const Json& response, const std::string& agent = "agent-1") {
-    Publish(bus_.topics.approval_responses(), {{"request_id", response.value("request_id", "")}, {"agent_id", agent}},
-            response);
+  // Publishes `response` signed by its approver's own key (an approver of
+  // `org`, registered on first use).
+  void Respond(const Json& response, const std::string& agent = "agent-1", const std::string& org = "org-1") {
+    Message m = MessageFor(bus_.topics.approval_responses(),
+                           {{"request_id", response.value("request_id", "")}, {"agent_id", agent}}, response);
+    signers_->SignResponse(&m, org, response.value("approver", ""));
+    ASSERT_TRUE(producer_->Send(m).ok());
+    ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  }
+  // Publishes a tool request signed by the agent it names.
+  void PublishRequest(const Json& request) {
+    Message m = MessageFor(bus_.topics.requests(), request, request);
+    signers_->SignRequest(&m);
+    ASSERT_TRUE(producer_->Send(m).ok());
+    ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   }
   // The first result for `rid` (results of other requests are kept).
   Json WaitResult(const std::string& rid, std::chrono::seconds timeout = std::chrono::seconds(20)) {
@@ -118,20 +137,23 @@ class ApprovalsPipelineTest : public ::testing::Test {
     }
     return true;
   }
-  std::vector<Event> EventsOf(const std::string& rid) {
+  // Request ids are per org.
+  std::vector<Event> EventsOf(const std::string& rid, const std::string& org = "org-1") {
     std::vector<Event> out;
     StoreLogView view(p_->log().store());
-    EXPECT_TRUE(view.EventsOfRequest(rid, &out).ok());
+    EXPECT_TRUE(view.EventsOfRequest(org, rid, &out).ok());
     return out;
   }
-  std::vector<Event> Typed(const std::string& rid, const std::string& type) {
+  std::vector<Event> Typed(const std::string& rid, const std::string& type, const std::string& org = "org-1") {
     std::vector<Event> out;
-    for (auto& e : EventsOf(rid)) {
+    for (auto& e : EventsOf(rid, org)) {
       if (e.type == type) out.push_back(e);
     }
     return out;
   }
-  bool Has(const std::string& rid, const std::string& type) { return !Typed(rid, type).empty(); }
+  bool Has(const std::string& rid, const std::string& type, const std::string& org = "org-1") {
+    return !Typed(rid, type, org).empty();
+  }
 
   httplib::Headers Bearer(const std::string& name) { return {{"Authorization", "Bearer " + tokens_[name]}}; }
 
@@ -139,6 +161,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
   std::vector<std::string> webhooks_;
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> results_;
@@ -217,6 +240,40 @@ TEST_F(ApprovalsPipelineTest, AQuorumOfTwoNeedsTwoDistinctApprovers) {
   EXPECT_EQ(Typed("r-quorum", "approval.granted").size(), 2u);
 }
 
+// A response counts only as the identity its signature proves: an unsigned
+// one is refused (and filed under org "unknown", not the request's), one
+// whose body names another approver than its signer is refused too.
+TEST_F(ApprovalsPipelineTest, AnUnsignedOrForgedResponseCountsForNothing) {
+  AskSpec spec;
+  spec.request_id = "r-forged";
+  spec.approvers = {"alice"};
+  const std::string hash = Ask(spec);
+  Message unsigned_m = MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
+                                  Response("r-forged", "approve", "alice", hash));
+  ASSERT_TRUE(producer_->Send(unsigned_m).ok());
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(WaitFor([&] { return Has("r-forged", "approval.refused", "unknown"); }));
+  auto unsigned_refused = Typed("r-forged", "approval.refused", "unknown");
+  EXPECT_EQ(unsigned_refused[0].data["code"], "E_UNAUTHENTICATED");
+  EXPECT_FALSE(unsigned_refused[0].data.contains("approver")) << "no proven approver";
+  // Signed by mallory, claiming to be alice.
+  Message forged = MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
+                              Response("r-forged", "approve", "alice", hash));
+  signers_->SignResponse(&forged, "org-1", "mallory");
+  ASSERT_TRUE(producer_->Send(forged).ok());
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  ASSERT_TRUE(WaitFor([&] { return Has("r-forged", "approval.refused"); }));
+  auto refused = Typed("r-forged", "approval.refused");
+  EXPECT_EQ(refused[0].data["code"], "E_UNAUTHENTICATED");
+  EXPECT_EQ(refused[0].data["approver"], "mallory");
+  EXPECT_FALSE(Has("r-forged", "approval.granted"));
+  EXPECT_TRUE(WaitResult("r-forged", std::chrono::seconds(1)).is_null()) << "still held";
+  Respond(Response("r-forged", "approve", "alice", hash));
+  Json result = WaitResult("r-forged");
+  ASSERT_FALSE(result.is_null());
+  EXPECT_EQ(result["status"], "completed");
+}
+
 TEST_F(ApprovalsPipelineTest, AnArgsHashMismatchIsRefusedAndLogged) {
   AskSpec spec;
   spec.request_id = "r-hash";
@@ -261,7 +318,7 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAski
   auto submit = [&](const std::string& rid, const std::string& agent) {
     Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", "s-always"},
              {"tool", "write_file"}, {"args", {{"path", "notes/today.txt"}, {"content", "hello"}}}};
-    Publish(bus_.topics.requests(), req, req);
+    PublishRequest(req);
   };
   submit("r-first", "agent-1");
   ASSERT_TRUE(WaitFor([&] { return Has("r-first", "approval.requested"); })) << "decide did not ask";
@@ -296,7 +353,7 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAski
   auto other = Json{{"request_id", "r-other-file"}, {"org_id", "org-1"}, {"agent_id", "agent-1"},
                     {"session_id", "s-always"}, {"tool", "write_file"},
                     {"args", {{"path", "notes/other.txt"}, {"content", "hello"}}}};
-  Publish(bus_.topics.requests(), other, other);
+  PublishRequest(other);
   ASSERT_TRUE(WaitFor([&] { return Has("r-other-file", "approval.requested"); }))
       << "an always for notes/today.txt allowed another file";
 }
@@ -420,9 +477,10 @@ struct CliRun {
   int exit_code;
   std::string out;
 };
-CliRun Tollgate(const std::string& args) {
+// `env`: "NAME=value" assignments for the command, or "".
+CliRun Tollgate(const std::string& args, const std::string& env = "") {
   CliRun r{-1, ""};
-  FILE* f = popen((std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null").c_str(), "r");
+  FILE* f = popen((env + (env.empty() ? "" : " ") + std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null").c_str(), "r");
   if (!f) return r;
   char buf[4096];
   size_t n;
@@ -432,8 +490,16 @@ CliRun Tollgate(const std::string& args) {
   return r;
 }
 
+// The CLI approves as the identity of a token (--token-file, or
+// $TOLLGATE_TOKEN), through the running pipeline's HTTP API; --as, which
+// named an approver nobody had authenticated, is refused.
 TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
   const std::string data = dir_.sub("data");
+  auto token_file = [&](const std::string& name) {
+    const std::string path = dir_.sub(name + ".token");
+    std::ofstream(path) << tokens_[name] << "\n";
+    return path;
+  };
   AskSpec a;
   a.request_id = "r-cli";
   a.approvers = {"alice"};
@@ -446,20 +512,41 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
   ASSERT_EQ(list.exit_code, 0);
   EXPECT_NE(list.out.find("\"request_id\":\"r-cli\""), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("r-cli-other"), std::string::npos) << "filtered by agent";
-  CliRun refused = Tollgate("approvals approve r-cli --as mallory --data " + data);
+  // --as is a usage error (exit 2), even with a valid token: nothing is
+  // published, nothing is recorded.
+  const std::string alice = token_file("approver1");
+  CliRun as = Tollgate("approvals approve r-cli --as alice --token-file " + alice + " --data " + data);
+  EXPECT_EQ(as.exit_code, 2) << as.out;
+  CliRun as_mallory = Tollgate("approvals approve r-cli --as mallory --data " + data);
+  EXPECT_EQ(as_mallory.exit_code, 2) << as_mallory.out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(Has("r-cli", "approval.granted"));
+  EXPECT_FALSE(Has("r-cli", "approval.refused"));
+  // A token added live (`tokens add`, by the deployment admin) is in force
+  // at once: mallory is an approver of org-1, but not one r-cli may have.
+  CliRun added = Tollgate("tokens add --data " + data + " --token-file " + token_file("admin") +
+                          " --identity mallory --org org-1 --role approver");
+  ASSERT_EQ(added.exit_code, 0) << added.out;
+  while (!added.out.empty() && added.out.back() == '\n') added.out.pop_back();
+  ASSERT_FALSE(added.out.empty());
+  tokens_["mallory"] = added.out;
+  CliRun refused = Tollgate("approvals approve r-cli --token-file " + token_file("mallory") + " --data " + data);
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_NE(refused.out.find("E_APPROVER_NOT_ENTITLED"), std::string::npos) << refused.out;
-  CliRun unknown = Tollgate("approvals deny r-nope --as alice --data " + data);
+  CliRun unknown = Tollgate("approvals deny r-nope --token-file " + alice + " --data " + data);
   EXPECT_EQ(unknown.exit_code, 1);
-  CliRun ok = Tollgate("approvals approve r-cli --as alice --comment lgtm --data " + data);
+  CliRun ok = Tollgate("approvals approve r-cli --token-file " + alice + " --comment lgtm --data " + data);
   ASSERT_EQ(ok.exit_code, 0) << ok.out;
   EXPECT_EQ(Json::parse(ok.out)["outcome"], "granted");
+  EXPECT_EQ(Json::parse(ok.out)["event"]["data"]["approver"], "alice") << "the token's identity";
   Json result = WaitResult("r-cli");
   ASSERT_FALSE(result.is_null());
   EXPECT_EQ(result["status"], "completed");
-  CliRun deny = Tollgate("approvals deny r-cli-other --as bob --comment no --data " + data);
+  // The token from the environment.
+  CliRun deny = Tollgate("approvals deny r-cli-other --comment no --data " + data, "TOLLGATE_TOKEN=" + tokens_["bob1"]);
   ASSERT_EQ(deny.exit_code, 0) << deny.out;
   EXPECT_EQ(Json::parse(deny.out)["outcome"], "denied");
+  EXPECT_EQ(Json::parse(deny.out)["event"]["data"]["approver"], "bob");
   EXPECT_EQ(WaitResult("r-cli-other")["result"]["error"]["code"], "E_APPROVAL_DENIED");
 }
 
@@ -488,7 +575,10 @@ TEST_F(ApprovalsPipelineTest, HttpRefusesWithoutAValidTokenOrRole) {
   EXPECT_EQ(http_->Get("/v1/approvals", Bearer("auditor1"))->status, 403);
   EXPECT_EQ(http_->Get("/v1/approvals", Bearer("agent1"))->status, 403);
   EXPECT_EQ(http_->Get("/v1/audit", Bearer("approver1"))->status, 403);
-  EXPECT_EQ(http_->Get("/v1/audit", Bearer("agent1"))->status, 403);
+  // An agent's token reads the audit log, its own entries only (as the
+  // get_audit_log tool): naming another agent is 403.
+  EXPECT_EQ(http_->Get("/v1/audit", Bearer("agent1"))->status, 200);
+  EXPECT_EQ(http_->Get("/v1/audit?agent=agent-2", Bearer("agent1"))->status, 403);
   EXPECT_EQ(http_->Post("/v1/approvals/x", Bearer("auditor1"), "{\"decision\":\"approve\"}", "application/json")->status, 403);
 }
 
@@ -528,9 +618,31 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
   auto wrong_type = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":7}", "application/json");
   EXPECT_EQ(wrong_type->status, 400) << wrong_type->body;
   EXPECT_EQ(http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "not json", "application/json")->status, 400);
+  // A deployment-wide caller names the request's org (request ids are per
+  // org); without it, nothing is published.
+  auto no_org = http_->Post("/v1/approvals/r-org2", Bearer("admin"), "{\"decision\":\"approve\"}", "application/json");
+  ASSERT_TRUE(no_org);
+  EXPECT_EQ(no_org->status, 400) << no_org->body;
+  EXPECT_EQ(Json::parse(no_org->body)["error"]["code"], "E_INVALID_QUERY");
+  // An org's admin administers that org alone: another org's approvals are
+  // as invisible to it as to the org's approvers.
+  auto added = http_->Post("/v1/credentials", Bearer("admin"),
+                           Json{{"kind", "token"}, {"identity", "olga"}, {"org_id", "org-1"}, {"roles", {"admin"}}}.dump(),
+                           "application/json");
+  ASSERT_TRUE(added);
+  ASSERT_EQ(added->status, 201) << added->body;
+  tokens_["orgadmin1"] = Json::parse(added->body)["token"];
+  EXPECT_EQ(http_->Get("/v1/approvals?org=org-2", Bearer("orgadmin1"))->status, 403) << "an org admin reading another org";
+  Json olga_sees = Json::parse(http_->Get("/v1/approvals", Bearer("orgadmin1"))->body)["approvals"];
+  ASSERT_EQ(olga_sees.size(), 1u);
+  EXPECT_EQ(olga_sees[0]["request_id"], "r-org1");
+  auto olga_cross = http_->Post("/v1/approvals/r-org2?org=org-2", Bearer("orgadmin1"), "{\"decision\":\"approve\"}",
+                                "application/json");
+  ASSERT_TRUE(olga_cross);
+  EXPECT_EQ(olga_cross->status, 404) << "an org admin settling another org's approval: " << olga_cross->body;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(Has("r-org2", "approval.granted"));
-  EXPECT_FALSE(Has("r-org2", "approval.refused"));
+  EXPECT_FALSE(Has("r-org2", "approval.granted", "org-2"));
+  EXPECT_FALSE(Has("r-org2", "approval.refused", "org-2"));
 
   // A wrong args hash reaches the stage, which refuses and logs it.
   Json wrong_hash{{"decision", "approve"}, {"args_hash", std::string(64, 'b')}};
@@ -574,20 +686,29 @@ TEST_F(ApprovalsPipelineTest, HttpAuditIsScopedToTheAuditorsOrg) {
   ASSERT_TRUE(mine);
   ASSERT_EQ(mine->status, 200) << mine->body;
   Json events = Json::parse(mine->body)["events"];
-  EXPECT_EQ(events.size(), 3u);  // received, decided, approval requested
-  for (const auto& e : events) EXPECT_EQ(e["org_id"], "org-1");
+  // received, decided, approval requested; and the credential.added events
+  // of the org's four tokens (imported from tokens.json), which hold their
+  // hashes, never the tokens.
+  size_t request_events = 0, credential_events = 0;
+  for (const auto& e : events) {
+    EXPECT_EQ(e["org_id"], "org-1");
+    (e.value("session_id", "") == kCredentialsSession ? credential_events : request_events) += 1;
+  }
+  EXPECT_EQ(request_events, 3u) << mine->body;
+  EXPECT_EQ(credential_events, 4u) << mine->body;
+  for (const auto& [name, token] : tokens_) EXPECT_EQ(mine->body.find(token), std::string::npos) << name;
   EXPECT_EQ(http_->Get("/v1/audit?org=org-2", Bearer("auditor1"))->status, 403) << "cross-org read";
   auto admin = http_->Get("/v1/audit?org=org-2&type=approval.requested", Bearer("admin"));
   ASSERT_EQ(admin->status, 200);
   Json theirs = Json::parse(admin->body)["events"];
   ASSERT_EQ(theirs.size(), 1u);
   EXPECT_EQ(theirs[0]["request_id"], "r-b1");
-  // Paginated like `tollgate audit query`.
-  auto page1 = Json::parse(http_->Get("/v1/audit?limit=2", Bearer("auditor1"))->body);
+  // Paginated like `tollgate audit query` (over the request's session).
+  auto page1 = Json::parse(http_->Get("/v1/audit?session=sess-1&limit=2", Bearer("auditor1"))->body);
   ASSERT_EQ(page1["events"].size(), 2u);
   ASSERT_FALSE(page1["next_cursor"].get<std::string>().empty());
   auto page2 = Json::parse(
-      http_->Get("/v1/audit?limit=2&cursor=" + httplib::detail::encode_query_param(page1["next_cursor"].get<std::string>()),
+      http_->Get("/v1/audit?session=sess-1&limit=2&cursor=" + httplib::detail::encode_query_param(page1["next_cursor"].get<std::string>()),
                  Bearer("auditor1"))->body);
   ASSERT_EQ(page2["events"].size(), 1u);
   EXPECT_GT(page2["events"][0]["seq"], page1["events"][1]["seq"]);
@@ -638,6 +759,10 @@ TEST(Tokens, StoreHashesAndRefuseMalformedFiles) {
   EXPECT_TRUE(who.Has("auditor"));
   EXPECT_FALSE(who.admin());
   EXPECT_FALSE(who.InOrg("other"));
+  // Only a deployment-wide principal spans orgs; an org's admin does not.
+  EXPECT_TRUE((Principal{"boss", "acme", {"admin"}}).InOrg("acme"));
+  EXPECT_FALSE((Principal{"boss", "acme", {"admin"}}).InOrg("other")) << "an org admin acting in another org";
+  EXPECT_TRUE((Principal{"root", "*", {"admin"}}).InOrg("other"));
   EXPECT_FALSE(store.Authenticate(token + "x", &who));
   EXPECT_FALSE(store.Authenticate("", &who));
   struct stat st;

@@ -20,7 +20,8 @@ TEST(PipelineBenchSmoke, QuickRunReportsEveryFigure) {
   for (const char* key : {"throughput_vs_relay", "p99_vs_relay", "pipeline_req_per_s", "pipeline_p50_ms",
                           "pipeline_p99_ms", "relay_req_per_s", "relay_p50_ms", "relay_p99_ms",
                           "sync_throughput_vs_relay", "sync_p99_vs_relay", "pipeline_sync_req_per_s",
-                          "pipeline_sync_p50_ms", "pipeline_sync_p99_ms", "requests", "rate_per_s"}) {
+                          "pipeline_sync_p50_ms", "pipeline_sync_p99_ms", "requests", "rate_per_s",
+                          "verify_us_per_request", "sign_us_per_request"}) {
     ASSERT_TRUE(r.contains(key)) << key;
     ASSERT_TRUE(r[key].is_number()) << key << ": " << r[key];
     const double v = r[key].get<double>();

@@ -16,6 +16,10 @@
 //                              `audit verify` reads the live log; SIGINT
 //                              drains and exits 0.
 //
+// Every request is signed (docs/trust.md): the agents' keys are made and
+// registered with `tollgate agents add --data DATA` before `up` starts, and
+// the test signs with the key files it wrote (as `tollgate submit` does).
+//
 // Seed: TOLLGATE_CRASH_SEED (default: random; printed). Only loopback
 // addresses are used (the mock cluster listens on 127.0.0.1).
 #include <fcntl.h>
@@ -49,6 +53,9 @@
 #include "audit/log_store.h"
 #include "audit/verify.h"
 #include "cli/pipeline.h"
+#include "core/auth.h"
+#include "core/credentials.h"
+#include "core/jwt.h"
 #include "core/kafka_bus.h"
 #include "core/messages.h"
 #include "test_util.h"
@@ -252,17 +259,55 @@ uint64_t Seed() {
 
 // The requests the test publishes: echo, unique ids, several agents/sessions.
 struct Workload {
+  static constexpr const char* kOrg = "org-crash";
   std::string tag;
   int n = 0;
   int agents = 5;
+  // agent id -> its signer (RegisterAgents).
+  std::shared_ptr<std::map<std::string, JwtSigner>> signers = std::make_shared<std::map<std::string, JwtSigner>>();
   std::string rid(int i) const { return "crash-" + tag + "-" + std::to_string(i); }
   std::string agent(int i) const { return "agent-" + std::to_string(i % agents); }
   Json request(int i) const {
-    return {{"request_id", rid(i)},  {"org_id", "org-crash"},
+    return {{"request_id", rid(i)},  {"org_id", kOrg},
             {"agent_id", agent(i)},  {"session_id", "sess-" + tag + "-" + std::to_string(i % agents)},
             {"tool", "echo"},        {"args", {{"i", i}, {"text", "hello " + std::to_string(i)}}}};
   }
+  // Request `i` on `topics`' requests topic, signed by its agent's key.
+  Message message(const Topics& topics, int i) const {
+    Json req = request(i);
+    Message m = MessageFor(topics.requests(), req, req);
+    m.headers[kHeaderAuth] = SignRequest(signers->at(agent(i)), kOrg, agent(i), rid(i), m.value, NowMicros() / 1'000'000);
+    return m;
+  }
 };
+
+// Makes and registers every agent's key of `w` with `tollgate agents add
+// --data DATA` (no `up` runs yet: the CLI writes the log itself), then loads
+// the key files it wrote, as `tollgate submit` would.
+Status RegisterAgents(const std::string& data, const std::string& scratch, Workload& w) {
+  for (int a = 0; a < w.agents; ++a) {
+    const std::string agent = "agent-" + std::to_string(a);
+    Child c;
+    std::string err;
+    if (!c.Start({TOLLGATE_BIN, "agents", "add", "--data", data, "--org", Workload::kOrg, "--agent", agent},
+                 scratch + "/agents-add-" + agent + ".out", scratch + "/agents-add-" + agent + ".err", &err)) {
+      return Status::Error("E_TEST", err);
+    }
+    auto st = c.Wait(seconds(60));
+    if (!st || !WIFEXITED(*st) || WEXITSTATUS(*st) != 0) {
+      return Status::Error("E_TEST", "`tollgate agents add` for " + agent + " failed\n" + c.Describe());
+    }
+    const std::string path = data + "/keys/" + Workload::kOrg + "/" + agent + ".pem";
+    std::string pem, pub;
+    Status s = ReadPrivateKeyFile(path, &pem);
+    if (s.ok()) s = PublicKeyOf(pem, &pub);
+    JwtSigner signer;
+    if (s.ok()) s = JwtSigner::FromPem(pem, &signer, KeyIdOfPublicKey(pub));
+    if (!s.ok()) return s;
+    (*w.signers)[agent] = std::move(signer);
+  }
+  return Status::Ok();
+}
 
 // Publishes the workload from its own thread, one request every `gap`,
 // flushing as it goes; stop() ends it early (e.g. when the broker died).
@@ -294,8 +339,7 @@ class Publisher {
     Status s = Producer::Open(bus_, "", &producer);
     if (!s.ok()) return Fail(s.ToString());
     for (int i = first_; i < w_.n && !stop_.load(); ++i) {
-      Json req = w_.request(i);
-      s = producer->Send(MessageFor(bus_.topics.requests(), req, req));
+      s = producer->Send(w_.message(bus_.topics, i));
       if (!s.ok()) return Fail("send " + w_.rid(i) + ": " + s.ToString());
       sent_.store(i + 1);
       if (i % 10 == 9) {
@@ -370,8 +414,7 @@ Status WarmUp(const BusConfig& bus, const Workload& w, int i, Consumer& live, Re
               milliseconds timeout) {
   std::unique_ptr<Producer> producer;
   Status s = Producer::Open(bus, "", &producer);
-  Json req = w.request(i);
-  if (s.ok()) s = producer->Send(MessageFor(bus.topics.requests(), req, req));
+  if (s.ok()) s = producer->Send(w.message(bus.topics, i));
   if (s.ok()) s = producer->Flush(seconds(20));
   if (!s.ok()) return s;
   bool ok = WaitUntil(
@@ -387,11 +430,14 @@ Status WarmUp(const BusConfig& bus, const Workload& w, int i, Consumer& live, Re
 // Every event of the log, grouped by request id, in seq order.
 // Events of requests by request id. Events of no request (policy.updated:
 // decide loading the policy file) are counted in *policy_updates instead,
-// when given, and are not in *total.
+// when given, and are not in *total; so are credential changes (the agents'
+// keys, the tokens and the service key: credential.*) in *credentials.
 std::map<std::string, std::vector<Event>> EventsByRequest(const LogStore& store, uint64_t* total,
-                                                          uint64_t* policy_updates = nullptr) {
+                                                          uint64_t* policy_updates = nullptr,
+                                                          uint64_t* credentials = nullptr) {
   std::map<std::string, std::vector<Event>> by;
   if (policy_updates != nullptr) *policy_updates = 0;
+  if (credentials != nullptr) *credentials = 0;
   AuditQuery q;
   q.limit = kMaxQueryLimit;
   *total = 0;
@@ -403,6 +449,10 @@ std::map<std::string, std::vector<Event>> EventsByRequest(const LogStore& store,
     for (auto& e : page.events) {
       if (policy_updates != nullptr && e.request_id.empty() && e.type == "policy.updated") {
         ++*policy_updates;
+        continue;
+      }
+      if (e.session_id == kCredentialsSession) {
+        if (credentials != nullptr) ++*credentials;
         continue;
       }
       ++*total;
@@ -522,6 +572,10 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   ASSERT_TRUE(IsLoopback(bootstrap)) << bootstrap;
   std::cout << "[ time ] broker up at " << bootstrap << " after " << Since(t0) << " s\n";
 
+  Workload w{"s" + std::to_string(Seed() % 100000), kRequests};
+  Status s = RegisterAgents(d1, dir.path(), w);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+
   Child up;
   ASSERT_TRUE(up.Start(UpArgs(d1, bootstrap), dir.sub("up1.out"), dir.sub("up1.err"), &err)) << err;
   ASSERT_TRUE(WaitUntil([&] { return up.Poll() || Contains(up.out(), "tollgate is up"); }, seconds(60)) &&
@@ -533,10 +587,9 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   BusConfig bus;
   bus.brokers = bootstrap;
   bus.client_id = "crash-test";
-  Workload w{"s" + std::to_string(Seed() % 100000), kRequests};
 
   std::unique_ptr<Consumer> live;
-  Status s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
+  s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
 
   ResultTally seen;
@@ -677,8 +730,9 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   s = LogStore::Open(d1 + "/log", OpenMode::kReadOnly, &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
   uint64_t total_events = 0;
-  uint64_t policy_updates = 0;
-  auto by = EventsByRequest(*store, &total_events, &policy_updates);
+  uint64_t policy_updates = 0, credentials = 0;
+  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials);
+  EXPECT_GE(credentials, static_cast<uint64_t>(w.agents)) << "the agents' keys are in the log";
   // The policy file was loaded once; the restart found it unchanged in the
   // log and appended nothing.
   EXPECT_EQ(policy_updates, 1u);
@@ -700,7 +754,7 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   EXPECT_EQ(total_events, static_cast<uint64_t>(kRequests) * kComplete.size());
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
-  EXPECT_EQ(report.events, total_events + policy_updates);
+  EXPECT_EQ(report.events, total_events + policy_updates + credentials);
 
   broker.Signal(SIGTERM);
   auto bst = broker.Wait(seconds(10));
@@ -726,6 +780,9 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   ASSERT_FALSE(dir.path().empty());
   const std::string data = dir.sub("data");
   std::string err;
+  Workload w{"e" + std::to_string(Seed() % 100000), kRequests};
+  Status s = RegisterAgents(data, dir.path(), w);
+  ASSERT_TRUE(s.ok()) << s.ToString();
 
   Child up;
   ASSERT_TRUE(up.Start(UpArgs(data, ""), dir.sub("up1.out"), dir.sub("up1.err"), &err)) << err;
@@ -741,10 +798,9 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   // requests quickly.
   BusConfig pub_bus = bus;
   pub_bus.extra["message.timeout.ms"] = "3000";
-  Workload w{"e" + std::to_string(Seed() % 100000), kRequests};
 
   std::unique_ptr<Consumer> live;
-  Status s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
+  s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ResultTally seen;
   s = WarmUp(bus, w, 0, *live, seen, up, seconds(60));
@@ -835,8 +891,9 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   std::unique_ptr<LogStore> store;
   s = LogStore::Open(data + "/log", OpenMode::kReadOnly, &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  uint64_t total_events = 0, policy_updates = 0;
-  auto by = EventsByRequest(*store, &total_events, &policy_updates);
+  uint64_t total_events = 0, policy_updates = 0, credentials = 0;
+  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials);
+  EXPECT_GE(credentials, static_cast<uint64_t>(w.agents)) << "the agents' keys are in the log";
   EXPECT_EQ(policy_updates, 1u) << "the restart found the unchanged policy in the log";
   std::set<std::string> ours;
   for (int i = 0; i < kRequests; ++i) ours.insert(w.rid(i));
@@ -864,7 +921,7 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   EXPECT_TRUE(lost_after_result.empty()) << "a request whose result an agent saw is not in the log";
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
-  EXPECT_EQ(report.events, total_events + policy_updates);
+  EXPECT_EQ(report.events, total_events + policy_updates + credentials);
   std::cout << "[ time ] EmbeddedBrokerKillUp took " << Since(t0) << " s\n";
 }
 

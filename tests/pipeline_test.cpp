@@ -1,6 +1,8 @@
 // The pipeline end to end, in this process: the embedded broker (librdkafka's
 // mock cluster over TCP on 127.0.0.1), every stage, a real RocksDB log, and
-// real Kafka clients (librdkafka, python3-confluent-kafka) as agents.
+// real Kafka clients (librdkafka, python3-confluent-kafka) as agents. Every
+// request is signed by its agent's registered key (tests/agent_keys.h,
+// docs/trust.md), except the one that checks an unsigned request is refused.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 
@@ -13,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "agent_keys.h"
 #include "audit/audit_query.h"
 #include "audit/verify.h"
 #include "cli/pipeline.h"
@@ -35,6 +38,7 @@ class PipelineTest : public ::testing::Test {
     o.durability = Durability::kBuffered;
     o.policy_path = PolicyPath();
     ASSERT_TRUE(Pipeline::Start(o, &p_).ok());
+    signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     bus_.extra["message.max.bytes"] = "16000000";
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
@@ -53,14 +57,29 @@ class PipelineTest : public ::testing::Test {
     }
     results_.reset();
     producer_.reset();
+    signers_.reset();
     p_.reset();
   }
 
-  void Send(const std::string& key, const std::string& value) {
+  // Publishes `value` on the requests topic, signed as the org and agent it
+  // names (unless `sign` is false).
+  void Send(const std::string& key, const std::string& value, bool sign = true) {
     Message m;
     m.topic = bus_.topics.requests();
     m.key = key;
     m.value = value;
+    if (sign) signers_->SignRequest(&m);
+    ASSERT_TRUE(producer_->Send(m).ok());
+    ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  }
+  // The same, signed as agent `agent` of `org` whatever the value says (for
+  // a value that names no one: not JSON, not an object).
+  void SendSignedAs(const std::string& org, const std::string& agent, const std::string& key, const std::string& value) {
+    Message m;
+    m.topic = bus_.topics.requests();
+    m.key = key;
+    m.value = value;
+    m.headers[kHeaderAuth] = SignRequest(signers_->Agent(org, agent), org, agent, "", value, NowMicros() / 1'000'000);
     ASSERT_TRUE(producer_->Send(m).ok());
     ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   }
@@ -91,10 +110,11 @@ class PipelineTest : public ::testing::Test {
     }
     return got;
   }
-  std::vector<Event> EventsOf(const std::string& rid) {
+  // The events of request `rid` of `org` (request ids are per org).
+  std::vector<Event> EventsOf(const std::string& rid, const std::string& org = "org-1") {
     std::vector<Event> out;
     StoreLogView view(p_->log().store());
-    EXPECT_TRUE(view.EventsOfRequest(rid, &out).ok());
+    EXPECT_TRUE(view.EventsOfRequest(org, rid, &out).ok());
     return out;
   }
   static std::vector<std::string> Types(const std::vector<Event>& events) {
@@ -105,6 +125,7 @@ class PipelineTest : public ::testing::Test {
 
   TempDir dir_;
   std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> results_;
@@ -116,6 +137,23 @@ const std::vector<std::string> kCompleted = {"request.received", "decision.made"
 const std::vector<std::string> kDenied = {"request.received", "decision.made"};
 
 TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
+  // The agent's key: made here, registered as `tollgate agents add` would,
+  // and handed to the script, which signs every request with it.
+  const std::string key_file = dir_.sub("example-agent.pem");
+  {
+    std::string pem, pub;
+    ASSERT_TRUE(GenerateEd25519(&pem, &pub).ok());
+    ASSERT_TRUE(WritePrivateKeyFile(key_file, pem).ok());
+    Credential c;
+    c.kind = "agent_key";
+    c.org_id = "example-org";
+    c.identity = "example-agent";
+    c.roles = {"agent"};
+    c.public_key = pub;
+    c.key_id = KeyIdOfPublicKey(pub);
+    c.added_by = "test";
+    ASSERT_TRUE(p_->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok());
+  }
   int out_pipe[2];
   ASSERT_EQ(pipe(out_pipe), 0);
   posix_spawn_file_actions_t fa;
@@ -124,7 +162,7 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
   posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
   std::string bootstrap = p_->bootstrap();
   const char* argv[] = {"/usr/bin/python3", TOLLGATE_SOURCE_DIR "/examples/agent.py", "--bootstrap",
-                        bootstrap.c_str(), "--count", "12", "--timeout", "60", nullptr};
+                        bootstrap.c_str(), "--key", key_file.c_str(), "--count", "12", "--timeout", "60", nullptr};
   pid_t pid;
   ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
@@ -142,7 +180,7 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
   Json summary = Json::parse(out.substr(out.rfind('\n') + 1));
   EXPECT_EQ(summary["received"], 14);
   for (auto& [rid, st] : summary["statuses"].items()) {
-    auto events = EventsOf(rid);
+    auto events = EventsOf(rid, "example-org");
     EXPECT_EQ(Types(events), st == "completed" ? kCompleted : kDenied) << rid;
     ASSERT_FALSE(events.empty());
     EXPECT_EQ(summary["log_seqs"][rid], events.back().seq) << "result.log_seq is the request's last event";
@@ -165,7 +203,15 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
       {"k-denied", Request("denied-tool", "delete_file", {{"path", "/etc/shadow"}}, "k-denied").dump(), "denied",
        "E_POLICY_DENIED", "delete_file"},
   };
-  for (const auto& c : cases) Send(c.key, c.value);
+  for (const auto& c : cases) {
+    // A registered agent sending bytes that name no one: signed as itself.
+    Json doc;
+    if (ParseJson(c.value, &doc).ok() && doc.is_object()) {
+      Send(c.key, c.value);
+    } else {
+      SendSignedAs("org-1", c.key, c.key, c.value);
+    }
+  }
   Send("k-good", Request("good-after-bad", "echo", {{"still", "alive"}}, "k-good").dump());
   auto got = Collect(cases.size() + 1, /*by_key=*/true);
   for (const auto& c : cases) {
@@ -175,8 +221,8 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
     EXPECT_EQ(r["result"]["error"]["code"], c.code) << c.key;
     EXPECT_NE(r["result"]["error"]["message"].get<std::string>().find(c.needle), std::string::npos)
         << c.key << ": " << r["result"]["error"]["message"];
-    // Every refusal is in the log, under the result's request id.
-    auto events = EventsOf(r["request_id"]);
+    // Every refusal is in the log, under the result's org and request id.
+    auto events = EventsOf(r["request_id"], r["org_id"]);
     ASSERT_FALSE(events.empty()) << c.key;
     EXPECT_EQ(events.back().seq, r["log_seq"]) << c.key;
     EXPECT_EQ(events.back().type, c.status == "rejected" ? "request.rejected" : "decision.made") << c.key;
@@ -185,6 +231,33 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
   EXPECT_EQ(got["k-good"][0]["status"], "completed");
   EXPECT_EQ(got["k-good"][0]["result"]["data"]["still"], "alive");
   EXPECT_TRUE(VerifyLog(p_->log().store()).ok());
+}
+
+// An unsigned request, and one signed over other bytes, are refused before
+// anything else; the refusal is filed under org "unknown", never under the
+// org the request names, and nothing runs.
+TEST_F(PipelineTest, AnUnsignedOrTamperedRequestIsRejectedAsUnauthenticated) {
+  Send("k-unsigned", Request("unsigned", "echo", {{"x", 1}}, "k-unsigned").dump(), /*sign=*/false);
+  Message m;
+  m.topic = bus_.topics.requests();
+  m.key = "k-tampered";
+  m.value = Request("tampered", "echo", {{"x", 1}}, "k-tampered").dump();
+  signers_->SignRequest(&m);
+  m.value = Request("tampered", "echo", {{"x", 2}}, "k-tampered").dump();  // not what was signed
+  ASSERT_TRUE(producer_->Send(m).ok());
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  auto got = Collect(2, /*by_key=*/true);
+  for (const char* key : {"k-unsigned", "k-tampered"}) {
+    ASSERT_EQ(got[key].size(), 1u) << key;
+    const Json& r = got[key][0];
+    EXPECT_EQ(r["status"], "rejected") << key;
+    EXPECT_EQ(r["result"]["error"]["code"], "E_UNAUTHENTICATED") << key << ": " << r.dump();
+    auto events = EventsOf(r["request_id"], "unknown");
+    ASSERT_EQ(events.size(), 1u) << key;
+    EXPECT_EQ(events[0].type, "request.rejected") << key;
+    EXPECT_EQ(events[0].seq, r["log_seq"]) << key;
+    EXPECT_TRUE(EventsOf(r["request_id"], "org-1").empty()) << key << ": filed under the org it names";
+  }
 }
 
 // A 10 MB request, ten times ingest's 1 MiB limit: rejected with its own code,
@@ -239,15 +312,32 @@ TEST_F(PipelineTest, DuplicatesAreCaughtAndSecretsStayOutOfTheLog) {
   EXPECT_EQ(events[0].data["request"]["args"]["password"], "[REDACTED]");
 }
 
-TEST_F(PipelineTest, ARequestWithoutIdGetsOneFromItsKafkaCoordinates) {
+// A signed request without an id gets one from its signature ("j-"), so a
+// re-sent copy of the same signed message is the same request.
+TEST_F(PipelineTest, ARequestWithoutIdGetsOneFromItsSignature) {
   Json req = Request("", "echo", {{"x", 1}});
   req.erase("request_id");
   req["agent_id"] = "anon";
-  Send("anon", req.dump());
+  Message m;
+  m.topic = bus_.topics.requests();
+  m.key = "anon";
+  m.value = req.dump();
+  signers_->SignRequest(&m);
+  ASSERT_TRUE(producer_->Send(m).ok());
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   auto got = Collect(1, true);
   ASSERT_EQ(got["anon"].size(), 1u);
   std::string rid = got["anon"][0]["request_id"];
-  EXPECT_EQ(rid.rfind("k-", 0), 0u) << rid;
+  EXPECT_EQ(rid.rfind("j-", 0), 0u) << rid;
+  EXPECT_EQ(Types(EventsOf(rid)), kCompleted);
+  // The very same signed message again: the same request, its recorded
+  // outcome, nothing run twice.
+  ASSERT_TRUE(producer_->Send(m).ok());
+  ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
+  auto again = Collect(1, true, std::chrono::seconds(1));
+  ASSERT_EQ(again["anon"].size(), 1u);
+  EXPECT_EQ(again["anon"][0]["request_id"], rid);
+  EXPECT_EQ(again["anon"][0]["log_seq"], got["anon"][0]["log_seq"]);
   EXPECT_EQ(Types(EventsOf(rid)), kCompleted);
 }
 
@@ -273,6 +363,7 @@ TEST_F(PipelineTest, BrokerFaultsLoseNothing) {
     m.topic = bus_.topics.requests();
     m.key = "agent-f";
     m.value = Request("fault-" + std::to_string(i), "echo", {{"i", i}}, "agent-f").dump();
+    signers_->SignRequest(&m);
     ASSERT_TRUE(producer_->Send(m).ok());
   }
   ASSERT_TRUE(producer_->Flush(std::chrono::seconds(30)).ok());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "agent_keys.h"
 #include "audit/export.h"
 #include "audit/log_sink.h"
 #include "audit/verify.h"
@@ -24,7 +25,8 @@ namespace {
 
 using testing::TempDir;
 
-// One pipeline and an agent talking to it.
+// One pipeline and an agent talking to it; the agent signs its requests
+// with a key registered in that pipeline's log.
 class AgentRun {
  public:
   explicit AgentRun(PipelineOptions o) {
@@ -32,6 +34,7 @@ class AgentRun {
     Status s = Pipeline::Start(o, &p_);
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (!s.ok()) return;
+    signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     EXPECT_TRUE(Producer::Open(bus_, "", &producer_).ok());
     EXPECT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
@@ -39,6 +42,7 @@ class AgentRun {
   ~AgentRun() {
     results_.reset();
     producer_.reset();
+    signers_.reset();
     p_.reset();
   }
   bool ok() const { return p_ != nullptr; }
@@ -52,6 +56,7 @@ class AgentRun {
     m.topic = bus_.topics.requests();
     m.key = "agent-1";
     m.value = req.dump();
+    signers_->SignRequest(&m);
     EXPECT_TRUE(producer_->Send(m).ok());
     EXPECT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -67,13 +72,14 @@ class AgentRun {
   std::vector<Event> EventsOf(const std::string& rid) {
     std::vector<Event> out;
     StoreLogView view(p_->log().store());
-    EXPECT_TRUE(view.EventsOfRequest(rid, &out).ok());
+    EXPECT_TRUE(view.EventsOfRequest("org-1", rid, &out).ok());
     return out;
   }
   Pipeline& pipeline() { return *p_; }
 
  private:
   std::unique_ptr<Pipeline> p_;
+  std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
   std::unique_ptr<Consumer> results_;
