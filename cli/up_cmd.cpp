@@ -79,11 +79,13 @@ int RunUp(UpFlags& f) {
             << "  (edit it to reload; `tollgate policy check FILE` first)\n"
             << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
-            << "Submit a call:\n"
+            << "Submit a call (signed with the agent's key; one is registered on first use):\n"
             << "  " << self << " submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
-            << "or publish JSON to " << p->topics().requests() << " with any Kafka client, e.g.\n"
-            << "  echo '{\"org_id\":\"o\",\"agent_id\":\"a\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' | kcat -P -b "
-            << p->bootstrap() << " -t " << p->topics().requests() << " -k a\n"
+            << "or publish signed JSON to " << p->topics().requests() << " with any Kafka client (docs/trust.md), e.g.\n"
+            << "  echo '{\"org_id\":\"default\",\"agent_id\":\"my-agent\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' > m.json\n"
+            << "  kcat -P -b " << p->bootstrap() << " -t " << p->topics().requests() << " -k my-agent -H \"tollgate-auth=$("
+            << self << " agents sign --data " << data << " < m.json)\" m.json\n"
+            << "Agents: " << self << " agents add|list|revoke --data " << data << " --org ORG --agent A\n"
             << "Audit: " << self << " audit query --data " << data << "/log --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
   if (p->api()) {
