@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <sodium.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -292,25 +293,21 @@ Status Ed25519Verifier::FromPublic(std::string_view public_b64url, Ed25519Verifi
     return Status::Error(errc::kInvalidKey,
                          "Ed25519 public key is a small-order point: anyone can sign for it");
   }
-  auto key = Own(EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, nullptr, Bytes(raw), raw.size()));
-  if (!key) {
-    ERR_clear_error();
-    return Status::Error(errc::kInvalidKey, "OpenSSL refused the Ed25519 public key");
-  }
-  out->key_ = std::move(key);
+  // sodium_init is idempotent and thread-safe; -1 means no usable RNG,
+  // which verification does not need.
+  static const bool sodium_ready = sodium_init() >= 0 || true;
+  (void)sodium_ready;
+  out->raw_ = std::move(raw);
   out->public_b64url_ = std::string(public_b64url);
   return Status::Ok();
 }
 
 bool Ed25519Verifier::Verify(std::string_view message, std::string_view signature) const {
-  if (!key_ || signature.size() != kSignatureBytes) return false;
-  // A context per call: the key is shared read-only, the context is not.
-  CtxPtr ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  bool ok =
-      ctx && EVP_DigestVerifyInit(ctx.get(), nullptr, nullptr, nullptr, key_.get()) == 1 &&
-      EVP_DigestVerify(ctx.get(), Bytes(signature), signature.size(), Bytes(message), message.size()) == 1;
-  if (!ok) ERR_clear_error();
-  return ok;
+  if (raw_.size() != kPublicKeyBytes || signature.size() != kSignatureBytes) return false;
+  // libsodium, not OpenSSL: 42 us a verification here against OpenSSL
+  // 3.0's 65-140 us, and verification is a third of ingest's CPU
+  // (docs/trust.md). It also refuses non-canonical signatures.
+  return crypto_sign_verify_detached(Bytes(signature), Bytes(message), message.size(), Bytes(raw_)) == 0;
 }
 
 }  // namespace tollgate

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config
   librdkafka-dev librocksdb-dev nlohmann-json3-dev libcurl4-openssl-dev
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
-  libcpp-httplib-dev libssl-dev libbenchmark-dev libjemalloc-dev
+  libcpp-httplib-dev libssl-dev libsodium-dev libbenchmark-dev libjemalloc-dev
   kcat python3-confluent-kafka python3-jwt python3-cryptography
 )
 
