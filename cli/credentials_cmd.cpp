@@ -76,8 +76,9 @@ int RunList(const AdminTarget& t, const std::string& kind, const std::string& or
 // --value): its org, agent and request_id are the message's own.
 int RunSign(const AgentFlags& f, const std::string& value_flag) {
   std::string value = value_flag;
+  // The exact bytes, trailing newline included: kcat sends a file argument
+  // whole, and value_sha256 must match what the broker carries.
   if (value.empty()) value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-  while (!value.empty() && (value.back() == '\n' || value.back() == '\r')) value.pop_back();
   Json req;
   if (!ParseJson(value, &req).ok() || !req.is_object()) return Fail(Status::Error("E_INVALID_REQUEST", "not a JSON object"));
   const std::string org = req.value("org_id", f.org), agent = req.value("agent_id", f.agent);
@@ -138,7 +139,7 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
 
   auto sg = std::make_shared<AgentFlags>();
   auto value = std::make_shared<std::string>();
-  auto* s = agents->add_subcommand("sign", "print the tollgate-auth header for a request (stdin or --value)");
+  auto* s = agents->add_subcommand("sign", "print the tollgate-auth header for a request: the exact bytes sent (stdin or --value)");
   s->add_option("--data", sg->data, "data directory (for the default key path)")->capture_default_str();
   s->add_option("--key", sg->out, "the agent's private key (default DATA/keys/ORG/AGENT.pem of the request)");
   s->add_option("--value", *value, "the exact message value (default: stdin)");

@@ -490,6 +490,7 @@ TEST_F(TrustTest, AnOperatorRegistersSignsAndRevokesAnAgentWithTheCliWhileUpRuns
   auto send_signed_by_cli = [&](const std::string& rid) {
     Json req = Request("org-1", "cli-agent", rid, "echo", {{"text", rid}});
     Message m = RequestMessage(req);
+    m.value += "\n";  // as `echo ... > msg.json` writes it and kcat sends it
     const std::string msg = dir_.sub(rid + ".json");
     std::ofstream(msg) << m.value;
     CliRun sign = Tollgate("agents sign --data " + data, "", msg);
