@@ -367,7 +367,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (c.kind != "agent_key" && o.credentials->IdentityOrg(c.identity, &taken) && taken != c.org_id) {
       return Error(res, 409, "E_CONFLICT", "identity '" + c.identity + "' belongs to another org");
     }
-    Event e = CredentialAddedEvent(c, NowMicros());
+    c.added_us = NowMicros();
+    Event e = CredentialAddedEvent(c, c.added_us);
     Status st = SchemaRegistry::Builtin().Validate("event_data.credential.added", e.data);
     if (st.ok()) st = ValidateEnvelope(e);
     if (!st.ok()) return Error(res, 400, st.code(), st.message());

@@ -127,7 +127,8 @@ Status AddCredential(const AdminTarget& t, const Json& request, Json* reply) {
     return Status::Error("E_CONFLICT", "identity '" + c.identity + "' belongs to another org");
   }
   uint64_t seq = 0;
-  s = local.Append(CredentialAddedEvent(c, NowMicros()), &seq);
+  c.added_us = NowMicros();
+  s = local.Append(CredentialAddedEvent(c, c.added_us), &seq);
   if (!s.ok()) return s;
   *reply = {{"credential", c.ToJson()}, {"log_seq", seq}};
   if (!token.empty()) (*reply)["token"] = token;
@@ -149,9 +150,11 @@ Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const s
   Credential c;
   if (!local.registry_.Find(key_id, &c)) return Status::Error("E_NOT_FOUND", "no credential " + key_id);
   uint64_t seq = 0;
-  s = local.Append(CredentialRevokedEvent(c, "admin", reason, NowMicros()), &seq);
+  c.revoked_us = NowMicros();
+  s = local.Append(CredentialRevokedEvent(c, "admin", reason, c.revoked_us), &seq);
   if (!s.ok()) return s;
   c.revoked = true;
+  c.revoked_by = "admin";
   *reply = {{"credential", c.ToJson()}, {"log_seq", seq}};
   return Status::Ok();
 }

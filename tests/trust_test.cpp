@@ -484,7 +484,11 @@ TEST_F(TrustTest, AnOperatorRegistersSignsAndRevokesAnAgentWithTheCliWhileUpRuns
   EXPECT_NE(list.out.find("\"cli-agent\""), std::string::npos) << list.out;
   std::string pem;
   ASSERT_TRUE(ReadPrivateKeyFile(key, &pem).ok());
-  EXPECT_EQ(Json::parse(add.out)["credential"].dump().find("PRIVATE"), std::string::npos);
+  const Json added = Json::parse(add.out)["credential"];
+  EXPECT_EQ(added.dump().find("PRIVATE"), std::string::npos);
+  int64_t added_us = 0;
+  ASSERT_TRUE(ParseTime(added.value("added_at", ""), &added_us));
+  EXPECT_GT(added_us, NowMicros() - 600'000'000) << "added_at is when it was added";
 
   // `agents sign` makes the header a kcat user attaches.
   auto send_signed_by_cli = [&](const std::string& rid) {
