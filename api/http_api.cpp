@@ -337,6 +337,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (c.org_id == kUnprovenOrg) {
       return Error(res, 400, errc::kInvalidQuery, "org 'unknown' is reserved for refusals of unproven messages");
     }
+    if (c.kind == "agent_key" && c.org_id == "*") {
+      return Error(res, 400, errc::kInvalidQuery, "an agent belongs to one org");
+    }
     if (!who.InOrg(c.org_id) || (c.org_id == "*" && who.org_id != "*")) {
       return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not add credentials to org '" + c.org_id + "'");
     }

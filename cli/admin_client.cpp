@@ -111,6 +111,7 @@ Status AddCredential(const AdminTarget& t, const Json& request, Json* reply) {
   c.added_by = "admin";
   for (const auto& r : request.value("roles", Json::array())) c.roles.push_back(r.get<std::string>());
   if (c.org_id == kUnprovenOrg) return Status::Error("E_INVALID_QUERY", "org 'unknown' is reserved");
+  if (c.kind == "agent_key" && c.org_id == "*") return Status::Error("E_INVALID_QUERY", "an agent belongs to one org");
   std::string token;
   if (c.kind == "token") {
     token = NewToken();

@@ -368,6 +368,17 @@ TEST_F(TrustTest, AnOrgsAdminIsNotAnotherOrgsAdmin) {
   ASSERT_TRUE(add);
   EXPECT_EQ(add->status, 403);
   EXPECT_EQ(Count("org-2", "v1", "approval.denied"), 0u);
+  // Nobody, not even a deployment admin, may act in the org refusals are
+  // filed under, or register an agent of every org.
+  std::string pem, pub;
+  ASSERT_TRUE(GenerateEd25519(&pem, &pub).ok());
+  for (const char* org : {"unknown", "*"}) {
+    auto reserved = http_->Post("/v1/credentials", Bearer("root"),
+                                Json{{"kind", "agent_key"}, {"identity", "x"}, {"org_id", org}, {"public_key", pub}}.dump(),
+                                "application/json");
+    ASSERT_TRUE(reserved);
+    EXPECT_EQ(reserved->status, 400) << org << ": " << reserved->body;
+  }
   // Its own org's token: added, usable at once, revoked at once.
   auto mine = http_->Post("/v1/credentials", Bearer("admin1"),
                           R"({"kind":"token","identity":"carol","org_id":"org-1","roles":["auditor"]})", "application/json");
