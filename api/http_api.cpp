@@ -324,63 +324,22 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
       return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
     }
-    for (const char* k : {"kind", "identity", "org_id", "public_key"}) {
-      if (body.contains(k) && !body[k].is_string()) {
-        return Error(res, 400, errc::kSchemaViolation, std::string(k) + " must be a string");
+    // The caller's own org unless it names one (a deployment admin must).
+    if (!body.contains("org_id") && who.org_id != "*") body["org_id"] = who.org_id;
+    if (const Json org = body.value("org_id", Json()); org.is_string()) {
+      const std::string o_id = org.get<std::string>();
+      if (!who.InOrg(o_id) || (o_id == "*" && who.org_id != "*")) {
+        return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not add credentials to org '" + o_id + "'");
       }
     }
+    const std::string token = body.value("kind", Json("")) == "token" ? NewToken() : "";
     Credential c;
-    c.kind = body.value("kind", "");
-    c.identity = body.value("identity", "");
-    c.org_id = body.value("org_id", who.org_id == "*" ? "" : who.org_id);
-    c.added_by = who.identity;
-    if (c.org_id == kUnprovenOrg) {
-      return Error(res, 400, errc::kInvalidQuery, "org 'unknown' is reserved for refusals of unproven messages");
-    }
-    if (c.kind == "agent_key" && c.org_id == "*") {
-      return Error(res, 400, errc::kInvalidQuery, "an agent belongs to one org");
-    }
-    if (!who.InOrg(c.org_id) || (c.org_id == "*" && who.org_id != "*")) {
-      return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not add credentials to org '" + c.org_id + "'");
-    }
-    for (const auto& r : body.value("roles", Json::array())) {
-      if (r.is_string()) c.roles.push_back(r.get<std::string>());
-    }
-    std::string token;
-    if (c.kind == "token") {
-      token = NewToken();
-      c.token_sha256 = Sha256Hex(token);
-      c.key_id = KeyIdOfToken(c.token_sha256);
-    } else if (c.kind == "agent_key" || c.kind == "approver_key") {
-      c.public_key = body.value("public_key", "");
-      Ed25519Verifier v;
-      Status st = Ed25519Verifier::FromPublic(c.public_key, &v);
-      if (!st.ok()) return Error(res, 400, st.code(), "public_key: " + st.message());
-      c.key_id = KeyIdOfPublicKey(c.public_key);
-      if (c.kind == "agent_key") c.roles = {"agent"};
-      if (c.kind == "approver_key" && c.roles.empty()) c.roles = {"approver"};
-    } else {
-      return Error(res, 400, errc::kInvalidQuery, "kind must be agent_key, approver_key or token");
-    }
-    Credential existing;
-    if (o.credentials->Find(c.key_id, &existing)) {
-      return Error(res, 409, "E_CONFLICT", "that key is registered already (key_id " + c.key_id + ")");
-    }
-    std::string taken;
-    if (c.kind != "agent_key" && o.credentials->IdentityOrg(c.identity, &taken) && taken != c.org_id) {
-      return Error(res, 409, "E_CONFLICT", "identity '" + c.identity + "' belongs to another org");
-    }
-    c.added_us = NowMicros();
-    Event e = CredentialAddedEvent(c, c.added_us);
-    Status st = SchemaRegistry::Builtin().Validate("event_data.credential.added", e.data);
-    if (st.ok()) st = ValidateEnvelope(e);
-    if (!st.ok()) return Error(res, 400, st.code(), st.message());
-    std::vector<EventSink::Appended> appended;
-    o.sink->AppendAll({e}, &appended);
-    if (appended.size() != 1 || !appended[0].status.ok()) {
-      return Error(res, 503, errc::kInternal, "the log did not take the change");
-    }
-    Json out{{"credential", c.ToJson()}, {"log_seq", appended[0].seq}};
+    Status st = NewCredential(body, who.identity, token, *o.credentials, &c);
+    if (!st.ok()) return Error(res, st.code() == errc::kConflict ? 409 : 400, st.code(), st.message());
+    const Event e = CredentialAddedEvent(c, c.added_us);
+    uint64_t seq = 0;
+    if (!AppendOne(*o.sink, e, &seq).ok()) return Error(res, 503, errc::kInternal, "the log did not take the change");
+    Json out{{"credential", c.ToJson()}, {"log_seq", seq}};
     if (!token.empty()) out["token"] = token;  // shown once, kept nowhere
     Reply(res, 201, out);
   });
@@ -395,13 +354,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       return Error(res, 404, errc::kNotFound, "no credential " + std::string(req.matches[1]));
     }
     if (c.org_id == "*" && who.org_id != "*") return Error(res, 403, errc::kForbidden, "deployment credential");
-    std::vector<EventSink::Appended> appended;
-    o.sink->AppendAll({CredentialRevokedEvent(c, who.identity, Param(req, "reason"), NowMicros())}, &appended);
-    if (appended.size() != 1 || !appended[0].status.ok()) {
+    uint64_t seq = 0;
+    if (!AppendOne(*o.sink, CredentialRevokedEvent(c, who.identity, Param(req, "reason"), NowMicros()), &seq).ok()) {
       return Error(res, 503, errc::kInternal, "the log did not take the change");
     }
     o.credentials->Find(c.key_id, &c);
-    Reply(res, 200, {{"credential", c.ToJson()}, {"log_seq", appended[0].seq}});
+    Reply(res, 200, {{"credential", c.ToJson()}, {"log_seq", seq}});
   });
 
   svr.Get("/v1/audit", [im, &o](const httplib::Request& req, httplib::Response& res) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "audit/approvals.h"
+#include "core/auth.h"
 #include "core/messages.h"
 #include "core/schema.h"
 #include "core/sha256.h"
@@ -94,6 +95,16 @@ Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const st
             {"allow", Json::array({pattern})},
             {"approver", approver}};
   return e;
+}
+
+ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, int64_t max_skew_us) {
+  return [registry, max_skew_us](const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
+    SignedBy by;
+    const bool ok = AuthenticateResponse(in, *registry, now_us, max_skew_us, &by);
+    if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
+    if (!ok) *why = by.check + ": " + by.message;
+    return ok;
+  };
 }
 
 ApproveStage::ApproveStage(ApproveConfig config) : config_(std::move(config)) {

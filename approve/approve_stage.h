@@ -43,6 +43,7 @@
 
 #include "approve/webhook.h"
 #include "audit/log_store.h"
+#include "core/credentials.h"
 #include "core/flow_stage.h"
 
 namespace tollgate {
@@ -74,6 +75,11 @@ using ResponseAuthenticator =
     std::function<bool(const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why)>;
 
 inline constexpr int64_t kDefaultApprovalTimeoutS = 900;
+
+// The authenticator of the deployment: AuthenticateResponse (core/auth.h)
+// against `registry` (which must outlive it), signatures at most
+// `max_skew_us` from the clock.
+ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, int64_t max_skew_us);
 
 struct ApproveConfig {
   Topics topics;

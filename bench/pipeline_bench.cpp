@@ -432,20 +432,9 @@ Status StartPipeline(const PipelineBenchOptions& o, const std::string& dir, Dura
 // agents add` would.
 Status RegisterAgents(Pipeline& p, Signers* out) {
   for (int a = 0; a < kAgents; ++a) {
-    std::string pem, pub;
-    Status s = GenerateEd25519(&pem, &pub);
-    if (!s.ok()) return s;
     Credential c;
-    c.kind = "agent_key";
-    c.org_id = kOrg;
-    c.identity = AgentName(a);
-    c.roles = {"agent"};
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "bench";
-    s = p.AppendCredentialEvent(CredentialAddedEvent(c, NowMicros()));
-    if (!s.ok()) return s;
-    s = JwtSigner::FromPem(pem, &(*out)[c.identity], c.key_id);
+    Status s = NewSigningKey("agent_key", kOrg, AgentName(a), {"agent"}, "bench", &c, &(*out)[AgentName(a)]);
+    if (s.ok()) s = p.AppendCredentialEvent(CredentialAddedEvent(c, NowMicros()));
     if (!s.ok()) return s;
   }
   return Status::Ok();

@@ -10,7 +10,6 @@
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "cli/pipeline.h"
-#include "core/sha256.h"
 
 namespace tollgate::cli {
 namespace {
@@ -27,13 +26,7 @@ class LocalLog {
     sink_ = std::make_unique<LogSink>(*log_);
     return FoldCredentials(log_->store(), &registry_);
   }
-  Status Append(const Event& e, uint64_t* seq) {
-    std::vector<EventSink::Appended> appended;
-    sink_->AppendAll({e}, &appended);
-    if (appended.size() != 1) return Status::Error("E_INTERNAL", "the log returned no result");
-    *seq = appended[0].seq;
-    return appended[0].status;
-  }
+  Status Append(const Event& e, uint64_t* seq) { return AppendOne(*sink_, e, seq); }
   CredentialRegistry registry_;
 
  private:
@@ -104,31 +97,11 @@ Status AddCredential(const AdminTarget& t, const Json& request, Json* reply) {
   LocalLog local;
   Status s = local.Open(t.data_dir);
   if (!s.ok()) return s;
+  const std::string token = request.value("kind", Json("")) == "token" ? NewToken() : "";
   Credential c;
-  c.kind = request.value("kind", "");
-  c.identity = request.value("identity", "");
-  c.org_id = request.value("org_id", "");
-  c.added_by = "admin";
-  for (const auto& r : request.value("roles", Json::array())) c.roles.push_back(r.get<std::string>());
-  if (c.org_id == kUnprovenOrg) return Status::Error("E_INVALID_QUERY", "org 'unknown' is reserved");
-  if (c.kind == "agent_key" && c.org_id == "*") return Status::Error("E_INVALID_QUERY", "an agent belongs to one org");
-  std::string token;
-  if (c.kind == "token") {
-    token = NewToken();
-    c.token_sha256 = Sha256Hex(token);
-    c.key_id = KeyIdOfToken(c.token_sha256);
-  } else {
-    c.public_key = request.value("public_key", "");
-    c.key_id = KeyIdOfPublicKey(c.public_key);
-    if (c.kind == "agent_key") c.roles = {"agent"};
-    if (c.kind == "approver_key" && c.roles.empty()) c.roles = {"approver"};
-  }
-  std::string taken;
-  if (c.kind != "agent_key" && local.registry_.IdentityOrg(c.identity, &taken) && taken != c.org_id) {
-    return Status::Error("E_CONFLICT", "identity '" + c.identity + "' belongs to another org");
-  }
+  s = NewCredential(request, "admin", token, local.registry_, &c);
+  if (!s.ok()) return s;
   uint64_t seq = 0;
-  c.added_us = NowMicros();
   s = local.Append(CredentialAddedEvent(c, c.added_us), &seq);
   if (!s.ok()) return s;
   *reply = {{"credential", c.ToJson()}, {"log_seq", seq}};

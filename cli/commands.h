@@ -27,6 +27,12 @@ void AddCredentialCommands(CLI::App& app, int* exit_code);  // agents and tokens
 std::string DefaultAgentKeyPath(const std::string& data, const std::string& org, const std::string& agent);
 // A signer for an agent's private key file (kid = its key_id).
 Status LoadAgentSigner(const std::string& path, JwtSigner* out);
+struct AdminTarget;
+// Makes a key pair for (org, agent), writes the private key to `path`
+// (0600) and registers the public key (cli/admin_client.h); on failure no
+// key file is left. `agents add` and `submit`'s first use.
+Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std::string& agent,
+                        const std::string& path, Json* reply);
 
 // Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
 int64_t ParseTimeFlag(const std::string& flag, const std::string& value);

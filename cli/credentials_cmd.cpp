@@ -26,18 +26,9 @@ struct AgentFlags {
 
 int RunAgentsAdd(const AgentFlags& f) {
   const std::string path = f.out.empty() ? DefaultAgentKeyPath(f.data, f.org, f.agent) : f.out;
-  std::string pem, pub;
-  Status s = GenerateEd25519(&pem, &pub);
-  if (s.ok()) s = WritePrivateKeyFile(path, pem);
-  if (!s.ok()) return Fail(s);
   Json reply;
-  s = AddCredential({f.data, f.token_file},
-                    {{"kind", "agent_key"}, {"org_id", f.org}, {"identity", f.agent}, {"public_key", pub}}, &reply);
-  if (!s.ok()) {
-    std::filesystem::remove(path);  // an unregistered key is no use to anyone
-    return Fail(s);
-  }
-  reply["private_key_file"] = path;
+  Status s = RegisterAgentKey({f.data, f.token_file}, f.org, f.agent, path, &reply);
+  if (!s.ok()) return Fail(s);
   std::cout << reply.dump(2) << std::endl;
   return 0;
 }
@@ -97,11 +88,24 @@ std::string DefaultAgentKeyPath(const std::string& data, const std::string& org,
 }
 
 Status LoadAgentSigner(const std::string& path, JwtSigner* out) {
-  std::string pem, pub;
+  std::string pem;
   Status s = ReadPrivateKeyFile(path, &pem);
-  if (s.ok()) s = PublicKeyOf(pem, &pub);
-  if (s.ok()) s = JwtSigner::FromPem(pem, out, KeyIdOfPublicKey(pub));
-  return s;
+  return s.ok() ? SignerForKey(pem, out) : s;
+}
+
+Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std::string& agent,
+                        const std::string& path, Json* reply) {
+  std::string pem, pub;
+  Status s = GenerateEd25519(&pem, &pub);
+  if (s.ok()) s = WritePrivateKeyFile(path, pem);
+  if (!s.ok()) return s;
+  s = AddCredential(t, {{"kind", "agent_key"}, {"org_id", org}, {"identity", agent}, {"public_key", pub}}, reply);
+  if (!s.ok()) {
+    std::filesystem::remove(path);  // an unregistered key is no use to anyone
+    return s;
+  }
+  (*reply)["private_key_file"] = path;
+  return Status::Ok();
 }
 
 void AddCredentialCommands(CLI::App& app, int* exit_code) {

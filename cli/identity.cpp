@@ -7,17 +7,6 @@
 #include "core/messages.h"
 
 namespace tollgate {
-namespace {
-
-Status AppendOne(EventSink& sink, Event e) {
-  std::vector<EventSink::Appended> appended;
-  sink.AppendAll({std::move(e)}, &appended);
-  if (appended.size() != 1) return Status::Error(errc::kInternal, "the log returned no result");
-  return appended[0].status;
-}
-
-}  // namespace
-
 std::string ServiceKeyPath(const std::string& data_dir) { return data_dir + "/keys/" + kServiceIdentity + ".pem"; }
 
 Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSink& sink,
@@ -44,9 +33,10 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
     c.added_by = "tokens-file";
     Credential known;
     if (registry->Find(c.key_id, &known)) continue;  // the log decides, revoked or not
-    s = AppendOne(sink, CredentialAddedEvent(c, NowMicros()));
+    const Event e = CredentialAddedEvent(c, NowMicros());
+    s = AppendOne(sink, e);
     if (!s.ok()) return s;
-    registry->Apply(CredentialAddedEvent(c, NowMicros()));
+    registry->Apply(e);
   }
 
   const std::string key_path = ServiceKeyPath(setup.data_dir);
@@ -56,16 +46,17 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
     if (s.ok()) s = WritePrivateKeyFile(key_path, pem);
     if (!s.ok()) return s;
   }
+  auto signer = std::make_shared<JwtSigner>();
   s = ReadPrivateKeyFile(key_path, &pem);
-  if (s.ok()) s = PublicKeyOf(pem, &pub);
+  if (s.ok()) s = SignerForKey(pem, signer.get());
   if (!s.ok()) return s;
   Credential svc;
   svc.kind = "service_key";
   svc.identity = kServiceIdentity;
   svc.org_id = "*";
   svc.roles = {"service"};
-  svc.public_key = pub;
-  svc.key_id = KeyIdOfPublicKey(pub);
+  svc.public_key = signer->public_b64url();
+  svc.key_id = KeyIdOfPublicKey(svc.public_key);
   svc.added_by = "up";
   Credential known;
   if (!registry->Find(svc.key_id, &known)) {
@@ -77,9 +68,6 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
     return Status::Error(errc::kUnauthenticated, "the service key " + key_path +
                                                      " is revoked in the log; move it away to make a new one");
   }
-  auto signer = std::make_shared<JwtSigner>();
-  s = JwtSigner::FromPem(pem, signer.get(), svc.key_id);
-  if (!s.ok()) return s;
   *service_signer = std::move(signer);
   return Status::Ok();
 }

@@ -181,14 +181,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     ApproveConfig ac;
     ac.topics = topics;
     ac.webhooks.urls = options.webhooks;
-    ac.authenticate = [reg = p->credentials_.get(), skew = options.max_signature_skew_us](
-                          const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
-      SignedBy by;
-      const bool ok = AuthenticateResponse(in, *reg, now_us, skew, &by);
-      if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
-      if (!ok) *why = by.check + ": " + by.message;
-      return ok;
-    };
+    ac.authenticate = RegistryAuthenticator(p->credentials_.get(), options.max_signature_skew_us);
     auto approve = std::make_unique<ApproveStage>(ac);
     // Pending approvals (and their deadlines) are a fold over the log.
     s = approve->Load(p->log_->store());
@@ -265,12 +258,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   return Status::Ok();
 }
 
-Status Pipeline::AppendCredentialEvent(const Event& e) {
-  std::vector<EventSink::Appended> appended;
-  sink_->AppendAll({e}, &appended);
-  if (appended.size() != 1) return Status::Error(errc::kInternal, "the log returned no result");
-  return appended[0].status;
-}
+Status Pipeline::AppendCredentialEvent(const Event& e) { return AppendOne(*sink_, e); }
 
 Status Pipeline::ReconcileNow() {
   std::lock_guard<std::mutex> lock(reconcile_mu_);

@@ -63,11 +63,10 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
     auto plan = PlanRedrive(events, topics, now);
     if (!plan) continue;
     if (plan->event) {
-      std::vector<EventSink::Appended> appended;
-      sink.AppendAll({*plan->event}, &appended);
-      if (appended.size() != 1) return Status::Error(errc::kLogIO, "reconcile: the sink returned no result");
-      if (!appended[0].status.ok()) return appended[0].status;  // fail closed: publish nothing the log lacks
-      SetLogSeq(&plan->message, appended[0].seq);
+      uint64_t seq = 0;
+      s = AppendOne(sink, *plan->event, &seq);
+      if (!s.ok()) return s;  // fail closed: publish nothing the log lacks
+      SetLogSeq(&plan->message, seq);
       ++stats->failed_closed;
     } else {
       ++stats->redriven;

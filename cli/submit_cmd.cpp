@@ -67,15 +67,8 @@ int RunSubmit(SubmitFlags& f) {
   // for it; a local operator without one gets one registered first.
   const std::string key = f.key.empty() ? DefaultAgentKeyPath(f.data, f.org, f.agent) : f.key;
   if (f.key.empty() && !std::filesystem::exists(key)) {
-    std::string pem, pub;
     Json reply;
-    Status s = GenerateEd25519(&pem, &pub);
-    if (s.ok()) s = WritePrivateKeyFile(key, pem);
-    if (s.ok()) {
-      s = AddCredential({f.data, ""}, {{"kind", "agent_key"}, {"org_id", f.org}, {"identity", f.agent}, {"public_key", pub}},
-                        &reply);
-      if (!s.ok()) std::filesystem::remove(key);
-    }
+    Status s = RegisterAgentKey({f.data, ""}, f.org, f.agent, key, &reply);
     if (!s.ok()) {
       std::cerr << "tollgate: no key for agent '" << f.agent << "' of org '" << f.org
                 << "' and none could be registered: " << s.ToString() << "\n";

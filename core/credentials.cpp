@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/schema.h"
 #include "core/sha256.h"
 
 namespace tollgate {
@@ -47,6 +48,83 @@ Event CredentialEvent(const Credential& c, const std::string& type, int64_t time
 }
 
 }  // namespace
+
+Status SignerForKey(const std::string& private_pem, JwtSigner* out) {
+  std::string pub;
+  Status s = PublicKeyOf(private_pem, &pub);
+  if (s.ok()) s = JwtSigner::FromPem(private_pem, out, KeyIdOfPublicKey(pub));
+  return s;
+}
+
+Status NewSigningKey(const std::string& kind, const std::string& org, const std::string& identity,
+                     std::vector<std::string> roles, const std::string& by, Credential* c, JwtSigner* signer,
+                     std::string* private_pem) {
+  std::string pem, pub;
+  Status s = GenerateEd25519(&pem, &pub);
+  if (s.ok()) s = JwtSigner::FromPem(pem, signer, KeyIdOfPublicKey(pub));
+  if (!s.ok()) return s;
+  *c = Credential();
+  c->kind = kind;
+  c->org_id = org;
+  c->identity = identity;
+  c->roles = std::move(roles);
+  c->public_key = pub;
+  c->key_id = KeyIdOfPublicKey(pub);
+  c->added_by = by;
+  if (private_pem != nullptr) *private_pem = std::move(pem);
+  return Status::Ok();
+}
+
+Status NewCredential(const Json& request, const std::string& by, const std::string& token,
+                     const CredentialRegistry& registry, Credential* out) {
+  if (!request.is_object()) return Status::Error(errc::kInvalidQuery, "a credential request is a JSON object");
+  for (const char* k : {"kind", "identity", "org_id", "public_key"}) {
+    if (request.contains(k) && !request[k].is_string()) {
+      return Status::Error(errc::kSchemaViolation, std::string(k) + " must be a string");
+    }
+  }
+  Credential c;
+  c.kind = request.value("kind", "");
+  c.identity = request.value("identity", "");
+  c.org_id = request.value("org_id", "");
+  c.added_by = by;
+  if (c.org_id == kUnprovenOrg) {
+    return Status::Error(errc::kInvalidQuery, "org 'unknown' is reserved for refusals of unproven messages");
+  }
+  if (c.kind == "agent_key" && c.org_id == "*") return Status::Error(errc::kInvalidQuery, "an agent belongs to one org");
+  for (const auto& r : request.value("roles", Json::array())) {
+    if (r.is_string()) c.roles.push_back(r.get<std::string>());
+  }
+  if (c.kind == "token") {
+    c.token_sha256 = Sha256Hex(token);
+    c.key_id = KeyIdOfToken(c.token_sha256);
+  } else if (c.kind == "agent_key" || c.kind == "approver_key") {
+    c.public_key = request.value("public_key", "");
+    Ed25519Verifier v;
+    Status s = Ed25519Verifier::FromPublic(c.public_key, &v);
+    if (!s.ok()) return Status::Error(s.code(), "public_key: " + s.message());
+    c.key_id = KeyIdOfPublicKey(c.public_key);
+    if (c.kind == "agent_key") c.roles = {"agent"};
+    if (c.kind == "approver_key" && c.roles.empty()) c.roles = {"approver"};
+  } else {
+    return Status::Error(errc::kInvalidQuery, "kind must be agent_key, approver_key or token");
+  }
+  Credential existing;
+  if (registry.Find(c.key_id, &existing)) {
+    return Status::Error(errc::kConflict, "that key is registered already (key_id " + c.key_id + ")");
+  }
+  std::string taken;
+  if (c.kind != "agent_key" && registry.IdentityOrg(c.identity, &taken) && taken != c.org_id) {
+    return Status::Error(errc::kConflict, "identity '" + c.identity + "' belongs to another org");
+  }
+  c.added_us = NowMicros();
+  const Event e = CredentialAddedEvent(c, c.added_us);
+  Status s = SchemaRegistry::Builtin().Validate("event_data.credential.added", e.data);
+  if (s.ok()) s = ValidateEnvelope(e);
+  if (!s.ok()) return s;
+  *out = std::move(c);
+  return Status::Ok();
+}
 
 Event CredentialAddedEvent(const Credential& c, int64_t time_us) {
   Json data{{"kind", c.kind}, {"identity", c.identity}, {"org_id", c.org_id},

@@ -58,6 +58,17 @@ struct Credential {
 std::string KeyIdOfPublicKey(const std::string& public_b64url);
 std::string KeyIdOfToken(const std::string& token_sha256);
 
+// A signer for an Ed25519 private key, its kid the key's key_id.
+Status SignerForKey(const std::string& private_pem, JwtSigner* out);
+// A fresh Ed25519 key pair as a credential of `kind` (agent_key,
+// approver_key, service_key) for (org, identity) with `roles`, added by
+// `by`: *c holds the public key and key_id (added_us unset; register it with
+// CredentialAddedEvent), *signer signs with the private key, *private_pem
+// (optional) is that key for a file.
+Status NewSigningKey(const std::string& kind, const std::string& org, const std::string& identity,
+                     std::vector<std::string> roles, const std::string& by, Credential* c, JwtSigner* signer,
+                     std::string* private_pem = nullptr);
+
 // The events that change credentials. `by` is who did it (an identity).
 Event CredentialAddedEvent(const Credential& c, int64_t time_us);
 Event CredentialRevokedEvent(const Credential& c, const std::string& by, const std::string& reason,
@@ -99,5 +110,22 @@ class CredentialRegistry {
   std::map<std::string, std::string> token_to_key_id_;
   std::map<std::string, std::string> identity_org_;
 };
+
+namespace errc {
+inline constexpr const char* kConflict = "E_CONFLICT";
+}  // namespace errc
+
+// A new credential from an admin's request {kind, org_id, identity, roles,
+// public_key}, made by `by`, checked against what `registry` holds: a known
+// kind, a valid Ed25519 public key, not the reserved org, an agent in one
+// org, data the credential.added schema accepts (E_INVALID_QUERY,
+// E_INVALID_KEY, E_SCHEMA_VIOLATION); a key not registered yet and an
+// identity no other org has (E_CONFLICT). For a token, `token` is the new
+// token (the caller makes it) and only its hash is kept. Agent keys get the
+// role agent; approver keys approver unless given. Who may add it (the
+// org's scope) is the caller's check. The API and the CLI's local path
+// both use this, so the log gets the same credential either way.
+Status NewCredential(const Json& request, const std::string& by, const std::string& token,
+                     const CredentialRegistry& registry, Credential* out);
 
 }  // namespace tollgate

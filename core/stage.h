@@ -110,4 +110,15 @@ class EventSink {
   virtual void AppendAll(std::vector<Event> events, std::vector<Appended>* results) = 0;
 };
 
+// Appends the one event `e` through `sink`, durable when this returns ok;
+// *seq (optional) gets its seq. For writers of single events: the
+// reconciler, credential changes.
+inline Status AppendOne(EventSink& sink, Event e, uint64_t* seq = nullptr) {
+  std::vector<EventSink::Appended> appended;
+  sink.AppendAll({std::move(e)}, &appended);
+  if (appended.size() != 1) return Status::Error(errc::kLogIO, "the event sink returned no result");
+  if (appended[0].status.ok() && seq != nullptr) *seq = appended[0].seq;
+  return appended[0].status;
+}
+
 }  // namespace tollgate

@@ -57,19 +57,10 @@ class TestSigners {
     const std::string k = kind + "\n" + org + "\n" + identity;
     auto it = signers_.find(k);
     if (it != signers_.end()) return it->second;
-    std::string pem, pub;
-    if (!GenerateEd25519(&pem, &pub).ok()) std::abort();
     Credential c;
-    c.kind = kind;
-    c.org_id = org;
-    c.identity = identity;
-    c.roles = std::move(roles);
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "test";
-    if (!p_.AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok()) std::abort();
     JwtSigner s;
-    if (!JwtSigner::FromPem(pem, &s, c.key_id).ok()) std::abort();
+    if (!NewSigningKey(kind, org, identity, std::move(roles), "test", &c, &s).ok()) std::abort();
+    if (!p_.AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok()) std::abort();
     return signers_.emplace(k, std::move(s)).first->second;
   }
 

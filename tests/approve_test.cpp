@@ -68,19 +68,13 @@ Message Msg(const std::string& topic, const Json& value, const std::string& key 
 
 // Approvers sign their responses (docs/trust.md): each identity has an
 // approver_key in a CredentialRegistry, and the stage checks responses with
-// AuthenticateResponse exactly as cli/pipeline.cpp wires it.
+// the deployment's RegistryAuthenticator, as cli/pipeline.cpp wires it.
 class ApproveTest : public ::testing::Test {
  protected:
   ApproveConfig Config() {
     ApproveConfig ac;
     ac.topics = topics_;
-    ac.authenticate = [reg = &registry_](const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
-      SignedBy by;
-      const bool ok = AuthenticateResponse(in, *reg, now_us, kDefaultMaxSkewUs, &by);
-      if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
-      if (!ok) *why = by.check + ": " + by.message;
-      return ok;
-    };
+    ac.authenticate = RegistryAuthenticator(&registry_, kDefaultMaxSkewUs);
     return ac;
   }
   StageContext Ctx(int n, int64_t at = kT0 + 1'000'000) { return {at, "inc/topic/0/" + std::to_string(n)}; }
@@ -88,19 +82,10 @@ class ApproveTest : public ::testing::Test {
   const JwtSigner& Approver(const std::string& identity, const std::string& org = "org-1") {
     auto it = signers_.find(identity);
     if (it != signers_.end()) return it->second;
-    std::string pem, pub;
-    EXPECT_TRUE(GenerateEd25519(&pem, &pub).ok());
     Credential c;
-    c.kind = "approver_key";
-    c.identity = identity;
-    c.org_id = org;
-    c.roles = {"approver"};
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "test";
-    registry_.Apply(CredentialAddedEvent(c, kT0));
     JwtSigner s;
-    EXPECT_TRUE(JwtSigner::FromPem(pem, &s, c.key_id).ok());
+    EXPECT_TRUE(NewSigningKey("approver_key", org, identity, {"approver"}, "test", &c, &s).ok());
+    registry_.Apply(CredentialAddedEvent(c, kT0));
     return signers_.emplace(identity, std::move(s)).first->second;
   }
   // A response message signed at `at` by `as` (default: the approver it

@@ -40,19 +40,10 @@ int main(int argc, char** argv) {
              {"tool", "cli:slow_append"}, {"args", {{"n", 1}}}};
     // Received as ingest receives it: signed by an agent key registered in
     // the pipeline's log, as `tollgate agents add` does.
-    std::string pem, pub;
-    if (!GenerateEd25519(&pem, &pub).ok()) return 10;
     Credential c;
-    c.kind = "agent_key";
-    c.org_id = "o1";
-    c.identity = "a1";
-    c.roles = {"agent"};
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "test";
-    if (!p->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok()) return 12;
     JwtSigner signer;
-    if (!JwtSigner::FromPem(pem, &signer, c.key_id).ok()) return 11;
+    if (!NewSigningKey("agent_key", "o1", "a1", {"agent"}, "test", &c, &signer).ok()) return 10;
+    if (!p->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok()) return 12;
     IngestConfig ic;
     ic.credentials = &p->credentials();
     IngestStage ingest{ic};

@@ -298,11 +298,10 @@ Status RegisterAgents(const std::string& data, const std::string& scratch, Workl
       return Status::Error("E_TEST", "`tollgate agents add` for " + agent + " failed\n" + c.Describe());
     }
     const std::string path = data + "/keys/" + Workload::kOrg + "/" + agent + ".pem";
-    std::string pem, pub;
-    Status s = ReadPrivateKeyFile(path, &pem);
-    if (s.ok()) s = PublicKeyOf(pem, &pub);
+    std::string pem;
     JwtSigner signer;
-    if (s.ok()) s = JwtSigner::FromPem(pem, &signer, KeyIdOfPublicKey(pub));
+    Status s = ReadPrivateKeyFile(path, &pem);
+    if (s.ok()) s = SignerForKey(pem, &signer);
     if (!s.ok()) return s;
     (*w.signers)[agent] = std::move(signer);
   }

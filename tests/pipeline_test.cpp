@@ -141,17 +141,11 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
   // and handed to the script, which signs every request with it.
   const std::string key_file = dir_.sub("example-agent.pem");
   {
-    std::string pem, pub;
-    ASSERT_TRUE(GenerateEd25519(&pem, &pub).ok());
-    ASSERT_TRUE(WritePrivateKeyFile(key_file, pem).ok());
+    std::string pem;
     Credential c;
-    c.kind = "agent_key";
-    c.org_id = "example-org";
-    c.identity = "example-agent";
-    c.roles = {"agent"};
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "test";
+    JwtSigner unused;  // the script signs
+    ASSERT_TRUE(NewSigningKey("agent_key", "example-org", "example-agent", {"agent"}, "test", &c, &unused, &pem).ok());
+    ASSERT_TRUE(WritePrivateKeyFile(key_file, pem).ok());
     ASSERT_TRUE(p_->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok());
   }
   int out_pipe[2];

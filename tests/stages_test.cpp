@@ -57,20 +57,11 @@ class Agents {
     const std::string k = org + "\n" + agent;
     auto it = signers_.find(k);
     if (it != signers_.end()) return it->second;
-    std::string pem, pub;
-    EXPECT_TRUE(GenerateEd25519(&pem, &pub).ok());
     Credential c;
-    c.kind = "agent_key";
-    c.org_id = org;
-    c.identity = agent;
-    c.roles = {"agent"};
-    c.public_key = pub;
-    c.key_id = KeyIdOfPublicKey(pub);
-    c.added_by = "test";
+    JwtSigner s;
+    EXPECT_TRUE(NewSigningKey("agent_key", org, agent, {"agent"}, "test", &c, &s).ok());
     registry.Apply(CredentialAddedEvent(c, kT0 - 1'000'000));
     creds_[k] = c;
-    JwtSigner s;
-    EXPECT_TRUE(JwtSigner::FromPem(pem, &s, c.key_id).ok());
     return signers_.emplace(k, std::move(s)).first->second;
   }
   const Credential& Cred(const std::string& org, const std::string& agent) {
