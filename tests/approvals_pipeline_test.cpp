@@ -473,21 +473,10 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
 }
 
 // `tollgate approvals ...` as a separate process against the running pipeline.
-struct CliRun {
-  int exit_code;
-  std::string out;
-};
+using CliRun = testing::CommandResult;
 // `env`: "NAME=value" assignments for the command, or "".
 CliRun Tollgate(const std::string& args, const std::string& env = "") {
-  CliRun r{-1, ""};
-  FILE* f = popen((env + (env.empty() ? "" : " ") + std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null").c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  int status = pclose(f);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(env + (env.empty() ? "" : " ") + std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null");
 }
 
 // The CLI approves as the identity of a token (--token-file, or

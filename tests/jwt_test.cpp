@@ -358,10 +358,7 @@ TEST(KeyFileTest, AKeyFileIsOwnerOnlyInOwnerOnlyDirectoriesAndNeverSilentlyRepla
 // python3-jwt and python3-cryptography are installed.
 constexpr const char* kPython = "/usr/bin/python3";
 
-struct PythonRun {
-  int exit_code = -1;
-  std::string out;
-};
+using PythonRun = testing::CommandResult;
 
 // Runs `script` with `args` (which must not contain a single quote) under
 // kPython; stdout is captured, stderr passes through.
@@ -374,13 +371,7 @@ PythonRun RunPython(const TempDir& dir, const std::string& script,
     EXPECT_EQ(a.find('\''), std::string::npos);
     command += " '" + a + "'";
   }
-  PythonRun run;
-  FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return run;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) run.out.append(buf, n);
-  int status = pclose(p);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  PythonRun run = testing::RunCommand(command);
   while (!run.out.empty() && run.out.back() == '\n') run.out.pop_back();
   return run;
 }

@@ -409,15 +409,9 @@ TEST(OrgLedger, EachOrgsBudgetCountsItsOwnRequestsWithTheSameIds) {
 
 // `tollgate policy check` (the real binary) on errors inside `orgs:`.
 int RunTollgate(const std::string& args, std::string* out) {
-  std::string cmd = std::string(TOLLGATE_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return -1;
-  out->clear();
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  testing::CommandResult r = testing::RunCommand(std::string(TOLLGATE_BIN) + " " + args + " 2>&1");
+  *out = std::move(r.out);
+  return r.exit_code;
 }
 
 TEST(OrgPolicyCheck, ErrorsInAnOrgSectionNameTheirLine) {

@@ -19,15 +19,9 @@ using testing::TempDir;
 
 // Runs `tollgate ARGS` (stderr into stdout); returns the exit status.
 int RunTollgate(const std::string& args, std::string* out) {
-  std::string cmd = std::string(TOLLGATE_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return -1;
-  out->clear();
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-  int st = pclose(f);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  testing::CommandResult r = testing::RunCommand(std::string(TOLLGATE_BIN) + " " + args + " 2>&1");
+  *out = std::move(r.out);
+  return r.exit_code;
 }
 
 Json LastLineJson(const std::string& out) {

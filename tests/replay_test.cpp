@@ -918,16 +918,8 @@ struct CliResult {
 };
 
 CliResult Tollgate(const std::string& args) {
-  CliResult r;
-  std::string cmd = std::string(TOLLGATE_BIN) + " " + args + " 2>&1";
-  FILE* f = popen(cmd.c_str(), "r");
-  if (f == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  int status = pclose(f);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  testing::CommandResult c = testing::RunCommand(std::string(TOLLGATE_BIN) + " " + args + " 2>&1");
+  return {c.exit_code, std::move(c.out)};
 }
 
 TEST_F(RedecideTest, CliTimelineVerifyAndWhatIf) {

@@ -1,6 +1,9 @@
 // Helpers shared by the test suites: scratch directories and event builders.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -13,6 +16,23 @@
 #include "core/schema.h"
 
 namespace tollgate::testing {
+
+// What a shell command printed on stdout, and its exit status (-1 when it
+// could not start or did not exit).
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+};
+inline CommandResult RunCommand(const std::string& command) {
+  CommandResult r;
+  FILE* f = popen(command.c_str(), "r");
+  if (f == nullptr) return r;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) r.out.append(buf, n);
+  const int status = pclose(f);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 // A fresh directory under the system temp dir, removed on destruction.
 class TempDir {

@@ -458,22 +458,11 @@ TEST_F(TrustTest, AnAgentsTokenReadsOnlyItsOwnEntries) {
   EXPECT_EQ(http_->Get("/v1/approvals", Bearer("agent1"))->status, 403);
 }
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
+using CliRun = testing::CommandResult;
 CliRun Tollgate(const std::string& args, const std::string& env, const std::string& stdin_file = "") {
-  CliRun r;
   std::string cmd = env + " " + TOLLGATE_BIN + " " + args + " 2>/dev/null";
   if (!stdin_file.empty()) cmd += " < " + stdin_file;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) r.out.append(buf, n);
-  int status = pclose(f);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return testing::RunCommand(cmd);
 }
 
 TEST_F(TrustTest, AnOperatorRegistersSignsAndRevokesAnAgentWithTheCliWhileUpRuns) {
@@ -546,11 +535,10 @@ TEST(TrustCliTest, CredentialsAddedWithNoUpRunningAreInForceWhenUpStarts) {
   o.http_listen = "127.0.0.1:0";
   std::unique_ptr<Pipeline> p;
   ASSERT_TRUE(Pipeline::Start(o, &p).ok());
-  std::string pem, pub;
-  ASSERT_TRUE(ReadPrivateKeyFile(data + "/keys/o9/offline.pem", &pem).ok());
-  ASSERT_TRUE(PublicKeyOf(pem, &pub).ok());
+  std::string pem;
   JwtSigner signer;
-  ASSERT_TRUE(JwtSigner::FromPem(pem, &signer, KeyIdOfPublicKey(pub)).ok());
+  ASSERT_TRUE(ReadPrivateKeyFile(data + "/keys/o9/offline.pem", &pem).ok());
+  ASSERT_TRUE(SignerForKey(pem, &signer).ok());
   BusConfig bus;
   bus.brokers = p->bootstrap();
   std::unique_ptr<Producer> producer;
