@@ -8,7 +8,7 @@ RUN ./scripts/setup.sh \
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && apt-get install -y --no-install-recommends librdkafka1 librocksdb7.8 libssl3 libcurl4 libyaml-cpp0.7 libjemalloc2 \
+ && apt-get install -y --no-install-recommends librdkafka1 librocksdb7.8 libssl3 libcurl4 libyaml-cpp0.7 libjemalloc2 bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/cli/tollgate /usr/local/bin/tollgate
 # The shipped default policy (`up` without --policy); mount your own over it

@@ -2,7 +2,14 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -33,13 +40,139 @@ bool ParseListen(const std::string& text, std::string* host, int* port) {
   }
 }
 
+namespace {
+
+// Connections served at once; more are answered 503 at once and closed.
+constexpr int kMaxApiConnections = 64;
+// A request (line, headers, body) must arrive within this, however slowly
+// its bytes trickle in; each read and each write also waits at most
+// kApiIoTimeout.
+constexpr std::chrono::seconds kApiReadDeadline{10};
+constexpr std::chrono::seconds kApiIoTimeout{5};
+
+// A socket with a deadline on reading the request: httplib's own stream
+// times out each read, so a client sending a byte every few seconds would
+// hold its worker for ever.
+class DeadlineStream : public httplib::Stream {
+ public:
+  DeadlineStream(socket_t sock, std::chrono::steady_clock::time_point read_deadline)
+      : sock_(sock), deadline_(read_deadline) {}
+  bool is_readable() const override { return pos_ < len_ || Wait(POLLIN, ReadWaitMs()); }
+  bool is_writable() const override { return Wait(POLLOUT, static_cast<int>(ToMs(kApiIoTimeout))); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (pos_ == len_) {
+      if (!Wait(POLLIN, ReadWaitMs())) return -1;
+      ssize_t n = ::recv(sock_, buf_, sizeof(buf_), 0);
+      if (n <= 0) return n;
+      pos_ = 0;
+      len_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, len_ - pos_);
+    std::memcpy(ptr, buf_ + pos_, n);
+    pos_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return ::send(sock_, ptr, size, MSG_NOSIGNAL);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(false, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  template <class D>
+  static int64_t ToMs(D d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  }
+  int ReadWaitMs() const {
+    const int64_t left = ToMs(deadline_ - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<int64_t>(0, std::min(left, ToMs(kApiIoTimeout))));
+  }
+  bool Wait(short events, int ms) const {
+    if (ms <= 0) return false;
+    pollfd p{sock_, events, 0};
+    int r;
+    do r = ::poll(&p, 1, ms);
+    while (r < 0 && errno == EINTR);
+    return r > 0;
+  }
+  void Address(bool peer, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    int r = peer ? ::getpeername(sock_, reinterpret_cast<sockaddr*>(&a), &len)
+                 : ::getsockname(sock_, reinterpret_cast<sockaddr*>(&a), &len);
+    if (r != 0) return;
+    char host[INET6_ADDRSTRLEN] = {0};
+    if (a.ss_family == AF_INET) {
+      auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+      ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+      port = ntohs(v4->sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+      ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+      port = ntohs(v6->sin6_port);
+    }
+    ip = host;
+  }
+
+  socket_t sock_;
+  std::chrono::steady_clock::time_point deadline_;
+  char buf_[4096];
+  size_t pos_ = 0, len_ = 0;
+};
+
+// httplib's Server with the limits a listener open to anyone needs
+// (docs/http_api.md, "Limits"): a worker for every connection it serves
+// (a slow client holds its own worker only), at most kMaxApiConnections
+// served at once, a read deadline per request, one request per connection.
+class GuardedServer : public httplib::Server {
+ public:
+  GuardedServer() {
+    new_task_queue = [] { return new httplib::ThreadPool(kMaxApiConnections + 4); };
+    set_write_timeout(kApiIoTimeout.count(), 0);
+  }
+
+ private:
+  // Overrides httplib's (private virtual): the same, with DeadlineStream
+  // and the connection cap.
+  bool process_and_close_socket(socket_t sock) override {
+    struct Closer {
+      socket_t s;
+      ~Closer() {
+        ::shutdown(s, SHUT_RDWR);
+        ::close(s);
+      }
+    } closer{sock};
+    if (active_.fetch_add(1) >= kMaxApiConnections) {
+      active_.fetch_sub(1);
+      static const std::string kBody =
+          R"({"error":{"code":"E_BUSY","message":"too many connections; try again"}})" "\n";
+      const std::string busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                               "Connection: close\r\nRetry-After: 1\r\nContent-Length: " +
+                               std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+      ::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      return false;
+    }
+    DeadlineStream strm(sock, std::chrono::steady_clock::now() + kApiReadDeadline);
+    bool closed = false;
+    bool ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
+    active_.fetch_sub(1);
+    return ok;
+  }
+
+  std::atomic<int> active_{0};
+};
+
+}  // namespace
+
 struct ApiServer::Impl {
   ApiOptions options;
   const LogStore* store = nullptr;
   std::atomic<int> replays{0};  // replay requests being computed
   std::unique_ptr<Producer> producer;
   std::mutex producer_mu;
-  httplib::Server server;
+  GuardedServer server;
   std::thread thread;
 };
 
@@ -53,6 +186,22 @@ void Reply(httplib::Response& res, int status, const Json& body) {
 void Error(httplib::Response& res, int status, const std::string& code, const std::string& message) {
   if (status == 401) res.set_header("WWW-Authenticate", "Bearer");
   Reply(res, status, {{"error", {{"code", code}, {"message", message}}}});
+}
+
+// The request body as a JSON object, parsed under the limits of untrusted
+// input (depth, number range); false once a 400 with the reason's code is
+// set.
+bool ReadBody(const httplib::Request& req, httplib::Response& res, Json* body) {
+  Status s = ParseInputJson(req.body, body);
+  if (!s.ok()) {
+    Error(res, 400, s.code(), "the body must be a JSON object: " + s.message());
+    return false;
+  }
+  if (!body->is_object()) {
+    Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
+    return false;
+  }
+  return true;
 }
 
 int StatusFor(const Status& s) {
@@ -228,9 +377,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
     const std::string rid = req.matches[1];
     Json body;
-    if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
-      return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
-    }
+    if (!ReadBody(req, res, &body)) return;
     if (!o.service_signer) return Error(res, 503, errc::kInternal, "this server cannot sign approval responses");
     // request_ids are per org: the caller's, or the one a deployment-wide
     // admin names.
@@ -321,9 +468,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"admin"}, &who)) return;
     if (o.credentials == nullptr || o.sink == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
     Json body;
-    if (!ParseJson(req.body, &body).ok() || !body.is_object()) {
-      return Error(res, 400, errc::kInvalidJson, "the body must be a JSON object");
-    }
+    if (!ReadBody(req, res, &body)) return;
     // The caller's own org unless it names one (a deployment admin must).
     if (!body.contains("org_id") && who.org_id != "*") body["org_id"] = who.org_id;
     if (const Json org = body.value("org_id", Json()); org.is_string()) {
@@ -471,6 +616,20 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (res.status == 413) return Error(res, 413, "E_BODY_TOO_LARGE", "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes");
     if (res.status == 404) return Error(res, 404, errc::kNotFound, "no such endpoint");
     Error(res, res.status, "E_HTTP", "HTTP " + std::to_string(res.status));
+  });
+  // A handler that throws (a body field of an unexpected type reaching a
+  // typed accessor) answers 400 instead of ending the process.
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unexpected input";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const Json::exception& e) {
+      return Error(res, 400, errc::kInvalidJson, std::string("the body does not fit this call: ") + e.what());
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    Error(res, 500, errc::kInternal, what);
   });
 
   if (o.port == 0) {

@@ -197,7 +197,9 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   if (settled.type == "approval.granted") {
     Flow flow;
     if (FlowFor(history, &flow)) {
-      flow.decision = decision;
+      // A flow seen on the approve topic keeps its decision (checked against
+      // the log by ReadFlow, secrets intact); the log's copy is redacted.
+      if (!flow.decision.is_object()) flow.decision = decision;
       Json j = flow.ToJson();
       j["approval"] = approval;
       r->outputs.push_back({MessageFor(config_.topics.execute(), flow.request, j), -1});
@@ -229,7 +231,7 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   StageResult r;
   Json resp;
   std::string rid;
-  Status valid = ParseJson(in.value, &resp);
+  Status valid = ParseInputJson(in.value, &resp);
   if (valid.ok()) valid = SchemaRegistry::Builtin().Validate("approval_response", resp);
   if (resp.is_object()) {
     if (auto it = resp.find("request_id"); it != resp.end() && it->is_string()) rid = it->get<std::string>();

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <chrono>
 #include <climits>
+#include <filesystem>
 #include <unordered_map>
 
 namespace tollgate {
@@ -68,6 +69,11 @@ Status EventLog::Open(const std::string& path, const LogOptions& options,
   std::unique_ptr<EventLog> log(new EventLog());
   log->options_ = options;
   if (log->options_.max_batch_events == 0) log->options_.max_batch_events = 1;
+  // Mode 0700, also when it exists wider: the WAL holds every org's events
+  // (RocksDB writes its files 0644).
+  std::error_code mode_ec;
+  std::filesystem::create_directories(path, mode_ec);
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all, mode_ec);
   Status s = LogStore::Open(path, OpenMode::kPrimary, &log->store_);
   if (!s.ok()) return s;
   s = log->store_->ReadHead(&log->head_seq_, &log->head_hash_);

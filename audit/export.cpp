@@ -97,7 +97,12 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
   in.seekg(0);
   std::string line;
   std::getline(in, line);  // header: VerifyExport checked it
-  Json header = Json::parse(line);
+  Json header;
+  Status hs = ParseJson(line, &header);  // VerifyExport checked it; never throw regardless
+  if (!hs.ok() || !header.is_object() || !header.contains("from_seq") || !header["from_seq"].is_number_unsigned() ||
+      !header.contains("prev_hash") || !header["prev_hash"].is_string()) {
+    return Status::Error(errc::kExportInvalid, "line 1 is not a tollgate export header");
+  }
   if (header["from_seq"].get<uint64_t>() != log.head_seq() + 1 ||
       header["prev_hash"].get<std::string>() != log.head_hash()) {
     return Status::Error(errc::kChainBroken,
@@ -107,8 +112,10 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
   }
   uint64_t n = 0;
   while (std::getline(in, line)) {
-    Json j = Json::parse(line);
-    if (j.contains("tollgate_export_end")) break;
+    Json j;
+    Status ps = ParseJson(line, &j);
+    if (!ps.ok()) return ps;
+    if (j.is_object() && j.contains("tollgate_export_end")) break;
     Event e;
     Status s = EventFromJson(j, &e);
     if (!s.ok()) return s;

@@ -21,11 +21,17 @@ uint64_t VerifyReport::first_bad_seq() const {
 std::string VerifyReport::Summary() const {
   std::ostringstream o;
   if (ok()) {
-    o << "OK: " << events << " events, " << index_entries << " index entries, head seq " << head_seq
-      << " hash " << head_hash;
+    o << "OK: seqs " << from_seq << ".." << head_seq << " (" << events << " events), " << index_entries
+      << " index entries, head seq " << head_seq << " hash " << head_hash;
   } else {
     o << "FAILED: " << problems.size() << (truncated_problems ? "+" : "") << " problem(s), first bad seq "
-      << first_bad_seq();
+      << first_bad_seq() << "; range checked seqs " << from_seq << ".." << head_seq;
+  }
+  if (from_seq > 1) {
+    // A cut head verifies as well as a whole log: say what it cannot prove.
+    o << "\nPARTIAL: starts at seq " << from_seq << ", not 1; seqs 1.." << from_seq - 1
+      << " are not in it. It proves its records chain from prev_hash " << from_prev_hash
+      << ", which must equal the hash of seq " << from_seq - 1 << " in the log it came from";
   }
   return o.str();
 }
@@ -143,6 +149,8 @@ VerifyReport VerifyLog(const LogStore& store) {
   const uint64_t last = expected_seq - 1;
   report.head_seq = last;
   report.head_hash = ToHex(prev);
+  report.from_seq = last > 0 ? 1 : 0;
+  report.from_prev_hash = ToHex(kGenesisHash);
 
   // Meta must name the last record as head; a missing tail shows up here.
   uint64_t head_seq = 0;
@@ -237,6 +245,7 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
       return false;
     }
     have_header = true;
+    report.from_prev_hash = ph->get<std::string>();
     from_seq = fs->get<uint64_t>();
     to_seq = ts->get<uint64_t>();
     expected_seq = from_seq;
@@ -328,6 +337,7 @@ VerifyReport VerifyExport(std::istream& in) {
   }
   report.head_seq = expected_seq == 0 ? 0 : expected_seq - 1;
   report.head_hash = ToHex(prev);
+  report.from_seq = from_seq;
   c.Finish();
   return report;
 }

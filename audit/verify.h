@@ -30,6 +30,12 @@ struct VerifyProblem {
 struct VerifyReport {
   uint64_t events = 0;         // records checked
   uint64_t index_entries = 0;  // index and dedupe entries checked
+  // The range checked: seqs from_seq..head_seq, the first linking to
+  // from_prev_hash (the genesis hash for a whole log). An export that
+  // starts past seq 1 proves only that its records chain from
+  // from_prev_hash, not that nothing came before: Summary() says so.
+  uint64_t from_seq = 0;
+  std::string from_prev_hash;  // hex
   uint64_t head_seq = 0;
   std::string head_hash;       // hex
   std::vector<VerifyProblem> problems;  // sorted by seq; at most kMaxProblems
@@ -38,6 +44,8 @@ struct VerifyReport {
   bool ok() const { return problems.empty(); }
   // The smallest seq of any problem (0 if none carries one).
   uint64_t first_bad_seq() const;
+  // "OK: seqs A..B (N events), ..." or "FAILED: ..."; names the range
+  // verified either way, and a range that does not start at seq 1.
   std::string Summary() const;
 };
 

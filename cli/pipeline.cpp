@@ -47,7 +47,11 @@ class LogAuditReader : public AuditReader {
     Status s = GetAuditLog(store_, QueryScope::Tenant(org_id), query, &p);
     if (!s.ok()) return s;
     Json events = Json::array();
-    for (const auto& line : p.lines) events.push_back(Json::parse(line, nullptr, false));
+    for (const auto& line : p.lines) {
+      Json e;  // lines of our own log: parse failures stay null, as before
+      (void)ParseJson(line, &e);
+      events.push_back(std::move(e));
+    }
     *page = {{"events", std::move(events)}, {"next_cursor", p.next_cursor}};
     return Status::Ok();
   }
@@ -100,6 +104,9 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
   std::filesystem::create_directories(options.data_dir);
+  // The log, keys and workspaces are tollgate's alone (docs/sandbox.md).
+  std::error_code mode_ec;
+  std::filesystem::permissions(options.data_dir, std::filesystem::perms::owner_all, mode_ec);
 
   std::string incarnation;
   Status s;
@@ -153,7 +160,22 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   if (!s.ok()) return s;
 
   const Topics& topics = p->bus_.topics;
+  // The redaction rules in force (the policy's redact section), for every
+  // stage that logs (docs/redaction.md); set from the policy in force below.
+  auto redactor = std::make_shared<RedactorInForce>();
+  p->sink_->AddListener([redactor](const std::vector<Event>& events) { redactor->OnAppended(events); });
+  // Execute's section of a policy document, with this deployment's
+  // overrides: what a policy.updated puts in force for execute.
+  const std::string data_dir = options.data_dir, tools_dir = options.tools_dir, workspace_root = options.workspace_root;
+  auto execute_policy_of = [data_dir, tools_dir, workspace_root](const Json& doc, ExecutePolicy* out) {
+    Status st = ExecutePolicyFromJson(doc, data_dir, out);
+    if (!st.ok()) return st;
+    if (!tools_dir.empty()) out->tools_dir = tools_dir;
+    if (!workspace_root.empty()) out->workspace_root = workspace_root;
+    return Status::Ok();
+  };
   IngestConfig ic;
+  ic.redactor = redactor;
   ic.topics = topics;
   ic.max_request_bytes = options.max_request_bytes;
   ic.credentials = p->credentials_.get();
@@ -161,7 +183,15 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->stages_.push_back(std::make_unique<IngestStage>(ic));
   // decide: fold the log (policy in force, budget ledger) before any
   // runner starts, then see every appended group through the listener.
-  auto decide = std::make_unique<DecideStage>(DecideConfig{topics, p->options_.policy_path});
+  DecideConfig dc{topics, p->options_.policy_path};
+  dc.redactor = redactor;
+  // Never log as in force a policy execute would not enforce.
+  dc.validate = [execute_policy_of](const Json& doc) {
+    ExecutePolicy unused;
+    return execute_policy_of(doc, &unused);
+  };
+  auto decide = std::make_unique<DecideStage>(std::move(dc));
+  const DecideStage* decide_stage = decide.get();
   {
     const LogStore& store = p->log_->store();
     s = decide->Rebuild(p->log_->head_seq(), [&store](uint64_t seq, Event* e) { return store.ReadEvent(seq, e); },
@@ -173,6 +203,13 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     Status fs = LoadPolicyFile(p->options_.policy_path, &file_policy);
     if (!fs.ok() && !decide->policy().has_policy()) return fs;
     if (!fs.ok()) std::cerr << "tollgate: " << fs.message() << "; keeping the policy in force from the log\n";
+    if (decide->policy().has_policy()) {
+      std::shared_ptr<const Redactor> r;
+      if (Redactor::FromPolicy(decide->policy().file()->doc(), &r).ok()) redactor->set(r);
+    } else if (fs.ok()) {
+      std::shared_ptr<const Redactor> r;
+      if (Redactor::FromPolicy(file_policy->doc(), &r).ok()) redactor->set(r);
+    }
     DecideStage* d = decide.get();
     p->sink_->AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
   }
@@ -194,17 +231,31 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     p->stages_.push_back(std::move(approve));
   }
   if (options.replay_from.empty()) {
+    // Execute enforces the policy in force: the log's when it has one (the
+    // file's comes into force when decide logs it), else the file's.
     auto policy = std::make_shared<ExecutePolicy>();
-    s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
-    if (!s.ok()) return s;
-    if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
-    if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
+    const PolicyInForce in_force = decide_stage->policy();
+    if (in_force.has_policy()) {
+      s = execute_policy_of(in_force.file()->doc(), policy.get());
+      if (!s.ok()) std::cerr << "tollgate: the execute section in force does not load (" << s.message() << "); using the file's\n";
+    }
+    if (!in_force.has_policy() || !s.ok()) {
+      s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
+      if (!s.ok()) return s;
+      if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
+      if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
+    }
     p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
     ExecuteConfig ec;
     ec.topics = topics;
     ec.policy = policy;
     ec.audit = p->audit_reader_.get();
-    p->stages_.push_back(std::make_unique<ExecuteStage>(ec));
+    ec.policy_from_doc = execute_policy_of;
+    ec.redactor = redactor;
+    auto execute = std::make_unique<ExecuteStage>(ec);
+    ExecuteStage* x = execute.get();
+    p->sink_->AddListener([x](const std::vector<Event>& events) { x->OnAppended(events); });
+    p->stages_.push_back(std::move(execute));
   } else {
     // Recorded-result replay: replay/'s stage takes execute's place (no
     // executor is built, so nothing can run a tool).

@@ -2,6 +2,8 @@
 
 #include <rocksdb/iterator.h>
 
+#include <iostream>
+
 #include "audit/log_sink.h"
 #include "core/request_state.h"
 
@@ -62,6 +64,22 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
     ++stats->requests_seen;
     auto plan = PlanRedrive(events, topics, now);
     if (!plan) continue;
+    if (plan->message.bytes() > producer.max_message_bytes()) {
+      // One request whose flow cannot be sent (a log written before
+      // outputs were bounded) must not stop the start: it ends, with an
+      // error result, and the rest are re-driven.
+      Event e;
+      Message result;
+      if (!EndRequestForOversizeOutput(plan->message, topics, "reconciler", "reconciler", now, &e, &result,
+                                       producer.max_message_bytes())) {
+        continue;
+      }
+      std::cerr << "tollgate: reconciler: " << received.request_id << " of org " << received.org_id
+                << " cannot be re-driven (its message is " << plan->message.bytes() << " bytes); it ends with "
+                << errc::kOutputTooLarge << "\n";
+      plan->message = std::move(result);
+      plan->event = std::move(e);
+    }
     if (plan->event) {
       uint64_t seq = 0;
       s = AppendOne(sink, *plan->event, &seq);

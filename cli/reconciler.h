@@ -26,7 +26,10 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
 struct ReconcileStats {
   uint64_t requests_seen = 0;
   uint64_t redriven = 0;
-  uint64_t failed_closed = 0;  // could not be re-driven (redacted secrets): ended with E_REQUEST_LOST
+  // Could not be re-driven: ended with E_REQUEST_LOST (redacted secrets) or
+  // E_OUTPUT_TOO_LARGE (its message is over kMaxMessageBytes: one such
+  // request never stops the start).
+  uint64_t failed_closed = 0;
 };
 
 // Walks every request.received in `store` and applies PlanRedrive; events

@@ -163,6 +163,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
     for (size_t i = 0; s.ok() && i < topics.All().size(); ++i) s = b->CreateTopic(topics.All()[i], bf->pipeline.partitions);
     if (s.ok() && !bf->pipeline.data_dir.empty()) {
       std::filesystem::create_directories(bf->pipeline.data_dir);
+      std::error_code mode_ec;  // tollgate's alone (docs/sandbox.md)
+      std::filesystem::permissions(bf->pipeline.data_dir, std::filesystem::perms::owner_all, mode_ec);
       s = WriteEndpoints(bf->pipeline.data_dir, {{"bootstrap", b->bootstrap()}, {"topic_prefix", topics.prefix},
                                                  {"embedded_broker", true}, {"pid", getpid()}});
     }

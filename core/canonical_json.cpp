@@ -41,14 +41,65 @@ std::string ToValidUtf8(std::string_view text) {
   return Json::parse(quoted).get<std::string>();
 }
 
-Status ParseJson(std::string_view text, Json* out) {
+namespace {
+
+// Nesting depth of `text` outside strings, stopping at the first level past
+// `max_depth`. Linear, no allocation; malformed input is left to the parser.
+bool DepthWithin(std::string_view text, int max_depth, size_t* where) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        *where = i;
+        return false;
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) --depth;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ParseJson(std::string_view text, Json* out, const JsonLimits& limits) {
+  if (limits.max_bytes > 0 && text.size() > limits.max_bytes) {
+    return Status::Error(errc::kJsonTooLarge, "the document is " + std::to_string(text.size()) +
+                                                  " bytes; the limit is " + std::to_string(limits.max_bytes));
+  }
+  size_t where = 0;
+  if (!DepthWithin(text, limits.max_depth, &where)) {
+    return Status::Error(errc::kJsonTooDeep, "nesting deeper than " + std::to_string(limits.max_depth) +
+                                                 " levels at byte " + std::to_string(where));
+  }
   try {
-    *out = Json::parse(text.begin(), text.end());
+    Json parsed = Json::parse(text.begin(), text.end());
+    *out = std::move(parsed);
   } catch (const Json::parse_error& e) {
     return Status::Error(errc::kInvalidJson, "malformed JSON at byte " + std::to_string(e.byte) + ": " +
                                                  ToValidUtf8(e.what()));
+  } catch (const Json::out_of_range& e) {
+    // 406: a number literal no double holds (1e999999).
+    return Status::Error(errc::kNumberOutOfRange, "a number is out of range: " + ToValidUtf8(e.what()));
+  } catch (const Json::exception& e) {
+    return Status::Error(errc::kInvalidJson, "unparsable JSON: " + ToValidUtf8(e.what()));
+  } catch (const std::bad_alloc&) {
+    return Status::Error(errc::kJsonTooLarge, "the document does not fit in memory");
   }
   return Status::Ok();
+}
+
+Status ParseInputJson(std::string_view text, Json* out, size_t max_bytes) {
+  JsonLimits limits;
+  limits.max_depth = kMaxInputJsonDepth;
+  limits.max_bytes = max_bytes;
+  return ParseJson(text, out, limits);
 }
 
 }  // namespace tollgate

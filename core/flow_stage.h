@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/messages.h"
+#include "core/redact.h"
 #include "core/request_state.h"
 #include "core/stage.h"
 
@@ -29,11 +30,27 @@ StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, 
 // request_id), and checks it against the log (docs/trust.md): the request's
 // request.received must be there (else E_NOT_IN_LOG), and the flow's request
 // must hash to its content_hash, with the same received_at and args_hash;
-// a flow that carries a decision must carry exactly the log's decision.made
-// (else E_FLOW_MISMATCH). So what moves on is what ingest authenticated and
+// a flow that carries a decision must carry exactly the log's decision.made,
+// or the decision whose redacted form the log holds (by its
+// unredacted_sha256; docs/redaction.md) (else E_FLOW_MISMATCH). So what moves on is what ingest authenticated and
 // decide decided, whoever wrote the message. On failure fills *rejected.
 bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
               const LogView& log, Flow* flow, std::vector<Event>* history, StageResult* rejected);
+
+// decision.made's data for `decision` (without "source"): the decision with
+// the secrets in its request-derived fields redacted (RedactDecision) and,
+// when something was, "redacted" (the pointers) and "unredacted_sha256"
+// (SHA-256 of the canonical bytes of `decision` as decided), by which
+// ReadFlow recognises the unredacted copy a flow carries.
+Json LoggedDecision(const Json& decision, const Redactor& redactor);
+// The decision as decided from decision.made's data: "source", "redacted"
+// and "unredacted_sha256" removed (its secrets stay redacted).
+Json DecisionFromLog(Json data);
+
+// A result for the results topic with its secrets redacted, as the log has
+// them (docs/redaction.md): result.data/error by key and value, the
+// decision's request-derived fields by value.
+void RedactResult(Json* result, const Redactor& redactor);
 
 // The envelope of an event about `flow`'s request.
 Event FlowEvent(const Flow& flow, const std::string& type, int64_t time_us, Json data,

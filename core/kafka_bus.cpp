@@ -3,7 +3,9 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -264,6 +266,15 @@ Status Producer::Open(const BusConfig& config, const std::string& transactional_
   conf.Set("acks", "all");
   conf.Set("partitioner", "murmur2_random");
   conf.Set("linger.ms", "2");
+  // Room for every message the runner lets through (kMaxMessageBytes) plus
+  // framing; BusConfig::extra may set another limit (a client of ours).
+  if (auto m = config.extra.find("message.max.bytes"); m == config.extra.end()) {
+    conf.Set("message.max.bytes", std::to_string(kMaxMessageBytes + 65536));
+  } else {
+    // librdkafka counts its record framing too: keep a margin below.
+    const size_t set = static_cast<size_t>(std::strtoull(m->second.c_str(), nullptr, 10));
+    p->max_message_bytes_ = std::min(kMaxMessageBytes, set > 4096 ? set - 4096 : 0);
+  }
   if (!transactional_id.empty()) {
     conf.Set("transactional.id", transactional_id);
     conf.Set("transaction.timeout.ms", "60000");

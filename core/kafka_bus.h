@@ -46,6 +46,15 @@ struct BusConfig {
   std::map<std::string, std::string> extra;
 };
 
+// The largest message tollgate produces: its producers' message.max.bytes
+// (a broker must accept as much; Apache Kafka's own default is ~1 MiB). It
+// leaves room for a flow that carries a request of ingest's largest size
+// plus a decision (bounded, decide/decide_stage.cpp). The stage runner and
+// the reconciler never send a larger output: the request it belongs to ends
+// with E_OUTPUT_TOO_LARGE instead (docs/errors.md), so one request cannot
+// wedge a stage by failing every transaction it is in.
+inline constexpr size_t kMaxMessageBytes = 4 << 20;
+
 // A Kafka message as a stage sees it. Headers carry request_id, session_id
 // and trace_id (shared/DESIGN.md).
 struct Message {
@@ -55,6 +64,13 @@ struct Message {
   std::string key;
   std::string value;
   std::map<std::string, std::string> headers;
+  // What the message counts for against kMaxMessageBytes: key, value,
+  // headers and a margin for the record's framing.
+  size_t bytes() const {
+    size_t n = key.size() + value.size() + 512;
+    for (const auto& [k, v] : headers) n += k.size() + v.size() + 16;
+    return n;
+  }
 };
 
 // librdkafka's Kafka-protocol mock cluster, in this process, listening on
@@ -112,10 +128,15 @@ class Producer {
   Status CommitTransaction(std::chrono::milliseconds timeout);
   Status AbortTransaction(std::chrono::milliseconds timeout);
 
+  // The largest Message::bytes() this producer sends: kMaxMessageBytes, or
+  // less when BusConfig::extra sets a lower message.max.bytes.
+  size_t max_message_bytes() const { return max_message_bytes_; }
+
   struct DeliveryState;  // shared with librdkafka's delivery callback
 
  private:
   Producer() = default;
+  size_t max_message_bytes_ = kMaxMessageBytes;
   rd_kafka_s* rk_ = nullptr;
   bool transactional_ = false;
   std::unique_ptr<DeliveryState> delivery_;

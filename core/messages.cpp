@@ -75,9 +75,103 @@ std::string ArgsHash(const Json& args) {
   return Sha256Hex(bytes);
 }
 
+bool EndRequestForOversizeOutput(const Message& output, const Topics& topics, const std::string& stage,
+                                 const std::string& source, int64_t now_us, Event* event, Message* result,
+                                 size_t limit) {
+  Json v;
+  if (!ParseJson(output.value, &v).ok() || !v.is_object()) return false;
+  // A flow carries its request; a result names it at the top level.
+  const Json& named = v.contains("request") && v["request"].is_object() ? v["request"] : v;
+  Json request = Json::object();
+  for (const char* k : {"request_id", "org_id", "agent_id", "session_id", "tool"}) {
+    auto it = named.find(k);
+    if (it == named.end() || !it->is_string()) return false;
+    request[k] = *it;
+  }
+  if (request["request_id"] == "" || request["org_id"] == "") return false;
+  const std::string msg = stage + " could not send this request's output to " + output.topic + ": it is " +
+                          std::to_string(output.bytes()) + " bytes and the limit is " + std::to_string(limit);
+  Event e;
+  e.type = "request.rejected";
+  e.org_id = request["org_id"];
+  e.agent_id = request["agent_id"];
+  e.session_id = request["session_id"];
+  e.request_id = request["request_id"];
+  e.tool = request["tool"];
+  e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, "output-too-large/" + source);
+  e.time_us = now_us;
+  e.data = {{"error", {{"code", errc::kOutputTooLarge}, {"message", msg}}},
+            {"source", source},
+            {"stage", stage},
+            {"size_bytes", output.bytes()}};
+  *event = std::move(e);
+  *result = MessageFor(topics.results(), request,
+                       MakeResult(request, "failed", nullptr, nullptr, ToolResultError(errc::kOutputTooLarge, msg, false)));
+  return true;
+}
+
+std::string TruncateUtf8(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  const std::string mark = "…[" + std::to_string(text.size()) + " bytes, cut]";
+  size_t keep = max > mark.size() ? max - mark.size() : 0;
+  // Back off to the start of a character (never split a sequence).
+  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;
+  return ToValidUtf8(text.substr(0, keep)) + mark;
+}
+
+bool BoundDecision(Json* d) {
+  if (!d->is_object()) return false;
+  bool changed = false;
+  auto text = [&](Json& field, size_t max) {
+    if (field.is_string() && field.get_ref<const std::string&>().size() > max) {
+      field = TruncateUtf8(field.get_ref<const std::string&>(), max);
+      changed = true;
+    }
+  };
+  size_t over = 0;
+  const char* what = "";
+  for (const char* k : {"invocation", "subject"}) {
+    auto it = d->find(k);
+    if (it != d->end() && it->is_string() && it->get_ref<const std::string&>().size() > kMaxInvocationBytes) {
+      over = it->get_ref<const std::string&>().size();
+      what = k;
+      break;
+    }
+  }
+  if (over > 0) {
+    (*d)["verdict"] = "deny";
+    (*d)["error_code"] = errc::kInvocationTooLarge;
+    (*d)["reason"] = std::string("the request's ") + what + " is " + std::to_string(over) + " bytes; the limit is " +
+                     std::to_string(kMaxInvocationBytes);
+    (*d)["rule"] = "limits." + std::string(what);
+    d->erase("reservation");
+    d->erase("approval");
+    d->erase("notify");
+    for (const char* k : {"invocation", "subject"}) {
+      if (d->contains(k)) text((*d)[k], 1024);
+    }
+    changed = true;
+  }
+  if (d->contains("reason")) text((*d)["reason"], kMaxReasonBytes);
+  if (auto c = d->find("checks"); c != d->end() && c->is_array()) {
+    if (c->size() > kMaxDecisionChecks) {
+      c->erase(c->begin() + kMaxDecisionChecks, c->end());
+      changed = true;
+    }
+    for (auto& check : *c) {
+      if (check.is_object() && check.contains("detail")) text(check["detail"], kMaxCheckDetailBytes);
+    }
+  }
+  if (over > 0) {
+    if (!d->contains("checks") || !(*d)["checks"].is_array()) (*d)["checks"] = Json::array();
+    (*d)["checks"].push_back({{"check", "limits"}, {"result", "deny"}, {"detail", (*d)["reason"]}});
+  }
+  return changed;
+}
+
 void SetLogSeq(Message* m, uint64_t seq) {
-  Json v = Json::parse(m->value, nullptr, false);
-  if (!v.is_object()) return;
+  Json v;
+  if (!ParseJson(m->value, &v).ok() || !v.is_object()) return;
   v["log_seq"] = seq;
   m->value = v.dump();
 }

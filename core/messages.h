@@ -30,6 +30,11 @@ inline constexpr const char* kInternal = "E_INTERNAL";
 inline constexpr const char* kNotInLog = "E_NOT_IN_LOG";
 // A message on an internal topic whose content differs from the log's.
 inline constexpr const char* kFlowMismatch = "E_FLOW_MISMATCH";
+// An output of a request (a flow, a result) larger than the bus carries
+// (kMaxMessageBytes): the request ends with this instead of being retried.
+inline constexpr const char* kOutputTooLarge = "E_OUTPUT_TOO_LARGE";
+// A decision whose invocation or subject is over kMaxInvocationBytes: denied.
+inline constexpr const char* kInvocationTooLarge = "E_INVOCATION_TOO_LARGE";
 }  // namespace errc
 
 // Header names carried on every pipeline message.
@@ -82,6 +87,41 @@ Message MessageFor(const std::string& topic, const Json& request, const Json& va
 // makes them) once the event it refers to is appended; other values are
 // left as they are.
 void SetLogSeq(Message* m, uint64_t seq);
+
+// Ends the request an output belongs to when that output cannot be sent
+// (larger than `limit`, the producer's): *event is a request.rejected with
+// E_OUTPUT_TOO_LARGE (final for the request, core/request_state.h) and
+// *result the agent's error result in place of the output. `source` is
+// what the output was made from (the event id's discriminator, so doing it
+// again appends nothing new). False when `output` names no request (not a
+// flow or a result).
+bool EndRequestForOversizeOutput(const Message& output, const Topics& topics, const std::string& stage,
+                                 const std::string& source, int64_t now_us, Event* event, Message* result,
+                                 size_t limit = kMaxMessageBytes);
+
+// Caps on what a decision copies from a request (docs/errors.md,
+// E_INVOCATION_TOO_LARGE).
+// An invocation (URL, command line) or subject (TOOL:PATH) longer than this
+// is denied: no tool needs one (URLs past 8 KiB and single arguments past
+// 128 KiB fail elsewhere anyway), and a decision carrying it would make
+// every message and event of the request that large.
+inline constexpr size_t kMaxInvocationBytes = 64 << 10;
+// Free text a decision carries (reason, each check's detail): truncated.
+inline constexpr size_t kMaxReasonBytes = 4 << 10;
+inline constexpr size_t kMaxCheckDetailBytes = 1 << 10;
+inline constexpr size_t kMaxDecisionChecks = 64;
+
+// `text` cut to at most `max` bytes at a UTF-8 character boundary, marked
+// as cut ("…[N bytes cut]") when it was.
+std::string TruncateUtf8(std::string_view text, size_t max);
+
+// Applies the caps above to decision.made data as the policy engine made
+// it: an invocation or subject over kMaxInvocationBytes turns the decision
+// into a deny with E_INVOCATION_TOO_LARGE (no reservation, no approval;
+// the invocation kept only as a truncated prefix); reasons and check
+// details are truncated. A decision within the caps is left as it is.
+// Returns whether it changed anything.
+bool BoundDecision(Json* decision);
 
 // SHA-256 hex of the canonical JSON of `args`.
 std::string ArgsHash(const Json& args);

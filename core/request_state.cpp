@@ -41,7 +41,10 @@ RequestState Summarize(const std::vector<Event>& events) {
       // id could end a request that is not theirs.
       auto err = e.data.find("error");
       const std::string code = err != e.data.end() && err->is_object() ? err->value("code", "") : "";
-      if (code != errc::kDuplicateRequest && (s.received == nullptr || code == errc::kRequestLost)) s.rejected = &e;
+      if (code != errc::kDuplicateRequest &&
+          (s.received == nullptr || code == errc::kRequestLost || code == errc::kOutputTooLarge)) {
+        s.rejected = &e;
+      }
     } else if (e.type == "decision.made") s.decision = &e;
     else if (e.type == "approval.requested") {
       s.approval_requested = &e;
@@ -87,7 +90,8 @@ Json ResultFromLog(const RequestState& st) {
   if (st.rejected) {
     auto err = st.rejected->data.value("error", Json::object());
     const std::string code = err.value("code", errc::kInvalidRequest);
-    result = MakeResult(request, code == errc::kRequestLost ? "failed" : "rejected", decision, approval,
+    const bool gave_up = code == errc::kRequestLost || code == errc::kOutputTooLarge;
+    result = MakeResult(request, gave_up ? "failed" : "rejected", decision, approval,
                         ToolResultError(code, err.value("message", ""), code == errc::kRequestLost));
     last = st.rejected;
   } else if (st.completed) {

@@ -16,7 +16,8 @@ struct RequestState {
   // The request.rejected that ended this request: the last one not followed
   // by a request.received, ignoring E_DUPLICATE_REQUEST refusals (which turn
   // away a conflicting copy, not the original); after a request.received,
-  // only E_REQUEST_LOST (the pipeline giving up on it) ends it.
+  // only E_REQUEST_LOST or E_OUTPUT_TOO_LARGE (the pipeline giving up on
+  // it) ends it.
   const Event* rejected = nullptr;
   const Event* decision = nullptr;    // decision.made
   const Event* approval_requested = nullptr;

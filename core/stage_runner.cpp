@@ -48,6 +48,46 @@ class OverlayView : public LogView {
   std::unordered_map<std::string, std::vector<size_t>> pending_;
 };
 
+// An output the producer would refuse (over `limit`, its
+// max_message_bytes()) would fail
+// its batch on every retry and wedge the stage: the request it belongs to
+// ends instead (E_OUTPUT_TOO_LARGE). The events the stage made are kept
+// (they happened); the error result replaces the outputs.
+void BoundOutputs(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
+                  size_t limit, StageResult* r) {
+  for (const auto& o : r->outputs) {
+    if (o.message.bytes() <= limit) continue;
+    std::cerr << "tollgate: " << stage << ": an output to " << o.message.topic << " is " << o.message.bytes()
+              << " bytes (limit " << limit << "); its request ends with " << errc::kOutputTooLarge << "\n";
+    Event e;
+    Message result;
+    if (EndRequestForOversizeOutput(o.message, topics, stage, ctx.source, ctx.now_us, &e, &result, limit)) {
+      r->outputs.clear();
+      r->events.push_back(std::move(e));
+      r->outputs.push_back({std::move(result), static_cast<int>(r->events.size()) - 1});
+    } else {
+      *r = RejectMalformedFlow(stage, topics, in, ctx,
+                               "an output to " + o.message.topic + " is over " + std::to_string(limit) +
+                                   " bytes",
+                               errc::kOutputTooLarge);
+    }
+    return;
+  }
+}
+
+// A stage that throws on hostile input (a library exception its code did
+// not expect) refuses that message instead of ending the process.
+template <class Fn>
+StageResult Guarded(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
+                    Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    std::cerr << "tollgate: " << stage << ": threw on " << ctx.source << ": " << e.what() << "\n";
+    return RejectMalformedFlow(stage, topics, in, ctx, "internal error: " + ToValidUtf8(e.what()), errc::kInternal);
+  }
+}
+
 }  // namespace
 
 StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, RunnerOptions options)
@@ -298,7 +338,7 @@ void StageRunner::WorkerLoop() {
       job = std::move(queued_.front());
       queued_.pop_front();
     }
-    job->result = job->work();
+    job->result = Guarded(stage_.name(), options_.bus.topics, job->in, job->ctx, [&] { return job->work(); });
     std::lock_guard<std::mutex> lock(jobs_mu_);
     finished_.push_back(std::move(job));
   }
@@ -340,6 +380,7 @@ Status StageRunner::PublishFinished() {
         break;
       }
     }
+    BoundOutputs(stage_.name(), options_.bus.topics, job->in, job->ctx, producer_->max_message_bytes(), &r);
     for (const auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
       outputs.push_back(o);
@@ -397,7 +438,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     if (fl != in_flight_.end() && fl->second.count(m.offset)) continue;  // its work is running
     StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
                               std::to_string(m.offset)};
-    StageResult r = stage_.Process(m, ctx, view);
+    StageResult r = Guarded(stage_.name(), options_.bus.topics, m, ctx, [&] { return stage_.Process(m, ctx, view); });
     if (!r.error.ok()) return r.error;
     // An event the log would refuse (a stage bug: bad UTF-8, too large)
     // would fail the batch on every retry. Record the failure instead, so
@@ -412,6 +453,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
         break;
       }
     }
+    BoundOutputs(stage_.name(), options_.bus.topics, m, ctx, producer_->max_message_bytes(), &r);
     for (auto& o : r.outputs) {
       if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
       StampSource(o.message, ctx.source);

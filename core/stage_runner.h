@@ -43,6 +43,14 @@
 // unfinished message). If the read-back is cut short, outputs not found are
 // sent again: a duplicate, never a loss.
 //
+// One message never wedges a stage: an output over kMaxMessageBytes (which
+// the producer would refuse on every retry) ends its request with
+// E_OUTPUT_TOO_LARGE (a request.rejected and an error result in place of
+// the outputs; core/messages.h EndRequestForOversizeOutput), and a stage
+// that throws on a message (a library exception on hostile input) refuses
+// that message (E_INTERNAL, filed under org "unknown") instead of ending
+// the process.
+//
 // Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
 // the batch in flight and the deferred work in flight are finished first.
 #pragma once

@@ -40,6 +40,10 @@ class Status {
 // docs/errors.md); keep this list and that document in step.
 namespace errc {
 inline constexpr const char* kInvalidJson = "E_INVALID_JSON";
+// Parse limits (core/canonical_json.h): nesting, size, number range.
+inline constexpr const char* kJsonTooDeep = "E_JSON_TOO_DEEP";
+inline constexpr const char* kJsonTooLarge = "E_JSON_TOO_LARGE";
+inline constexpr const char* kNumberOutOfRange = "E_NUMBER_OUT_OF_RANGE";
 inline constexpr const char* kInvalidEvent = "E_INVALID_EVENT";
 inline constexpr const char* kUnknownEventType = "E_UNKNOWN_EVENT_TYPE";
 inline constexpr const char* kEventTooLarge = "E_EVENT_TOO_LARGE";
@@ -55,6 +59,9 @@ inline constexpr const char* kLogCorrupt = "E_LOG_CORRUPT";
 inline constexpr const char* kChainBroken = "E_CHAIN_BROKEN";
 inline constexpr const char* kIndexMismatch = "E_INDEX_MISMATCH";
 inline constexpr const char* kExportInvalid = "E_EXPORT_INVALID";
+// execute: the invocation recomputed from the args is not the decision's
+// (execute/invocation_check.h); nothing runs.
+inline constexpr const char* kDecisionMismatch = "E_DECISION_MISMATCH";
 }  // namespace errc
 
 }  // namespace tollgate

@@ -227,6 +227,7 @@ StageResult DecideStage::Tick(const StageContext& ctx, const LogView& log) {
       file_bytes_hash_ = h;
       PolicyPtr p;
       Status s = LoadPolicyYaml(text, config_.policy_path, &p);
+      if (s.ok() && config_.validate) s = config_.validate(p->doc());
       if (s.ok()) {
         file_policy_ = std::move(p);
         file_error_.clear();
@@ -261,7 +262,7 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     // Decided before. The same message read again after a crash re-emits the
     // recorded decision; any other copy is a duplicate and ends here.
     if (SourceOf(state.decision) != ctx.source) return r;
-    decision = state.decision->data;
+    decision = DecisionFromLog(state.decision->data);  // its secrets redacted (docs/redaction.md)
   } else {
     // Decisions depend on the request's received_at, never the wall clock.
     int64_t received_at = 0;
@@ -276,11 +277,14 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     }
     DecideInput input{&flow.request, received_at};
     decision = Decide(policy_, ledger_, input);
+    // Before the ledger sees it: an oversize invocation is a deny, and
+    // holds no budget (core/messages.h, BoundDecision).
+    BoundDecision(&decision);
     ledger_.ApplyDecision(flow.request_id(), flow.request, decision);
-    decision["source"] = ctx.source;
-    r.events.push_back(FlowEvent(flow, "decision.made", ctx.now_us, decision));
+    Json logged = LoggedDecision(decision, config_.redactor ? *config_.redactor->get() : *DefaultRedactor());
+    logged["source"] = ctx.source;
+    r.events.push_back(FlowEvent(flow, "decision.made", ctx.now_us, std::move(logged)));
   }
-  decision.erase("source");
   flow.decision = decision;
   if (decision["verdict"] == "allow") {
     r.outputs.push_back({MessageFor(config_.topics.execute(), flow.request, flow.ToJson()), -1});
@@ -291,6 +295,7 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     Json result = MakeResult(flow.request, "denied", decision, nullptr,
                              ToolResultError(code, decision.value("reason", "denied by policy"), false));
     if (state.decision != nullptr) result["log_seq"] = state.decision->seq;
+    RedactResult(&result, config_.redactor ? *config_.redactor->get() : *DefaultRedactor());
     r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0});
   }
   return r;

@@ -26,6 +26,7 @@
 #include <mutex>
 
 #include "core/flow_stage.h"
+#include "core/redact.h"
 #include "decide/policy_engine.h"
 
 namespace tollgate {
@@ -35,6 +36,12 @@ struct DecideConfig {
   // The policy file Tick() watches; "" watches nothing (the policy then
   // comes only from the log or UsePolicy()).
   std::string policy_path;
+  // The redaction rules in force (docs/redaction.md) for decision.made and
+  // denied results; null: the built-in rules.
+  std::shared_ptr<RedactorInForce> redactor;
+  // More checks a policy file must pass before Tick() logs it as in force
+  // (the execute section, which execute enforces); null: none.
+  std::function<Status(const Json& policy_doc)> validate;
 };
 
 class DecideStage : public Stage {

@@ -13,7 +13,9 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "core/invocation.h"
 #include "core/messages.h"
+#include "core/redact.h"
 #include "core/schema.h"
 #include "core/sha256.h"
 
@@ -212,18 +214,34 @@ Json YamlScalar(const YAML::Node& n) {
   return v;
 }
 
-// More values than any real policy has: YAML aliases can make a few
-// hundred bytes expand to billions of values, and a policy also arrives
-// from the HTTP API (a what-if's candidate).
+// More than any real policy has: YAML aliases can make a few hundred bytes
+// expand to billions of values, or a few kilobytes to gigabytes (one long
+// string aliased many times), and a policy also arrives from the HTTP API
+// (a what-if's candidate). Both caps are checked before a value is copied,
+// so a bomb is refused after at most this much work.
 constexpr size_t kMaxPolicyValues = 200'000;
+// Scalars, keys and JSON pointers (the line map's) as expanded, in bytes.
+constexpr size_t kMaxPolicyExpandedBytes = 8 << 20;
+
+struct YamlBudget {
+  size_t values = 0;
+  size_t bytes = 0;
+};
 
 Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMap* lines, int depth,
-                  size_t* values) {
+                  YamlBudget* budget) {
   if (depth > 64) return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": nested too deeply");
-  if (++*values > kMaxPolicyValues) {
+  if (++budget->values > kMaxPolicyValues) {
     return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": more than " +
                                                    std::to_string(kMaxPolicyValues) +
                                                    " values (aliases expanding?)");
+  }
+  budget->bytes += ptr.size() + 16 + (n.IsScalar() ? n.Scalar().size() : 0);
+  if (budget->bytes > kMaxPolicyExpandedBytes) {
+    return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) +
+                                                   ": the policy expands to more than " +
+                                                   std::to_string(kMaxPolicyExpandedBytes) +
+                                                   " bytes (aliases expanding?)");
   }
   (*lines)[ptr] = n.Mark().line + 1;
   switch (n.Type()) {
@@ -239,7 +257,7 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
       size_t i = 0;
       for (const auto& item : n) {
         Json v;
-        Status s = YamlToJson(item, ptr + "/" + std::to_string(i++), &v, lines, depth + 1, values);
+        Status s = YamlToJson(item, ptr + "/" + std::to_string(i++), &v, lines, depth + 1, budget);
         if (!s.ok()) return s;
         out->push_back(std::move(v));
       }
@@ -258,7 +276,7 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
                                                          ": duplicate key '" + key + "'");
         }
         Json v;
-        Status s = YamlToJson(kv.second, ptr + "/" + PointerToken(key), &v, lines, depth + 1, values);
+        Status s = YamlToJson(kv.second, ptr + "/" + PointerToken(key), &v, lines, depth + 1, budget);
         if (!s.ok()) return s;
         (*out)[key] = std::move(v);
       }
@@ -560,31 +578,8 @@ struct Compiler {
   }
 };
 
-// Lexical normalisation: "." and "" dropped, ".." pops (kept when nothing
-// is left to pop, so "/a/../../etc" never looks like it is under "/").
-std::string Compiler::NormPath(std::string_view p) {
-  bool abs = !p.empty() && p[0] == '/';
-  std::vector<std::string_view> parts;
-  size_t i = 0;
-  while (i <= p.size()) {
-    size_t j = p.find('/', i);
-    if (j == std::string_view::npos) j = p.size();
-    std::string_view part = p.substr(i, j - i);
-    if (part.empty() || part == ".") {
-    } else if (part == ".." && !parts.empty() && parts.back() != "..") {
-      parts.pop_back();
-    } else {
-      parts.push_back(part);
-    }
-    i = j + 1;
-  }
-  std::string out = abs ? "/" : "";
-  for (size_t k = 0; k < parts.size(); ++k) {
-    if (k) out += '/';
-    out += parts[k];
-  }
-  return out;
-}
+// Lexical normalisation, shared with execute (core/url.h).
+std::string Compiler::NormPath(std::string_view p) { return NormalizePath(p); }
 
 // ---- Org sections (docs/policy.md, "Organisations"): an org's effective
 // document is the file without `orgs`, its section merged over it.
@@ -776,6 +771,12 @@ struct PolicyLoader {
     }
     Status s = SchemaRegistry::Builtin().Validate("policy", doc);
     if (!s.ok()) return Status::Error(errc::kPolicyInvalid, LocateSchemaMessage(lines, s.message()));
+    {
+      // redact.values must compile: the stages apply them to everything logged.
+      std::shared_ptr<const Redactor> redactor;
+      s = Redactor::FromPolicy(doc, &redactor);
+      if (!s.ok()) return Status::Error(errc::kPolicyInvalid, Where(lines, "/redact") + s.message());
+    }
     auto p = std::make_shared<Policy>();
     try {
       // The deployment defaults (`orgs` is not read by the compiler).
@@ -903,8 +904,8 @@ Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPt
   }
   Json doc;
   LineMap lines;
-  size_t values = 0;
-  Status s = YamlToJson(root, "", &doc, &lines, 0, &values);
+  YamlBudget budget;
+  Status s = YamlToJson(root, "", &doc, &lines, 0, &budget);
   if (!s.ok()) return s;
   if (doc.is_null()) doc = Json::object();  // an empty file: every default
   return PolicyLoader::Load(doc, source, &lines, out);
@@ -1015,48 +1016,9 @@ const GlobSet* PolicyInForce::AgentLocal(const std::string& org_id, const std::s
 }
 
 // ---------------------------------------------------------------------------
-// Invocation strings.
+// Invocation strings: built by core/invocation.h, shared with execute.
 namespace {
-struct Url {
-  std::string scheme, host, path;
-};
-bool ParseUrl(std::string_view u, Url* out) {
-  size_t sep = u.find("://");
-  if (sep == std::string_view::npos || sep == 0) return false;
-  out->scheme.assign(u.substr(0, sep));
-  std::transform(out->scheme.begin(), out->scheme.end(), out->scheme.begin(), ::tolower);
-  std::string_view rest = u.substr(sep + 3);
-  size_t end = rest.find_first_of("/?#");
-  std::string_view auth = rest.substr(0, end);
-  size_t at = auth.rfind('@');
-  if (at != std::string_view::npos) auth = auth.substr(at + 1);
-  std::string_view host;
-  if (!auth.empty() && auth[0] == '[') {
-    size_t close = auth.find(']');
-    if (close == std::string_view::npos) return false;
-    host = auth.substr(0, close + 1);
-  } else {
-    host = auth.substr(0, auth.find(':'));
-  }
-  if (host.empty()) return false;
-  out->host.assign(host);
-  std::transform(out->host.begin(), out->host.end(), out->host.begin(), ::tolower);
-  if (end == std::string_view::npos) {
-    out->path = "/";
-  } else {
-    std::string_view p = rest.substr(end);
-    p = p.substr(0, p.find_first_of("?#"));
-    out->path = p.empty() ? "/" : std::string(p);
-  }
-  return true;
-}
-
-std::string StringArg(const Json& args, const char* key) {
-  if (!args.is_object()) return "";
-  auto it = args.find(key);
-  if (it == args.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
+using Url = NormalUrl;
 
 // The agent's effective http config: agent base tier over the org tier.
 struct EffectiveHttp {
@@ -1078,34 +1040,7 @@ EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent) {
   return e;
 }
 
-std::string ResolveUrl(const std::string& url, const std::string* base) {
-  if (url.find("://") != std::string::npos || base == nullptr || base->empty()) return url;
-  std::string out = *base;
-  while (!out.empty() && out.back() == '/') out.pop_back();
-  size_t i = 0;
-  while (i < url.size() && url[i] == '/') ++i;
-  return out + "/" + url.substr(i);
-}
-
-std::string MethodOf(const Json& args) {
-  std::string m = StringArg(args, "method");
-  if (m.empty()) m = "GET";
-  std::transform(m.begin(), m.end(), m.begin(), ::toupper);
-  return m;
-}
-
-std::string CommandLine(const Json& args) {
-  std::string cmd = StringArg(args, "command");
-  if (args.is_object() && args.contains("args") && args["args"].is_array()) {
-    for (const auto& a : args["args"]) {
-      if (a.is_string()) {
-        cmd += ' ';
-        cmd += a.get<std::string>();
-      }
-    }
-  }
-  return cmd;
-}
+std::string MethodOf(const Json& args) { return HttpMethod(args); }
 
 std::string CommandName(const std::string& cmdline) {
   size_t b = cmdline.find_first_not_of(" \t");
@@ -1116,30 +1051,13 @@ std::string CommandName(const std::string& cmdline) {
   return slash == std::string::npos ? first : first.substr(slash + 1);
 }
 
-std::string FilePathArg(const Json& args) {
-  for (const char* k : {"path", "directory", "dir"}) {
-    std::string p = StringArg(args, k);
-    if (!p.empty()) return p;
-  }
-  return "";
+const std::string& BaseUrlOf(const EffectiveHttp* http) {
+  static const std::string kNone;
+  return http != nullptr && http->base_url != nullptr ? *http->base_url : kNone;
 }
 
 void BuildInvocation(const std::string& tool, const Json& args, const EffectiveHttp* http, std::string* out) {
-  out->clear();
-  if (tool == "http_request") {
-    out->append("http_request:");
-    out->append(MethodOf(args));
-    out->push_back(' ');
-    out->append(ResolveUrl(StringArg(args, "url"), http ? http->base_url : nullptr));
-  } else if (tool == "execute_command") {
-    out->append("bash:");
-    out->append(CommandLine(args));
-  } else if (tool.rfind("cli:", 0) == 0) {
-    out->append(tool);
-  } else {
-    out->append("builtin:");
-    out->append(tool);
-  }
+  *out = tollgate::BuildInvocation(tool, args, BaseUrlOf(http));
 }
 }  // namespace
 
@@ -1216,6 +1134,7 @@ struct Facts {
   std::string method;      // http
   Url url;                 // http
   bool url_ok = false;
+  std::string url_error;   // why not url_ok
   std::string file_path;   // file tools, normalised
   std::string command;     // execute_command: the command name
   // (The second subject of file tools, "<tool>:<path>", is Decision::subject.)
@@ -1435,17 +1354,16 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   }
   if (*f.tool == "http_request") {
     f.method = MethodOf(*f.args);
-    f.url_ok = ParseUrl(ResolveUrl(StringArg(*f.args, "url"), http.base_url), &f.url);
+    // The same normalised URL as the invocation (and what execute fetches).
+    std::string ignored;
+    f.url_ok = HttpUrl(*f.args, BaseUrlOf(&http), &f.url, &ignored, &f.url_error);
     spec.read_only = IsReadOnlyMethod(f.method);  // GET/HEAD/OPTIONS only read
   } else if (*f.tool == "execute_command") {
     f.command = CommandName(CommandLine(*f.args));
   } else if (IsFileTool(*f.tool)) {
-    std::string p = FilePathArg(*f.args);
-    if (!p.empty()) {
-      // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
-      f.file_path = Compiler::NormPath(p);
-      d->subject = *f.tool + ":" + f.file_path;
-    }
+    // Normalised, so "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
+    d->subject = FileSubject(*f.tool, *f.args);
+    if (!d->subject.empty()) f.file_path = d->subject.substr(f.tool->size() + 1);
   }
   d->danger = spec.danger;
   d->read_only = spec.read_only;
@@ -1569,7 +1487,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     }
     if (!f.url_ok) {
       Step(d, "http", "deny", "bad url");
-      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it", "http.url",
+      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it: " + f.url_error, "http.url",
              errc::kPolicyDenied);
       return;
     }

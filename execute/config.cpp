@@ -115,9 +115,39 @@ ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
   return p;
 }
 
+// What `n` expands to (aliases included), counted before anything is
+// copied, stopping at the first cap passed: a few kilobytes of aliases can
+// stand for gigabytes. The caps are decide's (decide/policy_engine.cpp).
+static bool YamlExpansionWithin(const YAML::Node& n, int depth, size_t* values, size_t* bytes) {
+  constexpr size_t kMaxValues = 200'000, kMaxBytes = 8 << 20;
+  if (depth > 64 || ++*values > kMaxValues) return false;
+  if (n.IsScalar()) *bytes += n.Scalar().size();
+  if ((*bytes += 16) > kMaxBytes) return false;
+  if (n.IsSequence()) {
+    for (const auto& x : n) {
+      if (!YamlExpansionWithin(x, depth + 1, values, bytes)) return false;
+    }
+  } else if (n.IsMap()) {
+    for (const auto& kv : n) {
+      if (!YamlExpansionWithin(kv.first, depth + 1, values, bytes) ||
+          !YamlExpansionWithin(kv.second, depth + 1, values, bytes)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 Status YamlToJson(const std::string& text, Json* out) {
   try {
-    *out = NodeToJson(YAML::Load(text));
+    YAML::Node root = YAML::Load(text);
+    size_t values = 0, bytes = 0;
+    if (!YamlExpansionWithin(root, 0, &values, &bytes)) {
+      return Status::Error(errc::kInvalidArgs,
+                           "policy: the YAML nests deeper than 64 levels or expands to more than 200000 values or "
+                           "8 MiB (aliases expanding?)");
+    }
+    *out = NodeToJson(root);
   } catch (const std::exception& e) {
     return Status::Error(errc::kInvalidArgs, std::string("policy: not valid YAML: ") + e.what());
   }

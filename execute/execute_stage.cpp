@@ -1,8 +1,10 @@
 #include "execute/execute_stage.h"
 
 #include <chrono>
+#include <iostream>
 
 #include "core/redact.h"
+#include "execute/invocation_check.h"
 #include "execute/sandbox.h"
 
 namespace tollgate {
@@ -43,7 +45,35 @@ ExecuteStage::ExecuteStage(ExecuteConfig config)
   if (!config_.policy->run_dir.empty()) KillLeftovers(config_.policy->run_dir);
 }
 
-Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t now_us) const {
+std::shared_ptr<const ExecutePolicy> ExecuteStage::policy() const {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  return config_.policy;
+}
+
+std::shared_ptr<const Redactor> ExecuteStage::redactor() const {
+  return config_.redactor ? config_.redactor->get() : DefaultRedactor();
+}
+
+void ExecuteStage::OnAppended(const std::vector<Event>& events) {
+  if (!config_.policy_from_doc) return;
+  for (const Event& e : events) {
+    if (e.type != "policy.updated" || !e.data.is_object() || e.data.value("tier", "file") != "file") continue;
+    auto next = std::make_shared<ExecutePolicy>();
+    Status s = config_.policy_from_doc(e.data.value("policy", Json::object()), next.get());
+    if (!s.ok()) {
+      // Decide refuses such a file before logging it (DecideConfig::validate);
+      // one that got in anyway must not leave the old rules running quietly.
+      std::cerr << "tollgate execute: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+      continue;
+    }
+    std::lock_guard<std::mutex> lock(policy_mu_);
+    config_.policy = std::move(next);
+  }
+}
+
+Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t now_us,
+                           std::shared_ptr<const ExecutePolicy> pol) const {
+  if (!pol) pol = policy();
   const std::string name = request.value("tool", "");
   auto tool = registry_.Find(name);
   auto t0 = std::chrono::steady_clock::now();
@@ -57,7 +87,7 @@ Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t no
     tc.session_id = request.value("session_id", "");
     tc.request_id = request.value("request_id", "");
     tc.now_us = now_us;
-    tc.policy = config_.policy.get();
+    tc.policy = pol.get();  // held by `pol` until the tool returns
     tc.decision = decision;
     tc.audit = config_.audit;
     const Json args = request.value("args", Json::object());
@@ -79,9 +109,10 @@ namespace {
 
 // execution.completed for `tool_result`, and the agent's result.
 void Complete(const Flow& flow, const Json& decision, const Json& approval, const Json& tool_result,
-              const std::string& source, int64_t time_us, const std::string& results_topic, StageResult* r) {
+              const std::string& source, int64_t time_us, const std::string& results_topic, const Redactor& redactor,
+              StageResult* r) {
   Json logged = tool_result;
-  auto redacted = RedactSecrets(logged, DefaultSecretKeyPatterns());
+  auto redacted = redactor.Redact(logged);
   double cost = 0;
   auto m = tool_result.find("meta");
   if (m != tool_result.end() && m->is_object() && m->contains("cost_usd") && (*m)["cost_usd"].is_number() &&
@@ -93,7 +124,8 @@ void Complete(const Flow& flow, const Json& decision, const Json& approval, cons
                                 {{"result", logged}, {"duration_ms", ms}, {"cost_usd", cost},
                                  {"redacted", redacted}, {"source", source}}));
   const bool ok = tool_result.value("success", false);
-  Json result = MakeResult(flow.request, ok ? "completed" : "failed", decision, approval, tool_result);
+  Json result = MakeResult(flow.request, ok ? "completed" : "failed", decision, approval, logged);
+  RedactResult(&result, redactor);  // the decision's fields; the ToolResult is `logged` already
   r->outputs.push_back({MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1});
 }
 
@@ -117,6 +149,7 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     Json result = MakeResult(flow.request, state.completed->data["result"].value("success", false) ? "completed" : "failed",
                              flow.decision, approval, state.completed->data["result"]);
     result["log_seq"] = state.completed->seq;
+    RedactResult(&result, *redactor());
     r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1});
     return r;
   }
@@ -127,10 +160,19 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   }
   const std::string tool_name = flow.request.value("tool", "");
   auto tool = registry_.Find(tool_name);
-  Json decision = state.decision->data;
-  decision.erase("source");
+  // The flow's decision: ReadFlow checked it is the log's, and unlike the
+  // log's copy its request-derived fields are not redacted.
+  Json decision = DecisionFromLog(flow.decision);
   const Json args = flow.request.value("args", Json::object());
   const bool read_only = tool && tool->ReadOnly(args.is_object() ? args : Json::object(), decision);
+  // The policy in force now, for this call to its end (a live edit applies
+  // to later calls).
+  std::shared_ptr<const ExecutePolicy> pol = policy();
+  // What executes is what was decided (execute/invocation_check.h).
+  if (Json mismatch = CheckDecidedInvocation(flow.request, flow.decision, *pol); !mismatch.is_null()) {
+    Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    return r;
+  }
   if (state.started != nullptr && !read_only) {
     // It may have run: never run a side effect twice.
     Json tr = ToolResultError(errc::kOutcomeUnknown,
@@ -139,7 +181,7 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
                                   ") but its outcome was not recorded; the tool is not read-only, so it was not "
                                   "run again: check its effect before retrying with a new request_id",
                               false);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), &r);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }
   const int attempt = state.attempts + 1;
@@ -148,8 +190,8 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
                                {{"executor", executor}, {"attempt", attempt}, {"source", ctx.source}},
                                std::to_string(attempt)));
   if (!tool || RunsInline(tool_name)) {
-    Json tr = RunTool(flow.request, decision, ctx.now_us);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), &r);
+    Json tr = RunTool(flow.request, decision, ctx.now_us, pol);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }
   {
@@ -164,10 +206,10 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   const std::string source = ctx.source;
   const int64_t now = ctx.now_us;
   const std::string results = config_.topics.results();
-  r.deferred = [this, flow, decision, approval, source, now, results, token] {
-    Json tr = RunTool(flow.request, decision, now);
+  r.deferred = [this, flow, decision, approval, source, now, results, token, pol] {
+    Json tr = RunTool(flow.request, decision, now, pol);
     StageResult done;
-    Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, &done);
+    Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, *redactor(), &done);
     return done;
   };
   return r;

@@ -7,21 +7,30 @@
 // 2. runs the tool as DeferredWork on the runner's worker pool (a pure, fast
 //    tool — echo, current_time, calculate — runs inline instead, its
 //    started and completed in the same group commit);
-// 3. appends execution.completed with the ToolResult (secrets redacted in
-//    the log, intact for the agent) and produces the result.
+// 3. appends execution.completed with the ToolResult and produces the
+//    result, both with secrets redacted (docs/redaction.md): the tool got
+//    the real values, the log and the results topic never hold them.
 // Meeting a request whose execution started but never completed (a crash,
 // or the reconciler re-driving it): a read-only call (Tool::ReadOnly) runs
 // again as attempt n+1; a mutating one is not run and completes with
 // E_OUTCOME_UNKNOWN. A copy of a request whose work is running in this
 // process is ignored (its work will answer).
+//
+// The policy in force (docs/policy.md, "Live edits"): OnAppended folds
+// policy.updated (tier file) and swaps in the new ExecutePolicy for every
+// later call; a call already running keeps the one it started with. Decide
+// only logs a file whose execute section loads (DecideConfig::validate), so
+// what the log says is in force is what execute enforces.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 
 #include "core/flow_stage.h"
+#include "core/redact.h"
 #include "execute/audit_reader.h"
 #include "execute/config.h"
 #include "execute/registry.h"
@@ -32,6 +41,11 @@ struct ExecuteConfig {
   Topics topics;
   // Null: DefaultExecutePolicy("tollgate-data").
   std::shared_ptr<const ExecutePolicy> policy;
+  // Builds the ExecutePolicy of a policy document (a policy.updated's
+  // data.policy); null: `policy` stays for the stage's life.
+  std::function<Status(const Json& policy_doc, ExecutePolicy* out)> policy_from_doc;
+  // The redaction rules in force; null: the built-in rules.
+  std::shared_ptr<RedactorInForce> redactor;
   AuditReader* audit = nullptr;  // for get_audit_log; not owned; may be null
   // How often Tick() rescans the CLI tools dir.
   std::chrono::milliseconds reload_interval{5000};
@@ -51,18 +65,27 @@ class ExecuteStage : public Stage {
   // Rescans the CLI tools every reload_interval; no events.
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 
+  // The LogSink listener: policy.updated (tier file) -> the new policy.
+  void OnAppended(const std::vector<Event>& events);
+
   ToolRegistry& registry() { return registry_; }
-  const ExecutePolicy& policy() const { return *config_.policy; }
+  // The policy in force now (calls started earlier may hold an older one).
+  std::shared_ptr<const ExecutePolicy> policy() const;
   // Runs `tool` for `request` now, on this thread (the deferred work, and
-  // tests): the ToolResult with meta.duration_ms.
-  Json RunTool(const Json& request, const Json& decision, int64_t now_us) const;
+  // tests): the ToolResult with meta.duration_ms. Null `policy`: the one in
+  // force.
+  Json RunTool(const Json& request, const Json& decision, int64_t now_us,
+               std::shared_ptr<const ExecutePolicy> policy = nullptr) const;
 
  private:
   struct InFlight {
     std::mutex mu;
     std::set<std::string> ids;  // request ids whose work is queued or running
   };
+  std::shared_ptr<const Redactor> redactor() const;
+
   ExecuteConfig config_;
+  mutable std::mutex policy_mu_;  // guards config_.policy (swapped by OnAppended)
   ToolRegistry registry_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   std::chrono::steady_clock::time_point last_reload_ = std::chrono::steady_clock::now();

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -13,11 +14,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <sched.h>
 #include <sstream>
 
 #include "execute/tool.h"
@@ -69,7 +72,79 @@ bool ProcStat(const std::string& pid, unsigned long long* start, long* pgrp) {
   return true;
 }
 
+std::mutex sandbox_program_mu;
+std::string sandbox_program = "/usr/bin/bwrap";
+
+// Where the child (as root, before becoming run_as) mounts what bwrap must
+// bind: bwrap runs as run_as and resolves its sources by path, and the data
+// directory (mode 0700) is not reachable for that user. The child gets a
+// private mount namespace, a tmpfs here, and each source (an fd opened as
+// root) bound on <stage>/<i>; bwrap binds those. The tmpfs only hides this
+// directory inside that namespace, never on the host.
+constexpr const char* kStage = "/tmp";
+
+// The system as programs see it: read-only, and only what running them needs.
+// /etc is not bound whole (it can hold credentials); these files suffice for
+// the dynamic loader, user and group names, the time zone and Debian's
+// alternatives symlinks (/usr/bin/awk -> /etc/alternatives/awk).
+constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/passwd", "/etc/group",
+                                     "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives"};
+
+// /bin, /lib... as on the host: merged-usr symlinks become the same symlinks,
+// real directories are bound read-only.
+std::vector<std::string> SystemArgs() {
+  std::vector<std::string> a{"--ro-bind", "/usr", "/usr"};
+  for (const char* d : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
+    struct stat st{};
+    if (lstat(d, &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char target[PATH_MAX];
+      ssize_t n = readlink(d, target, sizeof target - 1);
+      if (n <= 0) continue;
+      a.insert(a.end(), {"--symlink", std::string(target, static_cast<size_t>(n)), d});
+    } else if (S_ISDIR(st.st_mode)) {
+      a.insert(a.end(), {"--ro-bind", d, d});
+    }
+  }
+  for (const char* f : kEtcFiles) a.insert(a.end(), {"--ro-bind-try", f, f});
+  return a;
+}
+
+// Whether `path` is visible through SystemArgs() without a bind of its own.
+bool UnderSystem(const std::string& path) {
+  for (const char* d : {"/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/libx32/"}) {
+    if (path.rfind(d, 0) == 0) return true;
+  }
+  return false;
+}
+
+// One host path bound into the sandbox at the same path, opened (as
+// tollgate's user) before fork.
+struct Bind {
+  int fd = -1;
+  std::string dest;
+  bool writable = false;
+  bool dir = true;
+  std::string staged;  // <kStage>/<i>
+};
+
 }  // namespace
+
+uid_t SandboxUid(const std::string& workspace) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : workspace) h = (h ^ c) * 1099511628211ull;
+  return static_cast<uid_t>(kSandboxUidBase + h % kSandboxUidRange);
+}
+
+void SetSandboxProgram(const std::string& path) {
+  std::lock_guard<std::mutex> l(sandbox_program_mu);
+  sandbox_program = path;
+}
+
+std::string SandboxProgram() {
+  std::lock_guard<std::mutex> l(sandbox_program_mu);
+  return sandbox_program;
+}
 
 int KillLeftovers(const std::string& run_dir) {
   int killed = 0;
@@ -133,38 +208,120 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     if (getpwnam_r(spec.run_as.c_str(), &pw, buf, sizeof buf, &found) != 0 || found == nullptr) {
       return Status::Error(errc::kSandbox, "run_as user '" + spec.run_as + "' does not exist");
     }
-    uid = pw.pw_uid;
     gid = pw.pw_gid;
+    uid = SandboxUid(spec.workspace);
   }
+  const std::string bwrap = SandboxProgram();
+  if (access(bwrap.c_str(), X_OK) != 0) {
+    return Status::Error(errc::kSandbox, "the sandbox program " + bwrap + " is missing (install bubblewrap); "
+                                         "commands and CLI tools never run unconfined");
+  }
+  if (spec.cwd_fd < 0 || spec.workspace.empty() || spec.workspace[0] != '/') {
+    return Status::Error(errc::kSandbox, "no workspace to run " + spec.path + " in");
+  }
+
+  // The workspace directory belongs to run_as, so the program can create
+  // files in it (files the file tools wrote stay tollgate's: read-only to it).
+  if (switch_user) {
+    struct stat st{};
+    if (fstat(spec.cwd_fd, &st) == 0 && (st.st_uid != uid || st.st_gid != gid) &&
+        fchownat(spec.cwd_fd, "", uid, gid, AT_EMPTY_PATH) != 0) {
+      return Status::Error(errc::kSandbox, "cannot give the workspace " + spec.workspace + " to " + spec.run_as + ": " +
+                                               std::strerror(errno));
+    }
+  }
+  // What the sandbox binds, each opened now (as root when root: the data
+  // directory is 0700), so that neither bwrap nor the child resolves those
+  // paths as run_as.
+  std::vector<Bind> binds;
+  auto close_binds = [&] {
+    for (auto& b : binds) CloseFd(b.fd);
+  };
+  {
+    Bind ws;
+    ws.fd = fcntl(spec.cwd_fd, F_DUPFD_CLOEXEC, 3);
+    ws.dest = spec.workspace;
+    ws.writable = true;
+    binds.push_back(ws);
+  }
+  std::vector<std::pair<std::string, bool>> extra;  // path, is a directory
+  for (const auto& p : spec.read_only) extra.push_back({p, true});
+  bool program_visible = UnderSystem(spec.path);
+  for (const auto& p : spec.read_only) program_visible = program_visible || spec.path.rfind(p + "/", 0) == 0;
+  if (!program_visible) extra.push_back({spec.path, false});
+  for (const auto& [path, dir] : extra) {
+    Bind b;
+    b.fd = open(path.c_str(), O_PATH | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    b.dest = path;
+    b.dir = dir;
+    binds.push_back(b);
+  }
+  for (size_t i = 0; i < binds.size(); ++i) {
+    if (binds[i].fd < 0) {
+      const std::string what = binds[i].dest;
+      close_binds();
+      return Status::Error(errc::kToolExec, "cannot open " + what + " for the sandbox: " + std::strerror(errno));
+    }
+    binds[i].staged = std::string(kStage) + "/" + std::to_string(i);
+  }
+  int status_pipe[2];
+  if (pipe2(status_pipe, O_CLOEXEC) != 0) {
+    close_binds();
+    return Status::Error(errc::kToolExec, "pipe failed");
+  }
+
+  // bwrap's command line, for both ways of reaching the binds: staged (as
+  // root dropping to run_as) or by fd (bwrap runs as tollgate's own user).
+  auto bwrap_argv = [&](bool staged) {
+    std::vector<std::string> a{bwrap,          "--unshare-all", "--unshare-user", "--die-with-parent",
+                               "--new-session", "--cap-drop",   "ALL",            "--json-status-fd",
+                               std::to_string(status_pipe[1])};
+    for (auto& x : SystemArgs()) a.push_back(std::move(x));
+    a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+    for (const auto& b : binds) {
+      if (staged) {
+        a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.staged, b.dest});
+      } else {
+        a.insert(a.end(), {b.writable ? "--bind-fd" : "--ro-bind-fd", std::to_string(b.fd), b.dest});
+      }
+    }
+    // The root (a tmpfs holding the mount points) read-only too: the
+    // workspace and the private /tmp are all a program can write.
+    a.insert(a.end(), {"--remount-ro", "/", "--chdir", spec.workspace, "--", spec.path});
+    for (size_t i = 1; i < spec.argv.size(); ++i) a.push_back(spec.argv[i]);
+    return a;
+  };
+  const std::vector<std::string> args = bwrap_argv(switch_user);
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
   std::vector<char*> argv, envp;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   const SandboxLimits& l = spec.limits;
 
   int in[2], out[2], err[2], report[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Status::Error(errc::kToolExec, "pipe failed");
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]);
+  auto fail_early = [&](std::initializer_list<int> fds) {
+    for (int fd : fds) close(fd);
+    close(status_pipe[0]), close(status_pipe[1]);
+    close_binds();
     return Status::Error(errc::kToolExec, "pipe failed");
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-    return Status::Error(errc::kToolExec, "pipe failed");
-  }
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]), close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-    return Status::Error(errc::kToolExec, "pipe failed");
-  }
+  };
+  if (pipe2(in, O_CLOEXEC) != 0) return fail_early({});
+  if (pipe2(out, O_CLOEXEC) != 0) return fail_early({in[0], in[1]});
+  if (pipe2(err, O_CLOEXEC) != 0) return fail_early({in[0], in[1], out[0], out[1]});
+  if (pipe2(report, O_CLOEXEC) != 0) return fail_early({in[0], in[1], out[0], out[1], err[0], err[1]});
   const pid_t parent = getpid();
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid < 0) {
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1]}) close(fd);
-    return Status::Error(errc::kToolExec, std::string("fork failed: ") + std::strerror(errno));
+    const int e = errno;
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1], status_pipe[0], status_pipe[1]}) {
+      close(fd);
+    }
+    close_binds();
+    return Status::Error(errc::kToolExec, std::string("fork failed: ") + std::strerror(e));
   }
   if (pid == 0) {
     auto fail = [&](int code) {
@@ -174,26 +331,78 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     };
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  // the parent died before prctl
     if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) fail(1);
-    if (spec.cwd_fd >= 0 && fchdir(spec.cwd_fd) != 0) fail(2);
+    if (fchdir(spec.cwd_fd) != 0) fail(2);
+    if (switch_user) {
+      // The stage (see kStage): a private mount namespace, so nothing here
+      // is seen on the host, and each bind's fd mounted on <stage>/<i>.
+      if (unshare(CLONE_NEWNS) != 0) fail(5);
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail(5);
+      // A bind's source must be a mount of this namespace, so each path is
+      // opened again here (before the stage hides /tmp) and must be the
+      // very inode opened before fork: a path swapped since fails closed.
+      int local[64];
+      if (binds.size() > 64) fail(5);
+      for (size_t i = 0; i < binds.size(); ++i) {
+        local[i] = open(binds[i].dest.c_str(), O_PATH | O_CLOEXEC | (binds[i].writable ? O_NOFOLLOW : 0));
+        struct stat a{}, b{};
+        if (local[i] < 0 || fstat(local[i], &a) != 0 || fstat(binds[i].fd, &b) != 0 || a.st_dev != b.st_dev ||
+            a.st_ino != b.st_ino) {
+          fail(5);
+        }
+      }
+      if (mount("tollgate-stage", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0) fail(5);
+      for (size_t i = 0; i < binds.size(); ++i) {
+        const Bind& b = binds[i];
+        if (b.dir) {
+          if (mkdir(b.staged.c_str(), 0755) != 0) fail(5);
+        } else {
+          int f = open(b.staged.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+          if (f < 0) fail(5);
+          close(f);
+        }
+        // "/proc/self/fd/<n>", formatted without allocating.
+        char src[32] = "/proc/self/fd/";
+        char digits[12];
+        int nd = 0;
+        for (int v = local[i]; nd == 0 || v > 0; v /= 10) digits[nd++] = static_cast<char>('0' + v % 10);
+        size_t k = std::strlen(src);
+        while (nd > 0) src[k++] = digits[--nd];
+        src[k] = '\0';
+        if (mount(src, b.staged.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) fail(5);
+      }
+    }
     SetLimit(RLIMIT_CPU, static_cast<rlim_t>(l.cpu_seconds));
     SetLimit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20);
     SetLimit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_size_mb) << 20);
     SetLimit(RLIMIT_NOFILE, static_cast<rlim_t>(l.open_files));
-    SetLimit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
     SetLimit(RLIMIT_CORE, 0);
     if (switch_user) {
       if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) fail(3);
     }
+    // After setuid: a limit already exceeded when the uid changes makes
+    // execve fail (EAGAIN); set now, it bounds the program's own forks.
+    SetLimit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
+    // After setuid, which clears the parent-death signal; then check the
+    // parent did not die before it was set (we would be orphaned already).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    // Every inherited descriptor but 0-2 and the report pipe (CLOEXEC) goes.
+    // Every inherited descriptor but 0-2 and those bwrap is told about goes
+    // at exec (bwrap itself keeps none of them for the program).
     syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-    execve(spec.path.c_str(), argv.data(), envp.data());
+    if (fcntl(status_pipe[1], F_SETFD, 0) != 0) fail(4);
+    if (!switch_user) {
+      for (const auto& b : binds) {
+        if (fcntl(b.fd, F_SETFD, 0) != 0) fail(4);
+      }
+    }
+    execve(bwrap.c_str(), argv.data(), envp.data());
     fail(4);
   }
   setpgid(pid, pid);  // also here: no window where a kill(-pid) misses
+  close_binds();
+  close(status_pipe[1]);
   std::string record;
   if (!spec.run_dir.empty()) {
     unsigned long long start = 0;
@@ -214,27 +423,37 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   if (rn == static_cast<ssize_t>(sizeof started)) {
     kill(-pid, SIGKILL);
     waitpid(pid, nullptr, 0);
-    close(in[1]), close(out[0]), close(err[0]);
+    close(in[1]), close(out[0]), close(err[0]), close(status_pipe[0]);
+    if (!record.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(record, ec);
+    }
     const std::string step = started[0] == 1   ? "redirect stdio"
                              : started[0] == 2 ? "enter the workspace"
                              : started[0] == 3 ? "switch to user " + spec.run_as
-                                               : "exec";
-    return Status::Error(errc::kToolExec, "cannot " + step + " for " + spec.path + ": " + std::strerror(started[1]));
+                             : started[0] == 5 ? "stage the sandbox's mounts"
+                                               : "exec " + bwrap;
+    return Status::Error(started[0] == 5 || started[0] == 4 ? errc::kSandbox : errc::kToolExec,
+                         "cannot " + step + " for " + spec.path + ": " + std::strerror(started[1]));
   }
   fcntl(in[1], F_SETFL, O_NONBLOCK);
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
+  fcntl(status_pipe[0], F_SETFL, O_NONBLOCK);
   size_t written = 0;
   if (spec.stdin_data.empty()) CloseFd(in[1]);
   const auto deadline = t0 + std::chrono::milliseconds(l.timeout_ms);
   bool exited = false;
   int status = 0;
+  std::string bwrap_status;
+  bool status_truncated = false;
   for (;;) {
-    pollfd fds[3];
+    pollfd fds[4];
     int n = 0;
     if (out[0] >= 0) fds[n++] = {out[0], POLLIN, 0};
     if (err[0] >= 0) fds[n++] = {err[0], POLLIN, 0};
     if (in[1] >= 0) fds[n++] = {in[1], POLLOUT, 0};
+    if (status_pipe[0] >= 0) fds[n++] = {status_pipe[0], POLLIN, 0};
     poll(fds, n, 20);
     if (in[1] >= 0) {
       ssize_t w = write(in[1], spec.stdin_data.data() + written, spec.stdin_data.size() - written);
@@ -243,6 +462,7 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     }
     if (out[0] >= 0 && !Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes)) CloseFd(out[0]);
     if (err[0] >= 0 && !Drain(err[0], &res->err, &res->err_truncated, l.max_output_bytes)) CloseFd(err[0]);
+    if (status_pipe[0] >= 0 && !Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096)) CloseFd(status_pipe[0]);
     // Exited? Look without reaping: the leader's pid (= the group id) stays
     // ours until waitpid, so the kill below cannot hit a recycled group.
     siginfo_t si{};
@@ -268,10 +488,29 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   CloseFd(in[1]);
   if (out[0] >= 0) Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes), CloseFd(out[0]);
   if (err[0] >= 0) Drain(err[0], &res->err, &res->err_truncated, l.max_output_bytes), CloseFd(err[0]);
-  if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) res->signal = WTERMSIG(status);
+  if (status_pipe[0] >= 0) Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096), CloseFd(status_pipe[0]);
   res->duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
+  // bwrap reports {"exit-code": N} only once the program ran (its setup
+  // finished); without it, bwrap itself failed to build the sandbox.
+  const auto at = bwrap_status.find("\"exit-code\":");
+  if (at != std::string::npos) {
+    const int code = static_cast<int>(std::strtol(bwrap_status.c_str() + at + 12, nullptr, 10));
+    // The sandbox's init reports a program killed by signal S as 128 + S.
+    if (code > 128 && code <= 128 + 64) {
+      res->signal = code - 128;
+    } else {
+      res->exit_code = code;
+    }
+    return Status::Ok();
+  }
+  if (res->timed_out) return Status::Ok();
+  if (WIFSIGNALED(status)) {
+    res->signal = WTERMSIG(status);
+    return Status::Ok();
+  }
+  std::string why = res->err.substr(0, res->err.find('\n'));
+  return Status::Error(errc::kSandbox, "the sandbox could not be set up for " + spec.path +
+                                           (why.empty() ? std::string() : ": " + why));
 }
 
 }  // namespace tollgate

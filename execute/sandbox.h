@@ -1,17 +1,29 @@
-// RunSandboxed: runs one program, never through a shell, contained:
-// - its own process group; on timeout, and always once it has exited, the
-//   whole group is SIGKILLed before the leader is reaped, so nothing it
-//   started outlives it (a descendant that calls setsid() leaves the group;
-//   RLIMIT_NPROC bounds how many it can make, and PR_SET_PDEATHSIG kills the
-//   direct child if tollgate dies);
+// RunSandboxed: runs one program, never through a shell, contained
+// (docs/sandbox.md has the whole picture):
+// - under bubblewrap (bwrap): new user, PID, network, IPC, UTS and mount
+//   namespaces; it sees a read-only system (/usr, a few /etc files), a
+//   private /tmp, a minimal /dev and /proc, `workspace` read-write at its own
+//   path (the only writable place, and the cwd) and `read_only` paths; nothing
+//   else of the host or the data directory. No network at all. bwrap missing
+//   or unable to build the sandbox: E_SANDBOX_UNAVAILABLE, never unconfined;
+// - killing the sandbox's PID 1 kills every process in it, setsid() or not:
+//   on timeout, once the program has exited, and (PR_SET_PDEATHSIG on bwrap,
+//   --die-with-parent inside) when tollgate itself dies, even by kill -9;
 // - rlimits on CPU, address space, file size, open files and processes;
-// - as root, run as `run_as` (default nobody) with no supplementary groups,
-//   so RLIMIT_NPROC means something (it counts per real uid and root is
-//   exempt) and it cannot write what it does not own; no_new_privs set;
+// - as root, bwrap itself runs under a uid of the workspace's own
+//   (SandboxUid) with `run_as`'s group (default nobody's) and no
+//   supplementary groups, so RLIMIT_NPROC means something (it counts per
+//   real uid and root is exempt) and one agent's fork bomb cannot use up
+//   another's processes; no_new_privs set. The workspace directory is given
+//   to that uid so the program can create files in it;
 // - a scrubbed environment (only what the caller passes), stdin from the
 //   caller's bytes, stdout/stderr captured up to max_output_bytes each.
-// Thread-safe: may run from several worker threads at once.
+// Thread-safe: may run from several worker threads at once. The parent-death
+// signal follows the forking thread, so call it from a thread that outlives
+// the call (the stage threads do).
 #pragma once
+
+#include <sys/types.h>
 
 #include <string>
 #include <vector>
@@ -25,7 +37,9 @@ struct ProcessSpec {
   std::string path;               // absolute path of the program
   std::vector<std::string> argv;  // argv[0] included
   std::vector<std::string> env;   // "NAME=value", the whole environment
-  int cwd_fd = -1;                // working directory (fchdir), -1: unchanged
+  int cwd_fd = -1;                // the workspace directory (an O_PATH fd is enough)
+  std::string workspace;          // cwd_fd's host path: bound read-write there; required
+  std::vector<std::string> read_only;  // more host paths visible read-only at the same path
   std::string stdin_data;
   SandboxLimits limits;
   std::string run_as;             // user to become when root; "" = stay
@@ -45,7 +59,8 @@ struct ProcessResult {
 };
 
 // Fails (E_TOOL_EXEC / E_SANDBOX_UNAVAILABLE) only when the program could not
-// be started; a program that fails or times out is a ProcessResult.
+// be started; a program that fails or times out is a ProcessResult (killed
+// by a signal: `signal`, as bwrap reports it, 128 + signal).
 Status RunSandboxed(const ProcessSpec& spec, ProcessResult* result);
 
 // Kills what is left of the process groups recorded in `run_dir` (a
@@ -53,6 +68,19 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* result);
 // processes of a recorded group that started no earlier than its leader are
 // killed, so a recycled group id is left alone. Returns how many it killed.
 int KillLeftovers(const std::string& run_dir);
+
+// The bubblewrap binary RunSandboxed uses (default /usr/bin/bwrap). Tests
+// point it at a missing file to see the call fail closed.
+void SetSandboxProgram(const std::string& path);
+std::string SandboxProgram();
+
+// The uid a program of `workspace` runs under as root: one per workspace
+// (per org and agent), in [kSandboxUidBase, +kSandboxUidRange), unnamed and
+// owning nothing outside workspaces. Two workspaces sharing one (a hash
+// collision) share a process limit only: the mounts keep them apart.
+inline constexpr uid_t kSandboxUidBase = 1'000'000;
+inline constexpr uid_t kSandboxUidRange = 1'000'000;
+uid_t SandboxUid(const std::string& workspace);
 
 // The directories programs are looked up in (never the caller's PATH).
 inline constexpr const char* kSafePath = "/usr/local/bin:/usr/bin:/bin";

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/url.h"
 #include "execute/tool.h"
 
 namespace tollgate {
@@ -119,11 +120,14 @@ Status OpenBeneathFd(int dir_fd, const std::string& rel, int flags, int mode, in
 }
 
 Status Workspace::OpenBeneath(const std::string& rel, int flags, int mode, int* fd) const {
-  return OpenBeneathFd(fd_, rel, flags, mode, fd);
+  // The path decide matched (core/url.h NormalizePath), so "a/link/../x"
+  // is a/x as decided, not wherever the link's parent is.
+  const std::string norm = NormalizePath(rel);
+  return OpenBeneathFd(fd_, norm.empty() ? "." : norm, flags, mode, fd);
 }
 
 Status Workspace::OpenParent(const std::string& rel, bool create_parents, int* dir_fd, std::string* leaf) const {
-  std::string p = rel;
+  std::string p = NormalizePath(rel);  // as decided (see OpenBeneath)
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const auto slash = p.rfind('/');
   std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);

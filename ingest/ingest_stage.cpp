@@ -55,6 +55,8 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
   e.agent_id = why.unauthenticated ? kUnknown : request["agent_id"].get<std::string>();
   e.session_id = why.unauthenticated ? kUnknown : request["session_id"].get<std::string>();
   e.tool = why.unauthenticated ? "" : request["tool"].get<std::string>();
+  // A refusal's message may quote what the sender sent: no secrets in it.
+  (config_.redactor ? *config_.redactor->get() : *DefaultRedactor()).RedactString(&why.message);
   e.data = {{"error", {{"code", why.code}, {"message", why.message}}},
             {"source", ctx.source},
             {"size_bytes", in.value.size()}};
@@ -81,7 +83,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   // is trusted before the signature is.
   Json doc;
   Status parsed = in.value.size() <= config_.max_request_bytes
-                      ? ParseJson(in.value, &doc)
+                      ? ParseInputJson(in.value, &doc)
                       : Status::Error(errc::kRequestTooLarge, "not parsed");
   Json said = doc.is_object() ? doc : Json::object();
 
@@ -144,7 +146,12 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
                                               " bytes; the limit is " + std::to_string(config_.max_request_bytes),
                   ctx.source);
   }
-  if (!parsed.ok()) return reject(errc::kInvalidRequest, "request is not JSON: " + parsed.message(), ctx.source);
+  if (!parsed.ok()) {
+    // A parse limit (depth, number range) keeps its own code; malformed
+    // JSON is an invalid request.
+    const char* code = parsed.code() == errc::kInvalidJson ? errc::kInvalidRequest : parsed.code().c_str();
+    return reject(code, "request is not JSON: " + parsed.message(), ctx.source);
+  }
   if (!doc.is_object()) return reject(errc::kInvalidRequest, "request must be a JSON object", ctx.source);
   Status s = SchemaRegistry::Builtin().Validate("tool_request", doc);
   if (!s.ok()) return reject(errc::kInvalidRequest, s.message(), ctx.source);
@@ -202,11 +209,16 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   // A request rejected before under this id (say, invalid then fixed) was
   // never received, so the id is still free.
 
+  // Secrets by key and by value (docs/redaction.md); the flow forwarded
+  // below keeps them for the executor, content_hash covers them.
   Json logged = request;
   std::vector<std::string> redacted;
+  const std::shared_ptr<const Redactor> redactor = config_.redactor ? config_.redactor->get() : nullptr;
   for (const char* part : {"args", "metadata"}) {
     if (logged.contains(part)) {
-      auto more = RedactSecrets(logged[part], config_.redact_key_patterns, std::string("/") + part);
+      const std::string at = std::string("/") + part;
+      auto more = redactor ? redactor->Redact(logged[part], at)
+                           : RedactSecrets(logged[part], config_.redact_key_patterns, at);
       redacted.insert(redacted.end(), more.begin(), more.end());
     }
   }

@@ -40,6 +40,10 @@ struct IngestConfig {
   // Object keys whose lower-cased name contains one of these are redacted
   // (at any depth of args and metadata) before anything is logged.
   std::vector<std::string> redact_key_patterns = DefaultSecretKeyPatterns();
+  // The redaction rules in force (docs/redaction.md: by key and by value,
+  // plus the policy's redact section); when set, used instead of
+  // redact_key_patterns. Null: those keys and the built-in value scanner.
+  std::shared_ptr<RedactorInForce> redactor;
   // The agents' keys (docs/trust.md). Null: every request is refused
   // (E_UNAUTHENTICATED): there is no unsigned mode.
   const CredentialRegistry* credentials = nullptr;

@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/messages.h"
+#include "core/redact.h"
 #include "replay/decision_bytes.h"
 
 namespace tollgate::replay {
@@ -68,6 +70,9 @@ struct Redecider::State {
   RedecideReport report;
   PolicyInForce logged;   // what the log says was in force
   PolicyInForce what_if;  // the candidate plus the log's agent-local rules
+  // The redaction rules decide logged under: a re-made decision is
+  // compared in the form decide logged it (core/redact.h).
+  RedactorInForce redactor;
   BudgetLedger ledger;
   // A target request: received, then (once) re-decided, then completed.
   struct Request {
@@ -127,6 +132,7 @@ void Redecider::Fold(DecisionInput& input) {
   ++report.events;
   if (e.type == "policy.updated") {
     Status s = st.logged.Apply(e);
+    st.redactor.OnAppended({e});
     if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
     if (!s.ok()) st.policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
     else st.policy_error.clear();
@@ -229,7 +235,10 @@ void Redecider::Fold(DecisionInput& input) {
   }
   DecisionChange c = ChangeOf(e);
   c.received_us = r.received_us;
-  c.redecided = Compared(d.ToJson());
+  Json made = d.ToJson();
+  BoundDecision(&made);  // as decide bounds and redacts what it logs
+  RedactDecision(made, *st.redactor.get());
+  c.redecided = Compared(std::move(made));
   parse_data();
   if (report.what_if) {
     st.ledger.ApplyDecision(e.request_id, r.request, c.redecided);

@@ -5,6 +5,8 @@
 //   exec_helper alloc TAG     allocates and touches 8 GiB
 //   exec_helper flood TAG     writes to stdout forever
 //   exec_helper orphan TAG    starts a child that sleeps an hour, then exits
+//   exec_helper setsid TAG    starts a child that leaves the process group
+//                             (setsid) and sleeps an hour, then exits
 //   exec_helper stdin         copies stdin to stdout
 // TAG only marks the processes so the test can look for survivors in /proc.
 #include <unistd.h>
@@ -53,6 +55,20 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::printf("parent leaves\n");
+    return 0;
+  }
+  if (mode == "setsid") {
+    int sync[2];
+    if (pipe(sync) != 0) return 1;
+    if (fork() == 0) {
+      setsid();
+      (void)!write(sync[1], "s", 1);  // in its own session now
+      sleep(3600);
+      return 0;
+    }
+    char c;
+    if (read(sync[0], &c, 1) != 1) return 1;
+    std::printf("left a new session behind\n");
     return 0;
   }
   if (mode == "stdin") {

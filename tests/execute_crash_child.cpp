@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     Flow flow;
     if (!Flow::FromJson(Json::parse(received.outputs[0].message.value), &flow)) return 5;
     flow.decision = {{"verdict", "allow"}, {"reason", "crash test"}, {"rule", "test"}, {"danger_level", "LOW"},
-                     {"policy_version", "test"}};
+                     {"policy_version", "test"}, {"invocation", "cli:slow_append"}};
     AppendResult a = p->log().Append(received.events[0]);
     AppendResult b = p->log().Append(FlowEvent(flow, "decision.made", NowMicros(), flow.decision));
     if (!a.status.ok() || !b.status.ok()) return 6;

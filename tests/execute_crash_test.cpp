@@ -1,8 +1,10 @@
 // Side effects never twice, across kill -9: a process running the pipeline
 // is killed while a mutating CLI tool runs (it has appended a line to a
-// marker file and is sleeping). After a restart, the reconciler re-drives the
-// request; execute finds execution.started without execution.completed and
-// ends it with E_OUTCOME_UNKNOWN without running the tool again.
+// marker file in its workspace and is sleeping). The kill leaves no tool
+// process behind (the sandbox dies with tollgate: docs/sandbox.md). After a
+// restart, the reconciler re-drives the request; execute finds
+// execution.started without execution.completed and ends it with
+// E_OUTCOME_UNKNOWN without running the tool again.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -48,25 +50,16 @@ int Lines(const std::string& path) {
 }
 
 // Processes running the tool's `sleep 59.713`.
-int Sleepers() {
-  int n = 0;
-  for (const auto& p : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream f(p.path() / "cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), {});
-    n += cmd.find("59.713") != std::string::npos;
-  }
-  return n;
-}
+int Sleepers() { return testing::Survivors("59.713"); }
 
 TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   testing::TempDir dir;
   chmod(dir.path().c_str(), 0755);
-  const std::string data = dir.sub("data"), tools = dir.sub("tools"), marks = dir.sub("marks");
+  const std::string data = dir.sub("data"), tools = dir.sub("tools");
   std::filesystem::create_directories(tools + "/slow_append");
-  std::filesystem::create_directories(marks);
-  chmod(marks.c_str(), 0777);  // the tool runs as nobody when the test runs as root
-  const std::string marker = marks + "/runs";
-  std::ofstream(tools + "/slow_append/run") << "#!/bin/sh\necho ran >> " << marker << "\nsleep 59.713\necho '{}'\n";
+  // The sandbox lets the tool write only in its workspace (the default root).
+  const std::string marker = data + "/workspaces/o1/a1/runs";
+  std::ofstream(tools + "/slow_append/run") << "#!/bin/sh\necho ran >> runs\nsleep 59.713\necho '{}'\n";
   std::filesystem::permissions(tools + "/slow_append/run", std::filesystem::perms(0755));
   std::ofstream(tools + "/slow_append/README.md") << "Appends a line, then sleeps.";
 
@@ -81,7 +74,18 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
-  EXPECT_EQ(Sleepers(), 1) << "the tool's `sleep` outlived the killed tollgate (expected until restart)";
+  // The sandbox's processes die with tollgate, asynchronously: wait for it.
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Sleepers() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(Sleepers(), 0) << "the tool's `sleep` outlived the killed tollgate";
+  // The pipeline made its data directory and log tollgate's alone.
+  for (const std::string& d : {data, data + "/log"}) {
+    struct stat st{};
+    ASSERT_EQ(stat(d.c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 0777, 0700u) << d;
+  }
 
   pid = Spawn({CRASH_CHILD, "resume", data, tools}, dir.sub("resume.out"));
   waitpid(pid, &status, 0);
@@ -90,7 +94,7 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   EXPECT_EQ(result["status"], "failed");
   EXPECT_EQ(result["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << result.dump();
   EXPECT_EQ(Lines(marker), 1) << "the mutating tool ran a second time";
-  EXPECT_EQ(Sleepers(), 0) << "the restart killed what the dead process's tool left running";
+  EXPECT_EQ(Sleepers(), 0) << "the restart started nothing that still runs";
 
   std::unique_ptr<EventLog> log;
   ASSERT_TRUE(EventLog::Open(data + "/log", LogOptions{}, &log).ok());

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "cli/reconciler.h"
+#include "core/invocation.h"
 #include "core/request_state.h"
 #include "core/sha256.h"
 #include "execute/execute_stage.h"
@@ -63,6 +64,9 @@ class ExecuteStageTest : public ::testing::Test {
     f.args_hash = ArgsHash(args);
     f.decision = {{"verdict", "allow"}, {"reason", "test"}, {"rule", "t"}, {"danger_level", "low"},
                   {"policy_version", "v1"}};
+    // What decide would record (execute checks it: execute/invocation_check.h).
+    f.decision["invocation"] = BuildInvocation(tool, args, "");
+    if (const std::string subject = FileSubject(tool, args); !subject.empty()) f.decision["subject"] = subject;
     for (const auto& [k, v] : extra.items()) f.decision[k] = v;
     return f;
   }
@@ -295,10 +299,15 @@ TEST_F(ExecuteStageTest, PureToolsRunInlineAndUnknownToolsFail) {
   EXPECT_EQ(ResultOf(r)["result"]["error"]["code"], "E_TOOL_EXEC");
 }
 
-TEST_F(ExecuteStageTest, SecretsAreRedactedInTheLogButNotForTheAgent) {
-  StageResult r = stage_->Process(Allowed("e4", "echo", {{"api_key", "k-1"}}), Ctx(1), log_);
+// The tool got "k-1" (echo returns it); neither the log nor the results
+// topic holds it (docs/redaction.md).
+TEST_F(ExecuteStageTest, SecretsAreRedactedInTheLogAndInTheResult) {
+  StageResult r = stage_->Process(Allowed("e4", "echo", {{"api_key", "k-1"}, {"note", "sk-live-4eC39HqLyjWDarjtT1zdp7dc"}}),
+                                  Ctx(1), log_);
   EXPECT_EQ(r.events[1].data["result"]["data"]["api_key"], "[REDACTED]");
-  EXPECT_EQ(ResultOf(r)["result"]["data"]["api_key"], "k-1");
+  EXPECT_EQ(r.events[1].data["result"]["data"]["note"], "[REDACTED]");
+  EXPECT_EQ(ResultOf(r)["result"]["data"]["api_key"], "[REDACTED]");
+  EXPECT_EQ(ResultOf(r)["result"]["data"]["note"], "[REDACTED]");
 }
 
 }  // namespace

@@ -4,14 +4,27 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "execute/registry.h"
 #include "tests/test_util.h"
 
 namespace tollgate::testing {
+
+// Survivors(tag) once it reaches 0, or after 10 s: a killed process takes a
+// moment to leave /proc (longer on a loaded machine), a surviving one never
+// does.
+inline int SurvivorsAfterTeardown(const std::string& tag) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Survivors(tag) > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Survivors(tag);
+}
 
 class ToolFixture {
  public:

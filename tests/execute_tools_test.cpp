@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "execute/tools/cli_tool.h"
 #include "execute/workspace.h"
 #include "tests/execute_test_util.h"
@@ -72,6 +74,51 @@ TEST_F(ToolsTest, WriteReadAppendListExistsDelete) {
   EXPECT_EQ(Code(Call("delete_file", {{"path", "notes/a.txt"}})), "E_FILE_NOT_FOUND");
   EXPECT_EQ(Code(Call("read_file", {{"path", "nope.txt"}})), "E_FILE_NOT_FOUND");
   EXPECT_EQ(Code(Call("read_file", {{"path", 5}})), "E_INVALID_ARGS");
+}
+
+// Issue 15: base64 content was decoded into itself (0 bytes written, the
+// file truncated, success reported).
+TEST_F(ToolsTest, ABase64WriteWritesTheDecodedBytes) {
+  Write(workspace() + "/b.dat", "old content");
+  Json w = Call("write_file", {{"path", "b.dat"}, {"content", "/wABaGk="}, {"encoding", "base64"}});
+  ASSERT_TRUE(w["success"]) << w.dump();
+  EXPECT_EQ(w["data"]["bytes_written"], 5);
+  std::ifstream in(workspace() + "/b.dat", std::ios::binary);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), std::string("\xff\x00\x01hi", 5));
+  EXPECT_EQ(Code(Call("write_file", {{"path", "b.dat"}, {"content", "%%%"}, {"encoding", "base64"}})), "E_INVALID_ARGS");
+}
+
+// Issue 15: a too-long path failed only after creating thousands of nested
+// directories. The limits are checked before anything is created.
+TEST_F(ToolsTest, ATooLongPathCreatesNoDirectory) {
+  std::string deep;
+  for (int i = 0; i < 3001; ++i) deep += "d/";
+  deep += "f.txt";
+  EXPECT_EQ(Code(Call("write_file", {{"path", deep}, {"content", "x"}})), "E_PATH_FORBIDDEN");
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "d/";  // 600 bytes, 300 components
+  EXPECT_EQ(Code(Call("write_file", {{"path", many + "f"}, {"content", "x"}})), "E_PATH_FORBIDDEN");
+  EXPECT_EQ(Code(Call("write_file", {{"path", "x/" + std::string(256, 'n')}, {"content", "x"}})), "E_PATH_FORBIDDEN");
+  EXPECT_FALSE(std::filesystem::exists(workspace() + "/d")) << "no directory was created";
+  EXPECT_FALSE(std::filesystem::exists(workspace() + "/x"));
+  ASSERT_TRUE(Call("write_file", {{"path", "ok/./a/../f.txt"}, {"content", "x"}})["success"]);
+  EXPECT_TRUE(std::filesystem::exists(workspace() + "/ok/f.txt")) << "the normalised path is the one written";
+}
+
+// The path a file tool opens is the normalised path decide matched: a
+// symlink followed by ".." does not lead somewhere else than decided.
+TEST_F(ToolsTest, AFileToolOpensThePathDecideMatched) {
+  Write(workspace() + "/private/sub/keep", "");
+  Write(workspace() + "/private/x", "secret");
+  Write(workspace() + "/pub/x", "public");
+  ASSERT_EQ(symlink("../private/sub", (workspace() + "/pub/lnk").c_str()), 0);
+  // Decided as read_file:pub/x (core/url.h NormalizePath).
+  Json r = Call("read_file", {{"path", "pub/lnk/../x"}});
+  ASSERT_TRUE(r["success"]) << r.dump();
+  EXPECT_EQ(r["data"]["content"], "public");
+  ASSERT_TRUE(Call("write_file", {{"path", "pub/lnk/../y"}, {"content", "w"}})["success"]);
+  EXPECT_TRUE(std::filesystem::exists(workspace() + "/pub/y"));
+  EXPECT_FALSE(std::filesystem::exists(workspace() + "/private/y"));
 }
 
 TEST_F(ToolsTest, AgentsHaveSeparateWorkspaces) {

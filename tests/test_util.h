@@ -1,8 +1,12 @@
 // Helpers shared by the test suites: scratch directories and event builders.
 #pragma once
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +20,27 @@
 #include "core/schema.h"
 
 namespace tollgate::testing {
+
+// Processes whose command line holds `tag` (what a tool left running).
+inline int Survivors(const std::string& tag) {
+  int n = 0;
+  DIR* d = opendir("/proc");
+  while (dirent* e = readdir(d)) {
+    if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    // read(2), not a stream: a process that exits meanwhile makes the read
+    // fail (ESRCH), which libstdc++'s filebuf turns into an exception.
+    const int fd = open((std::string("/proc/") + e->d_name + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    std::string cmd;
+    char buf[4096];
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf)) > 0) cmd.append(buf, static_cast<size_t>(got));
+    close(fd);
+    if (cmd.find(tag) != std::string::npos) ++n;
+  }
+  closedir(d);
+  return n;
+}
 
 // What a shell command printed on stdout, and its exit status (-1 when it
 // could not start or did not exit).

@@ -4,7 +4,9 @@
 // ToolResult ({"success": ..., "data": ..., "error": ..., "meta": {...}},
 // meta.cost_usd is the call's actual cost) or any other JSON, taken as data.
 // It runs under RunSandboxed with execute.cli_limits, in the agent's
-// workspace. Read-only only when decide's decision says so
+// workspace: bubblewrap, no network (a tool that needs one goes through
+// http_request and its address rules), its own directory read-only
+// (docs/sandbox.md). Read-only only when decide's decision says so
 // (decision.read_only); otherwise mutating — fail closed.
 #include <unistd.h>
 
@@ -40,6 +42,9 @@ class CliTool : public Tool {
                 "TOLLGATE_ORG_ID=" + ctx.org_id, "TOLLGATE_AGENT_ID=" + ctx.agent_id,
                 "TOLLGATE_SESSION_ID=" + ctx.session_id};
     spec.cwd_fd = ws.fd();
+    spec.workspace = ws.path();
+    // The tool's own directory (its README, data files beside `run`).
+    spec.read_only = {std::filesystem::path(path_).parent_path().string()};
     spec.stdin_data = args.dump();
     spec.limits = ctx.policy->cli_limits;
     spec.run_dir = ctx.policy->run_dir;

@@ -4,15 +4,18 @@
 // command not on execute.commands.allow, anything on the interpreter
 // blocklist (checked on the name and on the resolved file, so a symlink
 // named `ls` to bash is caught), options that make a program run another
-// (find -exec, tar --to-command, ...), and destructive patterns (rm -rf /,
-// mkfs, dd of=/dev/..., shutdown). Runs in the agent's workspace under
-// RunSandboxed (execute/sandbox.h). Mutating (no way to know it is not).
+// (find -exec, tar --to-command, sort --compress-prog: GNU abbreviations
+// included), and destructive patterns (rm -rf /, mkfs, dd of=/dev/...,
+// shutdown). Runs in the agent's workspace under RunSandboxed
+// (execute/sandbox.h: bubblewrap, no network, the workspace the only
+// writable path). Mutating (no way to know it is not).
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include "execute/sandbox.h"
 #include "execute/tools/file_common.h"
@@ -35,12 +38,88 @@ bool MatchesBlocked(const std::string& name, const std::string& entry) {
   return true;
 }
 
-// Options by which common programs run another program or script.
-constexpr const char* kExecOptions[] = {
-    "-exec", "-execdir", "-ok", "-okdir", "--checkpoint-action", "--to-command", "--use-compress-program",
-    "--compress-program", "--upload-pack", "--receive-pack", "--rsh", "--unzip-command", "--info-script",
-    "--new-volume-script", "--rmt-command", "--rsync-path", "-fprint", "-fprintf", "-fls", "--pager",
-    "--extcmd", "--filter", "--external"};
+// Options by which programs run another program or script (docs/sandbox.md
+// has the table and why). GNU getopt takes any unambiguous prefix of a long
+// option (`--compress-prog=sh` is sort's --compress-program) and its value
+// as `--opt=v` or as the next argument; the option itself is refused either
+// way. Under bwrap these programs could reach nothing outside the workspace;
+// refusing them keeps a shell from ever starting at all.
+namespace {
+
+struct OptionRule {
+  const char* command;                   // basename; "" = every command
+  std::vector<const char*> long_options; // without "--"
+  const char* short_options;             // letters, in any cluster (-xvI)
+  std::vector<const char*> exact;        // single-dash words (find's -exec), exact
+  bool old_style = false;                // argv[1] without '-' is a cluster (tar cIf)
+};
+
+const std::vector<OptionRule>& OptionRules() {
+  static const std::vector<OptionRule> rules = {
+      {"sort", {"compress-program"}, "", {}},
+      {"tar",
+       {"to-command", "use-compress-program", "checkpoint-action", "info-script", "new-volume-script",
+        "rmt-command", "rsh-command"},
+       "IF",
+       {},
+       true},
+      {"find", {}, "", {"-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}},
+      {"diff", {"paginate"}, "l", {}},
+      {"sdiff", {"diff-program"}, "", {}},
+      {"split", {"filter"}, "", {}},
+      {"git", {"upload-pack", "receive-pack", "exec-path", "config-env", "exec"}, "c", {}},
+      {"rsync", {"rsh", "rsync-path"}, "e", {}},
+      {"zip", {"unzip-command"}, "", {"-TT"}},
+      {"man", {"pager", "html", "preprocessor"}, "PHp", {}},
+      {"cpio", {"rsh-command"}, "", {}},
+      // Any command: long options that run something wherever they appear.
+      // A prefix counts once it reaches past the first '-' (`--to-c`,
+      // `--compress-p`), a one-word name only whole: shorter ones are other
+      // programs' own options (sort --check, rsync --compress).
+      {"",
+       {"checkpoint-action", "to-command", "use-compress-program", "compress-program", "upload-pack",
+        "receive-pack", "rsh-command", "unzip-command", "info-script", "new-volume-script", "rmt-command",
+        "rsync-path", "pager", "extcmd", "filter", "external", "diff-program", "exec-path"},
+       "",
+       {"-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls"}},
+  };
+  return rules;
+}
+
+}  // namespace
+
+// "" when fine, else the refused option and what it abbreviates.
+std::string RefusedOption(const std::vector<std::string>& argv) {
+  const std::string cmd = Basename(argv[0]);
+  for (const auto& rule : OptionRules()) {
+    const bool any = rule.command[0] == '\0';
+    if (!any && cmd != rule.command) continue;
+    for (size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      for (const char* e : rule.exact) {
+        if (a == e) return a;
+      }
+      if (a.size() > 2 && a[0] == '-' && a[1] == '-') {
+        const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+        for (const char* o : rule.long_options) {
+          const std::string full = o;
+          const size_t dash = full.find('-');
+          const size_t min_prefix = !any ? 1 : dash == std::string::npos ? full.size() : dash + 2;
+          if (name.size() >= min_prefix && full.compare(0, name.size(), name) == 0) {
+            return name == o ? "--" + name : "--" + name + " (--" + o + ")";
+          }
+        }
+      } else if (*rule.short_options != '\0' &&
+                 ((a.size() > 1 && a[0] == '-' && a[1] != '-') || (rule.old_style && i == 1 && !a.empty()))) {
+        // A cluster: every letter may be an option, whatever follows it.
+        for (char c : a) {
+          if (c != '-' && std::strchr(rule.short_options, c) != nullptr) return "-" + std::string(1, c) + " (in " + a + ")";
+        }
+      }
+    }
+  }
+  return "";
+}
 
 // "" when fine, else why `argv` is destructive.
 std::string DestructiveReason(const std::vector<std::string>& argv) {
@@ -120,13 +199,17 @@ class ExecuteCommand : public Tool {
         return ToolFail(errc::kCmdNotAllowed, "'" + command + "' (" + resolved + ") is an interpreter or launcher");
       }
     }
-    for (size_t i = 1; i < argv.size(); ++i) {
-      for (const char* o : kExecOptions) {
-        const std::string opt = o;
-        if (argv[i] == opt || argv[i].rfind(opt + "=", 0) == 0) {
-          return ToolFail(errc::kCmdNotAllowed, "option " + opt + " runs another program");
-        }
-      }
+    // The rules of the name as given and of the file it resolves to (an
+    // allowlisted /opt/tools/srt -> /usr/bin/sort is sort).
+    std::string refused = RefusedOption(argv);
+    if (refused.empty() && Basename(resolved) != Basename(command)) {
+      std::vector<std::string> as_resolved = argv;
+      as_resolved[0] = resolved;
+      refused = RefusedOption(as_resolved);
+    }
+    if (!refused.empty()) {
+      return ToolFail(errc::kCmdNotAllowed, "option " + ToValidUtf8(refused) + " of " + Basename(command) +
+                                                " runs another program");
     }
     const std::string why = DestructiveReason(argv);
     if (!why.empty()) return ToolFail(errc::kCmdNotAllowed, "destructive command refused: " + why);
@@ -139,6 +222,7 @@ class ExecuteCommand : public Tool {
     spec.argv = argv;
     spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "TZ=UTC"};
     spec.cwd_fd = ws.fd();
+    spec.workspace = ws.path();
     spec.stdin_data = stdin_data;
     spec.limits = p.limits;
     if (args.contains("timeout_ms")) {

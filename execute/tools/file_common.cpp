@@ -1,5 +1,7 @@
 #include "execute/tools/file_common.h"
 
+#include "core/url.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,7 +63,8 @@ std::string Base64Encode(const std::string& in) {
   return out;
 }
 
-bool Base64Decode(const std::string& in, std::string* out) {
+bool Base64Decode(const std::string& input, std::string* out) {
+  const std::string in = input;  // `out` may be `&input`
   out->clear();
   uint32_t acc = 0;
   int bits = 0;
@@ -80,5 +83,29 @@ bool Base64Decode(const std::string& in, std::string* out) {
 }
 
 bool IsValidUtf8(const std::string& s) { return ToValidUtf8(s) == s; }
+
+Status CheckPathLimits(const std::string& rel) {
+  if (rel.size() > kMaxPathBytes) {
+    return Status::Error(errc::kPathForbidden, "the path is " + std::to_string(rel.size()) + " bytes; the limit is " +
+                                                   std::to_string(kMaxPathBytes));
+  }
+  size_t components = 0, start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    if (end - start > kMaxPathComponentBytes) {
+      return Status::Error(errc::kPathForbidden, "a path component is longer than " +
+                                                     std::to_string(kMaxPathComponentBytes) + " bytes");
+    }
+    if (end > start && ++components > kMaxPathComponents) {
+      return Status::Error(errc::kPathForbidden,
+                           "the path has more than " + std::to_string(kMaxPathComponents) + " components");
+    }
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+std::string ToolPath(const std::string& rel) { return NormalizePath(rel); }
 
 }  // namespace tollgate

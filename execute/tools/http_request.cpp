@@ -11,8 +11,15 @@
 //   resolves by itself, and no DNS rebinding, gets through);
 // - the host must be in the agent's `hosts` list when it has one;
 // - redirects are followed here, each hop checked the same way, at most
-//   execute.network.max_redirects; a cross-origin hop drops Authorization,
-//   Cookie and Proxy-Authorization and any userinfo.
+//   execute.network.max_redirects; a cross-origin hop (scheme, host or port
+//   differs) drops every header that carries a credential (Authorization,
+//   Proxy-Authorization, Cookie, X-Api-Key, Api-Key and any name containing
+//   a fragment of DefaultSecretKeyPatterns()) and any userinfo.
+// The first URL is args.url resolved against base_url and normalised by
+// core/invocation.h's HttpUrl, the very string decide matched and recorded
+// as the decision's invocation (the stage checks that they are equal before
+// running; execute/invocation_check.h); curl sends it as is (PATH_AS_IS).
+// default_query pairs the call does not set are appended after that.
 // Read-only for GET, HEAD and OPTIONS; mutating otherwise.
 #include <curl/curl.h>
 #include <netdb.h>
@@ -23,6 +30,10 @@
 #include <map>
 #include <regex>
 
+#include "core/invocation.h"
+#include "core/redact.h"
+#include "core/url.h"
+#include "execute/invocation_check.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/tools.h"
 
@@ -42,74 +53,16 @@ std::string Lower(std::string s) {
   return s;
 }
 
-struct Url {
-  std::string full, scheme, host, port, user;
-};
-
-// Parses (and normalises, e.g. 127.1 -> 127.0.0.1) `text`, relative to
-// `base` when given.
-bool ParseUrl(const std::string& text, const std::string& base, Url* out, std::string* why) {
-  CURLU* h = curl_url();
-  CURLUcode rc = CURLUE_OK;
-  if (!base.empty()) rc = curl_url_set(h, CURLUPART_URL, base.c_str(), 0);
-  if (rc == CURLUE_OK) rc = curl_url_set(h, CURLUPART_URL, text.c_str(), CURLU_NON_SUPPORT_SCHEME);
-  if (rc != CURLUE_OK) {
-    *why = std::string("not a valid URL: ") + curl_url_strerror(rc);
-    curl_url_cleanup(h);
-    return false;
+// Whether a header (lower-cased name) may carry a credential: never sent
+// to another origin.
+bool CredentialHeader(const std::string& lower) {
+  for (const char* k : {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}) {
+    if (lower == k) return true;
   }
-  auto part = [&](CURLUPart p, unsigned flags = 0) {
-    char* v = nullptr;
-    std::string s;
-    if (curl_url_get(h, p, &v, flags) == CURLUE_OK && v) s = v;
-    curl_free(v);
-    return s;
-  };
-  out->full = part(CURLUPART_URL);
-  out->scheme = Lower(part(CURLUPART_SCHEME));
-  out->host = part(CURLUPART_HOST);
-  out->port = part(CURLUPART_PORT, CURLU_DEFAULT_PORT);
-  out->user = part(CURLUPART_USER);
-  curl_url_cleanup(h);
-  if (out->scheme != "http" && out->scheme != "https") {
-    *why = "only http and https URLs are allowed";
-    return false;
+  for (const auto& frag : DefaultSecretKeyPatterns()) {
+    if (!frag.empty() && lower.find(frag) != std::string::npos) return true;
   }
-  if (out->host.empty()) {
-    *why = "the URL has no host";
-    return false;
-  }
-  return true;
-}
-
-std::string WithoutUserinfo(const std::string& url) {
-  CURLU* h = curl_url();
-  std::string s = url;
-  if (curl_url_set(h, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
-    curl_url_set(h, CURLUPART_USER, nullptr, 0);
-    curl_url_set(h, CURLUPART_PASSWORD, nullptr, 0);
-    char* v = nullptr;
-    if (curl_url_get(h, CURLUPART_URL, &v, 0) == CURLUE_OK && v) s = v;
-    curl_free(v);
-  }
-  curl_url_cleanup(h);
-  return s;
-}
-
-std::string AddQuery(const std::string& url, const Json& query) {
-  CURLU* h = curl_url();
-  std::string s = url;
-  if (curl_url_set(h, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK) {
-    for (const auto& [k, v] : query.items()) {
-      std::string kv = k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
-      curl_url_set(h, CURLUPART_QUERY, kv.c_str(), CURLU_APPENDQUERY | CURLU_URLENCODE);
-    }
-    char* v = nullptr;
-    if (curl_url_get(h, CURLUPART_URL, &v, 0) == CURLUE_OK && v) s = v;
-    curl_free(v);
-  }
-  curl_url_cleanup(h);
-  return s;
+  return false;
 }
 
 // ${env:NAME} in a configured header value; false when NAME is unset.
@@ -286,11 +239,24 @@ class HttpRequest : public Tool {
     }
     const size_t max_chars = cfg.value("max_response_chars", 20000);
 
-    Url url;
-    std::string why;
+    NormalUrl url;
+    std::string why, full;
     const std::string base = cfg.value("base_url", "");
-    if (!ParseUrl(url_arg, base, &url, &why)) return ToolFail(errc::kUrlForbidden, why);
-    if (!query.empty()) ParseUrl(AddQuery(url.full, query), "", &url, &why);
+    if (!HttpUrl(args, base, &url, &full, &why)) return ToolFail(errc::kUrlForbidden, why);
+    // The stage checked this already (execute/invocation_check.h); a tool
+    // run with a decision never fetches anything else.
+    if (ctx.decision.is_object() && ctx.decision.contains("invocation") && ctx.decision["invocation"].is_string() &&
+        !SameInvocation(ctx.decision["invocation"], "http_request:" + method + " " + full)) {
+      return ToolFail(errc::kDecisionMismatch, "the URL is not the decision's; it was not fetched");
+    }
+    // HttpUrl appended args.query; the operator's default_query fills in the rest.
+    std::vector<std::pair<std::string, std::string>> extra;
+    for (const auto& [k, v] : query.items()) {
+      if (!(args.contains("query") && args["query"].contains(k))) {
+        extra.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+      }
+    }
+    url.full = AppendQuery(full, extra);
 
     const auto t0 = std::chrono::steady_clock::now();
     Json hops = Json::array();
@@ -333,6 +299,7 @@ class HttpRequest : public Tool {
       Body out{std::string(), max_chars * 4 + 4};
       std::map<std::string, std::string> rh;
       curl_easy_setopt(c, CURLOPT_URL, url.full.c_str());
+      curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);  // already normalised: send it byte for byte
       curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
       curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OpenSocket);
       curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &pin);
@@ -368,7 +335,7 @@ class HttpRequest : public Tool {
         return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
       }
       if (rc != CURLE_OK) return ToolFail(errc::kHttp, std::string("request failed: ") + curl_easy_strerror(rc), true);
-      hops.push_back({{"url", WithoutUserinfo(url.full)}, {"status", status}, {"address", connected}});
+      hops.push_back({{"url", url.full}, {"status", status}, {"address", connected}});
 
       // 3. A redirect: check the next hop like the first.
       auto loc = rh.find("location");
@@ -376,12 +343,15 @@ class HttpRequest : public Tool {
         if (hop + 1 > ctx.policy->max_redirects) {
           return ToolFail(errc::kUrlForbidden, "more than " + std::to_string(ctx.policy->max_redirects) + " redirects");
         }
-        Url next;
-        if (!ParseUrl(loc->second, url.full, &next, &why)) return ToolFail(errc::kUrlForbidden, "redirect: " + why);
-        const bool cross = next.scheme != url.scheme || Lower(next.host) != Lower(url.host) || next.port != url.port;
+        NormalUrl next;
+        if (!NormalizeUrl(loc->second, url.full, &next, &why, Userinfo::kDrop)) {
+          return ToolFail(errc::kUrlForbidden, "redirect: " + why);
+        }
+        const bool cross = next.scheme != url.scheme || next.host != url.host || next.port != url.port;
         if (cross) {
-          for (const char* k : {"authorization", "cookie", "proxy-authorization"}) headers.erase(k);
-          if (!next.user.empty()) ParseUrl(WithoutUserinfo(next.full), "", &next, &why);
+          for (auto it = headers.begin(); it != headers.end();) {
+            it = CredentialHeader(it->first) ? headers.erase(it) : std::next(it);
+          }
         }
         if (status == 303 || ((status == 301 || status == 302) && method == "POST")) {
           method = method == "HEAD" ? "HEAD" : "GET";
@@ -395,7 +365,7 @@ class HttpRequest : public Tool {
       // 4. The response.
       bool truncated = out.truncated;
       std::string text = TruncateChars(ToValidUtf8(out.data), max_chars, &truncated);
-      Json data{{"status", status}, {"url", WithoutUserinfo(url.full)}, {"truncated", truncated}};
+      Json data{{"status", status}, {"url", url.full}, {"truncated", truncated}};
       Json keep = Json::object();
       for (const char* k : {"content-type", "content-length", "location", "etag", "last-modified", "retry-after"}) {
         if (rh.count(k)) keep[k] = ToValidUtf8(rh[k]);

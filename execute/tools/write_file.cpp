@@ -26,9 +26,14 @@ class WriteFile : public Tool {
     if (!StringArg(args, "encoding", &encoding, false) || (encoding != "utf-8" && encoding != "base64")) {
       return ToolFail(errc::kInvalidArgs, "encoding must be utf-8 or base64");
     }
-    if (encoding == "base64" && !Base64Decode(content, &content)) {
-      return ToolFail(errc::kInvalidArgs, "content is not valid base64");
+    if (encoding == "base64") {
+      std::string decoded;
+      if (!Base64Decode(content, &decoded)) return ToolFail(errc::kInvalidArgs, "content is not valid base64");
+      content = std::move(decoded);
     }
+    // Checked before any directory is created.
+    if (Status lim = CheckPathLimits(path); !lim.ok()) return FailFrom(lim);
+    path = ToolPath(path);
     const bool append = args.value("append", false) == true;
     const bool create_dirs = !(args.contains("create_dirs") && args["create_dirs"] == false);
     if (content.size() > ctx.policy->max_write_bytes) {

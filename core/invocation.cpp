@@ -1,0 +1,83 @@
+#include "core/invocation.h"
+
+#include <algorithm>
+
+#include "core/messages.h"
+
+namespace tollgate {
+namespace {
+std::string Str(const Json& args, const char* key) {
+  if (!args.is_object()) return "";
+  auto it = args.find(key);
+  if (it == args.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+}  // namespace
+
+std::string HttpMethod(const Json& args) {
+  std::string m = Str(args, "method");
+  if (m.empty()) m = "GET";
+  std::transform(m.begin(), m.end(), m.begin(), ::toupper);
+  return m;
+}
+
+bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why) {
+  const std::string raw = Str(args, "url");
+  // base_url names a directory: "https://h/v1" resolves "items" to /v1/items.
+  std::string base = base_url;
+  if (!base.empty() && base.find_first_of("?#") == std::string::npos && base.back() != '/') base += '/';
+  if (raw.empty() || !NormalizeUrl(raw, base, url, why)) {
+    if (raw.empty()) *why = "url (string) is required";
+    *out = raw;
+    return false;
+  }
+  *out = url->full;
+  auto q = args.find("query");
+  if (q != args.end() && q->is_object() && !q->empty()) {
+    std::vector<std::pair<std::string, std::string>> kv;
+    for (const auto& [k, v] : q->items()) kv.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+    *out = AppendQuery(*out, kv);
+  }
+  return true;
+}
+
+std::string CommandLine(const Json& args) {
+  std::string cmd = Str(args, "command");
+  if (args.is_object() && args.contains("args") && args["args"].is_array()) {
+    for (const auto& a : args["args"]) {
+      if (a.is_string()) {
+        cmd += ' ';
+        cmd += a.get<std::string>();
+      }
+    }
+  }
+  return cmd;
+}
+
+std::string FilePathArg(const Json& args) {
+  for (const char* k : {"path", "directory", "dir"}) {
+    std::string p = Str(args, k);
+    if (!p.empty()) return p;
+  }
+  return "";
+}
+
+std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url) {
+  if (tool == "http_request") {
+    NormalUrl u;
+    std::string url, why;
+    HttpUrl(args, base_url, &u, &url, &why);
+    return "http_request:" + HttpMethod(args) + " " + url;
+  }
+  if (tool == "execute_command") return "bash:" + CommandLine(args);
+  if (tool.rfind("cli:", 0) == 0) return tool;
+  return "builtin:" + tool;
+}
+
+std::string FileSubject(const std::string& tool, const Json& args) {
+  if (!IsFileTool(tool)) return "";
+  const std::string p = FilePathArg(args);
+  return p.empty() ? "" : tool + ":" + NormalizePath(p);
+}
+
+}  // namespace tollgate

@@ -1,0 +1,38 @@
+// The invocation of a request, computed by one set of functions for decide
+// (what deny/allow globs match and decision.invocation records) and execute
+// (which recomputes it before running anything and refuses a call whose
+// invocation differs from its decision's byte for byte: E_DECISION_MISMATCH).
+//
+//   http_request     "http_request:METHOD " + HttpUrl(args, base_url)
+//   execute_command  "bash:" + CommandLine(args)
+//   cli:NAME         "cli:NAME"
+//   anything else    "builtin:" + tool
+// File tools also have a subject, "TOOL:" + NormalizePath(FilePathArg(args))
+// (empty when the call has no path). Pure, thread-safe.
+#pragma once
+
+#include <string>
+
+#include "core/canonical_json.h"
+#include "core/url.h"
+
+namespace tollgate {
+
+// args.method upper-cased, "GET" when absent.
+std::string HttpMethod(const Json& args);
+// args.url resolved against `base_url` (may be empty; its path is taken as a
+// directory, i.e. a missing trailing '/' is added) and normalised
+// (core/url.h), with args.query's pairs appended in key order (non-string
+// values as JSON). False with *why when the URL is not a valid http(s) URL;
+// *out is then args.url as given, so the invocation still names it.
+bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why);
+// args.command, then each string of args.args, joined by single spaces.
+std::string CommandLine(const Json& args);
+// args.path, args.directory or args.dir: the first non-empty string.
+std::string FilePathArg(const Json& args);
+// The invocation string (above).
+std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url);
+// "TOOL:normalised path" for file tools with a path, else "".
+std::string FileSubject(const std::string& tool, const Json& args);
+
+}  // namespace tollgate

@@ -1,0 +1,58 @@
+#include "execute/invocation_check.h"
+
+#include "core/invocation.h"
+#include "core/messages.h"
+#include "core/status.h"
+
+namespace tollgate {
+
+bool SameInvocation(const std::string& decided, const std::string& text) {
+  if (decided == text) return true;
+  static const std::string kMark = "[REDACTED]";
+  if (decided.find(kMark) == std::string::npos) return false;
+  // Literal pieces between the marks: the first a prefix, the last a suffix,
+  // the others in order, each mark covering at least one byte.
+  std::vector<std::string> pieces;
+  size_t i = 0;
+  for (;;) {
+    const size_t m = decided.find(kMark, i);
+    pieces.push_back(decided.substr(i, m == std::string::npos ? std::string::npos : m - i));
+    if (m == std::string::npos) break;
+    i = m + kMark.size();
+  }
+  const std::string& first = pieces.front();
+  const std::string& last = pieces.back();
+  if (text.compare(0, first.size(), first) != 0) return false;
+  size_t pos = first.size();
+  for (size_t k = 1; k + 1 < pieces.size(); ++k) {
+    const size_t at = text.find(pieces[k], pos + 1);
+    if (at == std::string::npos) return false;
+    pos = at + pieces[k].size();
+  }
+  return text.size() >= pos + 1 + last.size() && text.compare(text.size() - last.size(), last.size(), last) == 0;
+}
+
+Json CheckDecidedInvocation(const Json& request, const Json& decision, const ExecutePolicy& policy) {
+  if (!decision.is_object()) return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
+  const std::string tool = request.value("tool", "");
+  const Json args = request.contains("args") && request["args"].is_object() ? request["args"] : Json::object();
+  const std::string base = policy.AgentHttp(request.value("agent_id", "")).value("base_url", "");
+  const std::string inv = BuildInvocation(tool, args, base);
+  const std::string decided = decision.value("invocation", "");
+  if (!SameInvocation(decided, inv)) {
+    return ToolResultError(errc::kDecisionMismatch,
+                           "the call was decided as '" + decided + "' but would run as '" + inv + "'; it was not run",
+                           false);
+  }
+  const std::string subject = FileSubject(tool, args);
+  const std::string decided_subject = decision.value("subject", "");
+  if (!SameInvocation(decided_subject, subject)) {
+    return ToolResultError(errc::kDecisionMismatch,
+                           "the call's path was decided as '" + decided_subject + "' but is '" + subject +
+                               "'; it was not run",
+                           false);
+  }
+  return nullptr;
+}
+
+}  // namespace tollgate
