@@ -327,12 +327,62 @@ struct SchemaRegistry::Impl {
   };
   std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries;
 
+  // Whether every string and key in `v` is valid UTF-8 (RFC 3629: no
+  // overlong forms, surrogates or code points past U+10FFFF); *where is
+  // the JSON pointer of the first that is not.
+  static bool Utf8(std::string_view s) {
+    for (size_t i = 0; i < s.size();) {
+      const auto c = static_cast<unsigned char>(s[i]);
+      if (c < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+      if (n == 0 || i + n > s.size()) return false;
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+        return false;
+      }
+      for (size_t k = 1; k < n; ++k) {
+        if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+      }
+      i += n;
+    }
+    return true;
+  }
+  static bool AllUtf8(const Json& v, std::string* where) {
+    if (v.is_string()) return Utf8(v.get_ref<const std::string&>());
+    if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!AllUtf8(v[i], where)) {
+          *where = "/" + std::to_string(i) + *where;
+          return false;
+        }
+      }
+    } else if (v.is_object()) {
+      for (const auto& [k, child] : v.items()) {
+        if (!Utf8(k) || !AllUtf8(child, where)) {
+          *where = "/" + ToValidUtf8(k) + *where;
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+
   const Entry* Find(std::string_view name) const {
     auto it = entries.find(name);
     return it == entries.end() ? nullptr : it->second.get();
   }
 
   Status Check(const Entry& entry, const Json& doc, const std::string& prefix) const {
+    // valijson measures strings (minLength, maxLength) by decoding UTF-8
+    // with a table that invalid bytes index out of bounds (found by
+    // fuzz_policy: YAML strings are not checked the way JSON text is).
+    std::string where;
+    if (!AllUtf8(doc, &where)) {
+      return Status::Error(errc::kInvalidUtf8, prefix + where + ": a string is not valid UTF-8");
+    }
     // One validator per thread: it caches compiled patterns and is not
     // thread-safe; the parsed schemas are only read.
     static thread_local valijson::Validator validator;

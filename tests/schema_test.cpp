@@ -79,6 +79,20 @@ TEST(SchemaRegistry, UnknownSchemaNameIsNotFound) {
   EXPECT_NE(s.message().find("no_such_schema"), std::string::npos);
 }
 
+// Found by fuzz_policy: a string that is not UTF-8 (possible in a YAML
+// policy; JSON text is checked by the parser) reached valijson's length
+// check, which indexes a table out of bounds. It is refused first.
+TEST(SchemaRegistry, AStringThatIsNotUtf8IsRefusedBeforeItsLengthIsMeasured) {
+  Json policy = {{"version", 1}, {"agents", {{"a1", {{"allow", {std::string("read_file:\x87\x87" "docs/**")}}}}}}};
+  Status s = Registry().Validate("policy", policy);
+  EXPECT_EQ(s.code(), errc::kInvalidUtf8) << s.message();
+  EXPECT_NE(s.message().find("/agents/a1/allow/0"), std::string::npos) << s.message();
+  Json key = {{std::string("\xff"), 1}};
+  EXPECT_EQ(Registry().Validate("policy", key).code(), errc::kInvalidUtf8);
+  Json fine = {{"text", "h\xc3\xa9llo \xf0\x9f\x98\x80"}};
+  EXPECT_NE(Registry().Validate("tool_result", fine).code(), errc::kInvalidUtf8);
+}
+
 TEST(SchemaRegistry, IsSafeToUseFromManyThreads) {
   const Json good = {{"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", "echo"}, {"args", Json::object()}};
   const Json bad = With(good, "/args", "x");
