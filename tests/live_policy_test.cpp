@@ -76,7 +76,11 @@ class LivePolicyTest : public testing::PolicyPipelineTest {
     const size_t before = PolicyEvents();
     // A distinct mtime even on coarse clocks, then the new content.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    std::ofstream(dir_.sub("policy.yaml"), std::ios::trunc) << text;
+    // Written beside it and renamed over it, as an editor saves: decide
+    // must never read a half-written file (a truncated one can still load,
+    // as a different policy).
+    std::ofstream(dir_.sub("policy.yaml.new"), std::ios::trunc) << text;
+    std::filesystem::rename(dir_.sub("policy.yaml.new"), dir_.sub("policy.yaml"));
     for (int i = 0; i < 400 && PolicyEvents() <= before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
     ASSERT_GT(PolicyEvents(), before) << "the edit was not logged";
   }
