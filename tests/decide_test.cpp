@@ -810,7 +810,8 @@ TEST(DecideStage, PeriodicSnapshotWithAnOutOfOrderGroupRebuildsExactly) {
   ASSERT_TRUE(full.Rebuild(log.size(), read, "").ok());
   EXPECT_TRUE(restarted.ledger() == full.ledger());
   EXPECT_TRUE(live.ledger() == full.ledger());
-  const BudgetEntry* e = restarted.ledger().Find("o1", "p1098");
+  const BudgetLedger restored = restarted.ledger();  // a copy: Find points into it
+  const BudgetEntry* e = restored.Find("o1", "p1098");
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->state, BudgetEntry::State::kSettled) << "the late group's settlement is in";
 }

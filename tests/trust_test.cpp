@@ -359,7 +359,8 @@ TEST_F(TrustTest, AnOrgsAdminIsNotAnotherOrgsAdmin) {
   auto own = http_->Get("/v1/audit", Bearer("admin1"));
   ASSERT_TRUE(own);
   ASSERT_EQ(own->status, 200);
-  for (const Json& e : Json::parse(own->body)["events"]) EXPECT_EQ(e["org_id"], "org-1") << e.dump();
+  const Json own_page = Json::parse(own->body);  // named: a range-for over a temporary's member dangles
+  for (const Json& e : own_page["events"]) EXPECT_EQ(e["org_id"], "org-1") << e.dump();
   auto deny = http_->Post("/v1/approvals/v1?org=org-2", Bearer("admin1"), R"({"decision":"deny"})", "application/json");
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->status, 404) << deny->body;
