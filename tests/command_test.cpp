@@ -25,19 +25,13 @@ using testing::ToolFixture;
 class CommandTest : public ::testing::Test, public ToolFixture {
  protected:
   void SetUp() override {
-    // The helper is copied where `nobody` (the children's user as root) can
-    // run it.
-    helper_ = dir().sub("exec_helper");
-    std::filesystem::copy_file(EXEC_HELPER, helper_);
-    std::filesystem::permissions(helper_, std::filesystem::perms(0755));
-    policy().command_allowlist.push_back(helper_);
+    helper_ = AllowExecHelper(EXEC_HELPER);
     policy().limits.timeout_ms = 3000;
     policy().limits.cpu_seconds = 2;
     policy().limits.memory_mb = 256;
     policy().limits.processes = 20;
     policy().limits.max_output_bytes = 4096;
-    std::random_device rd;
-    tag_ = "tg" + std::to_string(rd()) + std::to_string(rd());
+    tag_ = UniqueTag();
   }
   Json Cmd(const std::string& command, const Json& args) { return Call("execute_command", {{"command", command}, {"args", args}}); }
   std::string helper_, tag_;

@@ -17,30 +17,13 @@ namespace tollgate {
 namespace {
 
 // The log as a vector: a request is (org, request_id), as in the real log.
-class VectorLog : public LogView {
+class VectorLog : public testing::MemoryLog {
  public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
-    out->clear();
-    for (const auto& e : events_) {
-      if (e.org_id == org && e.request_id == rid) out->push_back(e);
-    }
-    return Status::Ok();
-  }
-  void Append(const std::vector<Event>& events) {
-    for (Event e : events) {
-      bool dup = false;
-      for (auto& have : events_) dup |= have.id == e.id;
-      if (dup) continue;
-      e.seq = events_.size() + 1;
-      events_.push_back(e);
-    }
-  }
   int Count(const std::string& rid, const std::string& type) const {
     int n = 0;
     for (const auto& e : events_) n += e.request_id == rid && e.type == type;
     return n;
   }
-  std::vector<Event> events_;
 };
 
 class ExecuteStageTest : public ::testing::Test {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "execute/registry.h"
@@ -57,6 +58,21 @@ class ToolFixture {
   }
   static std::string Code(const Json& r) {
     return r.contains("error") && r["error"].is_object() ? r["error"].value("code", "") : "";
+  }
+  // Copies the test's exec_helper (at `src`) into the scratch dir and
+  // allowlists it; its path. A copy: the sandbox binds the program's own
+  // file, and the build tree may not be reachable for the sandbox's user.
+  std::string AllowExecHelper(const std::string& src) {
+    const std::string helper = dir_.sub("exec_helper");
+    std::filesystem::copy_file(src, helper);
+    std::filesystem::permissions(helper, std::filesystem::perms(0755));
+    policy_.command_allowlist.push_back(helper);
+    return helper;
+  }
+  // A tag no other process's command line holds (see Survivors).
+  static std::string UniqueTag() {
+    std::random_device rd;
+    return "tg" + std::to_string(rd()) + std::to_string(rd());
   }
   void Write(const std::string& path, const std::string& content) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());

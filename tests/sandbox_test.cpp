@@ -77,14 +77,10 @@ class Canary {
 class SandboxTest : public ::testing::Test, public ToolFixture {
  protected:
   void SetUp() override {
-    helper_ = dir().sub("exec_helper");
-    std::filesystem::copy_file(EXEC_HELPER, helper_);
-    std::filesystem::permissions(helper_, std::filesystem::perms(0755));
-    policy().command_allowlist.push_back(helper_);
+    helper_ = AllowExecHelper(EXEC_HELPER);
     policy().limits.timeout_ms = 5000;
     policy().cli_limits.timeout_ms = 5000;
-    std::random_device rd;
-    tag_ = "tg" + std::to_string(rd()) + std::to_string(rd());
+    tag_ = UniqueTag();
     tools_ = dir().sub("tools");
     policy().tools_dir = tools_;
   }

@@ -13,6 +13,7 @@
 #include "core/request_state.h"
 #include "core/sha256.h"
 #include "decide/decide_stage.h"
+#include "tests/test_util.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
 
@@ -23,30 +24,15 @@ constexpr int64_t kT0 = 1'790'000'000'000'000;
 
 // The log as a vector; seqs assigned as events are "appended". A request is
 // (org, request_id), as in the real log.
-class VectorLog : public LogView {
+class VectorLog : public testing::MemoryLog {
  public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
-    out->clear();
-    for (const auto& e : events_) {
-      if (e.org_id == org && e.request_id == rid) out->push_back(e);
-    }
-    return Status::Ok();
-  }
-  void Append(const StageResult& r) {
-    for (Event e : r.events) {
-      bool dup = false;
-      for (auto& have : events_) dup |= have.id == e.id;
-      if (dup) continue;
-      e.seq = events_.size() + 1;
-      events_.push_back(e);
-    }
-  }
+  using MemoryLog::Append;
+  void Append(const StageResult& r) { Append(r.events); }
   std::vector<Event> Of(const std::string& org, const std::string& rid) const {
     std::vector<Event> out;
     EventsOfRequest(org, rid, &out);
     return out;
   }
-  std::vector<Event> events_;
 };
 
 // Agents and their registered keys, as `tollgate agents add` makes them.

@@ -18,8 +18,33 @@
 #include "audit/log_store.h"
 #include "core/event.h"
 #include "core/schema.h"
+#include "core/stage.h"
 
 namespace tollgate::testing {
+
+// The log as a stage sees it, in memory: events of a request by (org,
+// request_id), appended as the log does (seq assigned, a repeated event id
+// appended once).
+class MemoryLog : public LogView {
+ public:
+  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
+    out->clear();
+    for (const auto& e : events_) {
+      if (e.org_id == org && e.request_id == rid) out->push_back(e);
+    }
+    return Status::Ok();
+  }
+  void Append(const std::vector<Event>& events) {
+    for (Event e : events) {
+      bool dup = false;
+      for (const auto& have : events_) dup |= have.id == e.id;
+      if (dup) continue;
+      e.seq = events_.size() + 1;
+      events_.push_back(std::move(e));
+    }
+  }
+  std::vector<Event> events_;
+};
 
 // Processes whose command line holds `tag` (what a tool left running).
 inline int Survivors(const std::string& tag) {

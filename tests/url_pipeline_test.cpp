@@ -65,24 +65,6 @@ class RecordingServer {
   std::vector<httplib::Headers> headers_;
 };
 
-class VectorLog : public LogView {
- public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
-    out->clear();
-    for (const auto& e : events_) {
-      if (e.org_id == org && e.request_id == rid) out->push_back(e);
-    }
-    return Status::Ok();
-  }
-  void Append(const std::vector<Event>& events) {
-    for (Event e : events) {
-      e.seq = events_.size() + 1;
-      events_.push_back(e);
-    }
-  }
-  std::vector<Event> events_;
-};
-
 constexpr int64_t kT0 = 1'795'000'000'000'000;
 
 // The policy for one test: one YAML document read by decide and execute.
@@ -154,7 +136,7 @@ class UrlPipelineTest : public ::testing::Test {
   Topics topics_;
   PolicyInForce pif_;
   std::unique_ptr<ExecuteStage> stage_;
-  VectorLog log_;
+  testing::MemoryLog log_;
   int offset_ = 0;
 };
 
