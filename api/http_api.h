@@ -43,7 +43,7 @@
 #include "api/tokens.h"
 #include "audit/log_store.h"
 #include "core/credentials.h"
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 #include "core/stage.h"
 
 namespace tollgate {

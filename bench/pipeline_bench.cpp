@@ -19,9 +19,9 @@
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 #include "core/messages.h"
-#include "core/serial_worker.h"
+#include "runtime/serial_worker.h"
 
 namespace tollgate::bench {
 namespace {

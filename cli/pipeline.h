@@ -13,11 +13,11 @@
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
-#include "cli/reconciler.h"
+#include "runtime/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
-#include "core/kafka_bus.h"
-#include "core/stage_runner.h"
+#include "runtime/kafka_bus.h"
+#include "runtime/stage_runner.h"
 #include "execute/audit_reader.h"
 
 namespace tollgate {

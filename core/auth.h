@@ -17,7 +17,7 @@
 #include <string>
 
 #include "core/credentials.h"
-#include "core/kafka_bus.h"
+#include "core/message.h"
 
 namespace tollgate {
 

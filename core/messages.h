@@ -9,7 +9,7 @@
 
 #include "core/canonical_json.h"
 #include "core/event.h"
-#include "core/kafka_bus.h"
+#include "core/message.h"
 
 namespace tollgate {
 

@@ -4,7 +4,7 @@
 // Process() sees no Kafka and no RocksDB: it gets the message, a
 // StageContext (wall clock, where the message came from) and a read-only
 // view of the log (LogView), and returns the events to append and the
-// messages to produce. The stage runner (core/stage_runner.h) does the
+// messages to produce. The stage runner (runtime/stage_runner.h) does the
 // plumbing: consume, append the events (before anything is produced), produce
 // the outputs and commit the input offsets in one Kafka transaction.
 #pragma once
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/event.h"
-#include "core/kafka_bus.h"
+#include "core/message.h"
 #include "core/status.h"
 
 namespace tollgate {

@@ -28,7 +28,7 @@
 
 #include "core/auth.h"
 #include "core/credentials.h"
-#include "core/kafka_bus.h"
+#include "core/message.h"
 #include "core/redact.h"
 #include "core/stage.h"
 

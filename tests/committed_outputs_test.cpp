@@ -1,7 +1,7 @@
-// core/committed_outputs: which re-made outputs are already committed.
+// runtime/committed_outputs: which re-made outputs are already committed.
 #include <gtest/gtest.h>
 
-#include "core/committed_outputs.h"
+#include "runtime/committed_outputs.h"
 #include "core/messages.h"
 
 namespace tollgate {

@@ -1,4 +1,4 @@
-// core/kafka_bus against the embedded broker (librdkafka's mock cluster on
+// runtime/kafka_bus against the embedded broker (librdkafka's mock cluster on
 // 127.0.0.1) with real clients.
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <thread>
 
 #include "audit/log_sink.h"
-#include "core/kafka_bus.h"
-#include "core/stage_runner.h"
+#include "runtime/kafka_bus.h"
+#include "runtime/stage_runner.h"
 #include "test_util.h"
 
 namespace tollgate {

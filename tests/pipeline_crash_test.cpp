@@ -56,7 +56,7 @@
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 #include "core/messages.h"
 #include "test_util.h"
 

@@ -15,7 +15,7 @@
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "core/messages.h"
-#include "core/stage_runner.h"
+#include "runtime/stage_runner.h"
 #include "tests/test_util.h"
 
 namespace tollgate {

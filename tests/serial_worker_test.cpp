@@ -1,4 +1,4 @@
-// core/serial_worker: one task at a time, in order, each outcome collected once.
+// runtime/serial_worker: one task at a time, in order, each outcome collected once.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/serial_worker.h"
+#include "runtime/serial_worker.h"
 
 namespace tollgate {
 namespace {

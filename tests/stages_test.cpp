@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "cli/reconciler.h"
+#include "runtime/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 
 namespace tollgate {
 

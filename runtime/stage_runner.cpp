@@ -1,4 +1,4 @@
-#include "core/stage_runner.h"
+#include "runtime/stage_runner.h"
 
 #include "core/flow_stage.h"
 #include "core/messages.h"

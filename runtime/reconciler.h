@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "audit/event_log.h"
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 #include "core/messages.h"
 #include "core/stage.h"
 

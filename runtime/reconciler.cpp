@@ -1,4 +1,4 @@
-#include "cli/reconciler.h"
+#include "runtime/reconciler.h"
 
 #include <rocksdb/iterator.h>
 

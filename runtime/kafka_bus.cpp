@@ -1,4 +1,4 @@
-#include "core/kafka_bus.h"
+#include "runtime/kafka_bus.h"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>

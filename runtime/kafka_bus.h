@@ -2,7 +2,7 @@
 // (librdkafka's mock cluster), and thin producer/consumer wrappers.
 //
 // Every stage talks to Kafka only through these types, and only the stage
-// runner (core/stage_runner.h) uses them; stage cores never see Kafka.
+// runner (runtime/stage_runner.h) uses them; stage cores never see Kafka.
 // Producer and consumer are each used from one thread at a time, except
 // where a method says otherwise.
 #pragma once
@@ -15,27 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "core/message.h"
 #include "core/status.h"
 
 struct rd_kafka_s;
 struct rd_kafka_mock_cluster_s;
 
 namespace tollgate {
-
-// The topic set of shared/DESIGN.md under a configurable prefix.
-struct Topics {
-  std::string prefix = "tollgate.";
-  std::string requests() const { return prefix + "requests"; }
-  std::string decide() const { return prefix + "decide"; }
-  std::string approve() const { return prefix + "approve"; }
-  std::string execute() const { return prefix + "execute"; }
-  std::string results() const { return prefix + "results"; }
-  std::string approval_responses() const { return prefix + "approval-responses"; }
-  std::string events() const { return prefix + "events"; }
-  std::vector<std::string> All() const {
-    return {requests(), decide(), approve(), execute(), results(), approval_responses(), events()};
-  }
-};
 
 struct BusConfig {
   std::string brokers;        // bootstrap.servers
@@ -44,33 +30,6 @@ struct BusConfig {
   std::string client_id = "tollgate";
   // Extra librdkafka properties applied to every client (e.g. security).
   std::map<std::string, std::string> extra;
-};
-
-// The largest message tollgate produces: its producers' message.max.bytes
-// (a broker must accept as much; Apache Kafka's own default is ~1 MiB). It
-// leaves room for a flow that carries a request of ingest's largest size
-// plus a decision (bounded, decide/decide_stage.cpp). The stage runner and
-// the reconciler never send a larger output: the request it belongs to ends
-// with E_OUTPUT_TOO_LARGE instead (docs/errors.md), so one request cannot
-// wedge a stage by failing every transaction it is in.
-inline constexpr size_t kMaxMessageBytes = 4 << 20;
-
-// A Kafka message as a stage sees it. Headers carry request_id, session_id
-// and trace_id (shared/DESIGN.md).
-struct Message {
-  std::string topic;
-  int32_t partition = -1;
-  int64_t offset = -1;
-  std::string key;
-  std::string value;
-  std::map<std::string, std::string> headers;
-  // What the message counts for against kMaxMessageBytes: key, value,
-  // headers and a margin for the record's framing.
-  size_t bytes() const {
-    size_t n = key.size() + value.size() + 512;
-    for (const auto& [k, v] : headers) n += k.size() + v.size() + 16;
-    return n;
-  }
 };
 
 // librdkafka's Kafka-protocol mock cluster, in this process, listening on

@@ -37,7 +37,7 @@
 // output topics (Stage::output_topics, the last `republish_lookback`
 // offsets of each partition); an output re-made for a message read again is
 // dropped when exactly those bytes from that source are already committed
-// (core/committed_outputs.h). That closes the window the embedded broker
+// (runtime/committed_outputs.h). That closes the window the embedded broker
 // leaves open (it does not store offsets committed in a transaction) and the
 // one deferred work opens on any broker (offsets stop at the lowest
 // unfinished message). If the read-back is cut short, outputs not found are
@@ -68,9 +68,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/committed_outputs.h"
-#include "core/kafka_bus.h"
-#include "core/serial_worker.h"
+#include "runtime/committed_outputs.h"
+#include "runtime/kafka_bus.h"
+#include "runtime/serial_worker.h"
 #include "core/stage.h"
 
 namespace tollgate {

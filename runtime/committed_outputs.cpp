@@ -1,4 +1,4 @@
-#include "core/committed_outputs.h"
+#include "runtime/committed_outputs.h"
 
 #include <algorithm>
 #include <charconv>

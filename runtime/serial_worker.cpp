@@ -1,4 +1,4 @@
-#include "core/serial_worker.h"
+#include "runtime/serial_worker.h"
 
 namespace tollgate {
 

@@ -1,0 +1,56 @@
+// The contract's view of a message bus: the topic set and a message as a
+// stage sees it. No Kafka here: stages (which link the contract only) see
+// these types; runtime/kafka_bus.h moves them over Kafka.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tollgate {
+
+// The topic set of shared/DESIGN.md under a configurable prefix.
+struct Topics {
+  std::string prefix = "tollgate.";
+  std::string requests() const { return prefix + "requests"; }
+  std::string decide() const { return prefix + "decide"; }
+  std::string approve() const { return prefix + "approve"; }
+  std::string execute() const { return prefix + "execute"; }
+  std::string results() const { return prefix + "results"; }
+  std::string approval_responses() const { return prefix + "approval-responses"; }
+  std::string events() const { return prefix + "events"; }
+  std::vector<std::string> All() const {
+    return {requests(), decide(), approve(), execute(), results(), approval_responses(), events()};
+  }
+};
+
+// The largest message tollgate produces: its producers' message.max.bytes
+// (a broker must accept as much; Apache Kafka's own default is ~1 MiB). It
+// leaves room for a flow that carries a request of ingest's largest size
+// plus a decision (bounded, decide/decide_stage.cpp). The stage runner and
+// the reconciler never send a larger output: the request it belongs to ends
+// with E_OUTPUT_TOO_LARGE instead (docs/errors.md), so one request cannot
+// wedge a stage by failing every transaction it is in.
+inline constexpr size_t kMaxMessageBytes = 4 << 20;
+
+// A Kafka message as a stage sees it. Headers carry request_id, session_id
+// and trace_id (shared/DESIGN.md).
+struct Message {
+  std::string topic;
+  int32_t partition = -1;
+  int64_t offset = -1;
+  std::string key;
+  std::string value;
+  std::map<std::string, std::string> headers;
+  // What the message counts for against kMaxMessageBytes: key, value,
+  // headers and a margin for the record's framing.
+  size_t bytes() const {
+    size_t n = key.size() + value.size() + 512;
+    for (const auto& [k, v] : headers) n += k.size() + v.size() + 16;
+    return n;
+  }
+};
+
+}  // namespace tollgate
