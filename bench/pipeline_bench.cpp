@@ -15,7 +15,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"

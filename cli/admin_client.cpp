@@ -9,7 +9,7 @@
 #include "audit/credentials_log.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 
 namespace tollgate::cli {
 namespace {

@@ -18,7 +18,7 @@
 #include "audit/log_sink.h"
 #include "cli/admin_client.h"
 #include "cli/commands.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/messages.h"
 #include "core/schema.h"
 

@@ -6,7 +6,7 @@
 
 #include "audit/log_store.h"
 #include "cli/commands.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "decide/decide_stage.h"
 
 namespace tollgate::cli {

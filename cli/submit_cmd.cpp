@@ -8,7 +8,7 @@
 #include "cli/admin_client.h"
 #include "cli/commands.h"
 #include "core/auth.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/messages.h"
 
 namespace tollgate::cli {

@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 
 namespace tollgate::cli {
 namespace {

@@ -1,5 +1,5 @@
 // AuditReader: how get_audit_log reads the log without execute depending on
-// RocksDB. The embedded wiring (cli/pipeline.cpp) implements it with
+// RocksDB. The embedded wiring (deploy/pipeline.cpp) implements it with
 // audit/audit_query.h's GetAuditLog; tests use a fake.
 #pragma once
 

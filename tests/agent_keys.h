@@ -9,7 +9,7 @@
 #include <mutex>
 #include <string>
 
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/jwt.h"
 

@@ -25,7 +25,7 @@
 #include "approve_util.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/schema.h"
 #include "test_util.h"
 

@@ -68,7 +68,7 @@ Message Msg(const std::string& topic, const Json& value, const std::string& key 
 
 // Approvers sign their responses (docs/trust.md): each identity has an
 // approver_key in a CredentialRegistry, and the stage checks responses with
-// the deployment's RegistryAuthenticator, as cli/pipeline.cpp wires it.
+// the deployment's RegistryAuthenticator, as deploy/pipeline.cpp wires it.
 class ApproveTest : public ::testing::Test {
  protected:
   ApproveConfig Config() {

@@ -1,4 +1,4 @@
-// The process execute_crash_test kills: the embedded pipeline (cli/pipeline.h)
+// The process execute_crash_test kills: the embedded pipeline (deploy/pipeline.h)
 // with a CLI tool dir, and one allowed call to a mutating CLI tool.
 //   execute_crash_child start DATA TOOLS   logs the request and an allow
 //       decision, publishes it to execute, prints "PUBLISHED", waits forever
@@ -12,7 +12,7 @@
 #include <iostream>
 #include <thread>
 
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/flow_stage.h"

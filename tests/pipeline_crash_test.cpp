@@ -52,7 +52,7 @@
 #include "audit/log_sink.h"
 #include "audit/log_store.h"
 #include "audit/verify.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/messages.h"
 #include "tests/agent_keys.h"
 #include "tests/test_util.h"

@@ -18,7 +18,7 @@
 #include "agent_keys.h"
 #include "audit/audit_query.h"
 #include "audit/verify.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/messages.h"
 #include "core/schema.h"
 #include "test_util.h"

@@ -11,7 +11,7 @@
 #include "audit/export.h"
 #include "audit/log_sink.h"
 #include "audit/verify.h"
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 #include "core/messages.h"
 #include "replay/chain_check.h"
 #include "replay/log_source.h"

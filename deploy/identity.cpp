@@ -1,4 +1,4 @@
-#include "cli/identity.h"
+#include "deploy/identity.h"
 
 #include <filesystem>
 

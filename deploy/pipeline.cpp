@@ -1,4 +1,4 @@
-#include "cli/pipeline.h"
+#include "deploy/pipeline.h"
 
 #include <filesystem>
 #include <fstream>
@@ -7,7 +7,7 @@
 
 #include "approve/approve_stage.h"
 #include "audit/audit_query.h"
-#include "cli/identity.h"
+#include "deploy/identity.h"
 #include "decide/decide_stage.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
