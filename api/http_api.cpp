@@ -13,8 +13,10 @@
 #include <optional>
 #include <thread>
 
+#include "api/approval_response.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
+#include "audit/query_params.h"
 #include "audit/log_sink.h"
 #include "core/auth.h"
 #include "core/messages.h"
@@ -395,31 +397,16 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (state.approval_requested == nullptr || !who.InOrg(state.approval_requested->org_id)) {
       return Error(res, 404, errc::kNotFound, "no approval requested for '" + rid + "'");
     }
-    // Values are passed on as given: the schema check below names a wrong type.
-    auto field = [&](const char* k, Json dflt) { return body.contains(k) ? body[k] : dflt; };
-    Json resp{{"request_id", rid},
-              {"org_id", org},
-              {"decision", field("decision", "")},
-              {"approver", who.identity},
-              {"scope", field("scope", "once")},
-              {"args_hash", body.contains("args_hash") ? body["args_hash"]
-                                                       : state.approval_requested->data.value("args_hash", Json(""))},
-              {"response_id", "http-" + NewToken().substr(0, 24)}};
-    if (body.contains("comment")) resp["comment"] = body["comment"];
-    st = SchemaRegistry::Builtin().Validate("approval_response", resp);
+    Json resp;
+    st = ApprovalResponseFrom(body, rid, org, who.identity, state.approval_requested->data.value("args_hash", Json("")),
+                              &resp);
     if (!st.ok()) return Error(res, 400, st.code(), st.message());
     const Json request = state.received ? state.received->data.value("request", Json::object())
                                         : Json{{"request_id", rid}, {"agent_id", state.approval_requested->agent_id},
                                                {"session_id", state.approval_requested->session_id}};
     {
       std::lock_guard<std::mutex> lock(im->producer_mu);
-      Message m = MessageFor(o.bus.topics.approval_responses(), request, resp);
-      // Signed by the service key on behalf of the token's identity: the
-      // approve stage counts the identity, never the body's word for it.
-      m.headers[kHeaderAuth] = SignResponse(*o.service_signer, "tollgate-api", org, rid, m.value,
-                                            NowMicros() / 1'000'000, who.identity, who.org_id);
-      st = im->producer->Send(m);
-      if (st.ok()) st = im->producer->Flush(std::chrono::seconds(10));
+      st = PublishApprovalResponse(*im->producer, o.bus.topics, request, resp, *o.service_signer, who.org_id);
     }
     if (!st.ok()) return Error(res, 503, st.code(), "could not publish the response: " + st.message());
     // Wait for the stage's verdict on this response in the log.
@@ -511,32 +498,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     Principal who;
     if (!Authorize(o, req, res, {"auditor", "admin", "agent"}, &who)) return;
     AuditQuery q;
-    q.org_id = Param(req, "org");
-    q.agent_id = Param(req, "agent");
-    q.session_id = Param(req, "session");
-    q.request_id = Param(req, "request");
-    q.tool = Param(req, "tool");
-    q.verdict = Param(req, "verdict");
-    q.cursor = Param(req, "cursor");
-    for (size_t i = 0; i < req.get_param_value_count("type"); ++i) {
-      std::string t = req.get_param_value("type", i);
-      for (size_t at = 0; at <= t.size();) {
-        size_t comma = t.find(',', at);
-        if (comma == std::string::npos) comma = t.size();
-        if (comma > at) q.types.push_back(t.substr(at, comma - at));
-        at = comma + 1;
-      }
-    }
-    if (!TimeRange(req, res, &q.since_us, &q.until_us)) return;
-    if (const std::string l = Param(req, "limit"); !l.empty()) {
-      try {
-        q.limit = std::stoul(l);
-      } catch (...) {
-        return Error(res, 400, errc::kInvalidQuery, "limit: not a number");
-      }
-    }
-    const std::string desc = Param(req, "desc");
-    q.descending = desc == "1" || desc == "true";
+    Status st = AuditQueryFromParams(AuditParamsFromQueryString(req.params), &q);
+    if (!st.ok()) return Error(res, 400, st.code(), st.message());
     q.json_lines = true;
     QueryScope scope = QueryScope::Operator();
     if (who.org_id != "*") {
@@ -552,7 +515,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       q.agent_id = who.identity;
     }
     AuditPage page;
-    Status st = GetAuditLog(*im->store, scope, q, &page);
+    st = GetAuditLog(*im->store, scope, q, &page);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
     std::string text = "{\"events\":[";
     for (size_t i = 0; i < page.lines.size(); ++i) {

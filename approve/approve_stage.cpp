@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "audit/approvals.h"
 #include "core/auth.h"
 #include "core/messages.h"
 #include "core/schema.h"
@@ -119,11 +118,11 @@ StageResult ApproveStage::Process(const Message& in, const StageContext& ctx, co
 }
 
 StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log) {
-  Flow flow;
-  std::vector<Event> history;
+  FlowInput input;
   StageResult r;
-  if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
-  RequestState st = Summarize(history);
+  if (!ReadFlow(name(), config_.topics, in, ctx, log, &input, &r)) return r;
+  const Flow& flow = input.flow;
+  const RequestState& st = input.state;
   if (flow.decision.is_null() || flow.decision.value("verdict", "") != "ask" || st.verdict() != "ask") {
     // Only what decide asked about, as the log records it, is held.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,
@@ -214,7 +213,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
                                    {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}},
                                    "approve"));
     result = MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
-    r->outputs.push_back({MessageFor(config_.topics.results(), request, result), static_cast<int>(r->events.size()) - 1});
+    r->outputs.push_back({MessageFor(config_.topics.results(), request, result), static_cast<int>(r->events.size()) - 1, result});
     return;
   }
   const bool expired = settled.type == "approval.expired";
@@ -224,7 +223,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
                       ToolResultError(expired ? errc::kApprovalExpired : errc::kApprovalDenied, msg, false));
   if (!fresh) result["log_seq"] = settled.seq;
-  r->outputs.push_back({MessageFor(config_.topics.results(), request, result), index});
+  r->outputs.push_back({MessageFor(config_.topics.results(), request, result), index, result});
 }
 
 StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log) {
@@ -373,9 +372,7 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
   std::vector<std::pair<std::string, std::string>> due;  // (org, request_id)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, h] : held_) {
-      if (h.deadline_us <= ctx.now_us) due.emplace_back(h.org_id, h.request_id);
-    }
+    due = pending_.Due(ctx.now_us);
   }
   for (const auto& [org, rid] : due) {
     std::vector<Event> history;
@@ -387,7 +384,7 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
     RequestState st = Summarize(history);
     if (!st.approval_pending()) {
       std::lock_guard<std::mutex> lock(mu_);
-      held_.erase(RequestKey(org, rid));  // settled or ended elsewhere (e.g. the reconciler)
+      pending_.Forget(org, rid);  // settled or ended elsewhere (e.g. the reconciler)
       continue;
     }
     std::vector<Event> with = history;
@@ -401,21 +398,9 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
   return r;
 }
 
-Status ApproveStage::Load(const LogStore& store) {
-  std::vector<PendingApproval> pending;
-  Status s = ListPendingApprovals(store, {}, &pending);
-  if (!s.ok()) return s;
+Status ApproveStage::Load(const EventWalk& walk) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& p : pending) {
-    Held h;
-    h.deadline_us = p.deadline_us;
-    h.needed = p.approvers_needed;
-    h.granted_by.insert(p.granted_by.begin(), p.granted_by.end());
-    h.org_id = p.org_id;
-    h.request_id = p.request_id;
-    held_[RequestKey(p.org_id, p.request_id)] = std::move(h);
-  }
-  return Status::Ok();
+  return walk([this](const Event& e) { pending_.Apply(e); });
 }
 
 void ApproveStage::OnAppended(const std::vector<Event>& events) {
@@ -424,52 +409,28 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events) {
-      const std::string& rid = e.request_id;
-      const std::string key = RequestKey(e.org_id, rid);
+      pending_.Apply(e);
+      const std::string key = RequestKey(e.org_id, e.request_id);
+      if (pending_.finished(e.org_id, e.request_id)) flows_.erase(key);
       if (e.type == "approval.requested") {
-        if (settled_.count(key)) continue;
-        Held& h = held_[key];
-        h.org_id = e.org_id;
-        h.request_id = rid;
-        ParseTime(e.data.value("deadline", ""), &h.deadline_us);
-        h.needed = std::max(1, e.data.value("approvers_needed", 1));
-        if (notifier_ && notified_.insert(e.id).second) {
-          Json n{{"event", "approval.requested"},
-                 {"request_id", rid},
-                 {"org_id", e.org_id},
-                 {"agent_id", e.agent_id},
-                 {"session_id", e.session_id},
-                 {"tool", e.tool},
-                 {"approvers_needed", h.needed},
-                 {"approvers", e.data.value("approvers", Json::array())},
-                 {"deadline", e.data.value("deadline", "")},
-                 {"args_hash", e.data.value("args_hash", "")},
-                 {"log_seq", e.seq}};
-          if (auto f = flows_.find(key); f != flows_.end() && f->second.decision.is_object()) {
-            n["reason"] = f->second.decision.value("reason", "");
-            n["danger_level"] = f->second.decision.value("danger_level", "");
-          }
-          notify.push_back(std::move(n));
+        const PendingApprovals::Held* h = pending_.Find(e.org_id, e.request_id);
+        if (h == nullptr || !notifier_ || !notified_.insert(e.id).second) continue;
+        Json n{{"event", "approval.requested"},
+               {"request_id", e.request_id},
+               {"org_id", e.org_id},
+               {"agent_id", e.agent_id},
+               {"session_id", e.session_id},
+               {"tool", e.tool},
+               {"approvers_needed", h->needed},
+               {"approvers", e.data.value("approvers", Json::array())},
+               {"deadline", e.data.value("deadline", "")},
+               {"args_hash", e.data.value("args_hash", "")},
+               {"log_seq", e.seq}};
+        if (auto f = flows_.find(key); f != flows_.end() && f->second.decision.is_object()) {
+          n["reason"] = f->second.decision.value("reason", "");
+          n["danger_level"] = f->second.decision.value("danger_level", "");
         }
-      } else if (e.type == "approval.granted") {
-        auto it = held_.find(key);
-        if (it == held_.end()) continue;
-        it->second.granted_by.insert(e.data.value("approver", ""));
-        if (static_cast<int>(it->second.granted_by.size()) >= it->second.needed) {
-          held_.erase(it);
-          settled_.insert(key);
-          flows_.erase(key);
-        }
-      } else if (e.type == "approval.denied" || e.type == "approval.expired") {
-        held_.erase(key);
-        settled_.insert(key);
-        flows_.erase(key);
-      } else if (e.type == "request.rejected" && e.data.is_object() && e.data.contains("error") &&
-                 e.data["error"].is_object() && e.data["error"].value("code", "") == errc::kRequestLost) {
-        // Ended elsewhere. Other rejections under the id refuse a message,
-        // not this request (core/request_state.h).
-        held_.erase(key);
-        flows_.erase(key);
+        notify.push_back(std::move(n));
       } else if (e.type == "execution.completed" && notifier_ && view_ && !notified_.count(e.id)) {
         completed.push_back(&e);
       }
@@ -509,16 +470,12 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
 
 size_t ApproveStage::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return held_.size();
+  return pending_.size();
 }
 
 int64_t ApproveStage::next_deadline_us() const {
   std::lock_guard<std::mutex> lock(mu_);
-  int64_t best = 0;
-  for (const auto& [rid, h] : held_) {
-    if (best == 0 || h.deadline_us < best) best = h.deadline_us;
-  }
-  return best;
+  return pending_.next_deadline_us();
 }
 
 }  // namespace tollgate

@@ -27,12 +27,16 @@
 // - webhooks (ApproveConfig::webhooks): notified when an approval is
 //   requested and after an execution whose decision asked to notify.
 //
-// Derived state: the pending requests' deadlines (for Tick) and the flows
-// seen on the approve topic (they carry the unredacted args that execute
-// needs). Load() folds the log at start; OnAppended() keeps it current
-// (register it with LogSink::AddListener); both are idempotent. Decisions
-// themselves always come from the log view, so the state only says *when*
-// to look. A message read again after a crash re-emits what it produced.
+// Derived state: the pending approvals (approve/pending_approvals.h: their
+// deadlines, for Tick) and the flows seen on the approve topic (they carry
+// the unredacted args that execute needs). Load() folds the log at start;
+// OnAppended() keeps it current (register it with LogSink::AddListener);
+// both apply the same fold, which is idempotent. Decisions themselves
+// always come from the log view, so the state only says *when* to look. A
+// message read again after a crash re-emits what it produced.
+//
+// Links the contract only (no RocksDB, no Kafka): Load() takes a walk over
+// events, such as audit/approvals.h's ApprovalEvents(store).
 #pragma once
 
 #include <functional>
@@ -41,8 +45,8 @@
 #include <mutex>
 #include <set>
 
+#include "approve/pending_approvals.h"
 #include "approve/webhook.h"
-#include "audit/log_store.h"
 #include "core/credentials.h"
 #include "core/flow_stage.h"
 
@@ -111,8 +115,13 @@ class ApproveStage : public Stage {
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 
-  // Folds the pending approvals of the log (at start, before the runner).
-  Status Load(const LogStore& store);
+  // Visits events in log order (each request's in seq order); returns the
+  // first read error.
+  using EventWalk = std::function<Status(const std::function<void(const Event&)>& visit)>;
+  // Folds the pending approvals of the events `walk` visits (at start,
+  // before the runner): the whole log, or only the requests with an
+  // approval.requested (ApprovalEvents, audit/approvals.h).
+  Status Load(const EventWalk& walk);
   // A LogSink listener: every appended group, durable, with seqs. With
   // webhooks, it also notifies after an execution.completed whose
   // decision.made carried a non-empty "notify" (the policy's notify patterns that matched),
@@ -126,12 +135,6 @@ class ApproveStage : public Stage {
   const WebhookNotifier* notifier() const { return notifier_.get(); }
 
  private:
-  struct Held {
-    std::string org_id, request_id;
-    int64_t deadline_us = 0;
-    int needed = 1;
-    std::set<std::string> granted_by;
-  };
   StageResult ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log);
   StageResult ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log);
   // Outputs for the event `settled` that ended the approval.
@@ -144,9 +147,8 @@ class ApproveStage : public Stage {
   const LogView* view_ = nullptr;
   std::unique_ptr<WebhookNotifier> notifier_;
   mutable std::mutex mu_;
+  PendingApprovals pending_;                // guarded by mu_
   // Keyed by RequestKey(org, request_id): request ids are per org.
-  std::map<std::string, Held> held_;        // pending; guarded by mu_
-  std::set<std::string> settled_;           // settled; guarded by mu_
   std::map<std::string, Flow> flows_;       // flow from the approve topic; guarded by mu_
   std::set<std::string> notified_;          // event ids notified; guarded by mu_
 };

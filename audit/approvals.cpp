@@ -4,55 +4,12 @@
 #include "audit/log_sink.h"
 
 namespace tollgate {
+namespace {
 
-Json PendingApproval::ToJson() const {
-  return Json{{"request_id", request_id},
-              {"org_id", org_id},
-              {"agent_id", agent_id},
-              {"session_id", session_id},
-              {"tool", tool},
-              {"args_hash", args_hash},
-              {"approvers_needed", approvers_needed},
-              {"approvers", approvers},
-              {"granted_by", granted_by},
-              {"deadline", FormatTime(deadline_us)},
-              {"requested_at", FormatTime(requested_us)},
-              {"requested_seq", requested_seq},
-              {"decision", decision},
-              {"request", request}};
-}
-
-bool PendingFromState(const RequestState& st, PendingApproval* out) {
-  if (!st.approval_pending()) return false;
-  const Event& e = *st.approval_requested;
-  PendingApproval p;
-  p.request_id = e.request_id;
-  p.org_id = e.org_id;
-  p.agent_id = e.agent_id;
-  p.session_id = e.session_id;
-  p.tool = e.tool;
-  p.args_hash = e.data.value("args_hash", "");
-  p.approvers_needed = st.approvers_needed;
-  if (auto a = e.data.find("approvers"); a != e.data.end() && a->is_array()) {
-    for (const auto& x : *a) {
-      if (x.is_string()) p.approvers.push_back(x.get<std::string>());
-    }
-  }
-  for (const Event* g : st.grants) p.granted_by.push_back(g->data.value("approver", ""));
-  ParseTime(e.data.value("deadline", ""), &p.deadline_us);
-  p.requested_us = e.time_us;
-  p.requested_seq = e.seq;
-  if (st.decision) {
-    p.decision = st.decision->data;
-    p.decision.erase("source");
-  }
-  if (st.received) p.request = st.received->data.value("request", Json::object());
-  *out = std::move(p);
-  return true;
-}
-
-Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter, std::vector<PendingApproval>* out) {
-  out->clear();
+// Calls `each` with the events of every request of `filter` that has an
+// approval.requested, oldest request first.
+Status ForEachApprovalHistory(const LogStore& store, const PendingFilter& filter,
+                              const std::function<void(const std::vector<Event>&)>& each) {
   AuditQuery q;
   q.types = {"approval.requested"};
   q.org_id = filter.org_id;
@@ -67,12 +24,29 @@ Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter, 
       std::vector<Event> events;
       s = view.EventsOfRequest(requested.org_id, requested.request_id, &events);
       if (!s.ok()) return s;
-      PendingApproval p;
-      if (PendingFromState(Summarize(events), &p)) out->push_back(std::move(p));
+      each(events);
     }
     if (page.next_cursor.empty()) return Status::Ok();
     q.cursor = page.next_cursor;
   }
+}
+
+}  // namespace
+
+Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter, std::vector<PendingApproval>* out) {
+  out->clear();
+  return ForEachApprovalHistory(store, filter, [out](const std::vector<Event>& events) {
+    PendingApproval p;
+    if (PendingFromState(Summarize(events), &p)) out->push_back(std::move(p));
+  });
+}
+
+std::function<Status(const std::function<void(const Event&)>&)> ApprovalEvents(const LogStore& store) {
+  return [&store](const std::function<void(const Event&)>& visit) {
+    return ForEachApprovalHistory(store, {}, [&visit](const std::vector<Event>& events) {
+      for (const Event& e : events) visit(e);
+    });
+  };
 }
 
 }  // namespace tollgate

@@ -1,8 +1,9 @@
-// Pending approvals as the log records them: requests with an
-// approval.requested that is not yet settled (RequestState's quorum rule) and
-// not otherwise finished. Derived from the log alone, so the approve stage
-// (rebuilding its deadlines at start), the HTTP API and `tollgate approvals
-// list` agree, and a restart loses none. Thread-safe like get_audit_log.
+// Pending approvals as the log records them (core/pending_approval.h),
+// listed from a LogStore: requests with an approval.requested that is not
+// yet settled (RequestState's quorum rule) and not otherwise finished.
+// Derived from the log alone, so the approve stage (rebuilding its
+// deadlines at start), the HTTP API and `tollgate approvals list` agree,
+// and a restart loses none. Thread-safe like get_audit_log.
 #pragma once
 
 #include <functional>
@@ -11,26 +12,9 @@
 
 #include "audit/log_store.h"
 #include "core/event.h"
-#include "core/request_state.h"
+#include "core/pending_approval.h"
 
 namespace tollgate {
-
-struct PendingApproval {
-  std::string request_id, org_id, agent_id, session_id, tool;
-  std::string args_hash;
-  int approvers_needed = 1;
-  std::vector<std::string> approvers;  // who may answer; empty = any approver of the org
-  std::vector<std::string> granted_by;  // distinct approvers so far
-  int64_t deadline_us = 0;
-  int64_t requested_us = 0;
-  uint64_t requested_seq = 0;
-  Json decision;  // decision.made data without its source
-  Json request;   // the request as logged (secrets redacted)
-  Json ToJson() const;
-};
-
-// The pending approval of a request's events, or false when it has none.
-bool PendingFromState(const RequestState& state, PendingApproval* out);
 
 struct PendingFilter {
   std::string org_id;    // empty = every org
@@ -40,5 +24,11 @@ struct PendingFilter {
 // Every pending approval matching `filter`, oldest request first.
 Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter,
                             std::vector<PendingApproval>* out);
+
+// A walk over the events of every request that has an approval.requested
+// (found by the type index, oldest first), each request's in log order:
+// what the approve stage folds at start (ApproveStage::Load), without
+// reading the rest of the log. `store` must outlive the walk.
+std::function<Status(const std::function<void(const Event&)>& visit)> ApprovalEvents(const LogStore& store);
 
 }  // namespace tollgate

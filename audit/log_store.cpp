@@ -169,6 +169,15 @@ Status LogStore::ReadRaw(uint64_t seq, std::string* value) const {
   return FromRocks(s, "cannot read seq " + std::to_string(seq));
 }
 
+Status LogStore::SeqOfEvent(const std::string& id, uint64_t* seq) const {
+  std::string value;
+  rocksdb::Status s = db_->Get({}, cf(logfmt::kDedupe), id, &value);
+  if (s.IsNotFound()) return Status::Error(errc::kNotFound, "no event " + id);
+  if (!s.ok()) return FromRocks(s, "cannot look up event " + id);
+  if (!logfmt::DecodeSeq(value, seq)) return Status::Error(errc::kLogCorrupt, "bad seq for event " + id);
+  return Status::Ok();
+}
+
 Status LogStore::DecodeEvent(uint64_t seq, std::string_view value, Event* out) {
   logfmt::RecordView rec;
   Status s = logfmt::DecodeRecord(value, &rec);

@@ -44,6 +44,8 @@ class LogStore {
   Status ReadRaw(uint64_t seq, std::string* value) const;
   // The event at `seq` with seq, prev_hash and hash filled in.
   Status ReadEvent(uint64_t seq, Event* out) const;
+  // The seq of the event with id `id`; E_NOT_FOUND when the log has none.
+  Status SeqOfEvent(const std::string& id, uint64_t* seq) const;
   // Decodes a stored record value into an Event (seq supplied by the caller).
   static Status DecodeEvent(uint64_t seq, std::string_view value, Event* out);
 

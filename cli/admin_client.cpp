@@ -1,15 +1,14 @@
 #include "cli/admin_client.h"
 
-#include <httplib.h>
-
 #include <cstdlib>
 #include <fstream>
 
+#include "api/api_client.h"
 #include "api/tokens.h"
 #include "audit/credentials_log.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
-#include "deploy/pipeline.h"
+#include "deploy/endpoints.h"
 
 namespace tollgate::cli {
 namespace {
@@ -34,13 +33,6 @@ class LocalLog {
   std::unique_ptr<LogSink> sink_;
 };
 
-Status HttpOutcome(int status, const Json& reply) {
-  if (status >= 200 && status < 300) return Status::Ok();
-  if (status == 0) return Status::Error("E_UNAVAILABLE", "the HTTP API did not answer");
-  const Json err = reply.is_object() ? reply.value("error", Json::object()) : Json::object();
-  return Status::Error(err.value("code", "E_HTTP_" + std::to_string(status)), err.value("message", reply.dump()));
-}
-
 }  // namespace
 
 Status ResolveToken(const AdminTarget& t, std::string* token) {
@@ -61,29 +53,8 @@ Status ResolveToken(const AdminTarget& t, std::string* token) {
 }
 
 std::string LiveApiUrl(const std::string& data_dir) {
-  Json ep;
-  if (!ReadEndpoints(data_dir, &ep).ok()) return "";
-  const std::string url = ep.value("http", "");
-  if (url.empty()) return "";
-  httplib::Client c(url);
-  c.set_connection_timeout(2);
-  auto res = c.Get("/healthz");
-  return res && res->status == 200 ? url : "";
-}
-
-Status ApiCall(const std::string& url, const std::string& token, const std::string& method, const std::string& path,
-               const std::string& body, int* status, Json* reply) {
-  httplib::Client c(url);
-  c.set_connection_timeout(5);
-  c.set_read_timeout(30);
-  httplib::Headers h{{"Authorization", "Bearer " + token}};
-  httplib::Result res = method == "GET"      ? c.Get(path, h)
-                        : method == "DELETE" ? c.Delete(path, h)
-                                             : c.Post(path, h, body, "application/json");
-  *status = res ? res->status : 0;
-  *reply = Json::object();
-  if (res) ParseJson(res->body, reply);
-  return HttpOutcome(*status, *reply);
+  const std::string url = EndpointsApiUrl(data_dir);
+  return !url.empty() && ApiAnswers(url) ? url : "";
 }
 
 Status AddCredential(const AdminTarget& t, const Json& request, Json* reply) {
@@ -115,7 +86,7 @@ Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const s
     Status s = ResolveToken(t, &token);
     if (!s.ok()) return s;
     int status = 0;
-    return ApiCall(url, token, "DELETE", "/v1/credentials/" + key_id + "?reason=" + httplib::detail::encode_query_param(reason),
+    return ApiCall(url, token, "DELETE", "/v1/credentials/" + key_id + "?reason=" + EncodeQueryParam(reason),
                    "", &status, reply);
   }
   LocalLog local;

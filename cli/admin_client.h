@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "api/api_client.h"  // ApiCall, for the commands that call the API
 #include "core/canonical_json.h"
 #include "core/credentials.h"
 #include "core/status.h"
@@ -26,13 +27,9 @@ struct AdminTarget {
 
 // The token the CLI presents: --token-file, $TOLLGATE_TOKEN, DATA/admin.token.
 Status ResolveToken(const AdminTarget& t, std::string* token);
-// The running API's base URL from endpoints.json when it answers /healthz,
-// else "" (no `up`).
+// The running API's base URL from endpoints.json (EndpointsApiUrl) when it
+// answers /healthz, else "" (no `up`, or one without its API).
 std::string LiveApiUrl(const std::string& data_dir);
-
-// One HTTP call to the API with the token; *status 0 when unreachable.
-Status ApiCall(const std::string& url, const std::string& token, const std::string& method, const std::string& path,
-               const std::string& body, int* status, Json* reply);
 
 // Adds a credential (an agent or approver public key, or a token, which is
 // made here and returned in reply["token"] once). reply is the API's JSON.

@@ -7,25 +7,16 @@
 // (docs/trust.md): the approver is the token's identity, never a flag.
 // Exit codes: 0 the response was recorded (granted/denied), 1 refused or no
 // such approval, 2 usage or connection error, 3 no verdict in time.
-#include <httplib.h>
-
 #include <iostream>
 #include <set>
-#include <thread>
 
-#include "api/tokens.h"
+#include "api/approval_response.h"
 #include "audit/approvals.h"
-#include "audit/log_sink.h"
 #include "cli/admin_client.h"
 #include "cli/commands.h"
-#include "deploy/pipeline.h"
-#include "core/messages.h"
-#include "core/schema.h"
 
 namespace tollgate::cli {
 namespace {
-
-std::string httplib_encode(const std::string& s) { return httplib::detail::encode_query_param(s); }
 
 int Fail(const std::string& what) {
   std::cerr << "tollgate: " << what << "\n";
@@ -99,13 +90,11 @@ int RunRespond(const RespondFlags& f, const std::string& decision) {
     }
     if (!s.ok()) return Fail(s.ToString());
   }
-  Json body{{"decision", decision}, {"scope", f.always ? "always" : "once"}};
-  if (!f.comment.empty()) body["comment"] = f.comment;
-  if (!f.args_hash.empty()) body["args_hash"] = f.args_hash;
+  const Json body = ApprovalAnswer(decision, f.always, f.comment, f.args_hash);
   int status = 0;
   Json reply;
   s = ApiCall(url, token, "POST",
-              "/v1/approvals/" + httplib_encode(f.id) + "?org=" + httplib_encode(org), body.dump(), &status, &reply);
+              "/v1/approvals/" + EncodeQueryParam(f.id) + "?org=" + EncodeQueryParam(org), body.dump(), &status, &reply);
   if (status == 0) return Fail(s.ToString());
   std::cout << reply.dump(2) << std::endl;
   if (status == 200) return 0;

@@ -4,11 +4,13 @@
 // up` is writing it; import opens it as the writer.
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "audit/audit_query.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
+#include "audit/query_params.h"
 #include "audit/verify.h"
 #include "cli/commands.h"
 
@@ -26,23 +28,50 @@ Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) {
   return s;
 }
 
+// `audit query`'s filters, by get_audit_log's parameter names
+// (audit/query_params.h reads them, as it reads the HTTP API's and the
+// tool's): {flag, parameter, help}.
+struct QueryFilter {
+  const char* flag;
+  const char* param;
+  const char* help;
+};
+constexpr QueryFilter kQueryFilters[] = {
+    {"--org", "org_id", "org id"},
+    {"--agent", "agent_id", "agent id"},
+    {"--session", "session_id", "session id"},
+    {"--request", "request_id", "request id"},
+    {"--tool", "tool", "tool name"},
+    {"--verdict", "verdict", "decision verdict: allow, deny or ask"},
+    {"--since", "since", "from this time (RFC 3339, inclusive)"},
+    {"--until", "until", "before this time (RFC 3339, exclusive)"},
+    {"--cursor", "cursor", "continue after a previous page"},
+    {"--limit", "limit", "events per page (default 100, max 1000)"},
+};
+
 struct QueryFlags {
   std::string data = kDefaultDataDir;
-  AuditQuery q;
-  std::string since, until;
+  std::map<std::string, std::string> params;  // by parameter; "" = not given
+  std::vector<std::string> types;
+  bool descending = false;
   bool all_pages = false;
 };
 
-int RunQuery(QueryFlags& f) {
-  if (!f.since.empty()) f.q.since_us = ParseTimeFlag("--since", f.since);
-  if (!f.until.empty()) f.q.until_us = ParseTimeFlag("--until", f.until);
-  std::unique_ptr<LogStore> store;
-  Status s = OpenReader(f.data, &store);
+int RunQuery(const QueryFlags& f) {
+  Json params{{"types", f.types}, {"descending", f.descending}};
+  for (const auto& [k, v] : f.params) {
+    if (!v.empty()) params[k] = v;
+  }
+  AuditQuery q;
+  Status s = AuditQueryFromParams(params, &q);
   if (!s.ok()) return Fail(s);
-  f.q.json_lines = true;
+  std::unique_ptr<LogStore> store;
+  s = OpenReader(f.data, &store);
+  if (!s.ok()) return Fail(s);
+  q.json_lines = true;
   for (;;) {
     AuditPage page;
-    s = GetAuditLog(*store, QueryScope::Operator(), f.q, &page);
+    s = GetAuditLog(*store, QueryScope::Operator(), q, &page);
     if (!s.ok()) return Fail(s);
     for (const std::string& l : page.lines) std::cout << l << '\n';
     if (page.next_cursor.empty()) break;
@@ -50,7 +79,7 @@ int RunQuery(QueryFlags& f) {
       std::cerr << "more: --cursor " << page.next_cursor << "\n";
       break;
     }
-    f.q.cursor = page.next_cursor;
+    q.cursor = page.next_cursor;
   }
   return 0;
 }
@@ -73,18 +102,9 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   auto qf = std::make_shared<QueryFlags>();
   auto* query = audit->add_subcommand("query", "print matching events as JSON lines (get_audit_log)");
   query->add_option("--data", qf->data, "log directory")->capture_default_str();
-  query->add_option("--org", qf->q.org_id, "org id");
-  query->add_option("--agent", qf->q.agent_id, "agent id");
-  query->add_option("--session", qf->q.session_id, "session id");
-  query->add_option("--request", qf->q.request_id, "request id");
-  query->add_option("--tool", qf->q.tool, "tool name");
-  query->add_option("--type", qf->q.types, "event type (repeatable)");
-  query->add_option("--verdict", qf->q.verdict, "decision verdict: allow, deny or ask");
-  query->add_option("--since", qf->since, "from this time (RFC 3339, inclusive)");
-  query->add_option("--until", qf->until, "before this time (RFC 3339, exclusive)");
-  query->add_option("--cursor", qf->q.cursor, "continue after a previous page");
-  query->add_option("--limit", qf->q.limit, "events per page (default 100, max 1000)");
-  query->add_flag("--desc", qf->q.descending, "newest first");
+  for (const QueryFilter& filter : kQueryFilters) query->add_option(filter.flag, qf->params[filter.param], filter.help);
+  query->add_option("--type", qf->types, "event type (repeatable, or comma-separated)");
+  query->add_flag("--desc", qf->descending, "newest first");
   query->add_flag("--all", qf->all_pages, "follow cursors to the end");
   query->callback([qf, exit_code] { *exit_code = RunQuery(*qf); });
 

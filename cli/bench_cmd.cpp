@@ -1,12 +1,17 @@
 // `tollgate bench NAME`: benchmarks that print, as their last line, one JSON
 // object of ratios against baselines measured in the same run.
+#include <cstdlib>
 #include <iostream>
+#include <thread>
 
+#include "bench/child_process.h"
 #include "bench/decide_bench.h"
+#include "bench/distributed_bench.h"
 #include "bench/log_bench.h"
 #include "bench/pipeline_bench.h"
 #include "bench/replay_bench.h"
 #include "cli/commands.h"
+#include "cli/signals.h"
 
 namespace tollgate::cli {
 
@@ -40,18 +45,42 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   });
 
   auto popts = std::make_shared<bench::PipelineBenchOptions>();
+  auto distopts = std::make_shared<bench::DistributedBenchOptions>();
+  auto distributed = std::make_shared<bool>(false);
   auto* pipeline = bench->add_subcommand(
       "pipeline", "requests end to end (ingest, decide, execute echo, every event logged) vs a bare 3-hop relay");
+  pipeline->add_flag("--distributed", *distributed,
+                     "one process per stage (`tollgate broker`, `stage ...`): throughput vs the relay, and "
+                     "execute_scale_2x (a CLI tool that waits 20 ms, two execute processes / one)");
   pipeline->add_option("--dir", popts->dir, "scratch directory (default: a temp dir)");
   pipeline->add_option("--requests", popts->requests, "requests for the throughput test")->capture_default_str();
   pipeline->add_option("--rounds", popts->rounds, "throughput rounds (the median is reported)")->capture_default_str();
+  pipeline->add_option("--sleep-requests", distopts->sleep_requests, "--distributed: cli:sleep requests per round")
+      ->capture_default_str();
+  pipeline
+      ->add_option("--workers", distopts->workers,
+                   "--distributed: tools at once per execute process for execute_scale_2x")
+      ->capture_default_str();
   pipeline->add_option("--rate", popts->rate, "requests per second for the latency test")->capture_default_str();
   pipeline->add_option("--seconds", popts->seconds, "duration of the latency test")->capture_default_str();
   pipeline->add_option("--batch", popts->max_batch, "max batch of the stage runners and the relay")->capture_default_str();
   pipeline->add_flag_function("--no-sync", [popts](std::int64_t) { popts->sync = false; }, "skip the durability=sync figures");
   pipeline->add_flag("--quick", popts->quick, "small sizes (seconds, not minutes)");
-  pipeline->callback([popts, exit_code] {
-    Json result = bench::RunPipelineBench(*popts);
+  pipeline->callback([popts, distopts, distributed, exit_code] {
+    if (*distributed) {
+      distopts->dir = popts->dir;
+      distopts->quick = popts->quick;
+      distopts->requests = popts->requests;
+      distopts->rounds = popts->rounds;
+      // Ctrl-C: the stage processes end with this one.
+      BlockStopSignals();
+      std::thread([] {
+        const int sig = WaitForSignal();
+        bench::KillEveryChild();
+        std::_Exit(128 + sig);
+      }).detach();
+    }
+    Json result = *distributed ? bench::RunDistributedBench(*distopts) : bench::RunPipelineBench(*popts);
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
   });

@@ -14,6 +14,7 @@ namespace tollgate::cli {
 inline constexpr const char* kDefaultDataDir = "tollgate-data";
 
 void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
+void AddStageCommand(CLI::App& app, int* exit_code);  // stage NAME (distributed)
 void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);

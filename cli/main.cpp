@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   tollgate::cli::AddUpCommand(app, &exit_code);
+  tollgate::cli::AddStageCommand(app, &exit_code);
   tollgate::cli::AddSubmitCommand(app, &exit_code);
   tollgate::cli::AddAuditCommands(app, &exit_code);
   tollgate::cli::AddBenchCommands(app, &exit_code);

@@ -8,7 +8,7 @@
 #include "cli/admin_client.h"
 #include "cli/commands.h"
 #include "core/auth.h"
-#include "deploy/pipeline.h"
+#include "deploy/endpoints.h"
 #include "core/messages.h"
 
 namespace tollgate::cli {
@@ -31,17 +31,9 @@ std::string RandomId() {
 
 int RunSubmit(SubmitFlags& f) {
   BusConfig bus;
-  bus.brokers = f.brokers;
-  bus.topics.prefix = f.topic_prefix.empty() ? "tollgate." : f.topic_prefix;
-  if (bus.brokers.empty()) {
-    Json ep;
-    Status s = ReadEndpoints(f.data, &ep);
-    if (!s.ok()) {
-      std::cerr << "tollgate: " << s.ToString() << "\n";
-      return 2;
-    }
-    bus.brokers = ep.value("bootstrap", "");
-    if (f.topic_prefix.empty()) bus.topics.prefix = ep.value("topic_prefix", "tollgate.");
+  if (Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &bus); !s.ok()) {
+    std::cerr << "tollgate: " << s.ToString() << "\n";
+    return 2;
   }
   Json args;
   if (!ParseJson(f.args, &args).ok() || !args.is_object()) {

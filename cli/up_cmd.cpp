@@ -6,30 +6,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/signals.h"
 #include "deploy/pipeline.h"
+#include "runtime/tcp_forward.h"
 
 namespace tollgate::cli {
 namespace {
-
-// Blocks SIGINT/SIGTERM in every thread started after this call and returns
-// a function that waits for one of them.
-int WaitForSignal() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  int sig = 0;
-  sigwait(&set, &sig);
-  return sig;
-}
-
-void BlockStopSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
-}
 
 struct UpFlags {
   PipelineOptions pipeline;
@@ -155,25 +137,41 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   broker->add_option("--topic-prefix", bf->pipeline.topic_prefix, "topic name prefix")->capture_default_str();
   broker->add_option("--partitions", bf->pipeline.partitions, "partitions per topic")->capture_default_str();
   broker->add_option("--data", bf->pipeline.data_dir, "write DATA/endpoints.json with the bootstrap address");
-  broker->callback([bf, exit_code] {
+  auto port = std::make_shared<int>(-1);
+  broker->add_option("--port", *port, "also accept bootstrap connections on 127.0.0.1:PORT (a fixed address)");
+  broker->callback([bf, exit_code, port] {
     BlockStopSignals();
     std::unique_ptr<EmbeddedBroker> b;
     Status s = EmbeddedBroker::Start(1, &b);
-    Topics topics{bf->pipeline.topic_prefix};
-    for (size_t i = 0; s.ok() && i < topics.All().size(); ++i) s = b->CreateTopic(topics.All()[i], bf->pipeline.partitions);
+    BusConfig bus;
+    bus.topics.prefix = bf->pipeline.topic_prefix;
+    bus.partitions = bf->pipeline.partitions;
+    const Topics& topics = bus.topics;
+    for (size_t i = 0; s.ok() && i < topics.All().size(); ++i) {
+      s = b->CreateTopic(topics.All()[i], PartitionsOf(bus, topics.All()[i]));
+    }
+    // --port: a fixed bootstrap address in front of the mock's own port.
+    std::unique_ptr<TcpForward> forward;
+    std::string bootstrap = s.ok() ? b->bootstrap() : "";
+    if (s.ok() && *port >= 0) {
+      s = TcpForward::Start(*port, b->bootstrap(), &forward);
+      if (s.ok()) bootstrap = "127.0.0.1:" + std::to_string(forward->port());
+    }
     if (s.ok() && !bf->pipeline.data_dir.empty()) {
       std::filesystem::create_directories(bf->pipeline.data_dir);
       std::error_code mode_ec;  // tollgate's alone (docs/sandbox.md)
       std::filesystem::permissions(bf->pipeline.data_dir, std::filesystem::perms::owner_all, mode_ec);
-      s = WriteEndpoints(bf->pipeline.data_dir, {{"bootstrap", b->bootstrap()}, {"topic_prefix", topics.prefix},
-                                                 {"embedded_broker", true}, {"pid", getpid()}});
+      bus.brokers = bootstrap;
+      Json ep = BusEndpoints(bus);
+      ep["embedded_broker"] = true;
+      s = WriteEndpoints(bf->pipeline.data_dir, ep);
     }
     if (!s.ok()) {
       std::cerr << "tollgate: " << s.ToString() << "\n";
       *exit_code = 2;
       return;
     }
-    std::cout << b->bootstrap() << std::endl;
+    std::cout << bootstrap << std::endl;
     WaitForSignal();
     *exit_code = 0;
   });

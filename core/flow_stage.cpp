@@ -28,7 +28,7 @@ StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, 
   Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(code, msg, false));
   Message out = MessageFor(topics.results(), request, result);
   out.key = in.key;
-  r.outputs.push_back({std::move(out), 0});
+  r.outputs.push_back({std::move(out), 0, std::move(result)});
   return r;
 }
 
@@ -93,7 +93,8 @@ std::string CompareWithLog(const Flow& flow, const RequestState& st, const char*
 }  // namespace
 
 bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
-              const LogView& log, Flow* flow, std::vector<Event>* history, StageResult* rejected) {
+              const LogView& log, FlowInput* out, StageResult* rejected) {
+  Flow* flow = &out->flow;
   Json j;
   if (!ParseJson(in.value, &j).ok() || !Flow::FromJson(j, flow)) {
     *rejected = RejectMalformedFlow(stage, topics, in, ctx, "not a flow message");
@@ -106,13 +107,14 @@ bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in,
       return false;
     }
   }
-  Status s = log.EventsOfRequest(flow->request.value("org_id", ""), flow->request_id(), history);
+  Status s = log.EventsOfRequest(flow->request.value("org_id", ""), flow->request_id(), &out->history);
   if (!s.ok()) {
     rejected->error = s;  // infrastructure, not the message: retried
     return false;
   }
+  out->state = Summarize(out->history);
   const char* code = errc::kFlowMismatch;
-  const std::string why = CompareWithLog(*flow, Summarize(*history), &code);
+  const std::string why = CompareWithLog(*flow, out->state, &code);
   if (!why.empty()) {
     *rejected = RejectMalformedFlow(stage, topics, in, ctx, why, code, Claimed(*flow));
     return false;

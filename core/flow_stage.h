@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/messages.h"
 #include "core/redact.h"
@@ -26,16 +27,35 @@ StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, 
                                 const StageContext& ctx, const std::string& why,
                                 const char* code = errc::kInvalidRequest, const Json& claimed = nullptr);
 
-// Reads `in` as a Flow and its request's history (by the flow's org and
-// request_id), and checks it against the log (docs/trust.md): the request's
-// request.received must be there (else E_NOT_IN_LOG), and the flow's request
-// must hash to its content_hash, with the same received_at and args_hash;
-// a flow that carries a decision must carry exactly the log's decision.made,
-// or the decision whose redacted form the log holds (by its
-// unredacted_sha256; docs/redaction.md) (else E_FLOW_MISMATCH). So what moves on is what ingest authenticated and
-// decide decided, whoever wrote the message. On failure fills *rejected.
+// What a stage reads before its step: the flow, its request's history (the
+// log's events of the request, in seq order) and what they say (state
+// points into history: moving a FlowInput keeps it valid, copying would
+// not, so it is not copyable).
+struct FlowInput {
+  FlowInput() = default;
+  FlowInput(FlowInput&&) = default;
+  FlowInput& operator=(FlowInput&&) = default;
+  FlowInput(const FlowInput&) = delete;
+  FlowInput& operator=(const FlowInput&) = delete;
+
+  Flow flow;
+  std::vector<Event> history;
+  RequestState state;
+};
+
+// The prelude of every stage after ingest. Reads `in` as a Flow and its
+// request's history (by the flow's org and request_id), and checks it
+// against the log (docs/trust.md): the request's request.received must be
+// there (else E_NOT_IN_LOG), and the flow's request must hash to its
+// content_hash, with the same received_at and args_hash; a flow that
+// carries a decision must carry exactly the log's decision.made, or the
+// decision whose redacted form the log holds (by its unredacted_sha256;
+// docs/redaction.md) (else E_FLOW_MISMATCH). So what moves on is what ingest
+// authenticated and decide decided, whoever wrote the message. On failure
+// fills *rejected: the outputs of a refused message, or only its error when
+// the log could not be read (the runner retries).
 bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
-              const LogView& log, Flow* flow, std::vector<Event>* history, StageResult* rejected);
+              const LogView& log, FlowInput* out, StageResult* rejected);
 
 // decision.made's data for `decision` (without "source"): the decision with
 // the secrets in its request-derived fields redacted (RedactDecision) and,

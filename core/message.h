@@ -26,6 +26,28 @@ struct Topics {
   }
 };
 
+// Header names carried on every pipeline message.
+inline constexpr const char* kHeaderRequestId = "request_id";
+inline constexpr const char* kHeaderSessionId = "session_id";
+inline constexpr const char* kHeaderTraceId = "trace_id";
+// Set by the stage runner on every output of a message: the StageContext
+// source of the input it was made from (which stage input, where).
+inline constexpr const char* kHeaderSource = "tollgate_source";
+// On the events topic (the distributed deployment): the event's id.
+inline constexpr const char* kHeaderEventId = "tollgate_event_id";
+
+// The topic set `topic` belongs to: true (and *out's prefix set) when
+// `topic` is one of a Topics' names under some prefix.
+inline bool TopicsOf(const std::string& topic, Topics* out) {
+  for (const std::string& name : Topics{""}.All()) {
+    if (topic.size() >= name.size() && topic.compare(topic.size() - name.size(), name.size(), name) == 0) {
+      out->prefix = topic.substr(0, topic.size() - name.size());
+      return true;
+    }
+  }
+  return false;
+}
+
 // The largest message tollgate produces: its producers' message.max.bytes
 // (a broker must accept as much; Apache Kafka's own default is ~1 MiB). It
 // leaves room for a flow that carries a request of ingest's largest size
@@ -44,6 +66,7 @@ struct Message {
   std::string key;
   std::string value;
   std::map<std::string, std::string> headers;
+  int64_t timestamp_ms = 0;  // as read: the broker's record timestamp; unused when sent
   // What the message counts for against kMaxMessageBytes: key, value,
   // headers and a margin for the record's framing.
   size_t bytes() const {

@@ -10,6 +10,7 @@
 #include "core/canonical_json.h"
 #include "core/event.h"
 #include "core/message.h"
+#include "core/tool_catalog.h"
 
 namespace tollgate {
 
@@ -37,21 +38,9 @@ inline constexpr const char* kOutputTooLarge = "E_OUTPUT_TOO_LARGE";
 inline constexpr const char* kInvocationTooLarge = "E_INVOCATION_TOO_LARGE";
 }  // namespace errc
 
-// Header names carried on every pipeline message.
-inline constexpr const char* kHeaderRequestId = "request_id";
-inline constexpr const char* kHeaderSessionId = "session_id";
-inline constexpr const char* kHeaderTraceId = "trace_id";
-// Set by the stage runner on every output of a message: the StageContext
-// source of the input it was made from (which stage input, where).
-inline constexpr const char* kHeaderSource = "tollgate_source";
+// Header names: core/message.h.
 
-// The built-in tools that act on one workspace path (args.path, or
-// args.directory): decide also matches their globs against "TOOL:PATH",
-// and an "allow always" for one of them pins that path.
-inline bool IsFileTool(std::string_view tool) {
-  return tool == "read_file" || tool == "write_file" || tool == "list_directory" || tool == "file_exists" ||
-         tool == "delete_file" || tool == "search_files";
-}
+// IsFileTool (the built-ins that act on one workspace path): core/tool_catalog.h.
 
 // ToolResult: {success, data, error: {code, message, recoverable} | null, meta: {duration_ms, ...}}.
 Json ToolResultOk(Json data, double duration_ms);

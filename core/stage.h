@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/canonical_json.h"
 #include "core/event.h"
 #include "core/message.h"
 #include "core/status.h"
@@ -43,9 +44,14 @@ struct StageContext {
 
 struct StageOutput {
   Message message;  // topic, key, value, headers; partition/offset unused
-  // When >= 0, the runner sets "log_seq" in the (JSON object) value to the
-  // seq of events[log_seq_of_event] once it is appended.
+  // When >= 0, the value carries the seq of events[log_seq_of_event] as
+  // "log_seq": the runner sets value_json["log_seq"] once the event is
+  // appended and serializes value_json into message.value (which holds it
+  // serialized with log_seq 0 until then). Where the sink assigns no seq
+  // (the distributed deployment's events topic) log_seq stays 0, "not
+  // known" (schemas/result.schema.json).
   int log_seq_of_event = -1;
+  Json value_json;
 };
 
 struct StageResult;
@@ -93,6 +99,20 @@ class Stage {
   // (ctx, log, the stage's derived state), never throws. Its events are
   // appended and its outputs produced like a batch's, with no offsets.
   virtual StageResult Tick(const StageContext& ctx, const LogView& log) { return {}; }
+
+  // The runner's two refusals, made by the stage so that the runner knows
+  // no message format. Both must not throw. The defaults treat `in` as a
+  // Flow (core/flow_stage.h) on a topic of the standard topic set.
+  // `in` could not be processed (Process or its deferred work threw, or
+  // made an event the log refuses): record why (`code`) so nothing
+  // vanishes.
+  virtual StageResult Refuse(const Message& in, const StageContext& ctx, const std::string& why,
+                             const char* code) const;
+  // An output of `in` is over `limit` bytes (the producer would refuse it on
+  // every retry): end the request it belongs to instead (E_OUTPUT_TOO_LARGE).
+  // `made` is what Process made; the default keeps its events.
+  virtual StageResult RefuseOversize(const Message& in, const StageContext& ctx, StageResult made,
+                                     const Message& output, size_t limit) const;
 };
 
 // Where a runner puts events. Embedded: the local RocksDB log.

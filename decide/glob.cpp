@@ -1,9 +1,8 @@
-// Globs and indexed glob sets (decide/policy_engine.h).
-#include <algorithm>
-#include <bitset>
-#include <unordered_map>
+// Globs and indexed glob sets (decide/glob.h).
+#include "decide/glob.h"
 
-#include "decide/policy_engine.h"
+#include <algorithm>
+#include <cstdint>
 
 namespace tollgate {
 

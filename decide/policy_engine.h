@@ -3,234 +3,40 @@
 // wall clock: the same inputs always give the same decision, which is what
 // lets replay re-decide a past session (docs/policy.md).
 //
-// Pieces, in the order a request meets them:
-//   Policy        one policy file, parsed (YAML or JSON), schema-checked and
-//                 compiled (globs precompiled and indexed): the deployment
-//                 defaults, plus one effective policy per org that has a
-//                 section under `orgs:` (docs/policy.md, "Organisations").
-//                 Immutable; share it through std::shared_ptr<const Policy>.
-//   PolicyInForce the file policy plus the agent-local tier (rules folded
-//                 from policy.updated events of tier "agent_local", i.e.
-//                 "allow always" approvals). Its version(org) changes when
-//                 that org's effective policy or that org's agent-local
-//                 rules change, and only then.
-//   BudgetLedger  reservations and spend, a fold over the log keyed by
-//                 (org_id, request_id) (idempotent).
-//   Decide()      the order of checks of docs/policy.md; returns the
+// Pieces, in the order a request meets them, each with its own header
+// (this one includes them all, so callers include only this):
+//   Policy        decide/policy_loader.h: one policy file, parsed,
+//                 schema-checked and compiled; immutable.
+//   PolicyInForce decide/policy_in_force.h: the file policy plus the
+//                 agent-local tier ("allow always" approvals), versioned
+//                 per org.
+//   Glob, GlobSet decide/glob.h: the patterns deny/allow/notify lists use.
+//   BudgetLedger  below: reservations and spend, a fold over the log keyed
+//                 by (org_id, request_id) (idempotent).
+//   DecideInto()  below: the order of checks of docs/policy.md; returns the
 //                 decision.made data with the path through the checks.
+// The tool catalog (core/tool_catalog.h) supplies the built-ins' defaults.
 //
 // Thread-safety: Policy is immutable after construction. PolicyInForce and
 // BudgetLedger are value types with no internal locking; the decide stage
 // guards them with its own mutex. Decide() only reads its arguments.
 #pragma once
 
-#include <bitset>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/canonical_json.h"
 #include "core/event.h"
 #include "core/status.h"
+#include "core/tool_catalog.h"
+#include "decide/glob.h"
+#include "decide/policy_in_force.h"
+#include "decide/policy_loader.h"
 
 namespace tollgate {
-
-// Error codes of the decide stage (docs/errors.md).
-namespace errc {
-inline constexpr const char* kBudgetExceeded = "E_BUDGET_EXCEEDED";
-inline constexpr const char* kPolicyInvalid = "E_POLICY_INVALID";
-inline constexpr const char* kNoPolicy = "E_NO_POLICY";
-}  // namespace errc
-
-enum class DangerLevel : uint8_t { kSafe = 0, kLow, kMedium, kHigh, kCritical };
-const char* DangerName(DangerLevel d);
-bool ParseDanger(std::string_view name, DangerLevel* out);  // "SAFE".."CRITICAL"
-
-enum class Mode : uint8_t { kBypass, kPlan, kAsk, kRestrict, kDangerous };
-const char* ModeName(Mode m);
-bool ParseMode(std::string_view name, Mode* out);
-
-// ---------------------------------------------------------------------------
-// Globs: "type:pattern" matched against the whole invocation string.
-// `*` any run of characters (including '/' and ':'), `?` one character,
-// `[abc]`, `[a-z]`, `[!x]` classes, `\x` the literal x. Matching is on bytes
-// and case-sensitive.
-class Glob {
- public:
-  // False (and *error says why) on an unterminated class or trailing '\'.
-  static bool Compile(std::string_view pattern, Glob* out, std::string* error);
-  bool Match(std::string_view text) const;
-  const std::string& pattern() const { return pattern_; }
-  // The literal bytes every match starts with (used to index glob sets).
-  const std::string& literal_prefix() const { return prefix_; }
-
- private:
-  struct Op {
-    enum Kind : uint8_t { kLit, kAny, kOne, kClass } kind = kLit;
-    char lit = 0;
-    std::bitset<256> cls;  // kClass: the bytes it accepts
-  };
-  std::string pattern_;
-  std::string prefix_;
-  std::vector<Op> ops_;
-  friend struct GlobOps;
-};
-
-// `pattern` with the glob metacharacters * ? [ ] \ escaped by a backslash,
-// so that it matches exactly `literal` (the contract's "allow always" rule).
-std::string EscapeGlob(std::string_view literal);
-
-// A list of globs indexed by literal prefix (a trie): a lookup walks the
-// text down the trie and tries only the globs whose literal prefix the text
-// starts with, not a scan of the list. Reports the first glob (in list
-// order) that matches.
-class GlobSet {
- public:
-  GlobSet();
-  ~GlobSet();
-  GlobSet(GlobSet&&) noexcept;
-  GlobSet& operator=(GlobSet&&) noexcept;
-  GlobSet(const GlobSet&);
-  GlobSet& operator=(const GlobSet&);
-
-  // Appends; false with *error on a bad pattern.
-  bool Add(std::string_view pattern, std::string* error);
-  // Index in list order of the first matching glob, or -1.
-  int FirstMatch(std::string_view text) const;
-  size_t size() const;
-  const Glob& at(size_t i) const;
-
- private:
-  struct Index;
-  std::unique_ptr<Index> index_;
-};
-
-// ---------------------------------------------------------------------------
-// Policy: one policy document. The YAML reference is docs/policy.md; the
-// schema is schemas/policy.schema.json.
-class Policy;
-using PolicyPtr = std::shared_ptr<const Policy>;
-
-// Parses YAML text, converts it to JSON, validates it against
-// schemas/policy.schema.json and compiles it. Errors are E_POLICY_INVALID
-// with "line N: ..." naming the offending place. `source` (a path) is kept
-// for policy.updated.
-Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out);
-// As above from a file (E_POLICY_INVALID also when it cannot be read).
-Status LoadPolicyFile(const std::string& path, PolicyPtr* out);
-// From the JSON document (the "policy" of a policy.updated event).
-Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out);
-
-class Policy {
- public:
-  // The document as JSON (YAML converted), what policy.updated records.
-  const Json& doc() const { return doc_; }
-  const std::string& source() const { return source_; }
-  // SHA-256 hex of the canonical JSON of doc() (the whole file, every org).
-  const std::string& content_hash() const { return content_hash_; }
-  // The deployment-wide version: "file:" + the first 16 hex digits of
-  // content_hash(). Changes with any edit of the file, so it is for logs,
-  // policy.updated and labels (a what-if's candidate), never for a
-  // decision: decisions carry version(org_id).
-  const std::string& version() const { return version_; }
-  // The version of org `org_id`'s effective policy: "file:" + the first 16
-  // hex digits of the SHA-256 of the canonical JSON of EffectiveDoc(org_id).
-  // Another org's section (or its approvals.orgs entry) is not part of that
-  // document, so editing it never changes this. For a file with neither
-  // `orgs:` nor `approvals.orgs` it equals version().
-  const std::string& version(const std::string& org_id) const;
-  // Org `org_id`'s effective document: the file without `orgs`, its own
-  // section merged over it (docs/policy.md, "Organisations"), and of
-  // `approvals.orgs` its own entry alone. What version(org_id) hashes and
-  // compiled(org_id) is compiled from.
-  Json EffectiveDoc(const std::string& org_id) const;
-  // The org ids with a section under `orgs:`, sorted.
-  std::vector<std::string> OrgSections() const;
-
-  struct Compiled;  // the precompiled form (policy_engine.cpp)
-  // The deployment defaults: what an org without a section decides under.
-  const Compiled& compiled() const { return *compiled_; }
-  // What a request of org `org_id` is decided under (its own compiled
-  // form when it has a section, else the defaults). One hash lookup, and
-  // none when the file has no org sections.
-  const Compiled& compiled(const std::string& org_id) const {
-    if (orgs_.empty()) return *compiled_;
-    auto it = orgs_.find(org_id);
-    return it == orgs_.end() ? *compiled_ : *it->second.compiled;
-  }
-
-  Policy();
-  ~Policy();
-
- private:
-  friend struct PolicyLoader;
-  friend class PolicyInForce;  // reads every org's version
-  struct OrgForm {
-    std::shared_ptr<const Compiled> compiled;
-    std::string version;
-  };
-  Json doc_;
-  std::string source_;
-  std::string content_hash_;
-  std::string version_;
-  std::string default_version_;  // version(org) of an org with no section and no approvals.orgs entry
-  std::shared_ptr<const Compiled> compiled_;
-  // Orgs with a section or an approvals.orgs entry.
-  std::unordered_map<std::string, OrgForm> orgs_;
-};
-
-// The agent-local tier plus the file policy: what decisions are made under.
-class PolicyInForce {
- public:
-  PolicyInForce();
-  ~PolicyInForce();
-  PolicyInForce(const PolicyInForce&);
-  PolicyInForce& operator=(const PolicyInForce&);
-
-  bool has_policy() const { return file_ != nullptr; }
-  const PolicyPtr& file() const { return file_; }
-  void SetFile(PolicyPtr p);
-
-  // Folds one policy.updated event: tier "file" replaces the file policy
-  // (from data.policy); tier "agent_local" adds allow rules for
-  // (org_id, agent_id). Idempotent: the same rule (content_hash) twice
-  // changes nothing. Other events are ignored. Errors leave *this as it was.
-  Status Apply(const Event& e);
-  // Adds agent-local allow patterns directly (tests, explain).
-  Status AddAgentLocal(const std::string& org_id, const std::string& agent_id,
-                       const std::vector<std::string>& allow, const std::string& content_hash);
-
-  // What decision.policy_version of a request of org `org_id` is: the file
-  // policy's version(org_id), plus "+local:<16 hex>" (SHA-256 of the sorted
-  // content hashes of that org's agent-local rules, one per line) when the
-  // org has agent-local rules. Changes when that org's effective policy or
-  // its agent-local rules change, never with another org's.
-  const std::string& version(const std::string& org_id) const {
-    if (org_versions_.empty()) return default_version_;
-    auto it = org_versions_.find(org_id);
-    return it == org_versions_.end() ? default_version_ : it->second;
-  }
-  // The deployment-wide version, for logs and messages only (it changes
-  // with every org's edits, so no decision carries it): the file's
-  // version(), plus "+local:<16 hex>" over every org's agent-local content
-  // hashes when there are any.
-  const std::string& version() const { return version_; }
-  // Agent-local allow globs of (org, agent), or null.
-  const GlobSet* AgentLocal(const std::string& org_id, const std::string& agent_id) const;
-
- private:
-  void Reversion();
-  PolicyPtr file_;
-  struct Local;
-  std::map<std::string, std::shared_ptr<Local>> local_;  // key org \0 agent
-  std::string version_;          // deployment-wide
-  std::string default_version_;  // version(org) of an org with no section, no approvals.orgs entry, no local rules
-  std::unordered_map<std::string, std::string> org_versions_;  // every other org's version(org)
-};
 
 // ---------------------------------------------------------------------------
 // Budgets. Amounts are integer micro-dollars internally (exact, no drift),
@@ -369,7 +175,8 @@ Json Decide(const PolicyInForce& policy, const BudgetLedger& ledger, const Decid
 // `policy` supplies the agent's http base_url; may be null.
 std::string InvocationOf(const Policy* policy, const Json& request);
 
-// The built-in tool names execute knows, and whether each is read-only.
+// Whether `tool` is a built-in (core/tool_catalog.h), and its read-only
+// default: false for http_request until its method is known.
 bool IsBuiltinTool(std::string_view tool, bool* read_only);
 
 }  // namespace tollgate

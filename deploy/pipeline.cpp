@@ -1,91 +1,14 @@
 #include "deploy/pipeline.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <random>
 
-#include "approve/approve_stage.h"
-#include "audit/audit_query.h"
+#include "audit/log_audit_reader.h"
 #include "deploy/identity.h"
-#include "decide/decide_stage.h"
-#include "execute/execute_stage.h"
-#include "ingest/ingest_stage.h"
-#include "replay/replay_stage.h"
+#include "deploy/stages.h"
 
 namespace tollgate {
-namespace {
-
-// get_audit_log's reader in the embedded deployment: GetAuditLog on the
-// local log, always as the calling agent's org (tenant scope).
-class LogAuditReader : public AuditReader {
- public:
-  explicit LogAuditReader(const LogStore& store) : store_(store) {}
-  Status Query(const std::string& org_id, const Json& q, Json* page) override {
-    AuditQuery query;
-    query.org_id = org_id;
-    query.agent_id = q.value("agent_id", "");
-    query.session_id = q.value("session_id", "");
-    query.request_id = q.value("request_id", "");
-    query.tool = q.value("tool", "");
-    query.verdict = q.value("verdict", "");
-    query.cursor = q.value("cursor", "");
-    query.descending = q.value("descending", false);
-    query.limit = q.value("limit", 0);
-    query.json_lines = true;
-    for (const auto& t : q.value("types", Json::array())) {
-      if (!t.is_string()) return Status::Error(errc::kInvalidQuery, "types must be strings");
-      query.types.push_back(t);
-    }
-    for (const char* k : {"since", "until"}) {
-      if (!q.contains(k)) continue;
-      int64_t us = 0;
-      if (!ParseTime(q.value(k, ""), &us)) return Status::Error(errc::kInvalidQuery, std::string(k) + " must be RFC 3339");
-      (std::string(k) == "since" ? query.since_us : query.until_us) = us;
-    }
-    AuditPage p;
-    Status s = GetAuditLog(store_, QueryScope::Tenant(org_id), query, &p);
-    if (!s.ok()) return s;
-    Json events = Json::array();
-    for (const auto& line : p.lines) {
-      Json e;  // lines of our own log: parse failures stay null, as before
-      (void)ParseJson(line, &e);
-      events.push_back(std::move(e));
-    }
-    *page = {{"events", std::move(events)}, {"next_cursor", p.next_cursor}};
-    return Status::Ok();
-  }
-
- private:
-  const LogStore& store_;
-};
-
-}  // namespace
-
-Status WriteEndpoints(const std::string& data_dir, const Json& endpoints) {
-  const std::string path = data_dir + "/endpoints.json";
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << endpoints.dump(2) << "\n";
-    if (!out) return Status::Error(errc::kLogIO, "cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status::Error(errc::kLogIO, "cannot write " + path + ": " + ec.message());
-  return Status::Ok();
-}
-
-Status ReadEndpoints(const std::string& data_dir, Json* endpoints) {
-  const std::string path = data_dir + "/endpoints.json";
-  std::ifstream in(path);
-  if (!in) {
-    return Status::Error(errc::kNotFound, "no " + path + ": is `tollgate up --data " + data_dir +
-                                              "` running? (or pass --brokers)");
-  }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return ParseJson(text, endpoints);
-}
 
 std::string DefaultPolicyPath() {
   if (const char* env = std::getenv("TOLLGATE_DEFAULT_POLICY"); env != nullptr && *env) return env;
@@ -114,7 +37,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     s = EmbeddedBroker::Start(1, &p->broker_);
     if (!s.ok()) return s;
     for (const auto& t : p->bus_.topics.All()) {
-      s = p->broker_->CreateTopic(t, options.partitions);
+      s = p->broker_->CreateTopic(t, PartitionsOf(p->bus_, t));
       if (!s.ok()) return s;
     }
     p->bus_.brokers = p->broker_->bootstrap();
@@ -161,109 +84,26 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
 
   const Topics& topics = p->bus_.topics;
   // The redaction rules in force (the policy's redact section), for every
-  // stage that logs (docs/redaction.md); set from the policy in force below.
+  // stage that logs (docs/redaction.md); BuildStages sets them from the
+  // policy in force and keeps them current.
   auto redactor = std::make_shared<RedactorInForce>();
-  p->sink_->AddListener([redactor](const std::vector<Event>& events) { redactor->OnAppended(events); });
-  // Execute's section of a policy document, with this deployment's
-  // overrides: what a policy.updated puts in force for execute.
-  const std::string data_dir = options.data_dir, tools_dir = options.tools_dir, workspace_root = options.workspace_root;
-  auto execute_policy_of = [data_dir, tools_dir, workspace_root](const Json& doc, ExecutePolicy* out) {
-    Status st = ExecutePolicyFromJson(doc, data_dir, out);
-    if (!st.ok()) return st;
-    if (!tools_dir.empty()) out->tools_dir = tools_dir;
-    if (!workspace_root.empty()) out->workspace_root = workspace_root;
-    return Status::Ok();
-  };
-  IngestConfig ic;
-  ic.redactor = redactor;
-  ic.topics = topics;
-  ic.max_request_bytes = options.max_request_bytes;
-  ic.credentials = p->credentials_.get();
-  ic.max_skew_us = options.max_signature_skew_us;
-  p->stages_.push_back(std::make_unique<IngestStage>(ic));
-  // decide: fold the log (policy in force, budget ledger) before any
-  // runner starts, then see every appended group through the listener.
-  DecideConfig dc{topics, p->options_.policy_path};
-  dc.redactor = redactor;
-  // Never log as in force a policy execute would not enforce.
-  dc.validate = [execute_policy_of](const Json& doc) {
-    ExecutePolicy unused;
-    return execute_policy_of(doc, &unused);
-  };
-  auto decide = std::make_unique<DecideStage>(std::move(dc));
-  const DecideStage* decide_stage = decide.get();
-  {
-    const LogStore& store = p->log_->store();
-    s = decide->Rebuild(p->log_->head_seq(), [&store](uint64_t seq, Event* e) { return store.ReadEvent(seq, e); },
-                        options.data_dir + "/decide-ledger.snapshot");
-    if (!s.ok()) return s;
-    // Fail at start rather than hold every request: with no policy in the
-    // log, the file must load now.
-    PolicyPtr file_policy;
-    Status fs = LoadPolicyFile(p->options_.policy_path, &file_policy);
-    if (!fs.ok() && !decide->policy().has_policy()) return fs;
-    if (!fs.ok()) std::cerr << "tollgate: " << fs.message() << "; keeping the policy in force from the log\n";
-    if (decide->policy().has_policy()) {
-      std::shared_ptr<const Redactor> r;
-      if (Redactor::FromPolicy(decide->policy().file()->doc(), &r).ok()) redactor->set(r);
-    } else if (fs.ok()) {
-      std::shared_ptr<const Redactor> r;
-      if (Redactor::FromPolicy(file_policy->doc(), &r).ok()) redactor->set(r);
-    }
-    DecideStage* d = decide.get();
-    p->sink_->AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
-  }
-  p->stages_.push_back(std::move(decide));
-  {
-    ApproveConfig ac;
-    ac.topics = topics;
-    ac.webhooks.urls = options.webhooks;
-    ac.authenticate = RegistryAuthenticator(p->credentials_.get(), options.max_signature_skew_us);
-    auto approve = std::make_unique<ApproveStage>(ac);
-    // Pending approvals (and their deadlines) are a fold over the log.
-    s = approve->Load(p->log_->store());
-    if (!s.ok()) return s;
-    ApproveStage* raw = approve.get();
-    // Its listener reads the log itself: it runs before the cache has the group.
-    raw->SetLogView(p->store_view_.get());
-    p->sink_->AddListener([raw](const std::vector<Event>& events) { raw->OnAppended(events); });
-    p->approve_ = raw;
-    p->stages_.push_back(std::move(approve));
-  }
-  if (options.replay_from.empty()) {
-    // Execute enforces the policy in force: the log's when it has one (the
-    // file's comes into force when decide logs it), else the file's.
-    auto policy = std::make_shared<ExecutePolicy>();
-    const PolicyInForce in_force = decide_stage->policy();
-    if (in_force.has_policy()) {
-      s = execute_policy_of(in_force.file()->doc(), policy.get());
-      if (!s.ok()) std::cerr << "tollgate: the execute section in force does not load (" << s.message() << "); using the file's\n";
-    }
-    if (!in_force.has_policy() || !s.ok()) {
-      s = LoadExecutePolicy(p->options_.policy_path, options.data_dir, policy.get());
-      if (!s.ok()) return s;
-      if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
-      if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;
-    }
-    p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
-    ExecuteConfig ec;
-    ec.topics = topics;
-    ec.policy = policy;
-    ec.audit = p->audit_reader_.get();
-    ec.policy_from_doc = execute_policy_of;
-    ec.redactor = redactor;
-    auto execute = std::make_unique<ExecuteStage>(ec);
-    ExecuteStage* x = execute.get();
-    p->sink_->AddListener([x](const std::vector<Event>& events) { x->OnAppended(events); });
-    p->stages_.push_back(std::move(execute));
-  } else {
-    // Recorded-result replay: replay/'s stage takes execute's place (no
-    // executor is built, so nothing can run a tool).
-    p->stages_.emplace_back();
-    s = replay::MakeReplayStage(topics, options.replay_from, options.replay_session, p->log_->store(),
-                                &p->stages_.back());
-    if (!s.ok()) return s;
-  }
+  // Every stage, its state folded from the log and its listener registered
+  // (deploy/stages.h: the same code builds `tollgate stage NAME`).
+  p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
+  StageEnv env;
+  env.options = &p->options_;
+  env.topics = topics;
+  env.log = p->log_.get();
+  env.sink = p->sink_.get();
+  env.store_view = p->store_view_.get();
+  env.credentials = p->credentials_.get();
+  env.redactor = redactor;
+  env.audit = p->audit_reader_.get();
+  BuiltStages built;
+  s = BuildStages(StageNames(), env, &built);
+  if (!s.ok()) return s;
+  p->stages_ = std::move(built.stages);
+  p->approve_ = built.approve;
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
     RunnerOptions ro;

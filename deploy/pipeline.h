@@ -13,7 +13,8 @@
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
-#include "runtime/reconciler.h"
+#include "deploy/endpoints.h"  // WriteEndpoints, for its callers
+#include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "runtime/kafka_bus.h"
@@ -111,9 +112,5 @@ class Pipeline {
   std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
 };
-
-// endpoints.json: where `up` serves, so the other subcommands need no flags.
-Status WriteEndpoints(const std::string& data_dir, const Json& endpoints);
-Status ReadEndpoints(const std::string& data_dir, Json* endpoints);
 
 }  // namespace tollgate

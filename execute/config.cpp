@@ -117,7 +117,7 @@ ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
 
 // What `n` expands to (aliases included), counted before anything is
 // copied, stopping at the first cap passed: a few kilobytes of aliases can
-// stand for gigabytes. The caps are decide's (decide/policy_engine.cpp).
+// stand for gigabytes. The caps are decide's (decide/policy_loader.cpp).
 static bool YamlExpansionWithin(const YAML::Node& n, int depth, size_t* values, size_t* bytes) {
   constexpr size_t kMaxValues = 200'000, kMaxBytes = 8 << 20;
   if (depth > 64 || ++*values > kMaxValues) return false;

@@ -10,8 +10,7 @@
 namespace tollgate {
 namespace {
 
-// Pure and fast: run inside Process, no deferred work needed.
-bool RunsInline(const std::string& tool) { return tool == "echo" || tool == "current_time" || tool == "calculate"; }
+// RunsInline (pure and fast: run inside Process, no deferred work): the tool catalog.
 
 // Releases a request's in-flight mark when the deferred work that holds it
 // is destroyed: after its result is durable, or if the runner drops it.
@@ -126,17 +125,17 @@ void Complete(const Flow& flow, const Json& decision, const Json& approval, cons
   const bool ok = tool_result.value("success", false);
   Json result = MakeResult(flow.request, ok ? "completed" : "failed", decision, approval, logged);
   RedactResult(&result, redactor);  // the decision's fields; the ToolResult is `logged` already
-  r->outputs.push_back({MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1});
+  r->outputs.push_back({MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1, result});
 }
 
 }  // namespace
 
 StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
-  Flow flow;
-  std::vector<Event> history;
+  FlowInput input;
   StageResult r;
-  if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
-  RequestState state = Summarize(history);
+  if (!ReadFlow(name(), config_.topics, in, ctx, log, &input, &r)) return r;
+  const Flow& flow = input.flow;
+  const RequestState& state = input.state;
   if (flow.decision.is_null() || !state.cleared()) {
     // Only what decide allowed, or what approvers granted, as the log records it, runs.
     return RejectMalformedFlow(name(), config_.topics, in, ctx,

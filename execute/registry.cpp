@@ -1,13 +1,31 @@
 #include "execute/registry.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "execute/tools/cli_tool.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
 
+namespace {
+const ToolFacts& CatalogRow(std::string_view name) {
+  const ToolFacts* facts = FindBuiltinTool(name);
+  if (facts == nullptr) {
+    std::fprintf(stderr, "tool '%.*s' is not in the tool catalog (core/tool_catalog.cpp)\n",
+                 static_cast<int>(name.size()), name.data());
+    std::abort();
+  }
+  return *facts;
+}
+}  // namespace
+
+BuiltinTool::BuiltinTool(std::string_view name) : facts_(CatalogRow(name)) {}
+
 void ToolRegistry::RegisterBuiltins() {
-  // The one list of built-ins. A new tool: a file in tools/, a factory in
-  // tools/tools.h, a line here, its tests, and its entry in docs/tools.md.
+  // The one list of built-ins. A new tool: its row in core/tool_catalog.cpp,
+  // a file in tools/, a factory in tools/tools.h, a line here, its tests,
+  // and its entry in docs/tools.md.
   Register(MakeEcho());
   Register(MakeCurrentTime());
   Register(MakeCalculate());

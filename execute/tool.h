@@ -12,8 +12,10 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/messages.h"
+#include "core/tool_catalog.h"
 #include "execute/audit_reader.h"
 #include "execute/config.h"
 
@@ -61,6 +63,22 @@ class Tool {
   // read-only call runs again, a mutating one ends with E_OUTCOME_UNKNOWN.
   virtual bool ReadOnly(const Json& args, const Json& decision) const = 0;
   virtual Json Run(const Json& args, const ToolContext& ctx) const = 0;
+};
+
+// A built-in tool: its name, description and read-only answer are its row
+// in the tool catalog (core/tool_catalog.h), which decide reads too. A tool
+// whose answer depends on the call (Reads::kByMethod) overrides ReadOnly.
+class BuiltinTool : public Tool {
+ public:
+  // Aborts when `name` has no row: a programming error, caught by the first
+  // test that registers the tool.
+  explicit BuiltinTool(std::string_view name);
+  std::string name() const override { return std::string(facts_.name); }
+  std::string description() const override { return std::string(facts_.description); }
+  bool ReadOnly(const Json&, const Json&) const override { return facts_.read_only(); }
+
+ private:
+  const ToolFacts& facts_;
 };
 
 // Shorthands for tool code.

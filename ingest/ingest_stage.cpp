@@ -73,7 +73,7 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
   Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
   Message out = MessageFor(config_.topics.results(), request, result);
   if (request["agent_id"] == kUnknown && !in.key.empty()) out.key = in.key;  // back to the sender's partition
-  r.outputs.push_back({std::move(out), 0});
+  r.outputs.push_back({std::move(out), 0, std::move(result)});
   return r;
 }
 

@@ -68,12 +68,14 @@ DecisionChange ChangeOf(const Event& e) {
 struct Redecider::State {
   Target target;
   RedecideReport report;
-  PolicyInForce logged;   // what the log says was in force
+  // What the log says was in force, and the ledger: decide's own fold
+  // (decide/decide_state.h), so replay cannot fold the log otherwise. In
+  // what-if mode the ledger is the counterfactual one (see redecide.h).
+  DecideState fold;
   PolicyInForce what_if;  // the candidate plus the log's agent-local rules
   // The redaction rules decide logged under: a re-made decision is
   // compared in the form decide logged it (core/redact.h).
   RedactorInForce redactor;
-  BudgetLedger ledger;
   // A target request: received, then (once) re-decided, then completed.
   struct Request {
     Json request;             // while waiting for its decision
@@ -111,6 +113,8 @@ Redecider::Redecider(const Target& target, const RedecideOptions& options) : s_(
 
 Redecider::~Redecider() = default;
 
+const DecideState& Redecider::state() const { return s_->fold; }
+
 void Redecider::Fold(DecisionInput& input) {
   State& st = *s_;
   RedecideReport& report = st.report;
@@ -131,7 +135,7 @@ void Redecider::Fold(DecisionInput& input) {
   if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e)) return;
   ++report.events;
   if (e.type == "policy.updated") {
-    Status s = st.logged.Apply(e);
+    Status s = st.fold.Apply(e);
     st.redactor.OnAppended({e});
     if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
     if (!s.ok()) st.policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
@@ -157,17 +161,17 @@ void Redecider::Fold(DecisionInput& input) {
         it->second.cost_usd = e.data.value("cost_usd", 0.0);
       }
     }
-    st.ledger.Apply(e);
+    st.fold.Apply(e);
     return;
   }
   auto rit = st.requests.find(st.KeyOf(e));
   const bool waiting = rit != st.requests.end() && rit->second.waiting;
   if (!is_target && !waiting) {
     parse_data();
-    st.ledger.Apply(e);  // another request of the org: budget state only
+    st.fold.Apply(e);  // another request of the org: budget state only
     return;
   }
-  const PolicyInForce& policy = report.what_if ? st.what_if : st.logged;
+  const PolicyInForce& policy = report.what_if ? st.what_if : st.fold.policy();
   std::string note;
   if (!waiting) {
     note = "its request.received is not in the range read";
@@ -177,7 +181,7 @@ void Redecider::Fold(DecisionInput& input) {
   }
   if (!note.empty()) {
     parse_data();
-    st.ledger.Apply(e);
+    st.fold.Apply(e);
     DecisionChange c = ChangeOf(e);
     c.note = std::move(note);
     c.recorded = Compared(std::move(e.data));
@@ -190,7 +194,7 @@ void Redecider::Fold(DecisionInput& input) {
   in.request = &r.request;
   in.received_at_us = r.received_us;
   Decision& d = st.decision;
-  DecideInto(policy, st.ledger, in, &d);
+  DecideInto(policy, st.fold.ledger(), in, &d);
   d.checks.clear();  // explanation, not compared: not worth serialising
   ++report.decisions;
   if (st.per_session == nullptr || st.session != e.session_id) {
@@ -216,12 +220,9 @@ void Redecider::Fold(DecisionInput& input) {
   };
   if (same) {
     if (report.what_if) {
-      st.ledger.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
+      st.fold.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
     } else {
-      // What ledger.Apply(e) does with a decision.made whose compared fields
-      // are the re-made ones.
-      if (e.seq > st.ledger.applied_seq()) st.ledger.set_applied_seq(e.seq);
-      if (!e.request_id.empty()) st.ledger.ApplyDecision(e.request_id, e.org_id, e.agent_id, e.session_id, e.tool, d);
+      st.fold.ApplyDecisionMade(e, d);  // the recorded decision is the re-made one
     }
     done_with_request();
     const double reserved = d.has_reservation ? static_cast<double>(d.reserve_micros) / 1e6 : 0;
@@ -241,9 +242,9 @@ void Redecider::Fold(DecisionInput& input) {
   c.redecided = Compared(std::move(made));
   parse_data();
   if (report.what_if) {
-    st.ledger.ApplyDecision(e.request_id, r.request, c.redecided);
+    st.fold.ApplyDecision(e.request_id, r.request, c.redecided);
   } else {
-    st.ledger.Apply(e);
+    st.fold.Apply(e);
   }
   c.recorded = Compared(std::move(e.data));
   done_with_request();

@@ -3,7 +3,7 @@
 // the log alone. Pure: a fold over events, no I/O.
 //
 // The state a decision depended on is folded from the events before it, in
-// seq order, exactly as decide folds it:
+// seq order, by decide's own fold (DecideState, decide/decide_state.h):
 //   - the policy in force: policy.updated events (tier "file" carries the
 //     whole policy; tier "agent_local" adds "allow always" rules of the
 //     target's orgs: another org's are not read, and with target.org_id
@@ -41,6 +41,7 @@
 
 #include "core/canonical_json.h"
 #include "core/event.h"
+#include "decide/decide_state.h"
 #include "decide/policy_engine.h"
 #include "replay/log_source.h"
 
@@ -120,6 +121,9 @@ class Redecider {
   void Fold(DecisionInput& input);
   // The report, once every input is folded. Call once.
   RedecideReport Finish();
+  // The policy in force and ledger folded so far (in what-if mode the
+  // ledger is the counterfactual one).
+  const DecideState& state() const;
 
  private:
   struct State;

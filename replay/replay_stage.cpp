@@ -25,11 +25,11 @@ void ReplayExecuteStage::Restore(const std::vector<Event>& events) {
 }
 
 StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
-  Flow flow;
-  std::vector<Event> history;
+  FlowInput input;
   StageResult r;
-  if (!ReadFlow(name(), config_.topics, in, ctx, log, &flow, &history, &r)) return r;
-  RequestState state = Summarize(history);
+  if (!ReadFlow(name(), config_.topics, in, ctx, log, &input, &r)) return r;
+  const Flow& flow = input.flow;
+  const RequestState& state = input.state;
   const bool granted = state.approval_settled != nullptr && state.approval_settled->type == "approval.granted";
   if (flow.decision.is_null() || !(state.verdict() == "allow" || (state.verdict() == "ask" && granted))) {
     // As execute: only what the log shows allowed (or approved) gets a result.
@@ -81,7 +81,7 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
   const bool ok = tool_result.value("success", false);
   Json result = MakeResult(flow.request, ok ? "completed" : "failed", flow.decision, nullptr, tool_result);
   if (state.completed != nullptr) result["log_seq"] = state.completed->seq;
-  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0});
+  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0, result});
   return r;
 }
 

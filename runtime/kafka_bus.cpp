@@ -84,6 +84,7 @@ Message ToMessage(const rd_kafka_message_t* m) {
   msg.topic = rd_kafka_topic_name(m->rkt);
   msg.partition = m->partition;
   msg.offset = m->offset;
+  msg.timestamp_ms = std::max<int64_t>(0, rd_kafka_message_timestamp(m, nullptr));
   if (m->key) msg.key.assign(static_cast<const char*>(m->key), m->key_len);
   if (m->payload) msg.value.assign(static_cast<const char*>(m->payload), m->len);
   rd_kafka_headers_t* hdrs = nullptr;
@@ -183,6 +184,17 @@ void EmbeddedBroker::PushRequestErrors(int16_t api_key, int count, int error) {
 
 // ---------------------------------------------------------------- topics
 
+int PartitionsOf(const BusConfig& config, const std::string& topic) {
+  return topic == config.topics.events() ? 1 : config.partitions;
+}
+
+int32_t PartitionOfKey(const std::string& key, int32_t partitions) {
+  if (partitions <= 0) return 0;
+  // What the producer's partitioner (murmur2_random) does with a key; it
+  // reads neither the topic nor the opaques.
+  return rd_kafka_msg_partitioner_murmur2(nullptr, key.data(), key.size(), partitions, nullptr, nullptr);
+}
+
 Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) {
   Conf conf(config);
   Status s;
@@ -198,9 +210,17 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
     if (err) return KafkaError("reading topic metadata from " + config.brokers, err);
     std::set<std::string> present;
     for (int i = 0; i < md->topic_cnt; ++i) {
-      if (md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) present.insert(md->topics[i].topic);
+      if (md->topics[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+      present.insert(md->topics[i].topic);
+      if (md->topics[i].topic == config.topics.events() && md->topics[i].partition_cnt != 1) {
+        s = Status::Error(errc::kKafka, config.topics.events() + " has " +
+                                            std::to_string(md->topics[i].partition_cnt) +
+                                            " partitions; it must have exactly one (the record's total order: "
+                                            "docs/deployments.md)");
+      }
     }
     rd_kafka_metadata_destroy(md);
+    if (!s.ok()) return s;
     for (const auto& t : config.topics.All()) {
       if (!present.count(t)) names.push_back(t);
     }
@@ -209,7 +229,11 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
   std::vector<rd_kafka_NewTopic_t*> news;
   for (const auto& t : names) {
     char err[256];
-    news.push_back(rd_kafka_NewTopic_new(t.c_str(), config.partitions, -1, err, sizeof err));
+    const bool events = t == config.topics.events();
+    news.push_back(rd_kafka_NewTopic_new(t.c_str(), PartitionsOf(config, t), -1, err, sizeof err));
+    // The events topic is the distributed deployment's record: kept for ever.
+    if (events) rd_kafka_NewTopic_set_config(news.back(), "retention.ms", "-1");
+    if (events) rd_kafka_NewTopic_set_config(news.back(), "retention.bytes", "-1");
   }
   rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
   rd_kafka_AdminOptions_t* opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS);
@@ -403,7 +427,7 @@ void SetConsumerConf(Conf& conf, const BusConfig& config, const std::string& gro
   // p50 of ~30 ms end to end (20 ms: ~62 ms) for ~12% of a core when idle
   // (20 ms: ~5%). BusConfig::extra overrides it.
   conf.Set("fetch.wait.max.ms", "5");
-  // Oversized requests must reach ingest to be rejected with a result: a
+  // Oversized requests must reach the first stage to be rejected with a result: a
   // message larger than the fetch size would stall its partition.
   conf.Set("max.partition.fetch.bytes", "33554432");
   conf.Set("fetch.max.bytes", "67108864");
@@ -639,6 +663,92 @@ Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>
   }
   st.complete = end.empty();
   rd_kafka_consumer_close(rk);
+  return Status::Ok();
+}
+
+Status PartitionReader::Open(const BusConfig& config, const std::string& topic, int32_t partition,
+                             int64_t from_offset, std::unique_ptr<PartitionReader>* out) {
+  Conf conf(config);
+  SetConsumerConf(conf, config, "tollgate-follower");  // never joined: assign only, no commits
+  Status s;
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_CONSUMER, &s);
+  if (!s.ok()) return s;
+  rd_kafka_poll_set_consumer(rk);
+  std::unique_ptr<PartitionReader> r(new PartitionReader());
+  r->rk_ = rk;
+  r->topic_ = topic;
+  r->partition_ = partition;
+  s = r->Seek(from_offset);
+  if (!s.ok()) return s;
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+PartitionReader::~PartitionReader() {
+  if (rk_ == nullptr) return;
+  rd_kafka_consumer_close(rk_);
+  rd_kafka_destroy(rk_);
+}
+
+Status PartitionReader::Seek(int64_t offset) {
+  auto* list = rd_kafka_topic_partition_list_new(1);
+  rd_kafka_topic_partition_list_add(list, topic_.c_str(), partition_)->offset = offset;
+  rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list);
+  rd_kafka_topic_partition_list_destroy(list);
+  if (err) return KafkaError("assign " + topic_, err);
+  next_ = offset;
+  return Status::Ok();
+}
+
+Status PartitionReader::ReadToEnd(std::chrono::milliseconds timeout,
+                                  const std::function<Status(const Message&)>& each) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  // The end as of now. A read_committed client's ListOffsets asks for the
+  // last stable offset: an open transaction's messages are past it.
+  int64_t low = 0, high = 0;
+  rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk_, topic_.c_str(), partition_, &low, &high,
+                                                              static_cast<int>(timeout.count()));
+  if (err) return KafkaError("end offset of " + topic_, err);
+  if (next_ < low) {
+    return Status::Error(errc::kOffsetLost, "OFFSET LOST on " + topic_ + "[" + std::to_string(partition_) +
+                                                "]: the next offset " + std::to_string(next_) +
+                                                " is gone (the broker holds " + std::to_string(low) + " on)");
+  }
+  while (next_ < high) {
+    if (Clock::now() >= deadline) {
+      return Status::Error(errc::kKafka, "reading " + topic_ + " to offset " + std::to_string(high) +
+                                             " timed out at " + std::to_string(next_));
+    }
+    rd_kafka_message_t* m = rd_kafka_consumer_poll(rk_, 50);
+    if (m == nullptr) {
+      // Aborted transactions' messages and control records are skipped
+      // without a message: the position says how far the fetcher got.
+      auto* list = rd_kafka_topic_partition_list_new(1);
+      rd_kafka_topic_partition_list_add(list, topic_.c_str(), partition_);
+      if (rd_kafka_position(rk_, list) == RD_KAFKA_RESP_ERR_NO_ERROR && list->elems[0].offset > next_) {
+        next_ = list->elems[0].offset;
+      }
+      rd_kafka_topic_partition_list_destroy(list);
+      continue;
+    }
+    std::unique_ptr<rd_kafka_message_t, void (*)(rd_kafka_message_t*)> guard(m, rd_kafka_message_destroy);
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+      return Status::Error(errc::kOffsetLost, "OFFSET LOST on " + topic_ + ": " + rd_kafka_message_errstr(m));
+    }
+    if (m->err) {
+      std::cerr << "tollgate: " << topic_ << " reader: " << rd_kafka_message_errstr(m) << "\n";
+      continue;
+    }
+    if (m->offset < next_) continue;  // before a re-seek
+    Status s = each(ToMessage(m));
+    if (!s.ok()) {
+      (void)Seek(m->offset);  // read it again next time
+      return s;
+    }
+    next_ = m->offset + 1;
+  }
   return Status::Ok();
 }
 

@@ -54,9 +54,18 @@ class EmbeddedBroker {
   std::string bootstrap_;
 };
 
-// Creates the topics of `config` that are missing (admin API), and checks
-// that those present have at least one partition. Works against the
-// embedded broker and Apache Kafka alike.
+// How many partitions tollgate creates `topic` with: config.partitions, but
+// one for the events topic (one total order; docs/deployments.md).
+int PartitionsOf(const BusConfig& config, const std::string& topic);
+
+// The partition of `partitions` that Producer sends a message keyed `key`
+// to (murmur2, as Java clients): for callers that spread keys evenly.
+int32_t PartitionOfKey(const std::string& key, int32_t partitions);
+
+// Creates the topics of `config` that are missing (admin API; the events
+// topic with one partition and no retention limit), and checks that those
+// present have at least one partition and the events topic exactly one.
+// Works against the embedded broker and Apache Kafka alike.
 Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout);
 
 // An idempotent producer (acks=all, murmur2 partitioner so Java clients
@@ -140,6 +149,37 @@ class Consumer {
   rd_kafka_s* rk_ = nullptr;
   bool closed_ = false;
   std::function<void()> before_revoke_;
+};
+
+// Reads one partition in offset order from a given offset, committed data
+// only, outside any group (no commits: the caller keeps its own position).
+// For followers of the events topic (runtime/event_follower.h). One thread
+// at a time.
+class PartitionReader {
+ public:
+  static Status Open(const BusConfig& config, const std::string& topic, int32_t partition, int64_t from_offset,
+                     std::unique_ptr<PartitionReader>* out);
+  ~PartitionReader();
+  // Calls `each` with every committed message up to the partition's end as
+  // it stands when this is called (its last stable offset), in order, then
+  // returns. A non-ok status from `each` stops the read and is returned; the
+  // message that failed is read again by the next call. E_KAFKA at
+  // `timeout`; E_OFFSET_LOST when the next offset is no longer held by the
+  // broker (retention dropped it): the caller's copy can no longer be
+  // complete, and nothing is skipped silently.
+  Status ReadToEnd(std::chrono::milliseconds timeout, const std::function<Status(const Message&)>& each);
+  // The next offset to read.
+  int64_t position() const { return next_; }
+
+ // Reads from `offset` next.
+  Status Seek(int64_t offset);
+
+ private:
+  PartitionReader() = default;
+  rd_kafka_s* rk_ = nullptr;
+  std::string topic_;
+  int32_t partition_ = 0;
+  int64_t next_ = 0;
 };
 
 // The committed offsets (next offset to read) of consumer group `group` for

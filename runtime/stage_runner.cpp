@@ -1,7 +1,8 @@
 #include "runtime/stage_runner.h"
 
-#include "core/flow_stage.h"
-#include "core/messages.h"
+#include "core/messages.h"  // error codes
+#include "runtime/event_follower.h"
+
 
 #include <iostream>
 #include <map>
@@ -49,28 +50,15 @@ class OverlayView : public LogView {
 };
 
 // An output the producer would refuse (over `limit`, its
-// max_message_bytes()) would fail
-// its batch on every retry and wedge the stage: the request it belongs to
-// ends instead (E_OUTPUT_TOO_LARGE). The events the stage made are kept
-// (they happened); the error result replaces the outputs.
-void BoundOutputs(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
-                  size_t limit, StageResult* r) {
+// max_message_bytes()) would fail its batch on every retry and wedge the
+// stage: the stage ends its request instead (Stage::RefuseOversize).
+void BoundOutputs(const Stage& stage, const Message& in, const StageContext& ctx, size_t limit, StageResult* r) {
   for (const auto& o : r->outputs) {
     if (o.message.bytes() <= limit) continue;
-    std::cerr << "tollgate: " << stage << ": an output to " << o.message.topic << " is " << o.message.bytes()
+    std::cerr << "tollgate: " << stage.name() << ": an output to " << o.message.topic << " is " << o.message.bytes()
               << " bytes (limit " << limit << "); its request ends with " << errc::kOutputTooLarge << "\n";
-    Event e;
-    Message result;
-    if (EndRequestForOversizeOutput(o.message, topics, stage, ctx.source, ctx.now_us, &e, &result, limit)) {
-      r->outputs.clear();
-      r->events.push_back(std::move(e));
-      r->outputs.push_back({std::move(result), static_cast<int>(r->events.size()) - 1});
-    } else {
-      *r = RejectMalformedFlow(stage, topics, in, ctx,
-                               "an output to " + o.message.topic + " is over " + std::to_string(limit) +
-                                   " bytes",
-                               errc::kOutputTooLarge);
-    }
+    const Message too_large = o.message;
+    *r = stage.RefuseOversize(in, ctx, std::move(*r), too_large, limit);
     return;
   }
 }
@@ -78,13 +66,27 @@ void BoundOutputs(const std::string& stage, const Topics& topics, const Message&
 // A stage that throws on hostile input (a library exception its code did
 // not expect) refuses that message instead of ending the process.
 template <class Fn>
-StageResult Guarded(const std::string& stage, const Topics& topics, const Message& in, const StageContext& ctx,
-                    Fn&& fn) {
+StageResult Guarded(const Stage& stage, const Message& in, const StageContext& ctx, Fn&& fn) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    std::cerr << "tollgate: " << stage << ": threw on " << ctx.source << ": " << e.what() << "\n";
-    return RejectMalformedFlow(stage, topics, in, ctx, "internal error: " + ToValidUtf8(e.what()), errc::kInternal);
+    std::cerr << "tollgate: " << stage.name() << ": threw on " << ctx.source << ": " << e.what() << "\n";
+    return stage.Refuse(in, ctx, "internal error: " + ToValidUtf8(e.what()), errc::kInternal);
+  }
+}
+
+// An event the log would refuse (a stage bug: bad UTF-8, too large) would
+// fail the batch on every retry. The stage records the failure instead, so
+// the message still gets a result and the stage keeps moving.
+void CheckEvents(const Stage& stage, const Message& in, const StageContext& ctx, size_t max_event_bytes,
+                 StageResult* r) {
+  std::string body;
+  for (const Event& e : r->events) {
+    Status valid = EncodeEventBody(e, max_event_bytes, &body);
+    if (valid.ok()) continue;
+    std::cerr << "tollgate: " << stage.name() << ": refused its own event: " << valid.ToString() << "\n";
+    *r = stage.Refuse(in, ctx, "internal error (" + valid.code() + "): " + valid.message(), errc::kInternal);
+    return;
   }
 }
 
@@ -99,6 +101,8 @@ StageRunner::StageRunner(Stage& stage, EventSink& sink, const LogView& log, Runn
   if (options_.group.empty()) options_.group = "tollgate-" + stage_.name();
   if (options_.transactional_id.empty()) options_.transactional_id = "tollgate-" + stage_.name();
   for (const auto& t : stage_.output_topics()) declared_outputs_.insert(t);
+  // Its events are outputs too: read back like the others after a crash.
+  if (topic_mode() && !declared_outputs_.empty()) declared_outputs_.insert(options_.events_topic);
 }
 
 StageRunner::~StageRunner() {
@@ -338,7 +342,7 @@ void StageRunner::WorkerLoop() {
       job = std::move(queued_.front());
       queued_.pop_front();
     }
-    job->result = Guarded(stage_.name(), options_.bus.topics, job->in, job->ctx, [&] { return job->work(); });
+    job->result = Guarded(stage_, job->in, job->ctx, [&] { return job->work(); });
     std::lock_guard<std::mutex> lock(jobs_mu_);
     finished_.push_back(std::move(job));
   }
@@ -368,25 +372,11 @@ Status StageRunner::PublishFinished() {
   std::vector<Event> events;
   std::vector<StageOutput> outputs;
   std::vector<std::pair<size_t, size_t>> seq_refs;
-  std::string body;
   for (auto& job : unpublished_) {
     StageResult& r = job->result;
-    for (const Event& e : r.events) {
-      Status valid = EncodeEventBody(e, options_.max_event_bytes, &body);
-      if (!valid.ok()) {
-        std::cerr << "tollgate: " << stage_.name() << ": refused its own event: " << valid.ToString() << "\n";
-        r = RejectMalformedFlow(stage_.name(), options_.bus.topics, job->in, job->ctx,
-                                "internal error (" + valid.code() + "): " + valid.message());
-        break;
-      }
-    }
-    BoundOutputs(stage_.name(), options_.bus.topics, job->in, job->ctx, producer_->max_message_bytes(), &r);
-    for (const auto& o : r.outputs) {
-      if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
-      outputs.push_back(o);
-      StampSource(outputs.back().message, job->ctx.source);
-    }
-    events.insert(events.end(), r.events.begin(), r.events.end());
+    CheckEvents(stage_, job->in, job->ctx, options_.max_event_bytes, &r);
+    BoundOutputs(stage_, job->in, job->ctx, producer_->max_message_bytes(), &r);
+    TakeResult(std::move(r), job->ctx.source, &events, &outputs, &seq_refs);
   }
   // Offsets as they will be once these jobs are done.
   OffsetMap next;
@@ -417,6 +407,13 @@ Status StageRunner::PublishFinished() {
 }
 
 Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
+  if (topic_mode()) {
+    // The view must hold every event committed before these messages were
+    // (their own flow's among them), and this stage's last batch.
+    Status s = CollectPublished(/*wait=*/true);
+    if (s.ok()) s = options_.catch_up();
+    if (!s.ok()) return s;
+  }
   std::vector<Event> events;
   OverlayView view(log_, events);
   std::vector<StageOutput> outputs;
@@ -438,37 +435,21 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     if (fl != in_flight_.end() && fl->second.count(m.offset)) continue;  // its work is running
     StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
                               std::to_string(m.offset)};
-    StageResult r = Guarded(stage_.name(), options_.bus.topics, m, ctx, [&] { return stage_.Process(m, ctx, view); });
+    StageResult r = Guarded(stage_, m, ctx, [&] { return stage_.Process(m, ctx, view); });
     if (!r.error.ok()) return r.error;
-    // An event the log would refuse (a stage bug: bad UTF-8, too large)
-    // would fail the batch on every retry. Record the failure instead, so
-    // the message still gets a result and the stage keeps moving.
-    std::string body;
-    for (const Event& e : r.events) {
-      Status valid = EncodeEventBody(e, options_.max_event_bytes, &body);
-      if (!valid.ok()) {
-        std::cerr << "tollgate: " << stage_.name() << ": refused its own event: " << valid.ToString() << "\n";
-        r = RejectMalformedFlow(stage_.name(), options_.bus.topics, m, ctx,
-                                "internal error (" + valid.code() + "): " + valid.message());
-        break;
-      }
-    }
-    BoundOutputs(stage_.name(), options_.bus.topics, m, ctx, producer_->max_message_bytes(), &r);
-    for (auto& o : r.outputs) {
-      if (o.log_seq_of_event >= 0) seq_refs.emplace_back(outputs.size(), events.size() + o.log_seq_of_event);
-      StampSource(o.message, ctx.source);
-      outputs.push_back(std::move(o));
-    }
+    CheckEvents(stage_, m, ctx, options_.max_event_bytes, &r);
+    BoundOutputs(stage_, m, ctx, producer_->max_message_bytes(), &r);
+    DeferredWork deferred = std::move(r.deferred);
     const size_t first_new = events.size();
-    for (auto& e : r.events) events.push_back(std::move(e));
+    TakeResult(std::move(r), ctx.source, &events, &outputs, &seq_refs);
     view.Added(first_new);
-    if (r.deferred) {
+    if (deferred) {
       auto job = std::make_unique<Job>();
       job->tp = tp;
       job->offset = m.offset;
       job->in = m;
       job->ctx = ctx;
-      job->work = std::move(r.deferred);
+      job->work = std::move(deferred);
       new_in_flight[tp].insert(m.offset);
       jobs.push_back(std::move(job));
     }
@@ -484,7 +465,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
 
   const auto t1 = Clock::now();
   Clock::time_point t2;
-  if (jobs.empty() && in_flight_.empty()) {
+  if (jobs.empty() && in_flight_.empty() && !topic_mode()) {
     // Pipelined: append, wait for the previous batch's transaction, hand
     // this one over and go on reading.
     Status s = AppendEvents(events, outputs, seq_refs);
@@ -539,10 +520,32 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   return Status::Ok();
 }
 
+void StageRunner::TakeResult(StageResult r, const std::string& source, std::vector<Event>* events,
+                             std::vector<StageOutput>* outputs, std::vector<std::pair<size_t, size_t>>* seq_refs) {
+  if (topic_mode()) {
+    // The events travel in the outputs' transaction, ahead of them.
+    for (const Event& e : r.events) {
+      StageOutput o;
+      (void)EventMessage(e, options_.events_topic, options_.max_event_bytes, *options_.events_key,
+                         &o.message);  // CheckEvents passed
+      StampSource(o.message, source);
+      outputs->push_back(std::move(o));
+    }
+  }
+  for (auto& o : r.outputs) {
+    if (o.log_seq_of_event >= 0 && !topic_mode()) {
+      seq_refs->emplace_back(outputs->size(), events->size() + o.log_seq_of_event);
+    }
+    StampSource(o.message, source);
+    outputs->push_back(std::move(o));
+  }
+  for (auto& e : r.events) events->push_back(std::move(e));
+}
+
 Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
                                  const std::vector<std::pair<size_t, size_t>>& seq_refs) {
   std::vector<EventSink::Appended> appended;
-  if (!events.empty()) {
+  if (!events.empty() && !topic_mode()) {
     sink_.AppendAll(events, &appended);
     for (size_t i = 0; i < appended.size(); ++i) {
       if (!appended[i].status.ok()) {
@@ -552,7 +555,12 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
       }
     }
   }
-  for (auto [out, ev] : seq_refs) SetLogSeq(&outputs[out].message, appended[ev].seq);
+  for (auto [out, ev] : seq_refs) {
+    StageOutput& o = outputs[out];
+    if (!o.value_json.is_object()) continue;
+    o.value_json["log_seq"] = appended[ev].seq;
+    o.message.value = o.value_json.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
   DropCommitted(outputs);
   return Status::Ok();
 }
@@ -562,32 +570,40 @@ Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vect
                                      std::chrono::steady_clock::time_point* appended_at,
                                      const std::function<void()>& after_append) {
   // 1. The log first: nothing leaves this stage that the log does not hold.
+  // (On the events topic, the events are outputs: step 2 makes them durable.)
   Status s = AppendEvents(events, outputs, seq_refs);
   if (!s.ok()) return s;
   if (appended_at != nullptr) *appended_at = std::chrono::steady_clock::now();
-  if (after_append) after_append();
+  if (after_append && !topic_mode()) after_append();
   // 2. Outputs and offsets, atomically.
-  if (outputs.empty() && next.empty()) return Status::Ok();
-  bool offsets_stored = false;
-  s = Publish(outputs, next, &offsets_stored);
-  if (offsets_stored) committed_.ForgetBelow(next);
-  return s;
+  if (!outputs.empty() || !next.empty()) {
+    bool offsets_stored = false;
+    s = Publish(outputs, next, &offsets_stored);
+    if (offsets_stored) committed_.ForgetBelow(next);
+    if (!s.ok()) return s;
+  }
+  if (after_append && topic_mode()) after_append();
+  return Status::Ok();
 }
 
 Status StageRunner::RunTick() {
   last_tick_ = std::chrono::steady_clock::now();
+  if (topic_mode()) {
+    Status c = options_.catch_up();
+    if (!c.ok()) return c;
+  }
   StageContext ctx{NowMicros(), options_.incarnation + "/tick/" + stage_.name()};
   StageResult r = stage_.Tick(ctx, log_);
   if (!r.error.ok()) return r.error;
   if (r.events.empty() && r.outputs.empty()) return Status::Ok();
+  std::vector<Event> events;
+  std::vector<StageOutput> outputs;
   std::vector<std::pair<size_t, size_t>> seq_refs;
-  for (size_t i = 0; i < r.outputs.size(); ++i) {
-    if (r.outputs[i].log_seq_of_event >= 0) seq_refs.emplace_back(i, r.outputs[i].log_seq_of_event);
-  }
-  Status s = AppendAndPublish(r.events, r.outputs, seq_refs, {}, nullptr);
+  TakeResult(std::move(r), ctx.source, &events, &outputs, &seq_refs);
+  Status s = AppendAndPublish(events, outputs, seq_refs, {}, nullptr);
   if (s.ok()) {
-    stats_.events += r.events.size();
-    stats_.outputs += r.outputs.size();
+    stats_.events += events.size();
+    stats_.outputs += outputs.size();
   }
   return s;
 }

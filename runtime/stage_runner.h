@@ -96,6 +96,16 @@ struct RunnerOptions {
   // already committed, and for how long at most. 0 turns the read-back off.
   int64_t republish_lookback = 50000;
   std::chrono::milliseconds republish_read_timeout{5000};
+  // The distributed deployment (docs/deployments.md). When set, the sink is
+  // not used: a batch's events go to this topic in the same transaction as
+  // its outputs and input offsets (deferred work starts once that
+  // transaction commits), and the LogView is a replica of the topic that
+  // `catch_up` brings up to its committed end before each batch and tick
+  // (so batches are not pipelined). Outputs' log_seq stays 0 ("not known":
+  // the log keeper assigns seqs).
+  std::string events_topic;
+  std::function<Status()> catch_up;
+  std::shared_ptr<const class EventsKey> events_key;  // seals them (runtime/event_follower.h)
 };
 
 struct RunnerStats {
@@ -142,6 +152,12 @@ class StageRunner {
 
  private:
   Status ProcessBatch(std::vector<Message>& batch);
+  bool topic_mode() const { return !options_.events_topic.empty(); }
+  // Moves `r`'s events and outputs (stamped with `source`) onto a batch's;
+  // in topic mode the events become outputs too. seq_refs: (output index,
+  // event index) of outputs that carry an event's log_seq.
+  void TakeResult(StageResult r, const std::string& source, std::vector<Event>* events,
+                  std::vector<StageOutput>* outputs, std::vector<std::pair<size_t, size_t>>* seq_refs);
   // Appends `events` in one group commit, fills log_seq of the outputs that
   // ask for it (seq_refs: output index, event index), then drops the
   // outputs already committed (DropCommitted): what is left is what to send.

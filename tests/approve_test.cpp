@@ -7,7 +7,7 @@
 
 #include "approve/approve_stage.h"
 #include "approve_util.h"
-#include "runtime/reconciler.h"
+#include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"

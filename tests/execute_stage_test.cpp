@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "runtime/reconciler.h"
+#include "deploy/reconciler.h"
 #include "core/invocation.h"
 #include "core/request_state.h"
 #include "core/sha256.h"

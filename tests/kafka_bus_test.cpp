@@ -127,7 +127,16 @@ TEST_F(BusTest, KeyedMessagesLandWhereJavaClientsPutThem) {
   ASSERT_EQ(got.size(), keys.size());
   for (const auto& m : got) {
     EXPECT_EQ(m.partition, JavaPartition(m.key, 6)) << m.key;
+    EXPECT_EQ(m.partition, PartitionOfKey(m.key, 6)) << m.key;
     EXPECT_EQ(m.headers.at("request_id"), "r-" + m.key) << "headers travel";
+  }
+}
+
+TEST(PartitionOfKeyTest, AgreesWithJavaClientsForEveryPartitionCount) {
+  for (int32_t n = 1; n <= 8; ++n) {
+    for (const std::string key : {"", "a", "bench-agent-0", "bench-agent-17", "ünïcode", "fleet/worker-17"}) {
+      EXPECT_EQ(PartitionOfKey(key, n), JavaPartition(key, n)) << "'" << key << "' of " << n;
+    }
   }
 }
 
@@ -315,7 +324,7 @@ class TickingStage : public Stage {
     StageResult r;
     if (++ticks == 3) {
       r.events.push_back(testing::MakeEvent("approval.expired", "r-tick"));
-      r.outputs.push_back({{"tick-out", -1, -1, "a1", "{\"tick\":true}", {}}, 0});
+      r.outputs.push_back({{"tick-out", -1, -1, "a1", "{\"tick\":true}", {}}, 0, Json{{"tick", true}}});
     }
     return r;
   }

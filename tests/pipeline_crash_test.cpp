@@ -1022,7 +1022,7 @@ TEST(EmbeddedBrokerContract, EnsureTopicsAcceptsTopicsThatExist) {
   ASSERT_TRUE(EmbeddedBroker::Start(1, &broker).ok());
   BusConfig bus;
   bus.brokers = broker->bootstrap();
-  for (const auto& t : bus.topics.All()) ASSERT_TRUE(broker->CreateTopic(t, 3).ok());
+  for (const auto& t : bus.topics.All()) ASSERT_TRUE(broker->CreateTopic(t, PartitionsOf(bus, t)).ok());
   const auto t0 = Clock::now();
   Status s = EnsureTopics(bus, seconds(3));
   EXPECT_TRUE(s.ok()) << s.ToString() << " (after " << Since(t0) << " s)";

@@ -36,7 +36,7 @@ class DeferringStage : public Stage {
                                           1'790'000'000'000'000, {{"executor", "t"}, {"attempt", 1}}));
     const std::string id = in.value;
     if (id.rfind("plain", 0) == 0) {  // no second phase: done in the batch
-      r.outputs.push_back({{"def-out", -1, -1, "a1", Json{{"id", id}}.dump(), {}}, 0});
+      r.outputs.push_back({{"def-out", -1, -1, "a1", Json{{"id", id}}.dump(), {}}, 0, Json{{"id", id}}});
       return r;
     }
     r.deferred = [this, id] {
@@ -51,7 +51,7 @@ class DeferringStage : public Stage {
       done.events.push_back(testing::MakeEvent("execution.completed", id, "s1", "a1", "o1", "echo",
                                                1'790'000'000'000'000,
                                                {{"result", ToolResultOk(nullptr, 0)}, {"duration_ms", 0}}));
-      done.outputs.push_back({{"def-out", -1, -1, "a1", Json{{"id", id}}.dump(), {}}, 0});
+      done.outputs.push_back({{"def-out", -1, -1, "a1", Json{{"id", id}}.dump(), {}}, 0, Json{{"id", id}}});
       return done;
     };
     return r;

@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "runtime/reconciler.h"
+#include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"

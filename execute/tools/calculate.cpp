@@ -163,11 +163,9 @@ class Parser {
   std::string err_;
 };
 
-class Calculate : public Tool {
+class Calculate : public BuiltinTool {
  public:
-  std::string name() const override { return "calculate"; }
-  std::string description() const override { return "Evaluate an arithmetic expression safely."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  Calculate() : BuiltinTool("calculate") {}
   Json Run(const Json& args, const ToolContext&) const override {
     std::string expr;
     if (!StringArg(args, "expression", &expr) || expr.empty() || expr.size() > 1000) {

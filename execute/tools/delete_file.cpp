@@ -12,11 +12,9 @@
 namespace tollgate {
 namespace {
 
-class DeleteFile : public Tool {
+class DeleteFile : public BuiltinTool {
  public:
-  std::string name() const override { return "delete_file"; }
-  std::string description() const override { return "Delete a file or empty directory in the agent's workspace."; }
-  bool ReadOnly(const Json&, const Json&) const override { return false; }
+  DeleteFile() : BuiltinTool("delete_file") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     if (!ctx.policy->writes_enabled) return ToolFail(errc::kWritesDisabled, "writes are disabled by policy");
     std::string path;

@@ -6,19 +6,15 @@
 namespace tollgate {
 namespace {
 
-class Echo : public Tool {
+class Echo : public BuiltinTool {
  public:
-  std::string name() const override { return "echo"; }
-  std::string description() const override { return "Return the args unchanged."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  Echo() : BuiltinTool("echo") {}
   Json Run(const Json& args, const ToolContext&) const override { return ToolOk(args); }
 };
 
-class CurrentTime : public Tool {
+class CurrentTime : public BuiltinTool {
  public:
-  std::string name() const override { return "current_time"; }
-  std::string description() const override { return "The current UTC time."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  CurrentTime() : BuiltinTool("current_time") {}
   Json Run(const Json&, const ToolContext& ctx) const override {
     return ToolOk({{"utc", FormatTime(ctx.now_us)}, {"unix_ms", ctx.now_us / 1000}});
   }

@@ -155,13 +155,9 @@ std::string DestructiveReason(const std::vector<std::string>& argv) {
 
 namespace {
 
-class ExecuteCommand : public Tool {
+class ExecuteCommand : public BuiltinTool {
  public:
-  std::string name() const override { return "execute_command"; }
-  std::string description() const override {
-    return "Run an allowlisted program with arguments (no shell) in the agent's workspace.";
-  }
-  bool ReadOnly(const Json&, const Json&) const override { return false; }
+  ExecuteCommand() : BuiltinTool("execute_command") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     const ExecutePolicy& p = *ctx.policy;
     std::string command, stdin_data;

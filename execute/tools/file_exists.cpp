@@ -13,11 +13,9 @@ const char* EntryType(mode_t m);
 
 namespace {
 
-class FileExists : public Tool {
+class FileExists : public BuiltinTool {
  public:
-  std::string name() const override { return "file_exists"; }
-  std::string description() const override { return "Whether a path exists in the agent's workspace."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  FileExists() : BuiltinTool("file_exists") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string path;
     if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");

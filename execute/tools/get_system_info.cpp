@@ -10,11 +10,9 @@
 namespace tollgate {
 namespace {
 
-class GetSystemInfo : public Tool {
+class GetSystemInfo : public BuiltinTool {
  public:
-  std::string name() const override { return "get_system_info"; }
-  std::string description() const override { return "OS, CPU count, memory and uptime of the executor."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  GetSystemInfo() : BuiltinTool("get_system_info") {}
   Json Run(const Json&, const ToolContext&) const override {
     utsname u{};
     uname(&u);

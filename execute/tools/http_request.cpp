@@ -173,14 +173,12 @@ bool HostAllowed(const Json& hosts, const std::string& host) {
 
 bool ValidHeaderPart(const std::string& s) { return s.find_first_of("\r\n") == std::string::npos; }
 
-class HttpRequest : public Tool {
+class HttpRequest : public BuiltinTool {
  public:
-  HttpRequest() { static CurlInit once; }
-  std::string name() const override { return "http_request"; }
-  std::string description() const override { return "Make an HTTP(S) request under the agent's policy."; }
+  HttpRequest() : BuiltinTool("http_request") { static CurlInit once; }
   bool ReadOnly(const Json& args, const Json&) const override {
     std::string m = args.contains("method") && args["method"].is_string() ? Upper(args["method"]) : "GET";
-    return m == "GET" || m == "HEAD" || m == "OPTIONS";
+    return IsReadOnlyMethod(m);
   }
 
   Json Run(const Json& args, const ToolContext& ctx) const override {

@@ -21,11 +21,9 @@ const char* EntryType(mode_t m) {
 
 namespace {
 
-class ListDirectory : public Tool {
+class ListDirectory : public BuiltinTool {
  public:
-  std::string name() const override { return "list_directory"; }
-  std::string description() const override { return "List a directory in the agent's workspace."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  ListDirectory() : BuiltinTool("list_directory") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string path = ".";
     if (!StringArg(args, "path", &path, false)) return ToolFail(errc::kInvalidArgs, "path must be a string");

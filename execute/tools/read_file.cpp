@@ -10,11 +10,9 @@
 namespace tollgate {
 namespace {
 
-class ReadFile : public Tool {
+class ReadFile : public BuiltinTool {
  public:
-  std::string name() const override { return "read_file"; }
-  std::string description() const override { return "Read a file in the agent's workspace."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  ReadFile() : BuiltinTool("read_file") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string path;
     if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");

@@ -53,11 +53,9 @@ void WalkDir(int dir_fd, const std::string& prefix, int depth, Walk* w) {
   closedir(d);
 }
 
-class SearchFiles : public Tool {
+class SearchFiles : public BuiltinTool {
  public:
-  std::string name() const override { return "search_files"; }
-  std::string description() const override { return "Find files in the agent's workspace by glob pattern."; }
-  bool ReadOnly(const Json&, const Json&) const override { return true; }
+  SearchFiles() : BuiltinTool("search_files") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string pattern, path = ".";
     if (!StringArg(args, "pattern", &pattern) || pattern.empty() || pattern.size() > 1024) {

@@ -13,11 +13,9 @@
 namespace tollgate {
 namespace {
 
-class WriteFile : public Tool {
+class WriteFile : public BuiltinTool {
  public:
-  std::string name() const override { return "write_file"; }
-  std::string description() const override { return "Write or append to a file in the agent's workspace."; }
-  bool ReadOnly(const Json&, const Json&) const override { return false; }
+  WriteFile() : BuiltinTool("write_file") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
     if (!ctx.policy->writes_enabled) return ToolFail(errc::kWritesDisabled, "writes are disabled by policy");
     std::string path, content, encoding = "utf-8";

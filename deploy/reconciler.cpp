@@ -1,4 +1,4 @@
-#include "runtime/reconciler.h"
+#include "deploy/reconciler.h"
 
 #include <rocksdb/iterator.h>
 

@@ -1,0 +1,91 @@
+#include "approve/pending_approvals.h"
+
+#include <algorithm>
+
+#include "core/messages.h"
+
+namespace tollgate {
+namespace {
+
+// request.rejected that ends a received request (RequestState).
+bool EndsRequest(const Event& e) {
+  auto err = e.data.find("error");
+  if (err == e.data.end() || !err->is_object()) return false;
+  const std::string code = err->value("code", "");
+  return code == errc::kRequestLost || code == errc::kOutputTooLarge;
+}
+
+int ApproversNeeded(const Json& data) {
+  auto n = data.find("approvers_needed");
+  return n != data.end() && n->is_number_integer() ? std::max(1, n->get<int>()) : 1;
+}
+
+}  // namespace
+
+void PendingApprovals::Finish(const std::string& key) {
+  held_.erase(key);
+  finished_.insert(key);
+}
+
+void PendingApprovals::Apply(const Event& e) {
+  const bool approval = e.type == "approval.requested" || e.type == "approval.granted" ||
+                        e.type == "approval.denied" || e.type == "approval.expired";
+  if (!approval && e.type != "request.rejected" && e.type != "execution.completed") return;
+  const std::string key = RequestKey(e.org_id, e.request_id);
+  if (finished_.count(key)) return;
+  auto it = held_.find(key);
+  if (e.type == "approval.requested") {
+    Held& h = held_[key];
+    h.org_id = e.org_id;
+    h.request_id = e.request_id;
+    h.deadline_us = 0;
+    ParseTime(e.data.value("deadline", ""), &h.deadline_us);
+    h.needed = ApproversNeeded(e.data);
+  } else if (e.type == "approval.granted") {
+    // A grant with no request settles at once (a quorum of one), as
+    // RequestState counts it.
+    if (it == held_.end()) {
+      Finish(key);
+      return;
+    }
+    Held& h = it->second;
+    const std::string who = e.data.value("approver", "");
+    if (std::find(h.granted_by.begin(), h.granted_by.end(), who) == h.granted_by.end()) h.granted_by.push_back(who);
+    if (static_cast<int>(h.granted_by.size()) >= h.needed) Finish(key);
+  } else if (approval) {
+    Finish(key);  // denied or expired
+  } else if (it != held_.end() && (e.type == "execution.completed" || EndsRequest(e))) {
+    Finish(key);
+  }
+}
+
+void PendingApprovals::Forget(const std::string& org_id, const std::string& request_id) {
+  held_.erase(RequestKey(org_id, request_id));
+}
+
+const PendingApprovals::Held* PendingApprovals::Find(const std::string& org_id, const std::string& request_id) const {
+  auto it = held_.find(RequestKey(org_id, request_id));
+  return it == held_.end() ? nullptr : &it->second;
+}
+
+bool PendingApprovals::finished(const std::string& org_id, const std::string& request_id) const {
+  return finished_.count(RequestKey(org_id, request_id)) != 0;
+}
+
+int64_t PendingApprovals::next_deadline_us() const {
+  int64_t best = 0;
+  for (const auto& [key, h] : held_) {
+    if (best == 0 || h.deadline_us < best) best = h.deadline_us;
+  }
+  return best;
+}
+
+std::vector<std::pair<std::string, std::string>> PendingApprovals::Due(int64_t now_us) const {
+  std::vector<std::pair<std::string, std::string>> due;
+  for (const auto& [key, h] : held_) {
+    if (h.deadline_us <= now_us) due.emplace_back(h.org_id, h.request_id);
+  }
+  return due;
+}
+
+}  // namespace tollgate

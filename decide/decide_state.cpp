@@ -1,0 +1,69 @@
+#include "decide/decide_state.h"
+
+#include <algorithm>
+
+namespace tollgate {
+
+void DecideState::Saw(const Event& e) {
+  if (e.seq > max_seq_) {
+    max_seq_ = e.seq;
+    max_seq_id_ = e.id;
+  }
+}
+
+Status DecideState::Apply(const Event& e) {
+  Saw(e);
+  if (e.type != "policy.updated") {
+    ledger_.Apply(e);
+    return Status::Ok();
+  }
+  Status s = policy_.Apply(e);
+  if (s.ok() && e.data.value("tier", "") == "agent_local") {
+    Json rule = e.data;
+    if (!rule.contains("org_id")) rule["org_id"] = e.org_id;
+    if (!rule.contains("agent_id")) rule["agent_id"] = e.agent_id;
+    // Kept once per content hash, as PolicyInForce applies it once.
+    const std::string h = rule.value("content_hash", "");
+    bool seen = false;
+    for (const auto& r : local_rules_) seen = seen || r.value("content_hash", "") == h;
+    if (!seen) local_rules_.push_back(std::move(rule));
+  }
+  return s;
+}
+
+void DecideState::ApplyDecisionMade(const Event& envelope, const Decision& d) {
+  Saw(envelope);
+  // As BudgetLedger::Apply does for a decision.made.
+  if (envelope.seq > ledger_.applied_seq()) ledger_.set_applied_seq(envelope.seq);
+  if (envelope.request_id.empty()) return;
+  ledger_.ApplyDecision(envelope.request_id, envelope.org_id, envelope.agent_id, envelope.session_id, envelope.tool,
+                        d);
+}
+
+void DecideState::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
+  ledger_.ApplyDecision(request_id, request, decision);
+}
+
+void DecideState::SetFilePolicy(PolicyPtr policy) { policy_.SetFile(std::move(policy)); }
+
+Status DecideState::AddLocalRule(const Json& rule) {
+  std::vector<std::string> allow;
+  for (const auto& a : rule.value("allow", Json::array())) {
+    if (!a.is_string()) return Status::Error(errc::kLogCorrupt, "an agent-local rule's allow is not a list of strings");
+    allow.push_back(a.get<std::string>());
+  }
+  Status s = policy_.AddAgentLocal(rule.value("org_id", ""), rule.value("agent_id", ""), allow,
+                                   rule.value("content_hash", ""));
+  if (s.ok()) local_rules_.push_back(rule);
+  return s;
+}
+
+void DecideState::CoverTo(uint64_t head_seq, const std::string& head_id) {
+  ledger_.set_applied_seq(std::max(ledger_.applied_seq(), head_seq));
+  if (head_seq > max_seq_) {
+    max_seq_ = head_seq;
+    max_seq_id_ = head_id;
+  }
+}
+
+}  // namespace tollgate

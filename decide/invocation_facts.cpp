@@ -1,0 +1,121 @@
+// Decide's view of a request's invocation and arguments
+// (decide/invocation_facts.h).
+#include "decide/invocation_facts.h"
+
+#include <algorithm>
+
+#include "core/invocation.h"
+#include "core/tool_catalog.h"
+#include "decide/policy_engine.h"
+
+namespace tollgate {
+namespace {
+
+// "ls" of "/bin/ls -la": the first word, without its directory.
+std::string CommandName(const std::string& cmdline) {
+  size_t b = cmdline.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  size_t e = cmdline.find_first_of(" \t", b);
+  std::string first = cmdline.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  size_t slash = first.rfind('/');
+  return slash == std::string::npos ? first : first.substr(slash + 1);
+}
+
+// Path-component prefix: "/etc" covers "/etc" and "/etc/x", not "/etcetera".
+bool UnderPrefix(const std::string& path, const std::string& prefix) {
+  if (prefix.empty()) return false;
+  if (prefix == "/") return !path.empty() && path[0] == '/';
+  if (path.size() < prefix.size() || path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '/';
+}
+
+}  // namespace
+
+EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent) {
+  EffectiveHttp e;
+  for (const Tier* t : {&c.org, agent}) {
+    if (t == nullptr || !t->has_http) continue;
+    const HttpConfig& h = t->http;
+    if (h.has_base_url) e.base_url = &h.base_url;
+    if (h.has_methods) e.methods = &h.methods;
+    if (h.has_auto_approve) e.auto_approve = h.auto_approve;
+    if (h.has_hosts) e.hosts_from = &h;
+  }
+  return e;
+}
+
+const std::string& BaseUrlOf(const EffectiveHttp* http) {
+  static const std::string kNone;
+  return http != nullptr && http->base_url != nullptr ? *http->base_url : kNone;
+}
+
+std::string InvocationOf(const Policy* policy, const Json& request) {
+  const std::string tool = request.value("tool", "");
+  const Json& args = request.contains("args") ? request["args"] : Json::object();
+  if (policy == nullptr) return BuildInvocation(tool, args, BaseUrlOf(nullptr));
+  const auto& c = policy->compiled(request.value("org_id", ""));
+  auto it = c.agents.find(request.value("agent_id", ""));
+  EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
+  return BuildInvocation(tool, args, BaseUrlOf(&h));
+}
+
+InvocationFacts ReadEnvelope(const Json& req) {
+  static const std::string kEmpty;
+  static const Json kEmptyArgs = Json::object();
+  auto str = [&](const char* k) -> const std::string* {
+    auto it = req.find(k);
+    return it != req.end() && it->is_string() ? &it->get_ref<const std::string&>() : &kEmpty;
+  };
+  InvocationFacts f;
+  f.org = str("org_id");
+  f.agent = str("agent_id");
+  f.session = str("session_id");
+  f.request_id = str("request_id");
+  f.tool = str("tool");
+  auto ait = req.find("args");
+  f.args = ait != req.end() ? &*ait : &kEmptyArgs;
+  return f;
+}
+
+void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject) {
+  const std::string& tool = *f->tool;
+  if (tool == "http_request") {
+    f->method = HttpMethod(*f->args);
+    std::string ignored;
+    f->url_ok = HttpUrl(*f->args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
+  } else if (tool == "execute_command") {
+    f->command = CommandName(CommandLine(*f->args));
+  } else if (IsFileTool(tool)) {
+    *subject = FileSubject(tool, *f->args);
+    if (!subject->empty()) f->file_path = subject->substr(tool.size() + 1);
+  }
+}
+
+bool RuleMatches(const Rule& r, const InvocationFacts& f) {
+  if (r.tools.size() != 0 && r.tools.FirstMatch(*f.tool) < 0) return false;
+  const Condition& w = r.when;
+  if (!w.methods.empty() &&
+      (f.method.empty() || std::find(w.methods.begin(), w.methods.end(), f.method) == w.methods.end())) {
+    return false;
+  }
+  if (w.has_hosts && (!f.url_ok || w.hosts.FirstMatch(f.url.host) < 0)) return false;
+  if (!w.path_prefixes.empty()) {
+    if (!f.url_ok) return false;
+    bool any = false;
+    for (const auto& p : w.path_prefixes) any = any || f.url.path.rfind(p, 0) == 0;
+    if (!any) return false;
+  }
+  if (!w.file_prefixes.empty()) {
+    if (f.file_path.empty()) return false;
+    bool any = false;
+    for (const auto& p : w.file_prefixes) any = any || UnderPrefix(f.file_path, p);
+    if (!any) return false;
+  }
+  if (!w.commands.empty() &&
+      (f.command.empty() || std::find(w.commands.begin(), w.commands.end(), f.command) == w.commands.end())) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace tollgate

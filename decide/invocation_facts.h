@@ -1,0 +1,60 @@
+// A request as decide's checks see it: the envelope fields, the invocation
+// string's inputs (the agent's effective http config), and the arguments
+// parsed for argument-level rules (http method and URL, the command name,
+// a file tool's path). The strings themselves are built by core/invocation.h,
+// shared with execute, so the two cannot compute different invocations.
+// Internal to decide; pure.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/canonical_json.h"
+#include "core/url.h"
+#include "decide/compiled_policy.h"
+
+namespace tollgate {
+
+// The agent's effective http_request config: its tier's keys over the org's.
+struct EffectiveHttp {
+  const std::string* base_url = nullptr;
+  const std::vector<std::string>* methods = nullptr;  // null: GET, HEAD
+  bool auto_approve = false;
+  const HttpConfig* hosts_from = nullptr;             // null: any host
+};
+// `agent` may be null (an agent with no entry).
+EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent);
+// The base URL relative URLs resolve against, "" for none; `http` may be null.
+const std::string& BaseUrlOf(const EffectiveHttp* http);
+
+struct InvocationFacts {
+  // The envelope: point into the request, "" when absent.
+  const std::string* org;
+  const std::string* agent;
+  const std::string* session;
+  const std::string* request_id;
+  const std::string* tool;
+  const Json* args;  // {} when absent
+  // From the args (ParseArgs).
+  std::string method;      // http_request
+  NormalUrl url;           // http_request
+  bool url_ok = false;
+  std::string url_error;   // why not url_ok
+  std::string file_path;   // file tools, normalised
+  std::string command;     // execute_command: the command name
+  // (The second subject of file tools, "<tool>:<path>", is Decision::subject.)
+};
+
+// The envelope fields of `request`; the facts point into it, so it must
+// outlive them.
+InvocationFacts ReadEnvelope(const Json& request);
+// Parses the arguments the rules look at. `http` resolves a relative URL
+// (the same normalised URL as the invocation, and what execute fetches). A
+// file tool's subject "TOOL:PATH" goes to *subject: normalised, so
+// "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
+void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject);
+
+// Whether rule `r`'s tools and `when:` conditions all match.
+bool RuleMatches(const Rule& r, const InvocationFacts& f);
+
+}  // namespace tollgate

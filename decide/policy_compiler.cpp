@@ -1,0 +1,298 @@
+// Compiling a policy document (decide/policy_compiler.h; docs/policy.md is
+// the reference for every key read here).
+#include "decide/policy_compiler.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/url.h"
+#include "decide/compiled_policy.h"
+
+namespace tollgate {
+
+std::string PointerToken(const std::string& key) {
+  std::string out;
+  for (char c : key) {
+    if (c == '~') out += "~0";
+    else if (c == '/') out += "~1";
+    else out.push_back(c);
+  }
+  return out;
+}
+
+std::string Where(const LineMap* lines, std::string ptr) {
+  if (lines != nullptr) {
+    while (true) {
+      auto it = lines->find(ptr);
+      if (it != lines->end()) return "line " + std::to_string(it->second) + ": ";
+      size_t slash = ptr.rfind('/');
+      if (slash == std::string::npos) break;
+      ptr.resize(slash);
+    }
+  }
+  return ptr.empty() ? "" : "at " + ptr + ": ";
+}
+
+namespace {
+
+std::string Resolve(const Origins* origins, const std::string& ptr) {
+  if (origins == nullptr || origins->empty()) return ptr;
+  std::string p = ptr;
+  while (!p.empty()) {
+    auto it = origins->find(p);
+    if (it != origins->end()) return it->second + ptr.substr(p.size());
+    p.resize(p.rfind('/'));
+  }
+  return ptr;
+}
+
+struct Compiler {
+  const LineMap* lines;
+  Status error;
+  const Origins* origins = nullptr;  // compiling an org's merged document
+
+  bool Fail(const std::string& ptr, const std::string& what) {
+    if (error.ok()) error = Status::Error(errc::kPolicyInvalid, Where(lines, Resolve(origins, ptr)) + what);
+    return false;
+  }
+
+  bool Globs(const Json& arr, const std::string& ptr, GlobSet* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      std::string err;
+      if (!out->Add(arr[i].get<std::string>(), &err)) return Fail(ptr + "/" + std::to_string(i), err);
+    }
+    return true;
+  }
+
+  static std::vector<std::string> Strings(const Json& j, const char* key) {
+    std::vector<std::string> out;
+    if (j.contains(key)) {
+      const Json& v = j[key];
+      if (v.is_string()) out.push_back(v.get<std::string>());
+      else if (v.is_array())
+        for (const auto& s : v) out.push_back(s.get<std::string>());
+    }
+    return out;
+  }
+
+  bool Http(const Json& j, const std::string& ptr, HttpConfig* h) {
+    if (j.contains("base_url")) {
+      h->has_base_url = true;
+      h->base_url = j["base_url"].get<std::string>();
+    }
+    if (j.contains("allowed_methods")) {
+      h->has_methods = true;
+      for (const auto& m : j["allowed_methods"]) {
+        std::string s = m.get<std::string>();
+        std::transform(s.begin(), s.end(), s.begin(), ::toupper);
+        h->methods.push_back(s);
+      }
+    }
+    if (j.contains("auto_approve")) {
+      h->has_auto_approve = true;
+      h->auto_approve = j["auto_approve"].get<bool>();
+    }
+    if (j.contains("hosts")) {
+      h->has_hosts = true;
+      for (size_t i = 0; i < j["hosts"].size(); ++i) {
+        std::string host = j["hosts"][i].get<std::string>();
+        std::transform(host.begin(), host.end(), host.begin(), ::tolower);
+        std::string err;
+        if (!h->hosts.Add(host, &err)) return Fail(ptr + "/hosts/" + std::to_string(i), err);
+        h->host_patterns.push_back(host);
+      }
+    }
+    return true;
+  }
+
+  bool Rules(const Json& arr, const std::string& ptr, std::vector<Rule>* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const Json& r = arr[i];
+      const std::string rp = ptr + "/" + std::to_string(i);
+      Rule rule;
+      rule.name = r.value("name", "rule-" + std::to_string(i));
+      rule.verdict = r.value("verdict", "ask");
+      rule.reason = r.value("reason", "");
+      for (const auto& t : Strings(r, "tools")) {
+        std::string err;
+        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tools", err);
+      }
+      for (const auto& t : Strings(r, "tool")) {
+        std::string err;
+        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tool", err);
+      }
+      if (r.contains("when")) {
+        const Json& w = r["when"];
+        for (auto m : Strings(w, "method")) {
+          std::transform(m.begin(), m.end(), m.begin(), ::toupper);
+          rule.when.methods.push_back(m);
+        }
+        for (auto h : Strings(w, "host")) {
+          std::transform(h.begin(), h.end(), h.begin(), ::tolower);
+          std::string err;
+          if (!rule.when.hosts.Add(h, &err)) return Fail(rp + "/when/host", err);
+          rule.when.has_hosts = true;
+        }
+        rule.when.path_prefixes = Strings(w, "path_prefix");
+        for (const auto& f : Strings(w, "file_prefix")) rule.when.file_prefixes.push_back(NormalizePath(f));
+        rule.when.commands = Strings(w, "command");
+      }
+      out->push_back(std::move(rule));
+    }
+    return true;
+  }
+
+  bool TierFrom(const Json& j, const std::string& ptr, Tier* t) {
+    if (j.contains("mode")) {
+      t->has_mode = true;
+      if (!ParseMode(j["mode"].get<std::string>(), &t->mode)) return Fail(ptr + "/mode", "unknown mode");
+    }
+    if (j.contains("deny") && !Globs(j["deny"], ptr + "/deny", &t->deny)) return false;
+    if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow)) return false;
+    if (j.contains("notify") && !Globs(j["notify"], ptr + "/notify", &t->notify)) return false;
+    if (j.contains("rules") && !Rules(j["rules"], ptr + "/rules", &t->rules)) return false;
+    if (j.contains("tools") && j["tools"].is_array()) {
+      t->has_grants = true;
+      if (!Globs(j["tools"], ptr + "/tools", &t->grants)) return false;
+    }
+    if (j.contains("http_request")) {
+      t->has_http = true;
+      if (!Http(j["http_request"], ptr + "/http_request", &t->http)) return false;
+    }
+    return true;
+  }
+
+  bool Budgets(const Json& arr, const std::string& ptr, const std::string& agent, std::vector<Budget>* out) {
+    if (!arr.is_array()) return true;
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const Json& b = arr[i];
+      Budget x;
+      x.name = b.value("name", (agent.empty() ? "budget-" : agent + "-budget-") + std::to_string(i));
+      std::string scope = b.value("scope", agent.empty() ? "org" : "agent");
+      x.scope = scope == "org" ? BudgetLedger::Scope::kOrg
+                : scope == "session" ? BudgetLedger::Scope::kSession
+                                     : BudgetLedger::Scope::kAgent;
+      x.tool = b.value("tool", "");
+      x.agent = agent.empty() ? b.value("agent", "") : agent;
+      x.window_name = b.value("window", "session");
+      if (x.window_name == "session") x.session_window = true;
+      else if (x.window_name == "minute") x.window_us = 60'000'000LL;
+      else if (x.window_name == "hour") x.window_us = 3'600'000'000LL;
+      else if (x.window_name == "day") x.window_us = 86'400'000'000LL;
+      else return Fail(ptr + "/" + std::to_string(i) + "/window", "unknown window");
+      if (b.contains("max_usd")) x.max_micros = UsdToMicros(b["max_usd"].get<double>());
+      if (b.contains("max_calls")) x.max_calls = b["max_calls"].get<int64_t>();
+      out->push_back(std::move(x));
+    }
+    return true;
+  }
+
+  static ApprovalSpec Approval(const Json& j) {
+    ApprovalSpec a;
+    a.quorum = j.value("quorum", 0);
+    a.timeout_s = j.value("timeout_s", 0);
+    if (j.contains("approvers")) {
+      a.has_approvers = true;
+      for (const auto& s : j["approvers"]) a.approvers.push_back(s.get<std::string>());
+    }
+    return a;
+  }
+
+  bool Compile(const Json& doc, Policy::Compiled* c) {
+    if (doc.contains("approval_threshold") &&
+        !ParseDanger(doc["approval_threshold"].get<std::string>(), &c->threshold)) {
+      return Fail("/approval_threshold", "unknown danger level");
+    }
+    if (doc.contains("tools")) {
+      for (const auto& [name, spec] : doc["tools"].items()) {
+        ToolSpec t;
+        if (const ToolFacts* b = FindBuiltinTool(name)) t = CatalogSpec(*b);
+        if (spec.contains("danger") && !ParseDanger(spec["danger"].get<std::string>(), &t.danger)) {
+          return Fail("/tools/" + PointerToken(name) + "/danger", "unknown danger level");
+        }
+        t.read_only = spec.value("read_only", t.read_only);
+        t.category = spec.value("category", t.category);
+        if (spec.contains("cost_usd")) t.cost_micros = UsdToMicros(spec["cost_usd"].get<double>());
+        if (name.find_first_of("*?[\\") != std::string::npos) {
+          Glob g;
+          std::string err;
+          if (!Glob::Compile(name, &g, &err)) return Fail("/tools/" + PointerToken(name), err);
+          c->tool_patterns.emplace_back(std::move(g), std::move(t));
+        } else {
+          c->tools.emplace(name, std::move(t));
+        }
+      }
+    }
+    if (!TierFrom(doc, "", &c->org)) return false;
+    if (doc.contains("tool_allowlist")) {
+      c->has_tool_allowlist = true;
+      if (!Globs(doc["tool_allowlist"], "/tool_allowlist", &c->tool_allowlist)) return false;
+    }
+    if (doc.contains("budgets") && !Budgets(doc["budgets"], "/budgets", "", &c->budgets)) return false;
+    if (doc.contains("agents")) {
+      for (const auto& [id, a] : doc["agents"].items()) {
+        const std::string ptr = "/agents/" + PointerToken(id);
+        Tier t;
+        if (!TierFrom(a, ptr, &t)) return false;
+        if (a.contains("budgets") && !Budgets(a["budgets"], ptr + "/budgets", id, &c->budgets)) return false;
+        c->agents.emplace(id, std::move(t));
+      }
+    }
+    if (doc.contains("approvals")) {
+      const Json& ap = doc["approvals"];
+      if (ap.contains("default")) c->approval_default = Approval(ap["default"]);
+      if (ap.contains("danger"))
+        for (const auto& [k, v] : ap["danger"].items()) c->approval_by_danger[k] = Approval(v);
+      if (ap.contains("tools"))
+        for (const auto& [k, v] : ap["tools"].items()) c->approval_by_tool[k] = Approval(v);
+      if (ap.contains("orgs"))
+        for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
+      if (ap.contains("groups"))
+        for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
+      // A quorum its own approver list cannot reach would make every such
+      // ask wait for its timeout: refuse the file instead.
+      auto reachable = [&](const ApprovalSpec& a, const std::string& ptr) {
+        if (!a.has_approvers || a.approvers.empty()) return true;
+        std::set<std::string> who;
+        for (const auto& x : a.approvers) {
+          if (x.rfind("group:", 0) == 0) {
+            auto it = c->groups.find(x.substr(6));
+            if (it == c->groups.end()) return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
+            who.insert(it->second.begin(), it->second.end());
+          } else {
+            who.insert(x);
+          }
+        }
+        if (a.quorum > 0 && static_cast<size_t>(a.quorum) > who.size()) {
+          return Fail(ptr, "quorum " + std::to_string(a.quorum) + " needs at least that many approvers; " +
+                               std::to_string(who.size()) + " listed");
+        }
+        return true;
+      };
+      if (!reachable(c->approval_default, "/approvals/default")) return false;
+      for (const char* section : {"danger", "tools", "orgs"}) {
+        const auto& m = std::string(section) == "danger" ? c->approval_by_danger
+                        : std::string(section) == "tools" ? c->approval_by_tool
+                                                          : c->approval_by_org;
+        for (const auto& [k, a] : m) {
+          if (!reachable(a, std::string("/approvals/") + section + "/" + PointerToken(k))) return false;
+        }
+      }
+    }
+    return true;
+  }
+};
+
+// Lexical normalisation, shared with execute (core/url.h).
+
+}  // namespace
+
+Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out) {
+  Compiler c{lines, Status::Ok(), origins};
+  c.Compile(doc, out);
+  return c.error;
+}
+
+}  // namespace tollgate

@@ -1,0 +1,39 @@
+// Compiling a policy document (already schema-valid JSON) into
+// Policy::Compiled (decide/compiled_policy.h), and naming the place in the
+// file an error is about. Internal to decide: the loader
+// (decide/policy_loader.cpp) is its one caller. Pure.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/canonical_json.h"
+#include "core/status.h"
+#include "decide/policy_loader.h"
+
+namespace tollgate {
+
+// A JSON pointer of the document -> the line of the YAML it came from
+// (empty for a policy given as JSON).
+using LineMap = std::map<std::string, int>;
+// Where the values of an org's effective document came from: a pointer of
+// the merged document -> the pointer in the file it was taken from (a
+// subtree maps with it; a pointer with no mapped ancestor is the same
+// place in the file). docs/policy.md, "Organisations".
+using Origins = std::map<std::string, std::string>;
+
+// `key` escaped as one JSON pointer token ('~' -> "~0", '/' -> "~1").
+std::string PointerToken(const std::string& key);
+// "line N: " for the deepest known ancestor of `ptr`, or "at PTR: " (""
+// for the root). `lines` may be null.
+std::string Where(const LineMap* lines, std::string ptr);
+
+// Compiles `doc` (the deployment's document, or an org's effective one
+// with `origins` mapping its pointers back to the file; may be null) into
+// *out. E_POLICY_INVALID naming the place (via `lines`, may be null) on
+// what the schema cannot catch: bad globs, unknown levels, windows or
+// approver groups, unreachable quorums. May throw on a document the schema
+// should have refused; the loader catches that.
+Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out);
+
+}  // namespace tollgate

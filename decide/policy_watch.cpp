@@ -1,0 +1,53 @@
+#include "decide/policy_watch.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "core/sha256.h"
+
+namespace tollgate {
+
+void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
+  if (path_.empty()) return;
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) {
+    if (error_.empty()) {
+      error_ = "cannot read policy file '" + path_ + "'";
+      std::cerr << "tollgate decide: " << error_
+                << (in_force.has_policy() ? "; the policy in force stays" : "; no policy in force") << "\n";
+    }
+    mtime_ns_ = size_ = -1;
+    return;
+  }
+  const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+  if (mtime == mtime_ns_ && st.st_size == size_) return;
+  mtime_ns_ = mtime;
+  size_ = st.st_size;
+  std::ifstream f(path_, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  // Touched but not edited (same bytes): nothing to load.
+  const std::string h = Sha256Hex(text);
+  if (h == bytes_hash_) return;
+  bytes_hash_ = h;
+  PolicyPtr p;
+  Status s = LoadPolicyYaml(text, path_, &p);
+  if (s.ok() && validate_) s = validate_(p->doc());
+  if (s.ok()) {
+    policy_ = std::move(p);
+    error_.clear();
+    return;
+  }
+  policy_ = nullptr;
+  error_ = s.message();
+  std::cerr << "tollgate decide: policy file refused: " << path_ << ": " << s.message()
+            << (in_force.has_policy() ? "; the policy in force stays (" + in_force.version() + ")"
+                                      : std::string("; no policy in force"))
+            << "\n";
+}
+
+}  // namespace tollgate

@@ -1,0 +1,42 @@
+// DATA/endpoints.json: where a running `up`, `broker` or keeper (`stage
+// audit`) serves, so the other subcommands find it from --data alone.
+//
+//   bootstrap      the Kafka bootstrap servers
+//   topic_prefix   the topics' prefix
+//   pid            the writer's process id
+//   and, as the writer has them: log (its log directory), http (its HTTP
+//   API's base URL), embedded_broker, keeper.
+#pragma once
+
+#include <string>
+
+#include "core/canonical_json.h"
+#include "core/status.h"
+#include "runtime/kafka_bus.h"
+
+namespace tollgate {
+
+// Replaces DATA/endpoints.json whole (write then rename: a reader never
+// sees half a file).
+Status WriteEndpoints(const std::string& data_dir, const Json& endpoints);
+// E_NOT_FOUND (naming `tollgate up --data DATA`) when there is none.
+Status ReadEndpoints(const std::string& data_dir, Json* endpoints);
+
+// The endpoints every writer records for the bus it serves: bootstrap,
+// topic_prefix and this process's pid. Writers add their own fields.
+Json BusEndpoints(const BusConfig& bus);
+
+// The bus a client subcommand (submit, ...) talks to, from its --data,
+// --brokers and --topic-prefix flags (empty: not given). --brokers wins and
+// then endpoints.json is not read: the prefix is --topic-prefix, else the
+// default. Without --brokers, endpoints.json's bootstrap, and its
+// topic_prefix unless --topic-prefix is given. Fails as ReadEndpoints when
+// neither names a broker.
+Status ClientBus(const std::string& data_dir, const std::string& brokers, const std::string& topic_prefix,
+                 BusConfig* bus);
+
+// The HTTP API's base URL endpoints.json records; "" when there is no file
+// or its writer serves no API. Whether it answers is the caller's to ask.
+std::string EndpointsApiUrl(const std::string& data_dir);
+
+}  // namespace tollgate

@@ -1,0 +1,186 @@
+#include "deploy/stage_service.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "audit/credentials_log.h"
+#include "audit/log_audit_reader.h"
+#include "core/sha256.h"
+#include "deploy/identity.h"
+
+namespace tollgate {
+
+Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageService>* out) {
+  std::unique_ptr<StageService> p(new StageService());
+  p->options_ = options;
+  PipelineOptions& po = p->options_.pipeline;
+  const std::string& stage = p->options_.stage;
+  const bool keeper = stage == "audit";
+  if (!keeper && std::find(StageNames().begin(), StageNames().end(), stage) == StageNames().end()) {
+    return Status::Error(errc::kInvalidRequest, "no stage '" + stage + "' (ingest, decide, approve, execute, audit)");
+  }
+  if (po.brokers.empty()) return Status::Error(errc::kInvalidRequest, "a stage service needs --brokers");
+  if (po.policy_path.empty()) po.policy_path = DefaultPolicyPath();
+  std::filesystem::create_directories(po.data_dir);
+  std::error_code mode_ec;  // tollgate's alone (docs/sandbox.md)
+  std::filesystem::permissions(po.data_dir, std::filesystem::perms::owner_all, mode_ec);
+  if (keeper) std::filesystem::create_directories(po.data_dir + "/keys", mode_ec);
+  std::error_code abs_ec;
+  const std::string abs_data = std::filesystem::absolute(po.data_dir, abs_ec).lexically_normal().string();
+  // Two replicas with the same data path on two hosts (containers) must not
+  // share a transactional id: the host name is part of the default.
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  if (p->options_.instance.empty()) p->options_.instance = Sha256Hex(std::string(host) + ":" + abs_data).substr(0, 12);
+  p->transactional_id_ = "tollgate-" + stage + "-" + p->options_.instance;
+
+  p->bus_.brokers = po.brokers;
+  p->bus_.topics.prefix = po.topic_prefix;
+  p->bus_.partitions = po.partitions;
+  Status s = EnsureTopics(p->bus_, std::chrono::seconds(30));
+  if (!s.ok()) return s;
+
+  // The local copy of the record (the keeper's is the audit log).
+  LogOptions lo;
+  lo.durability = po.durability;
+  lo.max_event_bytes = std::max(kDefaultMaxEventBytes, 2 * po.max_request_bytes + (64 << 10));
+  s = EventLog::Open(po.data_dir + "/log", lo, &p->log_);
+  if (!s.ok()) return s;
+  p->cache_ = std::make_unique<RequestCache>();
+  p->sink_ = std::make_unique<LogSink>(*p->log_, p->cache_.get());
+  p->store_view_ = std::make_unique<StoreLogView>(p->log_->store());
+  p->view_ = std::make_unique<CachedLogView>(*p->cache_, *p->store_view_);
+
+  // Restore: the copy on disk, then the topic's tail, before any listener
+  // exists (the stages fold the copy when they are built).
+  // The deployment's key for the events topic: the keeper makes it on
+  // first start; every other process must be given the same file.
+  std::shared_ptr<const EventsKey> key;
+  s = EventsKey::Load(p->options_.deployment_key.empty() ? po.data_dir + "/keys/events.key"
+                                                         : p->options_.deployment_key,
+                      keeper, &key);
+  if (!s.ok()) return s;
+  FollowerOptions fo;
+  fo.key = key;
+  fo.bus = p->bus_;
+  fo.offset_path = po.data_dir + "/events.offset";
+  fo.max_event_bytes = lo.max_event_bytes;
+  s = EventFollower::Open(fo, p->log_->head_seq() == 0, *p->sink_, &p->follower_);
+  if (!s.ok()) return s;
+  s = p->follower_->CatchUp();
+  if (!s.ok()) return s;
+
+  p->credentials_ = std::make_unique<CredentialRegistry>();
+  if (keeper) {
+    // Credential changes (tokens file import, the service key, the HTTP
+    // API's) go to the events topic, so every stage folds them.
+    const LogStore& store = p->log_->store();
+    s = TopicEventSink::Open(p->bus_, p->transactional_id_ + "-writer", *p->follower_,
+                             [&store](const std::string& id, uint64_t* seq) { return store.SeqOfEvent(id, seq); },
+                             key, &p->topic_sink_);
+    if (!s.ok()) return s;
+    {
+      CredentialRegistry* reg = p->credentials_.get();
+      p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
+    }
+    s = SetUpIdentity({po.data_dir, po.tokens_file}, p->log_->store(), *p->topic_sink_, p->credentials_.get(),
+                      &p->service_signer_, &p->admin_token_created_);
+    if (!s.ok()) return s;
+  } else {
+    s = FoldCredentials(p->log_->store(), p->credentials_.get());
+    if (!s.ok()) return s;
+    CredentialRegistry* reg = p->credentials_.get();
+    p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
+  }
+
+  if (!keeper) {
+    p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
+    StageEnv env;
+    env.options = &po;
+    env.topics = p->bus_.topics;
+    env.log = p->log_.get();
+    env.sink = p->sink_.get();
+    env.store_view = p->store_view_.get();
+    env.credentials = p->credentials_.get();
+    env.redactor = std::make_shared<RedactorInForce>();
+    env.audit = p->audit_reader_.get();
+    s = BuildStages({stage}, env, &p->built_);
+    if (!s.ok()) return s;
+    RunnerOptions ro;
+    ro.bus = p->bus_;
+    ro.incarnation = "ext";
+    ro.max_batch = po.max_batch;
+    ro.max_event_bytes = lo.max_event_bytes;
+    ro.transactional_id = p->transactional_id_;
+    ro.workers = std::max<size_t>(1, p->options_.workers);
+    ro.events_topic = p->bus_.topics.events();
+    ro.events_key = key;
+    EventFollower* follower = p->follower_.get();
+    ro.catch_up = [follower] { return follower->CatchUp(); };
+    p->runner_ = std::make_unique<StageRunner>(*p->built_.stages[0], *p->sink_, *p->view_, ro);
+    s = p->runner_->Start();
+    if (!s.ok()) return s;
+    p->threads_.emplace_back([r = p->runner_.get(), stage] {
+      Status st = r->Run();
+      if (!st.ok()) std::cerr << "tollgate: stage " << stage << " stopped: " << st.ToString() << "\n";
+    });
+  } else {
+    // The keeper follows continuously: the audit log is current without a
+    // batch to trigger it.
+    StageService* raw = p.get();
+    p->threads_.emplace_back([raw] {
+      while (!raw->stop_.load()) {
+        Status st = raw->follower_->CatchUp();
+        if (!st.ok()) {
+          std::cerr << "tollgate: keeper: " << st.ToString() << "\n";
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        }
+        std::this_thread::sleep_for(raw->options_.follow_interval);
+      }
+    });
+    if (!po.http_listen.empty()) {
+      ApiOptions ao;
+      if (!ParseListen(po.http_listen, &ao.host, &ao.port)) {
+        return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + po.http_listen + "'");
+      }
+      ao.credentials = p->credentials_.get();
+      ao.sink = p->topic_sink_.get();
+      ao.service_signer = p->service_signer_;
+      ao.bus = p->bus_;
+      s = ApiServer::Start(std::move(ao), p->log_->store(), &p->api_);
+      if (!s.ok()) return s;
+    }
+    if (po.write_endpoints) {
+      Json ep{{"bootstrap", p->bus_.brokers}, {"topic_prefix", po.topic_prefix}, {"log", po.data_dir + "/log"},
+              {"embedded_broker", false}, {"keeper", true}, {"pid", getpid()}};
+      if (p->api_) ep["http"] = p->api_->url();
+      s = WriteEndpoints(po.data_dir, ep);
+      if (!s.ok()) return s;
+    }
+  }
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+void StageService::Stop() {
+  stop_.store(true);
+  if (runner_) runner_->Stop();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+StageService::~StageService() {
+  api_.reset();  // it reads the log
+  Stop();
+  runner_.reset();
+  built_.stages.clear();
+  topic_sink_.reset();
+  follower_.reset();
+  log_.reset();
+}
+
+}  // namespace tollgate

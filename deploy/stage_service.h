@@ -1,0 +1,85 @@
+// The distributed deployment (docs/deployments.md): `tollgate stage NAME`
+// runs one stage as its own process, scaled by running more of them in the
+// stage's consumer group.
+//
+// Every process keeps a local copy of the events topic (an EventFollower
+// into DATA/log): the stages' state (policy in force, budget ledger, pending
+// approvals, credentials) is folded from it exactly as in the embedded
+// deployment, restored at start from the copy already on disk plus the
+// topic's tail, and brought up to the topic's committed end before each
+// batch. A stage's events go to the events topic in the same transaction as
+// its outputs and input offsets.
+//
+// "audit" is the log keeper: the same copy, kept current continuously, is
+// the audit log that verify, export, get_audit_log and replay read, and it
+// serves the HTTP API. More than one keeper may run; each holds the same
+// events under the same seqs and hashes.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/http_api.h"
+#include "deploy/pipeline.h"
+#include "deploy/stages.h"
+#include "runtime/event_follower.h"
+#include "runtime/stage_runner.h"
+
+namespace tollgate {
+
+struct ServiceOptions {
+  std::string stage;        // ingest | decide | approve | execute | audit
+  PipelineOptions pipeline;  // brokers (required), data_dir, policy, ...
+  // Identifies this process across restarts (its transactional id): two
+  // processes must not share one. Default: the stage and the data dir.
+  std::string instance;
+  // The deployment's events-topic key (runtime/event_follower.h EventsKey);
+  // default DATA/keys/events.key. The keeper makes it when missing; every
+  // other process needs a copy of the keeper's.
+  std::string deployment_key;
+  // Execute: threads that run tools at once in this process (the runner's
+  // deferred-work pool).
+  size_t workers = 8;
+  std::chrono::milliseconds follow_interval{50};  // how often the keeper follows
+};
+
+class StageService {
+ public:
+  static Status Start(const ServiceOptions& options, std::unique_ptr<StageService>* out);
+  ~StageService();
+  void Stop();
+
+  EventLog& log() { return *log_; }
+  ApiServer* api() { return api_.get(); }
+  const EventFollower& follower() const { return *follower_; }
+  const RunnerStats* runner_stats() const { return runner_ ? &runner_->stats() : nullptr; }
+  bool admin_token_created() const { return admin_token_created_; }
+  const std::string& transactional_id() const { return transactional_id_; }
+
+ private:
+  StageService() = default;
+  ServiceOptions options_;
+  std::string transactional_id_;
+  BusConfig bus_;
+  std::unique_ptr<EventLog> log_;
+  std::unique_ptr<RequestCache> cache_;
+  std::unique_ptr<LogSink> sink_;
+  std::unique_ptr<StoreLogView> store_view_;
+  std::unique_ptr<CachedLogView> view_;
+  std::unique_ptr<EventFollower> follower_;
+  std::unique_ptr<TopicEventSink> topic_sink_;  // the keeper's writers
+  std::unique_ptr<CredentialRegistry> credentials_;
+  std::shared_ptr<const JwtSigner> service_signer_;
+  bool admin_token_created_ = false;
+  std::unique_ptr<AuditReader> audit_reader_;
+  BuiltStages built_;
+  std::unique_ptr<StageRunner> runner_;
+  std::unique_ptr<ApiServer> api_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tollgate
