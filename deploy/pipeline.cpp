@@ -20,6 +20,24 @@ std::string DefaultPolicyPath() {
   return TOLLGATE_SOURCE_DIR "/config/default-policy.yaml";
 }
 
+Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions api, const LogStore& store,
+                Json extra, std::unique_ptr<ApiServer>* server) {
+  if (!options.http_listen.empty()) {
+    if (!ParseListen(options.http_listen, &api.host, &api.port)) {
+      return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
+    }
+    api.bus = bus;
+    Status s = ApiServer::Start(std::move(api), store, server);
+    if (!s.ok()) return s;
+  }
+  if (!options.write_endpoints) return Status::Ok();
+  Json ep = BusEndpoints(bus);
+  ep["log"] = options.data_dir + "/log";
+  for (auto& [k, v] : extra.items()) ep[k] = v;
+  if (*server) ep["http"] = (*server)->url();
+  return WriteEndpoints(options.data_dir, ep);
+}
+
 Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->options_ = options;
@@ -126,25 +144,13 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
       if (!st.ok()) std::cerr << "tollgate: stage stopped: " << st.ToString() << "\n";
     });
   }
-  if (!options.http_listen.empty()) {
-    ApiOptions ao;
-    if (!ParseListen(options.http_listen, &ao.host, &ao.port)) {
-      return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
-    }
-    ao.credentials = p->credentials_.get();
-    ao.sink = p->sink_.get();
-    ao.service_signer = p->service_signer_;
-    ao.bus = p->bus_;
-    s = ApiServer::Start(std::move(ao), p->log_->store(), &p->api_);
-    if (!s.ok()) return s;
-  }
-  if (options.write_endpoints) {
-    Json ep{{"bootstrap", p->bus_.brokers}, {"topic_prefix", options.topic_prefix},
-            {"log", options.data_dir + "/log"}, {"embedded_broker", options.brokers.empty()}, {"pid", getpid()}};
-    if (p->api_) ep["http"] = p->api_->url();
-    s = WriteEndpoints(options.data_dir, ep);
-    if (!s.ok()) return s;
-  }
+  ApiOptions ao;
+  ao.credentials = p->credentials_.get();
+  ao.sink = p->sink_.get();
+  ao.service_signer = p->service_signer_;
+  s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", options.brokers.empty()}},
+               &p->api_);
+  if (!s.ok()) return s;
   *out = std::move(p);
   return Status::Ok();
 }

@@ -58,6 +58,14 @@ struct PipelineOptions {
 // tree the binary was built from.
 std::string DefaultPolicyPath();
 
+// What a process that holds a log serves (`up`, the keeper): the HTTP API
+// on options.http_listen (none when empty; `api` carries the credentials,
+// sink and signer), then options.data_dir/endpoints.json (when
+// options.write_endpoints) with the bus, the log, the pid, `extra` and the
+// API's URL.
+Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions api, const LogStore& store,
+                Json extra, std::unique_ptr<ApiServer>* server);
+
 class Pipeline {
  public:
   // Starts the broker (if embedded), the log, the reconciler, then the

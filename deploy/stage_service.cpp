@@ -140,25 +140,13 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
         std::this_thread::sleep_for(raw->options_.follow_interval);
       }
     });
-    if (!po.http_listen.empty()) {
-      ApiOptions ao;
-      if (!ParseListen(po.http_listen, &ao.host, &ao.port)) {
-        return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + po.http_listen + "'");
-      }
-      ao.credentials = p->credentials_.get();
-      ao.sink = p->topic_sink_.get();
-      ao.service_signer = p->service_signer_;
-      ao.bus = p->bus_;
-      s = ApiServer::Start(std::move(ao), p->log_->store(), &p->api_);
-      if (!s.ok()) return s;
-    }
-    if (po.write_endpoints) {
-      Json ep{{"bootstrap", p->bus_.brokers}, {"topic_prefix", po.topic_prefix}, {"log", po.data_dir + "/log"},
-              {"embedded_broker", false}, {"keeper", true}, {"pid", getpid()}};
-      if (p->api_) ep["http"] = p->api_->url();
-      s = WriteEndpoints(po.data_dir, ep);
-      if (!s.ok()) return s;
-    }
+    ApiOptions ao;
+    ao.credentials = p->credentials_.get();
+    ao.sink = p->topic_sink_.get();
+    ao.service_signer = p->service_signer_;
+    s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}},
+                 &p->api_);
+    if (!s.ok()) return s;
   }
   *out = std::move(p);
   return Status::Ok();
