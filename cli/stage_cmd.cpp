@@ -1,7 +1,10 @@
 // `tollgate stage NAME`: one stage as its own process, the distributed
 // deployment (docs/deployments.md; deploy/stage_service.h).
+#include <unistd.h>
+
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
@@ -55,6 +58,15 @@ int RunStage(StageFlags& f) {
   std::cout << "Ctrl-C stops after the batch in flight." << std::endl;
   int sig = WaitForSignal();
   std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
+  // With the brokers gone, librdkafka calls can block past their timeouts
+  // and a drain would never end. Leaving without it is safe: what was not
+  // committed is read again after a restart, as after a kill -9.
+  std::thread watchdog([] {
+    std::this_thread::sleep_for(std::chrono::seconds(30));
+    std::cerr << "tollgate: the drain did not finish in 30 s (are the brokers reachable?); exiting without it\n";
+    _exit(3);
+  });
+  watchdog.detach();
   svc->Stop();
   if (const RunnerStats* st = svc->runner_stats()) {
     std::cout << "  " << f.service.stage << ": " << st->messages << " messages in " << st->batches << " batches, "
