@@ -44,12 +44,9 @@ Message MakeRequest(const Workload& w, const std::string& topic, const std::stri
   Json args = w.args;
   args["i"] = i;
   args["sent_us"] = MonoMicros();
-  Json req{{"request_id", rid},
-           {"org_id", w.org},
-           {"agent_id", agent},
-           {"session_id", "bench-session-" + std::to_string(k)},
-           {"tool", w.tool},
-           {"args", std::move(args)}};
+  Json req{{"request_id", rid}, {"org_id", w.org},
+           {"agent_id", agent}, {"session_id", "bench-session-" + std::to_string(k)},
+           {"tool", w.tool},    {"args", std::move(args)}};
   Message m;
   m.topic = topic;
   m.key = agent;
@@ -57,7 +54,8 @@ Message MakeRequest(const Workload& w, const std::string& topic, const std::stri
   m.headers[kHeaderRequestId] = rid;
   m.headers[kHeaderSessionId] = req["session_id"].get<std::string>();
   if (signers != nullptr) {
-    m.headers[kHeaderAuth] = SignRequest(signers->at(agent), w.org, agent, rid, m.value, NowMicros() / 1'000'000);
+    m.headers[kHeaderAuth] =
+        SignRequest(signers->at(agent), w.org, agent, rid, m.value, NowMicros() / 1'000'000);
   }
   return m;
 }
@@ -77,7 +75,8 @@ double Percentile(std::vector<double> v, double p) {
 
 ScratchDir::ScratchDir(const std::string& parent) {
   std::error_code ec;
-  std::filesystem::path base = parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
+  std::filesystem::path base =
+      parent.empty() ? std::filesystem::temp_directory_path(ec) : std::filesystem::path(parent);
   std::filesystem::create_directories(base, ec);
   std::string tmpl = (base / "tollgate-pbench-XXXXXX").string();
   if (mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
@@ -91,7 +90,8 @@ ScratchDir::~ScratchDir() {
 
 // ------------------------------------------------------------------ the agent side
 
-Status Driver::Open(const BusConfig& bus, const std::string& group, const Signers* signers, Workload workload) {
+Status Driver::Open(const BusConfig& bus, const std::string& group, const Signers* signers,
+                    Workload workload) {
   bus_ = bus;
   signers_ = signers;
   workload_ = std::move(workload);
@@ -129,9 +129,10 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
         if (expect_status && m.value.find("\"status\":\"completed\"") == std::string::npos &&
             r.not_completed++ == 0) {
           Json v;
-          r.first_not_completed = ParseJson(m.value, &v).ok() && v.is_object()
-                                      ? Json{{"status", v.value("status", Json())}, {"result", v.value("result", Json())}}.dump()
-                                      : m.value.substr(0, 600);
+          r.first_not_completed =
+              ParseJson(m.value, &v).ok() && v.is_object()
+                  ? Json{{"status", v.value("status", Json())}, {"result", v.value("result", Json())}}.dump()
+                  : m.value.substr(0, 600);
         }
         last_us.store(now);
       }
@@ -155,8 +156,9 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
   const auto start = Clock::now();
   for (size_t i = 0; i < n; ++i) {
     if (rate > 0) {
-      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(static_cast<double>(i) / rate)));
+      std::this_thread::sleep_until(start +
+                                    std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(static_cast<double>(i) / rate)));
     }
     Message m = rate == 0 ? std::move(ready[i]) : make(i);
     Status s = producer_->Send(m);
@@ -227,7 +229,8 @@ void Relay::Loop(Hop& h, size_t max_batch) {
     std::optional<Status> prev = publisher.Collect(/*wait=*/!batch.empty());
     if (prev.has_value() && !prev->ok()) {
       ++retries_;
-      std::cerr << "[bench pipeline] relay " << h.from << ": batch failed, retrying: " << prev->ToString() << "\n";
+      std::cerr << "[bench pipeline] relay " << h.from << ": batch failed, retrying: " << prev->ToString()
+                << "\n";
       h.consumer->RewindToCommitted();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -260,7 +263,8 @@ Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus) {
   if (!s.ok()) return s;
   bus->brokers = broker->bootstrap();
   bus->partitions = partitions;
-  for (const auto& t : {bus->topics.requests(), bus->topics.decide(), bus->topics.execute(), bus->topics.results()}) {
+  for (const auto& t :
+       {bus->topics.requests(), bus->topics.decide(), bus->topics.execute(), bus->topics.results()}) {
     s = broker->CreateTopic(t, partitions);
     if (!s.ok()) return s;
   }
@@ -279,8 +283,8 @@ Status Warm(Target& t, const Sizes& z) {
 Status ThroughputRounds(Target& t, const Sizes& z) {
   const auto timeout = std::chrono::seconds(120 + static_cast<int64_t>(z.requests / 50));
   for (size_t round = 0; round < z.rounds; ++round) {
-    Progress(t.label + ": throughput round " + std::to_string(round + 1) + "/" + std::to_string(z.rounds) + ", " +
-             std::to_string(z.requests) + " requests back to back");
+    Progress(t.label + ": throughput round " + std::to_string(round + 1) + "/" + std::to_string(z.rounds) +
+             ", " + std::to_string(z.requests) + " requests back to back");
     PhaseResult r =
         t.driver.Run(t.label + "-thr" + std::to_string(round) + "-", z.requests, 0, timeout, t.expect_status);
     if (!r.status.ok()) return r.status;
@@ -328,6 +332,7 @@ Json FiguresJson(const Figures& f) {
     j["max_ms"] = f.max_ms;
     j["latency_samples"] = f.latency_samples;
   }
+  if (f.cpu_busy >= 0) j["cpu_busy"] = f.cpu_busy;
   if (!f.stages.is_null()) j["stages"] = f.stages;
   return j;
 }

@@ -75,9 +75,9 @@ class ScratchDir {
 
 struct PhaseResult {
   Status status;
-  double seconds = 0;       // first publish -> last result read
-  size_t received = 0;      // distinct results of this phase
-  size_t not_completed = 0; // results whose status is not "completed" (pipeline only)
+  double seconds = 0;               // first publish -> last result read
+  size_t received = 0;              // distinct results of this phase
+  size_t not_completed = 0;         // results whose status is not "completed" (pipeline only)
   std::string first_not_completed;  // the first of them (its start), for the error
   std::vector<double> latencies_ms;
 };
@@ -150,13 +150,14 @@ struct RelaySystem {
 struct Figures {
   Status status;
   double req_per_s = 0;
-  double throughput_seconds = 0;       // median over the rounds
+  double throughput_seconds = 0;  // median over the rounds
   std::vector<double> rounds_req_per_s;
   double p50_ms = 0;
   double p99_ms = 0;
   double max_ms = 0;
   size_t latency_samples = 0;
-  Json stages;  // the pipeline's runner counters (where batch time goes)
+  Json stages;           // the pipeline's runner counters (where batch time goes)
+  double cpu_busy = -1;  // share of the machine's cores busy in the rounds (-1: not measured)
 };
 
 struct Sizes {
@@ -172,7 +173,7 @@ struct Sizes {
 // `label` prefixes the request ids: unique per measurement on one bus.
 struct Target {
   std::string label;
-  bool expect_status = false;  // results carry a status (the pipeline)
+  bool expect_status = false;        // results carry a status (the pipeline)
   const Signers* signers = nullptr;  // the pipeline's agents' keys
   Workload workload;
   BusConfig bus;
@@ -193,7 +194,8 @@ Status Latency(Target& t, const Sizes& z);
 // system's consumers still poll, and would take CPU from the one measured.
 Status MeasureOne(Target& t, const Sizes& z);
 
-// req/s, seconds and each round's req/s; p50/p99/max when latency was measured.
+// req/s, seconds and each round's req/s; p50/p99/max when latency was
+// measured, cpu_busy when it was.
 Json FiguresJson(const Figures& f);
 
 }  // namespace tollgate::bench

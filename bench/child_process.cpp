@@ -125,11 +125,12 @@ Status ChildProcess::WaitForOutput(const std::string& marker, std::chrono::milli
 Status ChildProcess::WaitForExit(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   std::optional<int> st;
-  while (!(st = Poll()) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  while (!(st = Poll()) && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!st) {
     Kill();
-    return Status::Error("E_BENCH", "did not exit within " + std::to_string(timeout.count() / 1000) + " s: " +
-                                        Describe());
+    return Status::Error(
+        "E_BENCH", "did not exit within " + std::to_string(timeout.count() / 1000) + " s: " + Describe());
   }
   if (WIFEXITED(*st) && WEXITSTATUS(*st) == 0) return Status::Ok();
   return Status::Error("E_BENCH", DescribeWaitStatus(*st) + ": " + Describe());

@@ -19,8 +19,11 @@ namespace tollgate::bench {
 namespace {
 
 using std::chrono::seconds;
-constexpr int kSleepMs = 20;  // what cli:sleep waits
+constexpr int kSleepMs = 20;                      // what cli:sleep waits
 constexpr size_t kMaxRequestsBeforeAJoin = 1200;  // see RunDistributedBench
+// Idle after a process joins the execute group: its members learn of the
+// rebalance by heartbeat (every second) and rejoin.
+constexpr std::chrono::seconds kRebalanceQuiet{3};
 
 // Echo and cli:sleep run without asking, under no budget. The CLI tools'
 // process limit is raised from 64: it is counted per agent (docs/sandbox.md),
@@ -66,6 +69,33 @@ std::vector<std::string> BalancedAgents(int partitions, size_t per_partition) {
   return out;
 }
 
+// The machine's CPU time so far, in ticks (/proc/stat's first line).
+struct CpuTicks {
+  uint64_t busy = 0, total = 0;
+};
+CpuTicks ReadCpuTicks() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  uint64_t v[8] = {};  // user nice system idle iowait irq softirq steal
+  in >> cpu;
+  for (uint64_t& x : v) in >> x;
+  CpuTicks t;
+  for (uint64_t x : v) t.total += x;
+  t.busy = t.total - v[3] - v[4];
+  return t;
+}
+
+// The throughput rounds, with the share of every core of the machine that
+// was busy meanwhile (this run's processes and anything else running).
+Status TimedRounds(Target& t, const Sizes& z) {
+  const CpuTicks a = ReadCpuTicks();
+  Status s = ThroughputRounds(t, z);
+  const CpuTicks b = ReadCpuTicks();
+  if (b.total > a.total)
+    t.f.cpu_busy = static_cast<double>(b.busy - a.busy) / static_cast<double>(b.total - a.total);
+  return s;
+}
+
 // The processes of one distributed deployment, each with its own data
 // directory under the scratch dir and its output in DIR/logs. Destroying it
 // kills them all (the stages first, then the broker).
@@ -84,8 +114,9 @@ class Deployment {
     if (s.ok()) s = WriteFile(dir_.sub("tools/sleep/run"), kSleepTool, 0755);
     if (!s.ok()) return s;
     Progress("distributed: starting the broker (" + std::to_string(o_.partitions) + " partitions)");
-    s = broker_.Start({bin_, "broker", "--partitions", std::to_string(o_.partitions), "--data", dir_.sub("broker")},
-                      dir_.sub("logs/broker"));
+    s = broker_.Start(
+        {bin_, "broker", "--partitions", std::to_string(o_.partitions), "--data", dir_.sub("broker")},
+        dir_.sub("logs/broker"));
     if (s.ok()) s = broker_.WaitForOutput("\n", seconds(60));
     if (!s.ok()) return Status::Error(s.code(), "broker: " + s.message());
     bus_.brokers = broker_.Out().substr(0, broker_.Out().find('\n'));
@@ -104,8 +135,9 @@ class Deployment {
   Status StartExecute(const std::string& instance, size_t workers) {
     const std::string ws = dir_.sub("ws-" + instance + "-" + std::to_string(++starts_));
     workspaces_[instance] = ws;
-    return StartStage("execute", instance,
-                      {"--tools-dir", dir_.sub("tools"), "--workspaces", ws, "--workers", std::to_string(workers)});
+    return StartStage(
+        "execute", instance,
+        {"--tools-dir", dir_.sub("tools"), "--workspaces", ws, "--workers", std::to_string(workers)});
   }
   // SIGTERM (it drains and leaves the group at once), SIGKILL if it hangs.
   void StopExecute(const std::string& instance) {
@@ -124,9 +156,18 @@ class Deployment {
   const BusConfig& bus() const { return bus_; }
 
  private:
-  Status StartStage(const std::string& stage, const std::string& instance, const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {bin_,        "stage",      stage,           "--brokers", bus_.brokers, "--data",
-                                     dir_.sub(instance), "--policy", dir_.sub("policy.yaml"), "--durability",
+  Status StartStage(const std::string& stage, const std::string& instance,
+                    const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {bin_,
+                                     "stage",
+                                     stage,
+                                     "--brokers",
+                                     bus_.brokers,
+                                     "--data",
+                                     dir_.sub(instance),
+                                     "--policy",
+                                     dir_.sub("policy.yaml"),
+                                     "--durability",
                                      o_.durability};
     // The keeper makes the deployment's events key; every other process reads it.
     if (stage != "audit") argv.insert(argv.end(), {"--deployment-key", dir_.sub("keeper/keys/events.key")});
@@ -147,8 +188,8 @@ class Deployment {
     const std::string keeper = dir_.sub("keeper");
     for (const std::string& agent : w.agents) {
       ChildProcess add;
-      Status s = add.Start({bin_, "agents", "add", "--data", keeper, "--token-file", keeper + "/admin.token", "--org",
-                            w.org, "--agent", agent},
+      Status s = add.Start({bin_, "agents", "add", "--data", keeper, "--token-file", keeper + "/admin.token",
+                            "--org", w.org, "--agent", agent},
                            dir_.sub("logs/agents-add-" + agent));
       if (s.ok()) s = add.WaitForExit(seconds(60));
       std::string pem;
@@ -170,12 +211,18 @@ class Deployment {
 };
 
 // Requests/s of t's workload (its driver open) with execute-1 running
-// `workers` tools at once (*one), then with execute-2 as well (*two). Both
-// are started here (again, when they ran before: their copies of the log
-// are current, and the broker need not hold the events topic from its
-// start); execute-2 is stopped after, and execute-1 unless `keep_first`.
+// `workers` tools at once (*one), then with execute-2 as well (*two); both
+// are stopped after. They start afresh each time: an instance started again
+// restores its copy of the log from disk plus the events since it stopped,
+// so the broker need not hold the events topic from its start.
+//
+// Membership changes only while the pipeline is idle: a member that has a
+// transaction open when its group rebalances aborts it, and on the embedded
+// broker read_committed readers stop at aborted data (README, "Delivery
+// semantics"). execute-2 joins with nothing in flight, and kRebalanceQuiet
+// passes before requests flow again.
 Status MeasureScale(Deployment& d, Target& t, const Sizes& z, size_t workers, const std::string& tag,
-                    bool keep_first, Figures* one, Figures* two) {
+                    Figures* one, Figures* two) {
   auto warm = [&](const std::string& what) {
     Progress(t.label + ": " + what + " (" + std::to_string(z.warmup) + " requests)");
     return t.driver.Run(t.label + "-" + what + "-", z.warmup, 0, seconds(90), t.expect_status).status;
@@ -185,29 +232,110 @@ Status MeasureScale(Deployment& d, Target& t, const Sizes& z, size_t workers, co
     t.f = Figures{};
     t.seconds.clear();
     Status s = warm("warm");
-    if (s.ok()) s = ThroughputRounds(t, z);
+    if (s.ok()) s = TimedRounds(t, z);
     *f = t.f;
     return s.ok() ? s : Status::Error(s.code(), label + ": " + s.message());
   };
   Status s = d.StartExecute("execute-1", workers);
   if (s.ok()) s = measure("sleep-" + tag + "-1x", one);
   if (s.ok()) s = d.StartExecute("execute-2", workers);
-  // The group rebalances as the second process joins: warm-up rounds until
-  // it has run calls, then (in measure) one more with both at work.
+  if (s.ok()) std::this_thread::sleep_for(kRebalanceQuiet);
+  // Then warm-up rounds until execute-2 has run calls (it holds its
+  // partitions), and (in measure) one more with both at work.
   const auto deadline = Clock::now() + seconds(120);
   t.label = "sleep-" + tag + "-join";
   for (int round = 0; s.ok() && !d.HasRun("execute-2"); ++round) {
-    if (Clock::now() > deadline) return Status::Error("E_BENCH", "execute-2 ran no call within 120 s of warm-up");
+    if (Clock::now() > deadline)
+      return Status::Error("E_BENCH", "execute-2 ran no call within 120 s of warm-up");
     s = warm("until-execute-2-takes-work-" + std::to_string(round));
   }
   if (s.ok()) s = measure("sleep-" + tag + "-2x", two);
   d.StopExecute("execute-2");
-  if (!keep_first) d.StopExecute("execute-1");
+  d.StopExecute("execute-1");
   return s;
 }
 
+// What one run measured.
+struct Results {
+  Figures relay, dist;               // echo: the bare relay, the distributed pipeline
+  Figures one, two;                  // cli:sleep, `workers` per execute process: one process, two
+  Figures one_default, two_default;  // the same at `default_workers`
+};
+
 // The next multiple of `m` from `n` (every agent sends as many requests).
 size_t RoundUp(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+// The output: the ratios, the raw figures, the sizes, goals and notes.
+Json Report(const DistributedBenchOptions& o, const Sizes& ze, const Sizes& zs,
+            const std::vector<std::string>& agents, const Results& r) {
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  const double vs_relay = ratio(r.dist.req_per_s, r.relay.req_per_s);
+  const double scale = ratio(r.two.req_per_s, r.one.req_per_s);
+  const double scale_default = ratio(r.two_default.req_per_s, r.one_default.req_per_s);
+  Json out;
+  out["bench"] = "pipeline-distributed";
+  out["distributed_throughput_vs_relay"] = vs_relay;
+  out["execute_scale_2x"] = scale;
+  out["execute_scale_2x_default_workers"] = scale_default;
+  out["distributed_req_per_s"] = r.dist.req_per_s;
+  out["relay_req_per_s"] = r.relay.req_per_s;
+  out["sleep_req_per_s_1_execute"] = r.one.req_per_s;
+  out["sleep_req_per_s_2_executes"] = r.two.req_per_s;
+  out["sleep_default_workers_req_per_s_1_execute"] = r.one_default.req_per_s;
+  out["sleep_default_workers_req_per_s_2_executes"] = r.two_default.req_per_s;
+  // One process, one tool at a time: what a call costs end to end.
+  out["sleep_ms_per_call_1_worker"] = o.workers == 1 && r.one.req_per_s > 0 ? 1000.0 / r.one.req_per_s : 0.0;
+  out["tool_sleep_ms"] = kSleepMs;
+  out["requests"] = ze.requests;
+  out["sleep_requests"] = zs.requests;
+  out["rounds"] = ze.rounds;
+  out["partitions"] = o.partitions;
+  out["agents"] = agents;
+  out["workers"] = o.workers;
+  out["default_workers"] = o.default_workers;
+  out["durability"] = o.durability;
+  out["cpus"] = std::thread::hardware_concurrency();
+  out["hops"] = 3;
+  const std::string cpus = std::to_string(std::thread::hardware_concurrency());
+  out["notes"] = {
+      {"distributed_throughput_vs_relay",
+       "echo through `broker` + keeper + `stage ingest|decide|execute` (one process each; signed "
+       "requests; every event on the events topic and in every process's copy of the log) vs the bare "
+       "relay over the same three hops in this process on its own embedded broker, with the same "
+       "partitions and agents"},
+      {"execute_scale_2x",
+       "cli:sleep (prints {}, then waits " + std::to_string(kSleepMs) +
+           " ms) with two execute processes / one, " + std::to_string(o.workers) +
+           " tool(s) at once per process, so a process's concurrency bounds it, not the CPU: a call is the "
+           "sandbox's start-up (CPU) plus the wait. The partitions are even and the agents chosen by "
+           "murmur2, so each process gets the same load; timed after the second process ran calls (the "
+           "rebalance is over). What is left of the ideal 2 is contention for the same cores (each call's "
+           "sandbox start-up and the pipeline's share of every request, in both processes); "
+           "detail.*.cpu_busy is the whole machine's"},
+      {"execute_scale_2x_default_workers",
+       "information: the same at " + std::to_string(o.default_workers) +
+           " workers per process. That many sandboxes starting at once already keep the machine's " + cpus +
+           " cores busy with one process (detail.sleep_default_workers_1_execute.cpu_busy), so a second "
+           "process on the same cores cannot add throughput"},
+      {"sandbox",
+       "the bench's policy sets execute.cli_limits.processes: 1024 (default 64, counted per agent): on "
+       "some hosts (gVisor) two sandboxes of one agent starting at once under 64 fail with EAGAIN"},
+      {"order",
+       "the scale measurements come first and echo last: the embedded broker keeps ~5 MiB of the events "
+       "topic, and an execute process that starts must find the events since its last stop. Processes "
+       "join and leave the execute group only while no request is in flight (a rebalance aborts open "
+       "transactions, and on the embedded broker read_committed readers stop at aborted data)"}};
+  out["detail"] = {{"relay", FiguresJson(r.relay)},
+                   {"distributed_echo", FiguresJson(r.dist)},
+                   {"sleep_1_execute", FiguresJson(r.one)},
+                   {"sleep_2_executes", FiguresJson(r.two)},
+                   {"sleep_default_workers_1_execute", FiguresJson(r.one_default)},
+                   {"sleep_default_workers_2_executes", FiguresJson(r.two_default)}};
+  out["goals"] = {{"distributed_throughput_vs_relay", ">= 0.3"}, {"execute_scale_2x", ">= 1.8"}};
+  out["met"] = {{"distributed_throughput_vs_relay", vs_relay >= 0.3}, {"execute_scale_2x", scale >= 1.8}};
+  out["quick"] = o.quick;
+  return out;
+}
 
 }  // namespace
 
@@ -216,11 +344,14 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
     return Json{{"error", "--requests, --sleep-requests, --rounds and the workers must be positive"}};
   }
   if (o.partitions < 2 || o.partitions % 2 != 0 || o.agents == 0 || o.agents % o.partitions != 0) {
-    return Json{{"error", "partitions must be even (two execute processes split them) and agents a multiple of them"}};
+    return Json{{"error",
+                 "partitions must be even (two execute processes split them) and agents a multiple of them"}};
   }
-  if (o.durability != "buffered" && o.durability != "sync") return Json{{"error", "durability: buffered or sync"}};
+  if (o.durability != "buffered" && o.durability != "sync")
+    return Json{{"error", "durability: buffered or sync"}};
   std::error_code ec;
-  const std::string bin = o.binary.empty() ? std::filesystem::read_symlink("/proc/self/exe", ec).string() : o.binary;
+  const std::string bin =
+      o.binary.empty() ? std::filesystem::read_symlink("/proc/self/exe", ec).string() : o.binary;
   if (bin.empty()) return Json{{"error", "cannot find this process's executable: " + ec.message()}};
 
   Workload echo;
@@ -228,8 +359,9 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
   Workload sleep = echo;
   sleep.tool = "cli:sleep";
   const size_t n = echo.agents.size();
-  const Sizes ze{o.quick ? size_t{10} : size_t{20}, RoundUp(o.quick ? std::min<size_t>(o.requests, 400) : o.requests, n),
-                 o.quick ? 1 : o.rounds, 0, 0};
+  const Sizes ze{o.quick ? size_t{10} : size_t{20},
+                 RoundUp(o.quick ? std::min<size_t>(o.requests, 400) : o.requests, n), o.quick ? 1 : o.rounds,
+                 0, 0};
   const Sizes zs{n, RoundUp(o.quick ? std::min<size_t>(o.sleep_requests, 3 * n) : o.sleep_requests, n),
                  o.quick ? 1 : o.rounds, 0, 0};
 
@@ -238,7 +370,8 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
   // 1,700 requests' events; docs/deployments.md): execute-2 starts after
   // the one-process rounds.
   if (zs.warmup + zs.rounds * zs.requests > kMaxRequestsBeforeAJoin) {
-    return Json{{"error", "--sleep-requests x --rounds must stay under " + std::to_string(kMaxRequestsBeforeAJoin) +
+    return Json{{"error", "--sleep-requests x --rounds must stay under " +
+                              std::to_string(kMaxRequestsBeforeAJoin) +
                               ": the second execute process must find the events since its last stop on the "
                               "embedded broker, which keeps ~5 MiB of them"}};
   }
@@ -251,7 +384,7 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
     return Json{{"error", what + ": " + s.ToString()}, {"logs", dir.sub("logs")}};
   };
 
-  Figures relay;
+  Results r;
   {
     RelaySystem system;  // declared first: the driver closes while its broker runs
     Target t;
@@ -259,12 +392,11 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
     t.workload = echo;
     Status s = system.Start(o.partitions, 500, &t.bus);  // the stages' max_batch (PipelineOptions)
     if (s.ok()) s = Warm(t, ze);
-    if (s.ok()) s = ThroughputRounds(t, ze);
+    if (s.ok()) s = TimedRounds(t, ze);
     if (!s.ok()) return Json{{"error", "relay: " + s.ToString()}};
-    relay = t.f;
+    r.relay = t.f;
   }
 
-  Figures dist, one, two, one_default, two_default;
   Signers signers;
   Deployment d(o, dir, bin);  // declared before the targets: their drivers close while the broker runs
   Status s = d.Start(echo, &signers);
@@ -276,8 +408,8 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
     t.workload = sleep;
     t.bus = d.bus();
     s = t.driver.Open(t.bus, "bench-agent-sleep", t.signers, t.workload);
-    if (s.ok()) s = MeasureScale(d, t, zs, o.workers, "w" + std::to_string(o.workers), false, &one, &two);
-    if (s.ok()) s = MeasureScale(d, t, zs, o.default_workers, "default", true, &one_default, &two_default);
+    if (s.ok()) s = MeasureScale(d, t, zs, o.workers, "w" + std::to_string(o.workers), &r.one, &r.two);
+    if (s.ok()) s = MeasureScale(d, t, zs, o.default_workers, "default", &r.one_default, &r.two_default);
     if (!s.ok()) return failed("distributed cli:sleep", s);
   }
   {
@@ -289,65 +421,14 @@ Json RunDistributedBench(const DistributedBenchOptions& o) {
     t.signers = &signers;
     t.workload = echo;
     t.bus = d.bus();
-    s = Warm(t, ze);
-    if (s.ok()) s = ThroughputRounds(t, ze);
+    s = d.StartExecute("execute-1", o.default_workers);
+    if (s.ok()) s = Warm(t, ze);
+    if (s.ok()) s = TimedRounds(t, ze);
     if (!s.ok()) return failed("distributed echo", s);
-    dist = t.f;
+    r.dist = t.f;
   }
 
-  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
-  const double vs_relay = ratio(dist.req_per_s, relay.req_per_s);
-  const double scale = ratio(two.req_per_s, one.req_per_s);
-  const double scale_default = ratio(two_default.req_per_s, one_default.req_per_s);
-  Json out;
-  out["bench"] = "pipeline-distributed";
-  out["distributed_throughput_vs_relay"] = vs_relay;
-  out["execute_scale_2x"] = scale;
-  out["execute_scale_2x_default_workers"] = scale_default;
-  out["distributed_req_per_s"] = dist.req_per_s;
-  out["relay_req_per_s"] = relay.req_per_s;
-  out["sleep_req_per_s_1_execute"] = one.req_per_s;
-  out["sleep_req_per_s_2_executes"] = two.req_per_s;
-  out["sleep_default_workers_req_per_s_1_execute"] = one_default.req_per_s;
-  out["sleep_default_workers_req_per_s_2_executes"] = two_default.req_per_s;
-  // One process, one tool at a time: what a call costs end to end.
-  out["sleep_ms_per_call_1_worker"] = o.workers == 1 && one.req_per_s > 0 ? 1000.0 / one.req_per_s : 0.0;
-  out["tool_sleep_ms"] = kSleepMs;
-  out["requests"] = ze.requests;
-  out["sleep_requests"] = zs.requests;
-  out["rounds"] = ze.rounds;
-  out["partitions"] = o.partitions;
-  out["agents"] = echo.agents;
-  out["workers"] = o.workers;
-  out["default_workers"] = o.default_workers;
-  out["durability"] = o.durability;
-  out["cpus"] = std::thread::hardware_concurrency();
-  out["hops"] = 3;
-  out["notes"] = {
-      {"distributed_throughput_vs_relay",
-       "echo through `broker` + keeper + `stage ingest|decide|execute` (one process each, signed requests, every "
-       "event to the events topic and each process's log) vs the bare relay over the same three hops, in this "
-       "process on its own embedded broker, the same partitions and agents"},
-      {"execute_scale_2x",
-       "cli:sleep (waits " + std::to_string(kSleepMs) + " ms) with two execute processes / one, each running " +
-           std::to_string(o.workers) +
-           " tool(s) at once: the process's concurrency, not the CPU, bounds it; partitions even and agents chosen "
-           "by murmur2 so each process gets the same load; timed after the second process took work"},
-      {"execute_scale_2x_default_workers",
-       "information: the same with " + std::to_string(o.default_workers) +
-           " workers per process. A call's sandbox start-up is CPU work, so that many calls at once already keep "
-           "this machine's " + std::to_string(std::thread::hardware_concurrency()) +
-           " cores busy with one process, and a second process on the same cores cannot add throughput"}};
-  out["detail"] = {{"relay", FiguresJson(relay)},
-                   {"distributed_echo", FiguresJson(dist)},
-                   {"sleep_1_execute", FiguresJson(one)},
-                   {"sleep_2_executes", FiguresJson(two)},
-                   {"sleep_default_workers_1_execute", FiguresJson(one_default)},
-                   {"sleep_default_workers_2_executes", FiguresJson(two_default)}};
-  out["goals"] = {{"distributed_throughput_vs_relay", ">= 0.3"}, {"execute_scale_2x", ">= 1.8"}};
-  out["met"] = {{"distributed_throughput_vs_relay", vs_relay >= 0.3}, {"execute_scale_2x", scale >= 1.8}};
-  out["quick"] = o.quick;
-  return out;
+  return Report(o, ze, zs, echo.agents, r);
 }
 
 }  // namespace tollgate::bench

@@ -21,9 +21,17 @@
 // Balance: two processes split the execute topic's partitions between them,
 // so `partitions` must be even, and the agents (the request keys) are
 // chosen so every partition carries the same number of requests
-// (PartitionOfKey). After the second process starts, warm-up rounds run
-// until it has run calls (the group's rebalance is over), then one more,
-// before the clock starts.
+// (PartitionOfKey). The second process joins while nothing is in flight
+// (a rebalance aborts open transactions, and on the embedded broker
+// read_committed readers stop at aborted data); warm-up rounds then run
+// until it has run calls, and one more, before the clock starts.
+//
+// Order: relay; cli:sleep at `workers` (execute-1, then execute-1 and -2);
+// the same at `default_workers` (both started again); echo with execute-1
+// alone, last. The embedded broker keeps ~5 MiB of the events topic
+// (docs/deployments.md), and a stage process that starts needs every event
+// since its last stop, so the requests before the second process joins are
+// capped and the echo rounds, the most events, come after every start.
 #pragma once
 
 #include <cstddef>
@@ -34,17 +42,17 @@
 namespace tollgate::bench {
 
 struct DistributedBenchOptions {
-  std::string dir;              // scratch directory (created, then removed); "" = a temp dir
-  std::string binary;           // the tollgate binary to run; "" = this process's own executable
-  size_t requests = 5000;       // echo: requests back to back per round ...
-  size_t sleep_requests = 240;  // cli:sleep: requests back to back per round ...
-  size_t rounds = 3;            // ... this many rounds each; the median round is reported
-  int partitions = 4;           // of every topic but the events topic (even)
-  size_t agents = 8;            // request keys: agents / partitions on each partition
-  size_t workers = 1;           // each execute process's tools at once, for execute_scale_2x
-  size_t default_workers = 8;   // ... for execute_scale_2x_default_workers (`stage`'s default)
+  std::string dir;                      // scratch directory (created, then removed); "" = a temp dir
+  std::string binary;                   // the tollgate binary to run; "" = this process's own executable
+  size_t requests = 20000;              // echo: requests back to back per round (the relay: ~1 s) ...
+  size_t sleep_requests = 240;          // cli:sleep: requests back to back per round ...
+  size_t rounds = 3;                    // ... this many rounds each; the median round is reported
+  int partitions = 4;                   // of every topic but the events topic (even)
+  size_t agents = 8;                    // request keys: agents / partitions on each partition
+  size_t workers = 1;                   // each execute process's tools at once, for execute_scale_2x
+  size_t default_workers = 8;           // ... for execute_scale_2x_default_workers (`stage`'s default)
   std::string durability = "buffered";  // of the processes' logs, as the embedded bench's headline
-  bool quick = false;           // smaller sizes, for tests
+  bool quick = false;                   // smaller sizes, for tests
 };
 
 // Returns {"distributed_throughput_vs_relay", "execute_scale_2x",

@@ -53,9 +53,13 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
                      "one process per stage (`tollgate broker`, `stage ...`): throughput vs the relay, and "
                      "execute_scale_2x (a CLI tool that waits 20 ms, two execute processes / one)");
   pipeline->add_option("--dir", popts->dir, "scratch directory (default: a temp dir)");
-  pipeline->add_option("--requests", popts->requests, "requests for the throughput test")->capture_default_str();
+  pipeline
+      ->add_option("--requests", popts->requests, "requests for the throughput test (--distributed: 20000)")
+      ->capture_default_str();
   pipeline->add_option("--rounds", popts->rounds, "throughput rounds (the median is reported)")->capture_default_str();
-  pipeline->add_option("--sleep-requests", distopts->sleep_requests, "--distributed: cli:sleep requests per round")
+  pipeline
+      ->add_option("--sleep-requests", distopts->sleep_requests,
+                   "--distributed: cli:sleep requests per round")
       ->capture_default_str();
   pipeline
       ->add_option("--workers", distopts->workers,
@@ -66,11 +70,12 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   pipeline->add_option("--batch", popts->max_batch, "max batch of the stage runners and the relay")->capture_default_str();
   pipeline->add_flag_function("--no-sync", [popts](std::int64_t) { popts->sync = false; }, "skip the durability=sync figures");
   pipeline->add_flag("--quick", popts->quick, "small sizes (seconds, not minutes)");
-  pipeline->callback([popts, distopts, distributed, exit_code] {
+  pipeline->callback([pipeline, popts, distopts, distributed, exit_code] {
     if (*distributed) {
       distopts->dir = popts->dir;
       distopts->quick = popts->quick;
-      distopts->requests = popts->requests;
+      // Its own default: its relay rounds are short at the embedded default.
+      if (pipeline->count("--requests") > 0) distopts->requests = popts->requests;
       distopts->rounds = popts->rounds;
       // Ctrl-C: the stage processes end with this one.
       BlockStopSignals();

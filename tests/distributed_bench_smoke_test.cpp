@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "bench/distributed_bench.h"
 
@@ -19,25 +21,22 @@ TEST(DistributedBenchSmoke, QuickRunReportsEveryFigure) {
   Json r = bench::RunDistributedBench(o);
   std::cout << r.dump() << std::endl;
   ASSERT_FALSE(r.contains("error")) << r.dump();
-  for (const char* key : {"distributed_throughput_vs_relay", "execute_scale_2x", "execute_scale_2x_default_workers",
-                          "distributed_req_per_s", "relay_req_per_s", "sleep_req_per_s_1_execute",
-                          "sleep_req_per_s_2_executes", "sleep_default_workers_req_per_s_1_execute",
-                          "sleep_default_workers_req_per_s_2_executes", "sleep_ms_per_call_1_worker", "requests",
-                          "sleep_requests", "rounds", "partitions", "workers", "default_workers"}) {
-    ASSERT_TRUE(r.contains(key)) << key;
-    ASSERT_TRUE(r[key].is_number()) << key << ": " << r[key];
-    const double v = r[key].get<double>();
-    EXPECT_TRUE(std::isfinite(v)) << key << " = " << v;
-    EXPECT_GT(v, 0) << key;
+  // Every figure present, a finite number, positive: one list of those that are not.
+  std::vector<std::string> bad;
+  for (const char* key :
+       {"distributed_throughput_vs_relay", "execute_scale_2x", "execute_scale_2x_default_workers",
+        "distributed_req_per_s", "relay_req_per_s", "sleep_req_per_s_1_execute", "sleep_req_per_s_2_executes",
+        "sleep_default_workers_req_per_s_1_execute", "sleep_default_workers_req_per_s_2_executes",
+        "sleep_ms_per_call_1_worker", "requests", "sleep_requests", "rounds", "partitions", "workers",
+        "default_workers"}) {
+    const Json v = r.value(key, Json());
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0) bad.push_back(key);
   }
-  for (const char* key : {"goals", "met"}) {
-    ASSERT_TRUE(r.contains(key) && r[key].is_object()) << key;
-    for (const char* goal : {"distributed_throughput_vs_relay", "execute_scale_2x"}) {
-      EXPECT_TRUE(r[key].contains(goal)) << key << "." << goal;
-    }
+  EXPECT_EQ(bad, std::vector<std::string>{});
+  for (const char* goal : {"distributed_throughput_vs_relay", "execute_scale_2x"}) {
+    EXPECT_TRUE(r["goals"].contains(goal)) << goal;
+    EXPECT_TRUE(r["met"][goal].is_boolean()) << goal;
   }
-  EXPECT_TRUE(r["met"]["distributed_throughput_vs_relay"].is_boolean());
-  EXPECT_TRUE(r["met"]["execute_scale_2x"].is_boolean());
   EXPECT_EQ(r["partitions"].get<int>() % 2, 0) << "two execute processes split the partitions evenly";
 }
 
