@@ -95,7 +95,7 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
                   "this process's data directory (its copy of the log; the keeper's is the audit log)")
       ->required();
   cmd->add_option("--instance", f->service.instance,
-                  "this process's stable id (its transactional id); default: from --data");
+                  "this process's stable id (its transactional id); default: from the host name and --data");
   cmd->add_option("--deployment-key", f->service.deployment_key,
                   "the events topic's key (default DATA/keys/events.key; the keeper makes it, the stages need a "
                   "copy)");
