@@ -34,8 +34,12 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   const std::string h = Sha256Hex(text);
   if (h == bytes_hash_) return;
   bytes_hash_ = h;
+  // An empty file is a write in progress (`>` or an editor truncates
+  // first), never a policy to put in force: it would allow by default.
   PolicyPtr p;
-  Status s = LoadPolicyYaml(text, path_, &p);
+  Status s = text.find_first_not_of(" \t\r\n") == std::string::npos
+                 ? Status::Error(errc::kPolicyInvalid, "the policy file is empty")
+                 : LoadPolicyYaml(text, path_, &p);
   if (s.ok() && validate_) s = validate_(p->doc());
   if (s.ok()) {
     policy_ = std::move(p);

@@ -1,6 +1,7 @@
 // The policy file as decide's Tick sees it (docs/policy.md, "Versions"):
 // its mtime and size are checked, and its bytes read and hashed only when
-// they changed; a file whose bytes changed is loaded and validated. A file
+// they changed; a file whose bytes changed is loaded and validated, and an
+// empty one (a write in progress) is refused. A file
 // that is refused (it does not load, or fails `validate`) is reported on
 // stderr and its policy dropped; a missing one is reported once and the
 // last valid policy seen stays. Either way the policy in force stays: the
