@@ -570,12 +570,43 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Post(R"(/v1/replay/sessions/([^/]+)/what-if)", what_if);
   svr.Post("/v1/replay/what-if", what_if);
 
+  if (o.mcp) {
+    auto serve_mcp = [&o](const httplib::Request& req, httplib::Response& res) {
+      Principal who;
+      if (!Authorize(o, req, res, {"agent"}, &who)) return;
+      if (who.org_id == "*") return Error(res, 403, errc::kForbidden, "an agent token names one org");
+      mcp::HttpCall call{req.method, req.body,
+                         [&req](const std::string& h) { return req.get_header_value(h.c_str()); }, who.org_id,
+                         who.identity};
+      mcp::HttpReply r = o.mcp->Handle(call);
+      res.status = r.status;
+      for (const auto& [k, v] : r.headers) res.set_header(k.c_str(), v);
+      if (!r.stream) {
+        if (!r.body.empty()) res.set_content(r.body, r.content_type.c_str());
+        return;
+      }
+      auto stream = std::move(r.stream);
+      res.set_chunked_content_provider(r.content_type.c_str(), [stream](size_t, httplib::DataSink& sink) {
+        stream([&sink](const std::string& chunk) { return sink.write(chunk.data(), chunk.size()); });
+        sink.done();
+        return true;
+      });
+    };
+    svr.Post("/mcp", serve_mcp);
+    svr.Get("/mcp", serve_mcp);
+    svr.Delete("/mcp", serve_mcp);
+  }
+
   // Bodies are small JSON documents and policies; anything larger is
   // refused before it is read. Errors httplib answers itself (404 for an
   // unknown path, 413) get the same JSON shape as ours.
   svr.set_payload_max_length(kMaxApiBodyBytes);
-  svr.set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    if (req.path == "/mcp" && res.status == 413) {
+      return Reply(res, 413, mcp::Error(nullptr, mcp::kInvalidRequest,
+                                        "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes"));
+    }
     if (res.status == 413) return Error(res, 413, "E_BODY_TOO_LARGE", "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes");
     if (res.status == 404) return Error(res, 404, errc::kNotFound, "no such endpoint");
     Error(res, res.status, "E_HTTP", "HTTP " + std::to_string(res.status));
@@ -611,6 +642,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
 
 ApiServer::~ApiServer() {
   if (!impl_) return;
+  // Streams (MCP calls waiting for approvals) end first, or a worker would
+  // hold the pool's join.
+  if (impl_->options.mcp) impl_->options.mcp->Shutdown();
   // stop() only acts on a running server: let the listener thread get there.
   for (int i = 0; i < 200 && impl_->thread.joinable() && !impl_->server.is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

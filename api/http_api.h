@@ -14,6 +14,8 @@
 //   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
 //   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
 //   POST /v1/replay/sessions/{id}/what-if  auditor, admin: body = candidate policy
+//   POST|GET|DELETE /mcp      agent: the MCP gateway over Streamable HTTP
+//                             (mcp/http_endpoint.h, docs/mcp.md)
 //   POST /v1/replay/what-if?agent=A        the same over an agent's sessions
 //                             (since=, until=); replay's org= as audit's;
 //                             at most max_concurrent_replays at once (503)
@@ -45,6 +47,7 @@
 #include "core/credentials.h"
 #include "runtime/kafka_bus.h"
 #include "core/stage.h"
+#include "mcp/http_endpoint.h"
 
 namespace tollgate {
 
@@ -70,6 +73,8 @@ struct ApiOptions {
   // Replays computed at once; more are refused with 503 E_BUSY (each holds
   // one of the server's worker threads and reads the log on another).
   int max_concurrent_replays = 2;
+  // The MCP gateway at /mcp (agent tokens only); null: /mcp is 404.
+  std::shared_ptr<mcp::HttpEndpoint> mcp;
 };
 
 class ApiServer {

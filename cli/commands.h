@@ -16,6 +16,7 @@ inline constexpr const char* kDefaultDataDir = "tollgate-data";
 void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
 void AddStageCommand(CLI::App& app, int* exit_code);  // stage NAME (distributed)
 void AddSubmitCommand(CLI::App& app, int* exit_code);
+void AddMcpCommand(CLI::App& app, int* exit_code);  // mcp (the stdio MCP server)
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);
@@ -34,6 +35,12 @@ struct AdminTarget;
 // key file is left. `agents add` and `submit`'s first use.
 Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std::string& agent,
                         const std::string& path, Json* reply);
+
+// The signer `submit` and `mcp` sign an agent's requests with: `key_flag`
+// when given, else the data dir's key for (org, agent), registered first
+// when a local operator has none (a line on stderr says so).
+Status AgentSignerFor(const std::string& data, const std::string& org, const std::string& agent,
+                      const std::string& key_flag, JwtSigner* out);
 
 // Parses an RFC 3339 time or fails with a CLI11 validation error naming `flag`.
 int64_t ParseTimeFlag(const std::string& flag, const std::string& value);

@@ -55,21 +55,9 @@ int RunSubmit(SubmitFlags& f) {
       return 2;
     }
   }
-  // Signed as the agent (docs/trust.md): --key, else the data dir's key
-  // for it; a local operator without one gets one registered first.
-  const std::string key = f.key.empty() ? DefaultAgentKeyPath(f.data, f.org, f.agent) : f.key;
-  if (f.key.empty() && !std::filesystem::exists(key)) {
-    Json reply;
-    Status s = RegisterAgentKey({f.data, ""}, f.org, f.agent, key, &reply);
-    if (!s.ok()) {
-      std::cerr << "tollgate: no key for agent '" << f.agent << "' of org '" << f.org
-                << "' and none could be registered: " << s.ToString() << "\n";
-      return 2;
-    }
-    std::cerr << "registered a key for agent '" << f.agent << "' of org '" << f.org << "' (" << key << ")\n";
-  }
+  // Signed as the agent (docs/trust.md).
   JwtSigner signer;
-  Status s = LoadAgentSigner(key, &signer);
+  Status s = AgentSignerFor(f.data, f.org, f.agent, f.key, &signer);
   if (!s.ok()) {
     std::cerr << "tollgate: " << s.ToString() << "\n";
     return 2;
@@ -107,6 +95,21 @@ int RunSubmit(SubmitFlags& f) {
 }
 
 }  // namespace
+
+Status AgentSignerFor(const std::string& data, const std::string& org, const std::string& agent,
+                      const std::string& key_flag, JwtSigner* out) {
+  const std::string key = key_flag.empty() ? DefaultAgentKeyPath(data, org, agent) : key_flag;
+  if (key_flag.empty() && !std::filesystem::exists(key)) {
+    Json reply;
+    Status s = RegisterAgentKey({data, ""}, org, agent, key, &reply);
+    if (!s.ok()) {
+      return Status::Error(s.code(), "no key for agent '" + agent + "' of org '" + org +
+                                         "' and none could be registered: " + s.message());
+    }
+    std::cerr << "registered a key for agent '" << agent << "' of org '" << org << "' (" << key << ")\n";
+  }
+  return LoadAgentSigner(key, out);
+}
 
 void AddSubmitCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<SubmitFlags>();

@@ -49,4 +49,17 @@ if [ ! -f /usr/include/valijson/validator.hpp ] && [ ! -f "$repo/.deps/valijson/
   cp -r "$tmp/x/usr/include/valijson" "$repo/.deps/valijson/include/"
   rm -rf "$tmp"
 fi
+# Node (Debian's) and the npm packages of tests/mcp: the official MCP SDK and
+# a reference MCP server, for the MCP tests, `bench mcp` and the example.
+# npm ci installs exactly what package-lock.json pins.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "setup: installing nodejs and npm"
+  apt_update
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+mcp_dir="$repo/tests/mcp"
+if [ ! -f "$mcp_dir/node_modules/.package-lock.json" ] || [ "$mcp_dir/package-lock.json" -nt "$mcp_dir/node_modules/.package-lock.json" ]; then
+  echo "setup: installing the npm packages of tests/mcp"
+  (cd "$mcp_dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
 echo "setup: dependencies ready"

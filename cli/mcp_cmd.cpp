@@ -1,0 +1,110 @@
+// `tollgate mcp`: the MCP gateway over stdio, for clients that spawn their
+// servers (docs/mcp.md). One session per process: the agent is the one
+// whose key signs (--key, else the data dir's), its calls go straight to
+// Kafka as signed tool requests, and its tool list comes from the running
+// deployment's API (GET /v1/tools) with the CLI's token.
+#include <unistd.h>
+
+#include <iostream>
+#include <random>
+
+#include "cli/admin_client.h"
+#include "cli/commands.h"
+#include "core/auth.h"
+#include "core/event.h"
+#include "deploy/endpoints.h"
+#include "mcp/stdio_server.h"
+
+namespace tollgate::cli {
+namespace {
+
+struct McpFlags {
+  std::string data = kDefaultDataDir, brokers, topic_prefix, token_file;
+  std::string org = "default", agent, session, key;
+  int max_wait_s = 3600;
+  int watch_ms = 2000;
+};
+
+std::string RandomSession() {
+  std::random_device rd;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "mcp-%08x%08x%08x%08x", rd(), rd(), rd(), rd());
+  return buf;
+}
+
+// Where a request stands, from its events as the audit API returns them.
+std::string Describe(const std::string& url, const std::string& token, const std::string& org,
+                     const std::string& rid) {
+  int status = 0;
+  Json reply;
+  Status s = ApiCall(url, token, "GET",
+                     "/v1/audit?org=" + EncodeQueryParam(org) + "&request=" + EncodeQueryParam(rid), "", &status,
+                     &reply);
+  return s.ok() ? mcp::DescribeProgress(reply.value("events", Json::array())) : "";
+}
+
+int RunMcp(McpFlags& f) {
+  BusConfig bus;
+  if (Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &bus); !s.ok()) {
+    std::cerr << "tollgate mcp: " << s.ToString() << "\n";
+    return 2;
+  }
+  auto signer = std::make_shared<JwtSigner>();
+  if (Status s = AgentSignerFor(f.data, f.org, f.agent, f.key, signer.get()); !s.ok()) {
+    std::cerr << "tollgate mcp: " << s.ToString() << "\n";
+    return 2;
+  }
+  std::unique_ptr<mcp::PipelineClient> pipeline;
+  if (Status s = mcp::PipelineClient::Open(bus, &pipeline); !s.ok()) {
+    std::cerr << "tollgate mcp: cannot reach the bus: " << s.ToString() << "\n";
+    return 2;
+  }
+  // The tool list (and progress details) come from the deployment's API.
+  std::string token;
+  const std::string url = LiveApiUrl(f.data);
+  if (Status s = ResolveToken({f.data, f.token_file}, &token); !s.ok() || url.empty()) {
+    std::cerr << "tollgate mcp: no tool list: " << (url.empty() ? "no running API in " + f.data : s.ToString())
+              << " (tools/list will fail; calls still go through)\n";
+  }
+  mcp::Gateway gw;
+  gw.pipeline = pipeline.get();
+  gw.max_wait = std::chrono::seconds(f.max_wait_s);
+  gw.list_tools = [url, token](const std::string& org, const std::string& agent, Json* out) {
+    if (url.empty() || token.empty()) return Status::Error("E_UNAVAILABLE", "no tollgate API to list tools from");
+    int status = 0;
+    return ApiCall(url, token, "GET", "/v1/tools?org=" + EncodeQueryParam(org) + "&agent=" + EncodeQueryParam(agent),
+                   "", &status, out);
+  };
+  gw.sign_request = [signer](const std::string& org, const std::string& agent, const std::string& rid,
+                             const std::string& value) {
+    return SignRequest(*signer, org, agent, rid, value, NowMicros() / 1'000'000);
+  };
+  gw.describe = [url, token](const std::string& org, const std::string& rid) {
+    return url.empty() || token.empty() ? std::string() : Describe(url, token, org, rid);
+  };
+  const std::string mcp_session = RandomSession();
+  mcp::Session session(gw, {f.org, f.agent, f.session.empty() ? mcp_session : f.session}, mcp_session);
+  std::cerr << "tollgate mcp: serving agent '" << f.agent << "' of org '" << f.org << "' on stdio (session "
+            << session.who().session << ")\n";
+  return mcp::ServeStdio(session, STDIN_FILENO, STDOUT_FILENO, std::chrono::milliseconds(f.watch_ms));
+}
+
+}  // namespace
+
+void AddMcpCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<McpFlags>();
+  auto* cmd = app.add_subcommand("mcp", "serve one agent as an MCP server over stdio (its calls go through the gate)");
+  cmd->add_option("--data", f->data, "where `up` wrote endpoints.json")->capture_default_str();
+  cmd->add_option("--brokers", f->brokers, "Kafka bootstrap servers (instead of endpoints.json)");
+  cmd->add_option("--topic-prefix", f->topic_prefix, "topic name prefix");
+  cmd->add_option("--org", f->org, "the agent's org")->capture_default_str();
+  cmd->add_option("--agent", f->agent, "the agent (its key signs every call)")->required();
+  cmd->add_option("--session", f->session, "tollgate session id of every call (default: the MCP session's id)");
+  cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
+  cmd->add_option("--token-file", f->token_file, "API token for the tool list (default $TOLLGATE_TOKEN, DATA/admin.token)");
+  cmd->add_option("--max-wait", f->max_wait_s, "seconds a call waits for its result at most")->capture_default_str();
+  cmd->add_option("--watch-ms", f->watch_ms, "how often the tool list is checked for changes")->capture_default_str();
+  cmd->callback([f, exit_code] { *exit_code = RunMcp(*f); });
+}
+
+}  // namespace tollgate::cli

@@ -1,0 +1,250 @@
+#include "mcp/session.h"
+
+#include "core/auth.h"
+#include "core/event.h"
+#include "core/messages.h"
+#include "core/sha256.h"
+
+namespace tollgate::mcp {
+
+namespace {
+
+constexpr const char* kInstructions =
+    "Every tool call goes through tollgate: it is decided under the policy in force, may wait for a human "
+    "approver, and is recorded in a hash-chained audit log. A denied call returns isError with the reason.";
+
+bool SafeName(const std::string& s) {
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
+  }
+  return !s.empty();
+}
+
+const char* JsonType(const Json& v) {
+  if (v.is_string()) return "string";
+  if (v.is_boolean()) return "boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+  if (v.is_number()) return "number";
+  if (v.is_object()) return "object";
+  if (v.is_array()) return "array";
+  return "null";
+}
+
+bool TypeMatches(const Json& want, const Json& v) {
+  if (want.is_array()) {
+    for (const Json& w : want) {
+      if (TypeMatches(w, v)) return true;
+    }
+    return false;
+  }
+  if (!want.is_string()) return true;
+  const std::string t = want, got = JsonType(v);
+  return t == got || (t == "number" && got == "integer");
+}
+
+}  // namespace
+
+std::string ClientToolName(const std::string& tool) {
+  if (SafeName(tool)) return tool;
+  if (tool.rfind("cli:", 0) == 0) return "cli__" + tool.substr(4);
+  if (tool.rfind("mcp:", 0) == 0) {
+    const std::string rest = tool.substr(4);
+    const size_t slash = rest.find('/');
+    if (slash != std::string::npos) return "mcp__" + rest.substr(0, slash) + "__" + rest.substr(slash + 1);
+  }
+  return tool;
+}
+
+std::string ToolFromClientName(const std::string& name) {
+  if (name.rfind("cli__", 0) == 0) return "cli:" + name.substr(5);
+  if (name.rfind("mcp__", 0) == 0) {
+    const std::string rest = name.substr(5);
+    const size_t sep = rest.find("__");
+    if (sep != std::string::npos && sep > 0) return "mcp:" + rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+  }
+  return name;
+}
+
+std::string CheckArgs(const Json& schema, const Json& args) {
+  if (!schema.is_object()) return "";
+  if (auto req = schema.find("required"); req != schema.end() && req->is_array()) {
+    for (const Json& k : *req) {
+      if (k.is_string() && !args.contains(k.get<std::string>())) return "missing required argument '" + k.get<std::string>() + "'";
+    }
+  }
+  const Json props = schema.value("properties", Json::object());
+  const bool closed = schema.value("additionalProperties", Json(true)) == Json(false);
+  for (auto it = args.begin(); it != args.end(); ++it) {
+    auto p = props.is_object() ? props.find(it.key()) : props.end();
+    if (!props.is_object() || p == props.end()) {
+      if (closed) return "unknown argument '" + it.key() + "'";
+      continue;
+    }
+    if (p->is_object() && p->contains("type") && !TypeMatches((*p)["type"], it.value())) {
+      return "argument '" + it.key() + "' must be of type " + (*p)["type"].dump() + ", not " + JsonType(it.value());
+    }
+  }
+  return "";
+}
+
+Session::Session(const Gateway& gateway, Who who, std::string mcp_session_id)
+    : gw_(gateway), who_(std::move(who)), mcp_session_(std::move(mcp_session_id)) {}
+
+void Session::Handle(const Incoming& in, const Send& send) {
+  using Kind = Incoming::Kind;
+  if (in.kind == Kind::kInvalid) return send(Error(in.id, in.error_code, in.error_message));
+  if (in.kind == Kind::kResponse) return;  // we send no requests
+  if (in.kind == Kind::kNotification) {
+    if (in.method == "notifications/cancelled") Cancel(in.params);
+    return;  // initialized, roots/list_changed, ...: nothing to do
+  }
+  if (in.method == "initialize") return send(Result(in.id, Initialize(in)));
+  if (in.method == "ping") return send(Result(in.id, Json::object()));
+  if (in.method == "tools/list") {
+    Json list = ListTools(in);
+    return send(list.contains("error") ? Error(in.id, kInternalError, list["error"].get<std::string>())
+                                       : Result(in.id, std::move(list)));
+  }
+  if (in.method == "tools/call") return CallTool(in, send);
+  send(Error(in.id, kMethodNotFound, "method '" + in.method + "' is not served (this server offers tools only)"));
+}
+
+Json Session::Initialize(const Incoming& in) {
+  initialized_ = true;
+  if (in.params.contains("clientInfo") && in.params["clientInfo"].is_object()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    client_name_ = in.params["clientInfo"].value("name", "");
+  }
+  const Json v = in.params.value("protocolVersion", Json());
+  return {{"protocolVersion", NegotiateVersion(v.is_string() ? v.get<std::string>() : "")},
+          {"capabilities", {{"tools", {{"listChanged", true}}}}},
+          {"serverInfo", {{"name", "tollgate"}, {"title", "tollgate gateway"}, {"version", "0.2"}}},
+          {"instructions", kInstructions}};
+}
+
+Json Session::ListTools(const Incoming&) {
+  Json list;
+  Status s = gw_.list_tools ? gw_.list_tools(who_.org, who_.agent, &list)
+                            : Status::Error("E_UNAVAILABLE", "no tool directory");
+  if (!s.ok()) return {{"error", "cannot list tools: " + s.ToString()}};
+  Json tools = Json::array();
+  for (const Json& t : list.value("tools", Json::array())) {
+    const std::string name = t.value("name", "");
+    const bool read_only = t.value("read_only", false);
+    Json schema = t.value("input_schema", Json::object());
+    if (!schema.is_object() || schema.value("type", "") != "object") schema = {{"type", "object"}};
+    Json annotations{{"readOnlyHint", read_only}, {"destructiveHint", !read_only}, {"openWorldHint", t.value("source", "") != "builtin"}};
+    tools.push_back({{"name", ClientToolName(name)},
+                     {"description", t.value("description", "")},
+                     {"inputSchema", std::move(schema)},
+                     {"annotations", std::move(annotations)},
+                     {"_meta",
+                      {{"io.tollgate/tool", name},
+                       {"io.tollgate/danger", t.value("danger", "")},
+                       {"io.tollgate/asks", t.value("asks", false)},
+                       {"io.tollgate/depends_on_arguments", t.value("depends_on_arguments", false)}}}});
+  }
+  return {{"tools", std::move(tools)}};
+}
+
+std::string Session::ToolsFingerprint() {
+  Json list;
+  if (!gw_.list_tools || !gw_.list_tools(who_.org, who_.agent, &list).ok()) return "";
+  return Sha256Hex(list.value("tools", Json::array()).dump());
+}
+
+void Session::Cancel(const Json& params) {
+  if (!params.contains("requestId")) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = in_flight_.find(params["requestId"].dump());
+  if (it != in_flight_.end()) *it->second = true;
+}
+
+void Session::CallTool(const Incoming& in, const Send& send) {
+  const Json& p = in.params;
+  if (!p.contains("name") || !p["name"].is_string() || p["name"].get<std::string>().empty()) {
+    return send(Error(in.id, kInvalidParams, "tools/call needs params.name, a non-empty string"));
+  }
+  Json args = p.value("arguments", Json::object());
+  if (!args.is_object()) return send(Error(in.id, kInvalidParams, "params.arguments must be an object"));
+  const std::string tool = ToolFromClientName(p["name"]);
+
+  // Arguments of a listed tool are checked against its schema first; a tool
+  // not listed still goes to the pipeline, whose decide denies it on the
+  // record.
+  Json list;
+  if (gw_.list_tools && gw_.list_tools(who_.org, who_.agent, &list).ok()) {
+    for (const Json& t : list.value("tools", Json::array())) {
+      if (t.value("name", "") != tool) continue;
+      std::string why = CheckArgs(t.value("input_schema", Json::object()), args);
+      if (!why.empty()) return send(Error(in.id, kInvalidParams, "invalid arguments for " + tool + ": " + why));
+    }
+  }
+
+  const std::string rid = RequestIdFor(mcp_session_, in.id);
+  std::string client;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    client = client_name_;
+  }
+  Json req{{"request_id", rid},      {"org_id", who_.org}, {"agent_id", who_.agent},
+           {"session_id", who_.session}, {"tool", tool},     {"args", std::move(args)},
+           {"metadata", {{"via", "mcp"}, {"mcp_client", client}}}};
+  Message m = MessageFor(gw_.pipeline->topics().requests(), req, req);
+  m.headers[kHeaderAuth] = gw_.sign_request(who_.org, who_.agent, rid, m.value);
+
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  const std::string key = in.id.dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_[key] = cancelled;
+  }
+  auto waiter = gw_.pipeline->Expect(who_.org, rid);
+  struct Cleanup {
+    Session* s;
+    std::string key, org, rid;
+    ~Cleanup() {
+      s->gw_.pipeline->Forget(org, rid);
+      std::lock_guard<std::mutex> lock(s->mu_);
+      s->in_flight_.erase(key);
+    }
+  } cleanup{this, key, who_.org, rid};
+
+  Status s = gw_.pipeline->Publish(m);
+  if (!s.ok()) return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot publish: " + s.ToString())));
+
+  // Progress while it waits, when the client asked for it.
+  Json token;
+  if (p.contains("_meta") && p["_meta"].is_object()) token = p["_meta"].value("progressToken", Json());
+  const auto start = std::chrono::steady_clock::now();
+  auto next_progress = start + gw_.progress_every;
+  int progress = 0;
+  auto tick = [&] {
+    if (token.is_null() || std::chrono::steady_clock::now() < next_progress) return;
+    next_progress += gw_.progress_every;
+    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+    std::string where = gw_.describe ? gw_.describe(who_.org, rid) : "";
+    if (where.empty()) where = "in the pipeline";
+    send(Notification("notifications/progress",
+                      {{"progressToken", token},
+                       {"progress", ++progress},
+                       {"message", rid + ": " + where + " (" + std::to_string(waited.count()) + " s)"}}));
+  };
+  std::optional<Json> result =
+      waiter->Wait(start + gw_.max_wait, [&] { return cancelled->load() || closed_.load(); }, tick);
+  if (result) return send(Result(in.id, CallToolResultOf(*result)));
+  if (closed_.load() && !cancelled->load()) return;
+  if (cancelled->load()) {
+    // The client gave up: withdraw the approval it may be waiting for (the
+    // approve stage records it, or refuses it on the record when nothing is
+    // pending). No response, as the spec says.
+    Message w;
+    if (gw_.withdraw && gw_.withdraw(who_.org, who_.agent, rid, &w).ok()) gw_.pipeline->Publish(w);
+    return;
+  }
+  send(Result(in.id, GatewayErrorResult(rid, "E_RESULT_TIMEOUT",
+                                        "no result within " + std::to_string(gw_.max_wait.count()) +
+                                            " s; the request goes on under request_id " + rid)));
+}
+
+}  // namespace tollgate::mcp

@@ -1,0 +1,109 @@
+// One MCP session of the gateway (docs/mcp.md): initialize, ping,
+// tools/list, tools/call and notifications/cancelled for one authenticated
+// (org, agent), whichever transport carries it.
+//
+// Who the agent is comes from the transport's authentication (the agent's
+// key for stdio, its bearer token for HTTP), never from a message. Every
+// tools/call is a tool request through the pipeline; the tool list is the
+// ToolDirectory's answer for this agent under the policy in force.
+//
+// Handle() may be called from several threads at once (a transport runs
+// each tools/call on its own thread so a slow approval holds only itself);
+// `send` may be called from the handling thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/canonical_json.h"
+#include "core/message.h"
+#include "core/status.h"
+#include "mcp/pipeline_client.h"
+#include "mcp/protocol.h"
+
+namespace tollgate::mcp {
+
+// What a session needs from the deployment it runs in.
+struct Gateway {
+  PipelineClient* pipeline = nullptr;
+  // ToolDirectory::List's answer for (org, agent) (deploy/tool_directory.h).
+  std::function<Status(const std::string& org, const std::string& agent, Json* list)> list_tools;
+  // The tollgate-auth header for a request's value bytes.
+  std::function<std::string(const std::string& org, const std::string& agent, const std::string& request_id,
+                            const std::string& value)>
+      sign_request;
+  // The signed message withdrawing the agent's pending approval; null when
+  // the deployment cannot (the call is then only abandoned).
+  std::function<Status(const std::string& org, const std::string& agent, const std::string& request_id,
+                       Message* out)>
+      withdraw;
+  // Where a waiting call stands, for progress messages ("awaiting approval,
+  // 0 of 1, expires at ..."); null or "" when not known.
+  std::function<std::string(const std::string& org, const std::string& request_id)> describe;
+  // A call waits this long for its result at most; its approval's deadline
+  // normally ends it first (the request then ends `expired`).
+  std::chrono::seconds max_wait{3600};
+  std::chrono::milliseconds progress_every{1000};
+  // Whatever the functions above need kept alive (the bus client, ...).
+  std::shared_ptr<void> keep_alive;
+};
+
+struct Who {
+  std::string org, agent;
+  std::string session;  // the tollgate session_id of every call
+};
+
+class Session {
+ public:
+  using Send = std::function<void(const Json&)>;
+  Session(const Gateway& gateway, Who who, std::string mcp_session_id);
+
+  // Handles one message; sends its response (if any) and the notifications
+  // that belong to it through `send`, then returns. A cancelled call sends
+  // no response (the spec's rule).
+  void Handle(const Incoming& in, const Send& send);
+
+  // A fingerprint of this agent's tool list now ("" when it cannot be
+  // read): a change means notifications/tools/list_changed.
+  std::string ToolsFingerprint();
+  // The transport is gone: calls still waiting stop waiting (their requests
+  // go on in the pipeline) and send nothing.
+  void Close() { closed_ = true; }
+  bool initialized() const { return initialized_; }
+  const Who& who() const { return who_; }
+  const std::string& id() const { return mcp_session_; }
+
+ private:
+  Json Initialize(const Incoming& in);
+  Json ListTools(const Incoming& in);
+  void CallTool(const Incoming& in, const Send& send);
+  void Cancel(const Json& params);
+
+  const Gateway& gw_;
+  const Who who_;
+  const std::string mcp_session_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<bool> closed_{false};
+  std::string client_name_;
+  std::mutex mu_;
+  // JSON-RPC id (dumped) -> cancelled flag of the call in flight.
+  std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight_;
+};
+
+// MCP tool names clients and models accept are [A-Za-z0-9_.-]; ours with
+// ':' and '/' are offered as their aliases (cli:x -> cli__x,
+// mcp:s/t -> mcp__s__t), and either form is accepted in tools/call.
+std::string ClientToolName(const std::string& tool);
+std::string ToolFromClientName(const std::string& name);
+
+// Top-level check of `args` against a tool's input schema: required
+// properties present, declared properties of the declared JSON type, no
+// undeclared ones when additionalProperties is false. "" when it holds.
+std::string CheckArgs(const Json& schema, const Json& args);
+
+}  // namespace tollgate::mcp
