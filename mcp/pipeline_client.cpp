@@ -8,6 +8,7 @@ Status PipelineClient::Open(const BusConfig& bus, std::unique_ptr<PipelineClient
   Status s = Consumer::OpenTail(bus, bus.topics.results(), std::chrono::seconds(10), &c->results_);
   if (!s.ok()) return s;
   s = Producer::Open(bus, "", &c->producer_);
+  if (s.ok()) s = c->producer_->Warm({bus.topics.requests(), bus.topics.approval_responses()}, std::chrono::seconds(10));
   if (!s.ok()) return s;
   PipelineClient* self = c.get();
   c->thread_ = std::thread([self] { self->Dispatch(); });

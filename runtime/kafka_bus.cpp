@@ -341,6 +341,15 @@ Status Producer::Send(const Message& m) {
   return Status::Ok();
 }
 
+Status Producer::Warm(const std::vector<std::string>& topics, std::chrono::milliseconds timeout) {
+  for (const std::string& t : topics) {
+    int partitions = 0;
+    Status s = PartitionCount(rk_, t, static_cast<int>(timeout.count()), &partitions);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 Status Producer::Flush(std::chrono::milliseconds timeout) {
   rd_kafka_resp_err_t err = rd_kafka_flush(rk_, static_cast<int>(timeout.count()));
   if (err) return KafkaError("flush", err);

@@ -83,6 +83,10 @@ class Producer {
   // Waits until everything queued is delivered; fails if any delivery failed
   // since the last Flush.
   Status Flush(std::chrono::milliseconds timeout);
+  // Learns the topics' metadata now, so a producer kept open for later
+  // single sends (the MCP gateway) does not hold its first message for
+  // librdkafka's ~1 s refresh of an unknown topic.
+  Status Warm(const std::vector<std::string>& topics, std::chrono::milliseconds timeout);
 
   // Transactions (transactional producers only). On an error whose
   // code is E_TXN_ABORTABLE the caller must AbortTransaction and retry the
