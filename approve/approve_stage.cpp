@@ -99,8 +99,14 @@ Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const st
 ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, int64_t max_skew_us) {
   return [registry, max_skew_us](const Message& in, int64_t now_us, ApproverIdentity* who, std::string* why) {
     SignedBy by;
-    const bool ok = AuthenticateResponse(in, *registry, now_us, max_skew_us, &by);
-    if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id};
+    // The request claim set (agent_id) is an agent's withdrawal; anything
+    // else is an approver's (or the service's on an approver's behalf).
+    JwtParts jwt;
+    auto h = in.headers.find(kHeaderAuth);
+    const bool as_agent = h != in.headers.end() && ParseJwt(h->second, &jwt).ok() && jwt.claims.contains("agent_id");
+    const bool ok = as_agent ? AuthenticateRequest(in, *registry, now_us, max_skew_us, &by)
+                             : AuthenticateResponse(in, *registry, now_us, max_skew_us, &by);
+    if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id, as_agent};
     if (!ok) *why = by.check + ": " + by.message;
     return ok;
   };
@@ -297,6 +303,11 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   RequestState st = Summarize(history);
   const std::string approver = who.identity;
   const std::string decision = resp["decision"];
+  // An agent never answers an approval, not even its own; only it withdraws.
+  if (who.agent != (decision == "withdraw")) {
+    return refuse(approve_errc::kNotEntitled, who.agent ? "an agent may only withdraw its own call, never approve or deny"
+                                                        : "only the request's own agent withdraws it");
+  }
   if (st.approval_requested == nullptr) {
     return refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
   }
@@ -316,6 +327,21 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     with.push_back(expired);
     Settle(with, with.back(), true, &r);
     return refuse(errc::kApprovalExpired, "the approval of " + rid + " expired at " + req.value("deadline", ""));
+  }
+  if (decision == "withdraw") {
+    const Event& about = st.received ? *st.received : *st.approval_requested;
+    if (about.agent_id != who.identity || about.org_id != who.org_id) {
+      return refuse(approve_errc::kNotEntitled, "'" + who.identity + "' may withdraw its own requests only");
+    }
+    Json data{{"approver", who.identity}, {"scope", "once"}, {"withdrawn", true}, {"source", ctx.source}};
+    for (const char* k : {"comment", "response_id"}) {
+      if (resp.contains(k)) data[k] = resp[k];
+    }
+    std::vector<Event> with = history;
+    with.push_back(EventAbout(history, rid, "approval.denied", ctx.now_us, std::move(data), "agent:" + who.identity));
+    r.events.push_back(with.back());
+    Settle(with, with.back(), true, &r);
+    return r;
   }
   if (resp["args_hash"] != req.value("args_hash", "")) {
     return refuse(approve_errc::kArgsHashMismatch,

@@ -69,6 +69,9 @@ inline constexpr const char* kUnauthenticated = "E_UNAUTHENTICATED";
 struct ApproverIdentity {
   std::string identity;
   std::string org_id;
+  // Signed as an agent (its key, or the service key on its behalf): such a
+  // response may only withdraw that agent's own pending call.
+  bool agent = false;
 };
 // Authenticates a response message at `now_us` (docs/trust.md: its
 // tollgate-auth header). False with *why when it cannot: the response is

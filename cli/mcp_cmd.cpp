@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/auth.h"
 #include "core/event.h"
+#include "core/withdraw.h"
 #include "deploy/endpoints.h"
 #include "mcp/stdio_server.h"
 
@@ -78,6 +79,12 @@ int RunMcp(McpFlags& f) {
   gw.sign_request = [signer](const std::string& org, const std::string& agent, const std::string& rid,
                              const std::string& value) {
     return SignRequest(*signer, org, agent, rid, value, NowMicros() / 1'000'000);
+  };
+  const Topics topics = bus.topics;
+  gw.withdraw = [signer, topics](const std::string& org, const std::string& agent, const std::string& rid,
+                                 Message* m) {
+    *m = WithdrawMessage(topics, *signer, org, agent, rid, "cancelled by the MCP client", NowMicros() / 1'000'000);
+    return Status::Ok();
   };
   gw.describe = [url, token](const std::string& org, const std::string& rid) {
     return url.empty() || token.empty() ? std::string() : Describe(url, token, org, rid);

@@ -65,6 +65,25 @@ bool AuthenticateRequest(const Message& in, const CredentialRegistry& registry, 
     const std::string org = Str(jwt.claims, "org_id"), agent = Str(jwt.claims, "agent_id");
     out->claimed_identity = agent;
     if (org.empty() || agent.empty()) return Fail(out, "claims", "org_id and agent_id claims are required");
+    if (jwt.claims.contains("on_behalf_of") || jwt.claims.contains("on_behalf_org")) {
+      // The HTTP API (its service key) vouches for an agent whose token it
+      // authenticated (the MCP gateway). Only a service key may; the claims
+      // must name the same agent twice over.
+      Credential who;
+      const std::string kid = Str(jwt.header, "kid");
+      if (kid.empty() || !registry.SigningKey(kid, &who, key) || who.kind != "service_key") {
+        return Fail(out, "unknown_key", "a request on behalf of an agent must be signed by an active service key");
+      }
+      if (Str(jwt.claims, "on_behalf_of") != agent || Str(jwt.claims, "on_behalf_org") != org) {
+        return Fail(out, "claims", "on_behalf_of and on_behalf_org must be the agent_id and org_id claimed");
+      }
+      out->org_id = org;
+      out->identity = agent;
+      out->roles = {"agent"};
+      out->key_id = who.key_id;
+      out->via = "tollgate-api";
+      return true;
+    }
     if (!registry.AgentKey(org, agent, Str(jwt.header, "kid"), key)) {
       if (registry.AgentKnown(org, agent)) {
         return Fail(out, "revoked", "no active key of agent '" + agent + "' of org '" + org +
@@ -123,6 +142,18 @@ std::string SignRequest(const JwtSigner& signer, const std::string& org_id, cons
                       {"request_id", request_id},
                       {"value_sha256", Sha256Hex(value)},
                       {"iat", iat_s}});
+}
+
+std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id, const std::string& agent_id,
+                                const std::string& request_id, const std::string& value, int64_t iat_s) {
+  return service.Sign({{"sub", "tollgate-api"},
+                       {"org_id", org_id},
+                       {"agent_id", agent_id},
+                       {"on_behalf_of", agent_id},
+                       {"on_behalf_org", org_id},
+                       {"request_id", request_id},
+                       {"value_sha256", Sha256Hex(value)},
+                       {"iat", iat_s}});
 }
 
 std::string SignResponse(const JwtSigner& signer, const std::string& identity, const std::string& org_id,

@@ -33,6 +33,9 @@ struct SignedBy {
   std::string org_id, identity;
   std::vector<std::string> roles;
   std::string key_id;
+  // "tollgate-api" when the service key signed on behalf of the agent (the
+  // MCP gateway over HTTP); "" when the agent's own key signed.
+  std::string via;
   Json claims;  // the verified claims
   // On failure: E_UNAUTHENTICATED or E_SIGNATURE_EXPIRED, the check that
   // failed (header, token, unknown_agent, revoked, unknown_key, signature,
@@ -47,7 +50,10 @@ struct SignedBy {
 
 // An agent's request: true when `in` carries a valid signature of a
 // registered, unrevoked key of the claimed (org, agent) over exactly
-// in.value, issued within max_skew_us of now_us.
+// in.value, issued within max_skew_us of now_us. Or of an active service
+// key whose claims on_behalf_of / on_behalf_org name that same (org,
+// agent): the HTTP API vouching for an agent token it authenticated
+// (out->via "tollgate-api").
 bool AuthenticateRequest(const Message& in, const CredentialRegistry& registry, int64_t now_us,
                          int64_t max_skew_us, SignedBy* out);
 
@@ -59,6 +65,9 @@ bool AuthenticateResponse(const Message& in, const CredentialRegistry& registry,
 // `agents sign`, examples/agent.py and the bench put on a message).
 std::string SignRequest(const JwtSigner& signer, const std::string& org_id, const std::string& agent_id,
                         const std::string& request_id, const std::string& value, int64_t iat_s);
+// The same signed by the service key on behalf of (org_id, agent_id).
+std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id, const std::string& agent_id,
+                                const std::string& request_id, const std::string& value, int64_t iat_s);
 // The header for an approval response signed by `identity`'s own key, or by
 // the service key on behalf of (on_behalf_of, on_behalf_org) when those are
 // non-empty.

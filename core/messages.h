@@ -24,6 +24,7 @@ inline constexpr const char* kPolicyDenied = "E_POLICY_DENIED";
 inline constexpr const char* kUnknownTool = "E_UNKNOWN_TOOL";
 inline constexpr const char* kApprovalDenied = "E_APPROVAL_DENIED";
 inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
+inline constexpr const char* kWithdrawn = "E_WITHDRAWN";  // the agent withdrew its pending call
 inline constexpr const char* kToolExec = "E_TOOL_EXEC";
 inline constexpr const char* kOutcomeUnknown = "E_OUTCOME_UNKNOWN";
 inline constexpr const char* kInternal = "E_INTERNAL";

@@ -100,8 +100,11 @@ Json ResultFromLog(const RequestState& st) {
     last = st.completed;
   } else if (st.approval_settled) {
     const bool expired = st.approval_settled->type == "approval.expired";
+    const bool withdrawn = st.approval_settled->data.value("withdrawn", false);
     result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
-                        ToolResultError(expired ? errc::kApprovalExpired : errc::kApprovalDenied,
+                        ToolResultError(expired     ? errc::kApprovalExpired
+                                        : withdrawn ? errc::kWithdrawn
+                                                    : errc::kApprovalDenied,
                                         approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")), false));
     last = st.approval_settled;
   } else {

@@ -1,5 +1,7 @@
 #include "deploy/pipeline.h"
 
+#include "deploy/mcp_gateway.h"
+
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -27,6 +29,11 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
       return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
     }
     api.bus = bus;
+    // The MCP gateway (/mcp) on the same server, signing with the same key.
+    if (!api.mcp && api.service_signer) {
+      Status s = MakeMcpEndpoint(bus, api.service_signer, store, nullptr, &api.mcp);
+      if (!s.ok()) return s;
+    }
     Status s = ApiServer::Start(std::move(api), store, server);
     if (!s.ok()) return s;
   }

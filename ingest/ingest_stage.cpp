@@ -235,6 +235,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   e.data = {{"request", logged},           {"args_hash", args_hash}, {"content_hash", content_hash},
             {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted},
             {"signed_by", who.key_id}};
+  if (!who.via.empty()) e.data["via"] = who.via;
   StageResult r;
   r.events.push_back(std::move(e));
   Flow flow{request, received_at, args_hash, nullptr};

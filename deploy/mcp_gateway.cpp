@@ -1,0 +1,49 @@
+#include "deploy/mcp_gateway.h"
+
+#include "audit/log_sink.h"
+#include "core/auth.h"
+#include "core/event.h"
+#include "core/withdraw.h"
+
+namespace tollgate {
+
+Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> signer, const LogStore& store,
+                       ListToolsFn list_tools, std::shared_ptr<mcp::HttpEndpoint>* out) {
+  if (!signer) return Status::Error("E_UNAVAILABLE", "no service key to sign the agents' calls with");
+  std::shared_ptr<mcp::PipelineClient> pipeline;
+  {
+    std::unique_ptr<mcp::PipelineClient> p;
+    Status s = mcp::PipelineClient::Open(bus, &p);
+    if (!s.ok()) return s;
+    pipeline = std::move(p);
+  }
+  mcp::Gateway gw;
+  gw.pipeline = pipeline.get();
+  auto view = std::make_shared<StoreLogView>(store);
+  gw.keep_alive = std::make_shared<std::pair<std::shared_ptr<mcp::PipelineClient>, std::shared_ptr<StoreLogView>>>(
+      pipeline, view);
+  gw.list_tools = std::move(list_tools);
+  // The token proved (org, agent); the service key vouches for it.
+  gw.sign_request = [signer](const std::string& org, const std::string& agent, const std::string& rid,
+                             const std::string& value) {
+    return SignRequestOnBehalf(*signer, org, agent, rid, value, NowMicros() / 1'000'000);
+  };
+  const Topics topics = bus.topics;
+  gw.withdraw = [signer, topics](const std::string& org, const std::string& agent, const std::string& rid,
+                                 Message* m) {
+    *m = WithdrawMessageOnBehalf(topics, *signer, org, agent, rid, "cancelled by the MCP client",
+                                 NowMicros() / 1'000'000);
+    return Status::Ok();
+  };
+  gw.describe = [view](const std::string& org, const std::string& rid) {
+    std::vector<Event> events;
+    if (!view->EventsOfRequest(org, rid, &events).ok()) return std::string();
+    Json list = Json::array();
+    for (const Event& e : events) list.push_back({{"type", e.type}, {"data", e.data}});
+    return mcp::DescribeProgress(list);
+  };
+  *out = std::make_shared<mcp::HttpEndpoint>(std::move(gw));
+  return Status::Ok();
+}
+
+}  // namespace tollgate
