@@ -223,11 +223,12 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
     return;
   }
   const bool expired = settled.type == "approval.expired";
+  const bool withdrawn = settled.data.value("withdrawn", false);
   const std::string msg = expired ? approval.value("comment", "approval expired")
-                                  : "denied by " + approval.value("approver", "") +
+                                  : (withdrawn ? "withdrawn by " : "denied by ") + approval.value("approver", "") +
                                         (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
-  result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
-                      ToolResultError(expired ? errc::kApprovalExpired : errc::kApprovalDenied, msg, false));
+  const char* code = expired ? errc::kApprovalExpired : withdrawn ? errc::kWithdrawn : errc::kApprovalDenied;
+  result = MakeResult(request, expired ? "expired" : "denied", decision, approval, ToolResultError(code, msg, false));
   if (!fresh) result["log_seq"] = settled.seq;
   r->outputs.push_back({MessageFor(config_.topics.results(), request, result), index, result});
 }

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "approve/approve_stage.h"
+#include "core/withdraw.h"
 #include "approve_util.h"
 #include "deploy/reconciler.h"
 #include "core/auth.h"
@@ -495,6 +496,114 @@ TEST_F(ApproveTest, TheSameRequestIdInTwoOrgsIsTwoApprovals) {
   EXPECT_TRUE(State("r1", "org-2").terminal());
   EXPECT_TRUE(State("r1", "org-1").cleared());
   EXPECT_EQ(stage_.pending(), 0u);
+}
+
+// Withdrawal (docs/approvals.md): only the request's own agent takes back
+// its pending call, signed as itself or by the service on its behalf.
+class WithdrawTest : public ApproveTest {
+ protected:
+  const JwtSigner& Key(const std::string& kind, const std::string& org, const std::string& identity) {
+    const std::string k = kind + "/" + org + "/" + identity;
+    auto it = keys_.find(k);
+    if (it != keys_.end()) return it->second;
+    Credential c;
+    JwtSigner s;
+    EXPECT_TRUE(NewSigningKey(kind, org, identity, {}, "test", &c, &s).ok());
+    registry_.Apply(CredentialAddedEvent(c, kT0));
+    return keys_.emplace(k, std::move(s)).first->second;
+  }
+  int64_t Iat() const { return (kT0 + 2'000'000) / 1'000'000; }
+  std::map<std::string, JwtSigner> keys_;
+};
+
+TEST_F(WithdrawTest, TheAgentWithdrawsItsOwnPendingCallAndItEndsDeniedAsWithdrawn) {
+  Hold(AskSpec{});
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1",
+                                          "changed my mind", Iat()));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.denied");
+  EXPECT_EQ(r.events[0].data["withdrawn"], true);
+  EXPECT_EQ(r.events[0].data["approver"], "agent-1");
+  EXPECT_TRUE(SchemaRegistry::Builtin().Validate("event_data.approval.denied", r.events[0].data).ok());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  Json result = Json::parse(r.outputs[0].message.value);
+  EXPECT_EQ(result["status"], "denied");
+  EXPECT_EQ(result["result"]["error"]["code"], "E_WITHDRAWN");
+  EXPECT_TRUE(State("r1").terminal());
+  EXPECT_EQ(stage_.pending(), 0u);
+}
+
+TEST_F(WithdrawTest, TheServiceMayWithdrawOnTheAgentsBehalf) {
+  Hold(AskSpec{});
+  StageResult r = Deliver(WithdrawMessageOnBehalf(topics_, Key("service_key", "*", "tollgate-api"), "org-1",
+                                                  "agent-1", "r1", "cancelled", Iat()));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.denied");
+  EXPECT_EQ(r.events[0].data["withdrawn"], true);
+}
+
+TEST_F(WithdrawTest, AnotherAgentCannotWithdrawItAndTheApprovalStaysPending) {
+  Hold(AskSpec{});
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-2"), "org-1", "agent-2", "r1",
+                                          "not mine", Iat()));
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(r.events[0].data["code"], approve_errc::kNotEntitled);
+  EXPECT_TRUE(r.outputs.empty());
+  EXPECT_EQ(stage_.pending(), 1u);
+}
+
+TEST_F(WithdrawTest, AnAgentCanNeverApproveItsOwnCall) {
+  const std::string hash = Hold(AskSpec{});
+  Message m = Msg(topics_.approval_responses(), Response("r1", "approve", "agent-1", hash));
+  m.headers[kHeaderAuth] = SignRequest(Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1", m.value, Iat());
+  StageResult r = Deliver(m);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(r.events[0].data["code"], approve_errc::kNotEntitled);
+  EXPECT_EQ(stage_.pending(), 1u);
+}
+
+TEST_F(WithdrawTest, AnApproverCannotWithdrawInTheAgentsName) {
+  Hold(AskSpec{});
+  Message m = Msg(topics_.approval_responses(), Json{{"request_id", "r1"}, {"decision", "withdraw"}});
+  m.headers[kHeaderAuth] = SignResponse(Approver("alice"), "alice", "org-1", "r1", m.value, Iat());
+  StageResult r = Deliver(m);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.refused");
+  EXPECT_EQ(stage_.pending(), 1u);
+}
+
+// Requests signed by the service key on an agent's behalf (the MCP
+// gateway over HTTP): only a service key, only naming the claimed agent.
+TEST_F(WithdrawTest, ARequestOnAnAgentsBehalfIsTheAgentsOnlyWhenAServiceKeySignsIt) {
+  Message m;
+  m.topic = topics_.requests();
+  m.value = R"({"request_id":"q1","org_id":"org-1","agent_id":"agent-1"})";
+  const int64_t now = kT0 + 2'000'000;
+  SignedBy by;
+  m.headers[kHeaderAuth] =
+      SignRequestOnBehalf(Key("service_key", "*", "tollgate-api"), "org-1", "agent-1", "q1", m.value, Iat());
+  ASSERT_TRUE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by)) << by.message;
+  EXPECT_EQ(by.org_id, "org-1");
+  EXPECT_EQ(by.identity, "agent-1");
+  EXPECT_EQ(by.via, "tollgate-api");
+
+  // An approver's key posing as the service.
+  m.headers[kHeaderAuth] = SignRequestOnBehalf(Approver("alice"), "org-1", "agent-1", "q1", m.value, Iat());
+  EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
+  EXPECT_EQ(by.check, "unknown_key");
+  // Another agent's own key with on-behalf claims.
+  m.headers[kHeaderAuth] =
+      SignRequestOnBehalf(Key("agent_key", "org-1", "agent-2"), "org-1", "agent-1", "q1", m.value, Iat());
+  EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
+  // The service naming one agent in agent_id and another in on_behalf_of.
+  Json claims{{"sub", "tollgate-api"},  {"org_id", "org-1"},  {"agent_id", "agent-1"},
+              {"on_behalf_of", "agent-2"}, {"on_behalf_org", "org-1"}, {"request_id", "q1"},
+              {"value_sha256", Sha256Hex(m.value)}, {"iat", Iat()}};
+  m.headers[kHeaderAuth] = Key("service_key", "*", "tollgate-api").Sign(claims);
+  EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
+  EXPECT_EQ(by.check, "claims");
 }
 
 TEST(RequestStateApprovals, SettledFollowsTheQuorum) {
