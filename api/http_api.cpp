@@ -570,6 +570,25 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Post(R"(/v1/replay/sessions/([^/]+)/what-if)", what_if);
   svr.Post("/v1/replay/what-if", what_if);
 
+  svr.Get("/v1/tools", [&o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"agent", "auditor", "approver", "admin"}, &who)) return;
+    if (!o.list_tools) return Error(res, 503, "E_UNAVAILABLE", "this server lists no tools");
+    const bool agent_only = !who.Has("auditor") && !who.Has("approver") && !who.admin();
+    std::string org = req.has_param("org") ? req.get_param_value("org") : who.org_id;
+    std::string agent = req.has_param("agent") ? req.get_param_value("agent") : (agent_only ? who.identity : "");
+    if (org == "*" || org.empty()) return Error(res, 400, errc::kInvalidQuery, "name the org (org=)");
+    if (agent.empty()) return Error(res, 400, errc::kInvalidQuery, "name the agent (agent=)");
+    if (!who.InOrg(org)) return Error(res, 403, errc::kForbidden, "the token is not of org '" + org + "'");
+    if (agent_only && agent != who.identity) {
+      return Error(res, 403, errc::kForbidden, "an agent token lists its own tools only");
+    }
+    Json out;
+    Status s = o.list_tools(org, agent, &out);
+    if (!s.ok()) return Error(res, 503, s.code(), s.message());
+    Reply(res, 200, out);
+  });
+
   if (o.mcp) {
     auto serve_mcp = [&o](const httplib::Request& req, httplib::Response& res) {
       Principal who;

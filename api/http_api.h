@@ -14,6 +14,9 @@
 //   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
 //   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
 //   POST /v1/replay/sessions/{id}/what-if  auditor, admin: body = candidate policy
+//   GET  /v1/tools?agent=A   the tools A may call, with schemas (an agent
+//                             token: its own; auditor, approver, admin: any
+//                             agent of their org; org= as audit's)
 //   POST|GET|DELETE /mcp      agent: the MCP gateway over Streamable HTTP
 //                             (mcp/http_endpoint.h, docs/mcp.md)
 //   POST /v1/replay/what-if?agent=A        the same over an agent's sessions
@@ -39,6 +42,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -73,6 +77,9 @@ struct ApiOptions {
   // Replays computed at once; more are refused with 503 E_BUSY (each holds
   // one of the server's worker threads and reads the log on another).
   int max_concurrent_replays = 2;
+  // GET /v1/tools: the tools (org, agent) may call (deploy/tool_directory.h);
+  // null: 503. The MCP gateway lists with it too.
+  std::function<Status(const std::string& org, const std::string& agent, Json* out)> list_tools;
   // The MCP gateway at /mcp (agent tokens only); null: /mcp is 404.
   std::shared_ptr<mcp::HttpEndpoint> mcp;
 };

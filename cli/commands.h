@@ -16,7 +16,8 @@ inline constexpr const char* kDefaultDataDir = "tollgate-data";
 void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
 void AddStageCommand(CLI::App& app, int* exit_code);  // stage NAME (distributed)
 void AddSubmitCommand(CLI::App& app, int* exit_code);
-void AddMcpCommand(CLI::App& app, int* exit_code);  // mcp (the stdio MCP server)
+void AddMcpCommand(CLI::App& app, int* exit_code);
+void AddToolsCommands(CLI::App& app, int* exit_code);  // tools list  // mcp (the stdio MCP server)
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   tollgate::cli::AddStageCommand(app, &exit_code);
   tollgate::cli::AddSubmitCommand(app, &exit_code);
   tollgate::cli::AddMcpCommand(app, &exit_code);
+  tollgate::cli::AddToolsCommands(app, &exit_code);
   tollgate::cli::AddAuditCommands(app, &exit_code);
   tollgate::cli::AddBenchCommands(app, &exit_code);
   tollgate::cli::AddReplayCommands(app, &exit_code);

@@ -58,6 +58,10 @@ const ToolFacts* FindBuiltinTool(std::string_view name);
 bool IsFileTool(std::string_view tool);
 bool RunsInline(std::string_view tool);
 
+// The JSON Schema of a built-in's arguments, as JSON text
+// (core/tool_schemas.cpp); {"type":"object"} for any other name.
+std::string_view InputSchemaOf(std::string_view name);
+
 // GET, HEAD and OPTIONS only read. `method` is upper case.
 bool IsReadOnlyMethod(std::string_view method);
 

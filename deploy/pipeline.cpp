@@ -1,6 +1,7 @@
 #include "deploy/pipeline.h"
 
 #include "deploy/mcp_gateway.h"
+#include "deploy/tool_directory.h"
 
 #include <filesystem>
 #include <iostream>
@@ -31,7 +32,7 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
     api.bus = bus;
     // The MCP gateway (/mcp) on the same server, signing with the same key.
     if (!api.mcp && api.service_signer) {
-      Status s = MakeMcpEndpoint(bus, api.service_signer, store, nullptr, &api.mcp);
+      Status s = MakeMcpEndpoint(bus, api.service_signer, store, api.list_tools, &api.mcp);
       if (!s.ok()) return s;
     }
     Status s = ApiServer::Start(std::move(api), store, server);
@@ -127,6 +128,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   BuiltStages built;
   s = BuildStages(StageNames(), env, &built);
   if (!s.ok()) return s;
+  p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy);
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
   Pipeline* raw = p.get();
@@ -155,6 +157,9 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   ao.credentials = p->credentials_.get();
   ao.sink = p->sink_.get();
   ao.service_signer = p->service_signer_;
+  ao.list_tools = [tools = p->tools_](const std::string& org, const std::string& agent, Json* out) {
+    return tools->List(org, agent, out);
+  };
   s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", options.brokers.empty()}},
                &p->api_);
   if (!s.ok()) return s;

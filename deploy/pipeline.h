@@ -101,6 +101,7 @@ class Pipeline {
   Pipeline() = default;
   PipelineOptions options_;
   BusConfig bus_;
+  std::shared_ptr<class ToolDirectory> tools_;  // GET /v1/tools and /mcp's tools/list
   std::unique_ptr<EmbeddedBroker> broker_;
   std::unique_ptr<EventLog> log_;
   std::unique_ptr<RequestCache> cache_;

@@ -1,5 +1,7 @@
 #include "deploy/stage_service.h"
 
+#include "deploy/tool_directory.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -95,7 +97,9 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
   }
 
-  if (!keeper) {
+  // Every process folds decide's state (the policy in force); the keeper
+  // builds no stage, only that fold, for its tool directory.
+  {
     p->audit_reader_ = std::make_unique<LogAuditReader>(p->log_->store());
     StageEnv env;
     env.options = &po;
@@ -106,8 +110,10 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     env.credentials = p->credentials_.get();
     env.redactor = std::make_shared<RedactorInForce>();
     env.audit = p->audit_reader_.get();
-    s = BuildStages({stage}, env, &p->built_);
+    s = BuildStages(keeper ? std::vector<std::string>{} : std::vector<std::string>{stage}, env, &p->built_);
     if (!s.ok()) return s;
+  }
+  if (!keeper) {
     RunnerOptions ro;
     ro.bus = p->bus_;
     ro.incarnation = "ext";
@@ -144,6 +150,10 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     ao.credentials = p->credentials_.get();
     ao.sink = p->topic_sink_.get();
     ao.service_signer = p->service_signer_;
+    auto tools = MakeToolDirectory(po.policy_path, po.data_dir, p->built_.policy);
+    ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {
+      return tools->List(org, agent, out);
+    };
     s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}},
                  &p->api_);
     if (!s.ok()) return s;

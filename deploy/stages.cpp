@@ -71,6 +71,13 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
     }
   }
   const PolicyInForce in_force = decide->policy();
+  {
+    DecideStage* d = decide.get();
+    out->policy = [d] { return d->policy(); };
+    sink.AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
+    // Not run here: kept anyway, for the policy in force.
+    if (std::find(names.begin(), names.end(), "decide") == names.end()) out->policy_fold = std::move(decide);
+  }
 
   for (const auto& name : names) {
     if (name == "ingest") {
@@ -82,8 +89,6 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
       ic.max_skew_us = options.max_signature_skew_us;
       out->stages.push_back(std::make_unique<IngestStage>(ic));
     } else if (name == "decide") {
-      DecideStage* d = decide.get();
-      sink.AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
       out->stages.push_back(std::move(decide));
     } else if (name == "approve") {
       ApproveConfig ac;

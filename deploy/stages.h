@@ -15,6 +15,9 @@
 #include "core/credentials.h"
 #include "core/redact.h"
 #include "core/stage.h"
+#include "decide/policy_in_force.h"
+
+#include <functional>
 #include "execute/audit_reader.h"
 
 namespace tollgate {
@@ -36,6 +39,10 @@ struct StageEnv {
 struct BuiltStages {
   std::vector<std::unique_ptr<Stage>> stages;  // in `names` order
   ApproveStage* approve = nullptr;             // owned by stages, if built
+  // The policy in force now (decide's fold, kept current by its listener
+  // whether or not decide runs here): the tool directory reads it.
+  std::function<PolicyInForce()> policy;
+  std::shared_ptr<Stage> policy_fold;  // decide's fold when decide is not among the stages
 };
 
 // The stage names, in pipeline order.

@@ -160,7 +160,6 @@ HttpReply HttpEndpoint::Get(const HttpCall& call) {
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
   r.stream = [this, session](const std::function<bool(const std::string&)>& write) {
-    std::string last = session->ToolsFingerprint();
     auto next_keepalive = std::chrono::steady_clock::now();
     while (!stopping_) {
       {
@@ -172,10 +171,9 @@ HttpReply HttpEndpoint::Get(const HttpCall& call) {
         if (!write(": keepalive\n\n")) return;
         next_keepalive = now + std::chrono::seconds(15);
       }
-      std::string fp = session->ToolsFingerprint();
-      if (!fp.empty() && fp != last) {
-        if (!last.empty() && !write(SseEvent(Notification("notifications/tools/list_changed", Json::object())))) return;
-        last = fp;
+      if (session->ToolsChanged() &&
+          !write(SseEvent(Notification("notifications/tools/list_changed", Json::object())))) {
+        return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }

@@ -13,6 +13,8 @@ constexpr const char* kInstructions =
     "Every tool call goes through tollgate: it is decided under the policy in force, may wait for a human "
     "approver, and is recorded in a hash-chained audit log. A denied call returns isError with the reason.";
 
+std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools", Json::array()).dump()); }
+
 bool SafeName(const std::string& s) {
   for (char c : s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
@@ -110,6 +112,7 @@ void Session::Handle(const Incoming& in, const Send& send) {
 }
 
 Json Session::Initialize(const Incoming& in) {
+  ToolsChanged();  // the list as of now is the one the client starts from
   initialized_ = true;
   if (in.params.contains("clientInfo") && in.params["clientInfo"].is_object()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -127,6 +130,10 @@ Json Session::ListTools(const Incoming&) {
   Status s = gw_.list_tools ? gw_.list_tools(who_.org, who_.agent, &list)
                             : Status::Error("E_UNAVAILABLE", "no tool directory");
   if (!s.ok()) return {{"error", "cannot list tools: " + s.ToString()}};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_ = Fingerprint(list);
+  }
   Json tools = Json::array();
   for (const Json& t : list.value("tools", Json::array())) {
     const std::string name = t.value("name", "");
@@ -147,10 +154,17 @@ Json Session::ListTools(const Incoming&) {
   return {{"tools", std::move(tools)}};
 }
 
-std::string Session::ToolsFingerprint() {
+bool Session::ToolsChanged() {
   Json list;
-  if (!gw_.list_tools || !gw_.list_tools(who_.org, who_.agent, &list).ok()) return "";
-  return Sha256Hex(list.value("tools", Json::array()).dump());
+  if (!gw_.list_tools || !gw_.list_tools(who_.org, who_.agent, &list).ok()) return false;
+  const std::string now = Fingerprint(list);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (seen_.empty() || seen_ == now) {
+    seen_ = now;
+    return false;
+  }
+  seen_ = now;
+  return true;
 }
 
 void Session::Cancel(const Json& params) {

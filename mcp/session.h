@@ -68,9 +68,10 @@ class Session {
   // no response (the spec's rule).
   void Handle(const Incoming& in, const Send& send);
 
-  // A fingerprint of this agent's tool list now ("" when it cannot be
-  // read): a change means notifications/tools/list_changed.
-  std::string ToolsFingerprint();
+  // Whether the agent's tool list now differs from the last one this
+  // client was given (by initialize's time or its last tools/list, or the
+  // last change reported): then send notifications/tools/list_changed.
+  bool ToolsChanged();
   // The transport is gone: calls still waiting stop waiting (their requests
   // go on in the pipeline) and send nothing.
   void Close() { closed_ = true; }
@@ -90,6 +91,7 @@ class Session {
   std::atomic<bool> initialized_{false};
   std::atomic<bool> closed_{false};
   std::string client_name_;
+  std::string seen_;  // fingerprint of the tool list the client knows
   std::mutex mu_;
   // JSON-RPC id (dumped) -> cancelled flag of the call in flight.
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight_;

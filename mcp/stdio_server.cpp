@@ -52,17 +52,12 @@ int ServeStdio(Session& session, int in_fd, int out_fd, std::chrono::millisecond
   std::condition_variable watch_cv;
   bool done = false;
   std::thread watcher([&] {
-    std::string last;
     std::unique_lock<std::mutex> lock(watch_mu);
     while (!done) {
       watch_cv.wait_for(lock, watch_every);
       if (done || !session.initialized()) continue;
       lock.unlock();
-      std::string now = session.ToolsFingerprint();
-      if (!now.empty() && !last.empty() && now != last) {
-        out.Send(Notification("notifications/tools/list_changed", Json::object()));
-      }
-      if (!now.empty()) last = now;
+      if (session.ToolsChanged()) out.Send(Notification("notifications/tools/list_changed", Json::object()));
       lock.lock();
     }
   });

@@ -107,4 +107,44 @@ std::vector<std::unique_ptr<Tool>> DiscoverCliTools(const std::string& dir) {
   return out;
 }
 
+namespace {
+
+std::string FirstParagraph(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, para;
+  while (std::getline(in, line)) {
+    const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+    if (para.empty() && (blank || line[0] == '#')) continue;
+    if (blank) break;
+    if (!para.empty()) para += ' ';
+    para += line.substr(0, line.find_last_not_of(" \t\r") + 1);
+    if (para.size() > 1000) break;
+  }
+  return ToValidUtf8(para.substr(0, 1000));
+}
+
+}  // namespace
+
+std::vector<ToolDescriptor> CliToolDescriptors(const std::string& dir) {
+  std::vector<ToolDescriptor> out;
+  for (const auto& tool : DiscoverCliTools(dir)) {
+    ToolDescriptor d;
+    d.name = tool->name();
+    d.source = "cli";
+    d.description = FirstParagraph(tool->description());
+    const std::string base = dir + "/" + d.name.substr(4);
+    std::ifstream f(base + "/schema.json");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    Json schema;
+    if (f && ParseInputJson(ss.str(), &schema).ok() && schema.is_object() && schema.value("type", "") == "object") {
+      d.input_schema = std::move(schema);
+    } else {
+      d.input_schema = {{"type", "object"}};
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace tollgate

@@ -1,0 +1,66 @@
+#include "deploy/tool_directory.h"
+
+#include <algorithm>
+
+#include "core/event.h"
+#include "core/tool_catalog.h"
+#include "decide/policy_engine.h"
+#include "decide/tool_access.h"
+#include "execute/config.h"
+#include "execute/tools/cli_tool.h"
+
+namespace tollgate {
+
+std::vector<ToolDescriptor> BuiltinDescriptors() {
+  std::vector<ToolDescriptor> out;
+  for (const ToolFacts& t : BuiltinTools()) {
+    ToolDescriptor d;
+    d.name = std::string(t.name);
+    d.description = std::string(t.description);
+    d.input_schema = Json::parse(InputSchemaOf(t.name));
+    d.source = "builtin";
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::shared_ptr<ToolDirectory> MakeToolDirectory(const std::string& policy_path, const std::string& data_dir,
+                                                 ToolDirectory::PolicyFn policy) {
+  ExecutePolicy ep;
+  if (!LoadExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
+  const std::string dir = ep.tools_dir;
+  return std::make_shared<ToolDirectory>(
+      [dir] {
+        std::vector<ToolDescriptor> tools = BuiltinDescriptors();
+        for (ToolDescriptor& d : CliToolDescriptors(dir)) tools.push_back(std::move(d));
+        return tools;
+      },
+      std::move(policy));
+}
+
+Status ToolDirectory::List(const std::string& org, const std::string& agent, Json* out) const {
+  const PolicyInForce policy = policy_();
+  if (!policy.has_policy()) return Status::Error("E_NO_POLICY", "no policy is in force");
+  std::vector<ToolDescriptor> tools = tools_();
+  std::sort(tools.begin(), tools.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  const int64_t now = NowMicros();
+  Json list = Json::array();
+  std::string version;
+  for (const ToolDescriptor& t : tools) {
+    ToolAccess a = AccessOf(policy, org, agent, t.name, now);
+    version = a.policy_version;
+    if (!a.callable) continue;
+    list.push_back({{"name", t.name},
+                    {"description", t.description},
+                    {"input_schema", t.input_schema},
+                    {"source", t.source},
+                    {"danger", DangerName(a.danger)},
+                    {"read_only", a.read_only},
+                    {"asks", a.asks},
+                    {"depends_on_arguments", a.depends_on_arguments}});
+  }
+  *out = {{"org_id", org}, {"agent_id", agent}, {"policy_version", version}, {"tools", std::move(list)}};
+  return Status::Ok();
+}
+
+}  // namespace tollgate
