@@ -285,7 +285,7 @@ TEST(ApprovalResponseSchema, AcceptsApproveAndDeny) {
 
 TEST(ApprovalResponseSchema, RefusesBadShapes) {
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/decision", "maybe")),
-            "/decision: must be one of \"approve\", \"deny\"");
+            "/decision: must be one of \"approve\", \"deny\", \"withdraw\"");
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/scope", "forever")),
             "/scope: must be one of \"once\", \"always\"");
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/args_hash", std::string(64, 'A')),
@@ -297,6 +297,10 @@ TEST(ApprovalResponseSchema, RefusesBadShapes) {
   EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/args_hash")), "missing required field 'args_hash'");
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/comment", 5)), "/comment: expected string, got integer");
   EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/approved", true)), "unknown field 'approved'");
+  // A withdrawal needs neither scope nor args_hash; an approval needs both.
+  Json withdraw{{"request_id", "r1"}, {"decision", "withdraw"}};
+  EXPECT_TRUE(SchemaRegistry::Builtin().Validate("approval_response", withdraw).ok());
+  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/scope")), "missing required field 'scope'");
 }
 
 // ------------------------------------------------------------------ events
