@@ -84,6 +84,9 @@ bool AuthenticateRequest(const Message& in, const CredentialRegistry& registry, 
       out->via = "tollgate-api";
       return true;
     }
+    if (Credential who; registry.SigningKey(Str(jwt.header, "kid"), &who, key) && who.kind == "service_key") {
+      return Fail(out, "claims", "a service signature must name on_behalf_of and on_behalf_org");
+    }
     if (!registry.AgentKey(org, agent, Str(jwt.header, "kid"), key)) {
       if (registry.AgentKnown(org, agent)) {
         return Fail(out, "revoked", "no active key of agent '" + agent + "' of org '" + org +

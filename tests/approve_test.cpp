@@ -8,6 +8,7 @@
 #include "approve/approve_stage.h"
 #include "core/withdraw.h"
 #include "approve_util.h"
+#include "decide/policy_engine.h"
 #include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
@@ -313,7 +314,7 @@ TEST_F(ApproveTest, AllowAlwaysWritesTheContractsPolicyUpdated) {
   EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(p.BodyJson()).ok());
   ASSERT_EQ(r.outputs.size(), 1u);
   EXPECT_EQ(r.outputs[0].message.topic, topics_.execute());
-  EXPECT_EQ(EscapeGlob("a*b?c[d]e\\f"), "a\\*b\\?c\\[d\\]e\\\\f");
+  EXPECT_EQ(EscapeGlob(std::string("a*b?c[d]e\\f")), "a\\*b\\?c\\[d\\]e\\\\f");
 }
 
 // A file tool's invocation names the tool alone: the rule pins the
@@ -513,6 +514,20 @@ class WithdrawTest : public ApproveTest {
     return keys_.emplace(k, std::move(s)).first->second;
   }
   int64_t Iat() const { return (kT0 + 2'000'000) / 1'000'000; }
+  // A request message of agent-1 (org-1), to authenticate as ingest does.
+  Message Q1() {
+    Message m;
+    m.topic = topics_.requests();
+    m.value = R"({"request_id":"q1","org_id":"org-1","agent_id":"agent-1"})";
+    return m;
+  }
+  // `r` refused the response (with `code` when given); r1 still waits.
+  void ExpectRefused(const StageResult& r, const char* code = nullptr) {
+    ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].type, "approval.refused");
+    if (code != nullptr) EXPECT_EQ(r.events[0].data["code"], code);
+    EXPECT_TRUE(r.outputs.empty());
+  }
   std::map<std::string, JwtSigner> keys_;
 };
 
@@ -546,10 +561,7 @@ TEST_F(WithdrawTest, AnotherAgentCannotWithdrawItAndTheApprovalStaysPending) {
   Hold(AskSpec{});
   StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-2"), "org-1", "agent-2", "r1",
                                           "not mine", Iat()));
-  ASSERT_EQ(r.events.size(), 1u);
-  EXPECT_EQ(r.events[0].type, "approval.refused");
-  EXPECT_EQ(r.events[0].data["code"], approve_errc::kNotEntitled);
-  EXPECT_TRUE(r.outputs.empty());
+  ExpectRefused(r, approve_errc::kNotEntitled);
   EXPECT_EQ(stage_.pending(), 1u);
 }
 
@@ -557,10 +569,7 @@ TEST_F(WithdrawTest, AnAgentCanNeverApproveItsOwnCall) {
   const std::string hash = Hold(AskSpec{});
   Message m = Msg(topics_.approval_responses(), Response("r1", "approve", "agent-1", hash));
   m.headers[kHeaderAuth] = SignRequest(Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1", m.value, Iat());
-  StageResult r = Deliver(m);
-  ASSERT_EQ(r.events.size(), 1u);
-  EXPECT_EQ(r.events[0].type, "approval.refused");
-  EXPECT_EQ(r.events[0].data["code"], approve_errc::kNotEntitled);
+  ExpectRefused(Deliver(m), approve_errc::kNotEntitled);
   EXPECT_EQ(stage_.pending(), 1u);
 }
 
@@ -568,18 +577,14 @@ TEST_F(WithdrawTest, AnApproverCannotWithdrawInTheAgentsName) {
   Hold(AskSpec{});
   Message m = Msg(topics_.approval_responses(), Json{{"request_id", "r1"}, {"decision", "withdraw"}});
   m.headers[kHeaderAuth] = SignResponse(Approver("alice"), "alice", "org-1", "r1", m.value, Iat());
-  StageResult r = Deliver(m);
-  ASSERT_EQ(r.events.size(), 1u);
-  EXPECT_EQ(r.events[0].type, "approval.refused");
+  ExpectRefused(Deliver(m), approve_errc::kNotEntitled);
   EXPECT_EQ(stage_.pending(), 1u);
 }
 
 // Requests signed by the service key on an agent's behalf (the MCP
 // gateway over HTTP): only a service key, only naming the claimed agent.
 TEST_F(WithdrawTest, ARequestOnAnAgentsBehalfIsTheAgentsOnlyWhenAServiceKeySignsIt) {
-  Message m;
-  m.topic = topics_.requests();
-  m.value = R"({"request_id":"q1","org_id":"org-1","agent_id":"agent-1"})";
+  Message m = Q1();
   const int64_t now = kT0 + 2'000'000;
   SignedBy by;
   m.headers[kHeaderAuth] =
@@ -604,6 +609,55 @@ TEST_F(WithdrawTest, ARequestOnAnAgentsBehalfIsTheAgentsOnlyWhenAServiceKeySigns
   m.headers[kHeaderAuth] = Key("service_key", "*", "tollgate-api").Sign(claims);
   EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
   EXPECT_EQ(by.check, "claims");
+}
+
+TEST_F(WithdrawTest, AWithdrawalReleasesTheCallsBudgetReservation) {
+  Hold(AskSpec{});
+  BudgetLedger ledger;
+  const Json request{{"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", "sess-1"}, {"tool", "echo"}};
+  ledger.ApplyDecision("r1", request, {{"verdict", "ask"}, {"reservation", {{"usd", 0.5}, {"received_at", FormatTime(kT0)}}}});
+  ASSERT_EQ(ledger.Find("org-1", "r1")->state, BudgetEntry::State::kReserved);
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1",
+                                          "cancelled", Iat()));
+  ASSERT_EQ(r.events.size(), 1u);
+  ledger.Apply(r.events[0]);
+  EXPECT_EQ(ledger.Find("org-1", "r1")->state, BudgetEntry::State::kReleased);
+  EXPECT_EQ(ledger.Find("org-1", "r1")->micros(), 0);
+}
+
+TEST_F(WithdrawTest, AWithdrawalAfterTheApprovalIsSettledIsRefusedAndChangesNothing) {
+  const std::string hash = Hold(AskSpec{});
+  ASSERT_EQ(Respond(Response("r1", "approve", "alice", hash)).events[0].type, "approval.granted");
+  StageResult r = Deliver(WithdrawMessageOnBehalf(topics_, Key("service_key", "*", "tollgate-api"), "org-1",
+                                                  "agent-1", "r1", "too late", Iat()));
+  ExpectRefused(r, approve_errc::kSettled);
+  EXPECT_EQ(log_.Of("approval.denied").size(), 0u);
+}
+
+TEST_F(WithdrawTest, AWithdrawalForAnotherOrgsAgentOfTheSameNameIsRefused) {
+  Hold(AskSpec{});
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-2", "agent-1"), "org-2", "agent-1", "r1",
+                                          "not my org", Iat()));
+  ExpectRefused(r);
+  EXPECT_EQ(stage_.pending(), 1u);
+}
+
+TEST_F(WithdrawTest, AServiceSignatureWithoutOnBehalfClaimsOrByARevokedServiceKeyIsNoAgents) {
+  Message m = Q1();
+  const int64_t now = kT0 + 2'000'000;
+  const JwtSigner& service = Key("service_key", "*", "tollgate-api");
+  SignedBy by;
+  // The request claim set alone, signed by the service: it vouches for no one.
+  m.headers[kHeaderAuth] = SignRequest(service, "org-1", "agent-1", "q1", m.value, Iat());
+  EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
+  EXPECT_EQ(by.check, "claims");
+  // A revoked service key.
+  Credential c;
+  ASSERT_TRUE(registry_.Find(KeyIdOfPublicKey(service.public_b64url()), &c));
+  registry_.Apply(CredentialRevokedEvent(c, "test", "rotated", kT0));
+  m.headers[kHeaderAuth] = SignRequestOnBehalf(service, "org-1", "agent-1", "q1", m.value, Iat());
+  EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
+  EXPECT_EQ(by.check, "unknown_key");
 }
 
 TEST(RequestStateApprovals, SettledFollowsTheQuorum) {

@@ -19,6 +19,8 @@
 #include "agent_keys.h"
 #include "core/messages.h"
 #include "core/sha256.h"
+#include "core/withdraw.h"
+#include "deploy/identity.h"
 #include "test_util.h"
 
 namespace tollgate {
@@ -236,6 +238,48 @@ TEST_F(TrustTest, AnAgentCannotApproveItsOwnCallOnTheResponsesTopic) {
   EXPECT_EQ(Count("org-1", "w1", "execution.started"), 0u);
   EXPECT_EQ(Count("org-1", "w1", "policy.updated"), 0u) << "no allow-always rule";
   EXPECT_FALSE(std::filesystem::exists(Workspace("org-1", "a1") + "/notes.txt"));
+}
+
+// The MCP gateway over HTTP (docs/trust.md): the service key signs an
+// agent's calls on its behalf, and the agent's cancellation withdraws one
+// that waits for a human.
+TEST_F(TrustTest, TheServiceSignsForAnAgentAndItsCancellationWithdrawsThePendingCall) {
+  std::string pem;
+  JwtSigner service;
+  ASSERT_TRUE(ReadPrivateKeyFile(ServiceKeyPath(dir_.sub("data")), &pem).ok());
+  ASSERT_TRUE(SignerForKey(pem, &service).ok());
+  const std::string service_kid = KeyIdOfPublicKey(service.public_b64url());
+  auto on_behalf = [&](const Json& body, const std::string& org, const std::string& agent) {
+    Message m = RequestMessage(body);
+    m.headers[kHeaderAuth] = SignRequestOnBehalf(service, org, agent, body.value("request_id", ""), m.value,
+                                                 NowMicros() / 1'000'000);
+    Send(m);
+  };
+
+  on_behalf(Request("org-1", "a1", "via-1", "echo", {{"text", "hi"}}), "org-1", "a1");
+  EXPECT_EQ(WaitResult("org-1", "via-1")["status"], "completed");
+  const Event received = EventsOf("org-1", "via-1").front();
+  ASSERT_EQ(received.type, "request.received");
+  EXPECT_EQ(received.agent_id, "a1");
+  EXPECT_EQ(received.data["signed_by"], service_kid);
+  EXPECT_EQ(received.data["via"], "tollgate-api");
+
+  // Vouching for a1, the body speaks for a2.
+  on_behalf(Request("org-1", "a2", "via-2", "echo", {{"text", "hi"}}), "org-1", "a1");
+  EXPECT_EQ(WaitResult("org-1", "via-2")["result"]["error"]["code"], "E_UNAUTHENTICATED");
+  EXPECT_EQ(Count("org-1", "via-2", "request.received"), 0u);
+
+  // A call that waits for a human, cancelled: the service withdraws it.
+  on_behalf(Request("org-1", "a1", "via-3", "write_file", {{"path", "w.txt"}, {"content", "x"}}), "org-1", "a1");
+  ASSERT_TRUE(WaitFor([&] { return Count("org-1", "via-3", "approval.requested") == 1; }));
+  Send(WithdrawMessageOnBehalf(bus_.topics, service, "org-1", "a1", "via-3", "cancelled by the client",
+                               NowMicros() / 1'000'000));
+  Json r = WaitResult("org-1", "via-3");
+  EXPECT_EQ(r["status"], "denied");
+  EXPECT_EQ(r["result"]["error"]["code"], "E_WITHDRAWN");
+  ASSERT_EQ(Count("org-1", "via-3", "approval.denied"), 1u);
+  EXPECT_EQ(Count("org-1", "via-3", "execution.started"), 0u);
+  EXPECT_FALSE(std::filesystem::exists(Workspace("org-1", "a1") + "/w.txt"));
 }
 
 TEST_F(TrustTest, ABaitAndSwitchOnTheApproveTopicIsRefusedAndWhatRunsIsWhatWasAsked) {
