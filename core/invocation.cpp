@@ -70,7 +70,7 @@ std::string BuildInvocation(const std::string& tool, const Json& args, const std
     return "http_request:" + HttpMethod(args) + " " + url;
   }
   if (tool == "execute_command") return "bash:" + CommandLine(args);
-  if (tool.rfind("cli:", 0) == 0) return tool;
+  if (tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) return tool;
   return "builtin:" + tool;
 }
 
@@ -78,6 +78,19 @@ std::string FileSubject(const std::string& tool, const Json& args) {
   if (!IsFileTool(tool)) return "";
   const std::string p = FilePathArg(args);
   return p.empty() ? "" : tool + ":" + NormalizePath(p);
+}
+
+}  // namespace tollgate
+
+namespace tollgate {
+
+std::string McpToolPattern(const std::string& pattern) {
+  if (pattern.rfind("mcp__", 0) != 0 || pattern.size() == 5) return pattern;
+  const std::string rest = pattern.substr(5);
+  const auto sep = rest.find("__");
+  if (sep != std::string::npos && sep > 0) return "mcp:" + rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+  // "mcp__github": every tool of the server; "mcp__*": of every server.
+  return rest.back() == '*' ? "mcp:" + rest : "mcp:" + rest + "/*";
 }
 
 }  // namespace tollgate

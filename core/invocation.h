@@ -6,6 +6,7 @@
 //   http_request     "http_request:METHOD " + HttpUrl(args, base_url)
 //   execute_command  "bash:" + CommandLine(args)
 //   cli:NAME         "cli:NAME"
+//   mcp:SERVER/TOOL  "mcp:SERVER/TOOL" (an upstream MCP server's tool)
 //   anything else    "builtin:" + tool
 // File tools also have a subject, "TOOL:" + NormalizePath(FilePathArg(args))
 // (empty when the call has no path). Pure, thread-safe.
@@ -34,5 +35,10 @@ std::string FilePathArg(const Json& args);
 std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url);
 // "TOOL:normalised path" for file tools with a path, else "".
 std::string FileSubject(const std::string& tool, const Json& args);
+
+// A policy's tool name or glob in the MCP clients' spelling rewritten to
+// ours: "mcp__S__T" -> "mcp:S/T", "mcp__S" -> "mcp:S/*", "mcp__*" ->
+// "mcp:*". Anything else is returned as is.
+std::string McpToolPattern(const std::string& pattern);
 
 }  // namespace tollgate

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -108,6 +109,7 @@ struct Policy::Compiled {
   ApprovalSpec approval_default;
   std::unordered_map<std::string, ApprovalSpec> approval_by_danger, approval_by_tool, approval_by_org;
   std::unordered_map<std::string, std::vector<std::string>> groups;
+  std::set<std::string> mcp_servers;  // execute.mcp_servers' names
 };
 
 }  // namespace tollgate

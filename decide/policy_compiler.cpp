@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/invocation.h"
 #include "core/url.h"
 #include "decide/compiled_policy.h"
 
@@ -60,7 +61,7 @@ struct Compiler {
     if (!arr.is_array()) return true;
     for (size_t i = 0; i < arr.size(); ++i) {
       std::string err;
-      if (!out->Add(arr[i].get<std::string>(), &err)) return Fail(ptr + "/" + std::to_string(i), err);
+      if (!out->Add(McpToolPattern(arr[i].get<std::string>()), &err)) return Fail(ptr + "/" + std::to_string(i), err);
     }
     return true;
   }
@@ -117,11 +118,11 @@ struct Compiler {
       rule.reason = r.value("reason", "");
       for (const auto& t : Strings(r, "tools")) {
         std::string err;
-        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tools", err);
+        if (!rule.tools.Add(McpToolPattern(t), &err)) return Fail(rp + "/tools", err);
       }
       for (const auto& t : Strings(r, "tool")) {
         std::string err;
-        if (!rule.tools.Add(t, &err)) return Fail(rp + "/tool", err);
+        if (!rule.tools.Add(McpToolPattern(t), &err)) return Fail(rp + "/tool", err);
       }
       if (r.contains("when")) {
         const Json& w = r["when"];
@@ -205,8 +206,14 @@ struct Compiler {
         !ParseDanger(doc["approval_threshold"].get<std::string>(), &c->threshold)) {
       return Fail("/approval_threshold", "unknown danger level");
     }
+    // Upstream MCP servers (execute.mcp_servers): their tools are known.
+    if (doc.contains("execute") && doc["execute"].is_object() && doc["execute"].contains("mcp_servers") &&
+        doc["execute"]["mcp_servers"].is_object()) {
+      for (const auto& [server, spec] : doc["execute"]["mcp_servers"].items()) c->mcp_servers.insert(server);
+    }
     if (doc.contains("tools")) {
-      for (const auto& [name, spec] : doc["tools"].items()) {
+      for (const auto& [raw_name, spec] : doc["tools"].items()) {
+        const std::string name = McpToolPattern(raw_name);
         ToolSpec t;
         if (const ToolFacts* b = FindBuiltinTool(name)) t = CatalogSpec(*b);
         if (spec.contains("danger") && !ParseDanger(spec["danger"].get<std::string>(), &t.danger)) {

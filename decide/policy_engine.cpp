@@ -196,8 +196,9 @@ bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const I
 }
 
 // The registry step: the file's exact entry, then its first matching
-// pattern, then the catalog's built-in, then any "cli:NAME" (HIGH,
-// mutating). False for a tool none of them knows.
+// pattern, then the catalog's built-in, then any "cli:NAME" or
+// "mcp:SERVER/TOOL" of a declared server (HIGH, mutating). False for a
+// tool none of them knows.
 bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* spec) {
   if (auto it = c.tools.find(tool); it != c.tools.end()) {
     *spec = it->second;
@@ -217,6 +218,15 @@ bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* 
     spec->danger = DangerLevel::kHigh;
     spec->read_only = false;
     spec->category = "cli";
+    return true;
+  }
+  // An upstream MCP server's tool: known when the server is declared. Its
+  // own annotations (readOnlyHint) are the server's word, not ours.
+  if (const auto slash = tool.find('/'); tool.rfind("mcp:", 0) == 0 && slash != std::string::npos &&
+                                         slash + 1 < tool.size() && c.mcp_servers.count(tool.substr(4, slash - 4))) {
+    spec->danger = DangerLevel::kHigh;
+    spec->read_only = false;
+    spec->category = "mcp";
     return true;
   }
   return false;

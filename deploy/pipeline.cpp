@@ -128,7 +128,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   BuiltStages built;
   s = BuildStages(StageNames(), env, &built);
   if (!s.ok()) return s;
-  p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy);
+  p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy, built.upstreams);
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
   Pipeline* raw = p.get();

@@ -138,6 +138,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
       ec.redactor = env.redactor;
       auto execute = std::make_unique<ExecuteStage>(ec);
       ExecuteStage* x = execute.get();
+      out->upstreams = x->registry().upstreams();
       sink.AddListener([x](const std::vector<Event>& events) { x->OnAppended(events); });
       out->stages.push_back(std::move(execute));
     }

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include "execute/audit_reader.h"
+#include "execute/mcp_upstream.h"
 
 namespace tollgate {
 
@@ -39,6 +40,9 @@ struct StageEnv {
 struct BuiltStages {
   std::vector<std::unique_ptr<Stage>> stages;  // in `names` order
   ApproveStage* approve = nullptr;             // owned by stages, if built
+  // Execute's upstream MCP servers, when execute is built here (their
+  // tools join the tool directory).
+  std::shared_ptr<const McpUpstreams> upstreams;
   // The policy in force now (decide's fold, kept current by its listener
   // whether or not decide runs here): the tool directory reads it.
   std::function<PolicyInForce()> policy;

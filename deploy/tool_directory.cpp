@@ -24,15 +24,38 @@ std::vector<ToolDescriptor> BuiltinDescriptors() {
   return out;
 }
 
+std::vector<ToolDescriptor> UpstreamDescriptors(const Json& described) {
+  std::vector<ToolDescriptor> out;
+  if (!described.is_object()) return out;
+  for (const auto& [server, s] : described.items()) {
+    if (!s.contains("tools") || !s["tools"].is_array()) continue;
+    for (const auto& t : s["tools"]) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+      ToolDescriptor d;
+      d.name = "mcp:" + server + "/" + t["name"].get<std::string>();
+      d.description = t.contains("description") && t["description"].is_string() ? t["description"].get<std::string>() : "";
+      d.input_schema = t.contains("inputSchema") && t["inputSchema"].is_object() ? t["inputSchema"]
+                                                                                  : Json{{"type", "object"}};
+      d.source = "mcp";
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 std::shared_ptr<ToolDirectory> MakeToolDirectory(const std::string& policy_path, const std::string& data_dir,
-                                                 ToolDirectory::PolicyFn policy) {
+                                                 ToolDirectory::PolicyFn policy,
+                                                 std::shared_ptr<const McpUpstreams> upstreams) {
   ExecutePolicy ep;
   if (!LoadExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
   const std::string dir = ep.tools_dir;
   return std::make_shared<ToolDirectory>(
-      [dir] {
+      [dir, upstreams] {
         std::vector<ToolDescriptor> tools = BuiltinDescriptors();
         for (ToolDescriptor& d : CliToolDescriptors(dir)) tools.push_back(std::move(d));
+        if (upstreams) {
+          for (ToolDescriptor& d : UpstreamDescriptors(upstreams->Describe())) tools.push_back(std::move(d));
+        }
         return tools;
       },
       std::move(policy));

@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "core/tool_descriptor.h"
 #include "decide/policy_in_force.h"
+#include "execute/mcp_upstream.h"
 
 namespace tollgate {
 
@@ -35,10 +36,15 @@ class ToolDirectory {
 // The built-ins of the tool catalog, with their schemas.
 std::vector<ToolDescriptor> BuiltinDescriptors();
 
-// The directory of a deployment: the built-ins and the CLI tools of the
+// The directory of a deployment: the built-ins, the CLI tools of the
 // execute policy's tools_dir (read from `policy_path`, looked at on every
-// call so a tool dropped in is listed at once), under `policy`.
+// call so a tool dropped in is listed at once) and, when execute runs in
+// this process (`upstreams` set), the tools its upstream MCP servers last
+// listed, under `policy`.
 std::shared_ptr<ToolDirectory> MakeToolDirectory(const std::string& policy_path, const std::string& data_dir,
-                                                 ToolDirectory::PolicyFn policy);
+                                                 ToolDirectory::PolicyFn policy,
+                                                 std::shared_ptr<const McpUpstreams> upstreams = nullptr);
+// The tools of upstream servers as McpUpstreams::Describe() gives them.
+std::vector<ToolDescriptor> UpstreamDescriptors(const Json& described);
 
 }  // namespace tollgate

@@ -2,7 +2,9 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "execute/tool.h"
@@ -81,6 +83,64 @@ Status Limits(const Json& sec, SandboxLimits* l) {
   return s;
 }
 
+Status StringMap(const Json& j, const std::string& what, std::vector<std::pair<std::string, std::string>>* out) {
+  if (j.is_null()) return Status::Ok();
+  if (!j.is_object()) return Bad(what + " must be a map of strings");
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_string() || k.empty()) return Bad(what + "." + k + " must be a string");
+    out->emplace_back(k, v.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
+  if (sec.is_null()) return Status::Ok();
+  if (!sec.is_object()) return Bad("mcp_servers must be a map of server name to server");
+  for (const auto& [name, j] : sec.items()) {
+    const std::string at = "mcp_servers." + name;
+    if (name.empty() || name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+      return Bad(at + ": a server name is 1-64 of a-z, 0-9, _ and -");
+    }
+    if (!j.is_object()) return Bad(at + " must be a map");
+    for (const auto& [k, v] : j.items()) {
+      static const std::set<std::string> kKeys{"command", "env", "read_only", "network", "url",
+                                               "headers", "timeout_ms", "limits", "description"};
+      if (!kKeys.count(k)) return Bad(at + ": unknown key " + k);
+    }
+    McpServerSpec m;
+    m.name = name;
+    // No address-space limit by default: V8 reserves 10 GiB of it for each
+    // WebAssembly memory (node's own HTTP parser is one), which no
+    // RLIMIT_AS a server could live under would allow.
+    m.limits.memory_mb = 0;
+    m.limits.cpu_seconds = 3600;
+    m.limits.open_files = 1024;  // a node server opens each module it loads
+    m.limits.processes = 256;    // counts threads: V8 and libuv start a dozen
+    Status s = Strings(j, "command", &m.command);
+    if (s.ok()) s = Strings(j, "read_only", &m.read_only);
+    if (s.ok()) s = StringMap(j.value("env", Json()), at + ".env", &m.env);
+    if (s.ok()) s = StringMap(j.value("headers", Json()), at + ".headers", &m.headers);
+    if (s.ok()) s = Number(j, "timeout_ms", &m.call_timeout_ms, 1, 3.6e6);
+    if (s.ok()) s = Limits(j.value("limits", Json()), &m.limits);
+    if (!s.ok()) return Bad(at + "." + s.message().substr(std::string("policy: execute: ").size()));
+    if (j.contains("url")) {
+      if (!j["url"].is_string()) return Bad(at + ".url must be a string");
+      m.url = j["url"];
+    }
+    if (j.contains("network")) {
+      if (!j["network"].is_boolean()) return Bad(at + ".network must be true or false");
+      m.network = j["network"];
+    }
+    if (m.command.empty() == m.url.empty()) return Bad(at + ": give either command (stdio) or url (Streamable HTTP)");
+    for (const auto& p : m.read_only) {
+      if (p.empty() || p[0] != '/') return Bad(at + ".read_only: not an absolute path: " + p);
+    }
+    out->push_back(std::move(m));
+  }
+  std::sort(out->begin(), out->end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return Status::Ok();
+}
+
 }  // namespace
 
 Json ExecutePolicy::AgentHttp(const std::string& agent_id) const {
@@ -98,6 +158,7 @@ ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
   p.workspace_root = data_dir + "/workspaces";
   p.tools_dir = data_dir + "/tools";
   p.run_dir = data_dir + "/run";
+  p.mcp_dir = data_dir + "/mcp";
   // Read-only, well-behaved utilities. Anything that can run another program
   // (find -exec, xargs, env, awk, sed's e command) stays out.
   p.command_allowlist = {"ls", "cat", "head", "tail", "wc", "grep", "sort", "uniq", "cut", "tr", "echo",
@@ -208,6 +269,8 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
       s = Number(net, "max_redirects", &p.max_redirects, 0, 20);
       if (!s.ok()) return s;
     }
+    s = McpServers(sec.value("mcp_servers", Json()), &p.mcp_servers);
+    if (!s.ok()) return s;
   }
   *out = std::move(p);
   return Status::Ok();

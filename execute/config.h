@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/canonical_json.h"
@@ -16,11 +17,29 @@ namespace tollgate {
 struct SandboxLimits {
   int timeout_ms = 10000;          // wall clock; then the process group is killed
   int cpu_seconds = 10;            // RLIMIT_CPU
-  size_t memory_mb = 512;          // RLIMIT_AS
+  size_t memory_mb = 512;          // RLIMIT_AS; 0 = none (MCP servers' default)
   size_t file_size_mb = 16;        // RLIMIT_FSIZE
   int open_files = 64;             // RLIMIT_NOFILE
   int processes = 64;              // RLIMIT_NPROC (per real uid: see run_as)
   size_t max_output_bytes = 64 << 10;  // per stream; the rest is dropped (truncated: true)
+  bool operator==(const SandboxLimits&) const = default;
+};
+
+// One upstream MCP server (execute.mcp_servers.<name>, docs/mcp.md): its
+// tools are the tools "mcp:<name>/<tool>". Either a program spoken to over
+// stdio, run as CLI tools are (sandboxed, no shell, scrubbed env, rlimits),
+// or a Streamable HTTP URL under http_request's SSRF rules.
+struct McpServerSpec {
+  std::string name;                   // [a-z0-9_-]+
+  std::vector<std::string> command;   // stdio: argv; [0] looked up in kSafePath
+  std::vector<std::pair<std::string, std::string>> env;  // values may hold ${env:NAME}
+  std::vector<std::string> read_only; // host paths it may read (absolute)
+  bool network = false;               // stdio: the host's network in its sandbox
+  std::string url;                    // http: the MCP endpoint
+  std::vector<std::pair<std::string, std::string>> headers;  // values may hold ${env:NAME}
+  int call_timeout_ms = 30000;        // one tools/call
+  SandboxLimits limits;               // stdio; timeout_ms unused (it keeps running)
+  bool operator==(const McpServerSpec&) const = default;
 };
 
 struct ExecutePolicy {
@@ -49,6 +68,8 @@ struct ExecutePolicy {
   // KillLeftovers in execute/sandbox.h); "" = not recorded.
   std::string run_dir;
   SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
+  std::vector<McpServerSpec> mcp_servers;  // sorted by name
+  std::string mcp_dir;             // each stdio server's workspace: <mcp_dir>/<name>
 
   Json agents = Json::object();    // the policy's `agents` section, for http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)

@@ -40,6 +40,8 @@ ExecuteStage::ExecuteStage(ExecuteConfig config)
     : config_(WithPolicy(std::move(config))), registry_(config_.policy->tools_dir) {
   registry_.RegisterBuiltins();
   registry_.Reload();
+  upstreams_->Configure(*config_.policy);
+  registry_.SetUpstreams(upstreams_);
   // A previous process died (kill -9) while tools ran: end what they left.
   if (!config_.policy->run_dir.empty()) KillLeftovers(config_.policy->run_dir);
 }
@@ -65,6 +67,7 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
       std::cerr << "tollgate execute: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
       continue;
     }
+    upstreams_->Configure(*next);
     std::lock_guard<std::mutex> lock(policy_mu_);
     config_.policy = std::move(next);
   }
@@ -184,7 +187,9 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     return r;
   }
   const int attempt = state.attempts + 1;
-  const std::string executor = tool_name.rfind("cli:", 0) == 0 ? "cli" : "builtin";
+  const std::string executor = tool_name.rfind("cli:", 0) == 0   ? "cli"
+                               : tool_name.rfind("mcp:", 0) == 0 ? "mcp"
+                                                                 : "builtin";
   r.events.push_back(FlowEvent(flow, "execution.started", ctx.now_us,
                                {{"executor", executor}, {"attempt", attempt}, {"source", ctx.source}},
                                std::to_string(attempt)));

@@ -33,6 +33,7 @@
 #include "core/redact.h"
 #include "execute/audit_reader.h"
 #include "execute/config.h"
+#include "execute/mcp_upstream.h"
 #include "execute/registry.h"
 
 namespace tollgate {
@@ -86,6 +87,8 @@ class ExecuteStage : public Stage {
 
   ExecuteConfig config_;
   mutable std::mutex policy_mu_;  // guards config_.policy (swapped by OnAppended)
+  // Before registry_: the registry's mcp: tools hold it.
+  std::shared_ptr<McpUpstreams> upstreams_ = std::make_shared<McpUpstreams>();
   ToolRegistry registry_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   std::chrono::steady_clock::time_point last_reload_ = std::chrono::steady_clock::now();

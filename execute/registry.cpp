@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "execute/tools/cli_tool.h"
+#include "execute/tools/mcp_tool.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -60,8 +61,19 @@ size_t ToolRegistry::Reload() {
   return cli_.size();
 }
 
+void ToolRegistry::SetUpstreams(std::shared_ptr<const McpUpstreams> upstreams) {
+  std::lock_guard<std::mutex> lock(mu_);
+  upstreams_ = std::move(upstreams);
+}
+
+std::shared_ptr<const McpUpstreams> ToolRegistry::upstreams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return upstreams_;
+}
+
 std::shared_ptr<const Tool> ToolRegistry::Find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (name.rfind("mcp:", 0) == 0) return MakeMcpTool(upstreams_, name);
   auto it = builtins_.find(name);
   if (it != builtins_.end()) return it->second;
   it = cli_.find(name);
@@ -74,6 +86,16 @@ Json ToolRegistry::List() const {
   for (const auto* m : {&builtins_, &cli_}) {
     for (const auto& [name, t] : *m) {
       out.push_back({{"name", name}, {"description", t->description()}, {"kind", m == &cli_ ? "cli" : "builtin"}});
+    }
+  }
+  if (upstreams_) {
+    for (const auto& [server, s] : upstreams_->Describe().items()) {
+      for (const auto& t : s["tools"]) {
+        if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+        out.push_back({{"name", "mcp:" + server + "/" + t["name"].get<std::string>()},
+                       {"description", t.value("description", "")},
+                       {"kind", "mcp"}});
+      }
     }
   }
   return out;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 
+#include "execute/mcp_upstream.h"
 #include "execute/tool.h"
 
 namespace tollgate {
@@ -24,9 +25,13 @@ class ToolRegistry {
   void Register(std::unique_ptr<Tool> tool);
   // Rescans the tools dir; returns how many CLI tools are now known.
   size_t Reload();
+  // The upstream MCP servers whose tools "mcp:<server>/<tool>" Find serves.
+  void SetUpstreams(std::shared_ptr<const McpUpstreams> upstreams);
+  std::shared_ptr<const McpUpstreams> upstreams() const;
   // Null when unknown.
   std::shared_ptr<const Tool> Find(const std::string& name) const;
-  // [{"name", "description", "kind"}], sorted by name.
+  // [{"name", "description", "kind"}], sorted by name; then each upstream
+  // server's tools as it last listed them (kind "mcp").
   Json List() const;
 
  private:
@@ -34,6 +39,7 @@ class ToolRegistry {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Tool>> builtins_;
   std::map<std::string, std::shared_ptr<const Tool>> cli_;
+  std::shared_ptr<const McpUpstreams> upstreams_;
 };
 
 }  // namespace tollgate

@@ -191,13 +191,13 @@ std::string FindProgram(const std::string& name) {
   return "";
 }
 
-Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
+Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // A tool that exits without reading its stdin makes our write to it fail
-  // with EPIPE, which the loop below handles; the default SIGPIPE would
-  // instead kill the whole process (every stage with it).
+  // with EPIPE, which the callers handle; the default SIGPIPE would instead
+  // kill the whole process (every stage with it).
   static std::once_flag ignore_sigpipe;
   std::call_once(ignore_sigpipe, [] { signal(SIGPIPE, SIG_IGN); });
-  *res = ProcessResult{};
+  *child = SandboxedChild{};
   uid_t uid = 0;
   gid_t gid = 0;
   bool switch_user = geteuid() == 0 && !spec.run_as.empty();
@@ -276,7 +276,14 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     std::vector<std::string> a{bwrap,          "--unshare-all", "--unshare-user", "--die-with-parent",
                                "--new-session", "--cap-drop",   "ALL",            "--json-status-fd",
                                std::to_string(status_pipe[1])};
+    if (spec.share_net) a.push_back("--share-net");
     for (auto& x : SystemArgs()) a.push_back(std::move(x));
+    if (spec.share_net) {
+      // What a networked program needs to resolve names and check TLS.
+      for (const char* f : {"/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"}) {
+        a.insert(a.end(), {"--ro-bind-try", f, f});
+      }
+    }
     a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
     for (const auto& b : binds) {
       if (staged) {
@@ -373,7 +380,7 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
       }
     }
     SetLimit(RLIMIT_CPU, static_cast<rlim_t>(l.cpu_seconds));
-    SetLimit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20);
+    if (l.memory_mb > 0) SetLimit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20);
     SetLimit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_size_mb) << 20);
     SetLimit(RLIMIT_NOFILE, static_cast<rlim_t>(l.open_files));
     SetLimit(RLIMIT_CORE, 0);
@@ -440,6 +447,40 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   fcntl(status_pipe[0], F_SETFL, O_NONBLOCK);
+  child->pid = pid;
+  child->in = in[1], child->out = out[0], child->err = err[0], child->status = status_pipe[0];
+  child->record = record;
+  child->started = t0;
+  return Status::Ok();
+}
+
+int StopSandboxed(SandboxedChild* child) {
+  int status = 0;
+  if (child->pid > 0) {
+    kill(-child->pid, SIGKILL);
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (!child->record.empty()) {
+    std::error_code ec;
+    std::filesystem::remove(child->record, ec);
+  }
+  for (int* fd : {&child->in, &child->out, &child->err, &child->status}) CloseFd(*fd);
+  child->pid = -1;
+  child->record.clear();
+  return status;
+}
+
+Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
+  *res = ProcessResult{};
+  SandboxedChild child;
+  if (Status s = StartSandboxed(spec, &child); !s.ok()) return s;
+  const pid_t pid = child.pid;
+  const auto t0 = child.started;
+  const SandboxLimits& l = spec.limits;
+  // The loop below closes each end once it is done with it.
+  int in[2] = {-1, child.in}, out[2] = {child.out, -1}, err[2] = {child.err, -1}, status_pipe[2] = {child.status, -1};
+  child.in = child.out = child.err = child.status = -1;
   size_t written = 0;
   if (spec.stdin_data.empty()) CloseFd(in[1]);
   const auto deadline = t0 + std::chrono::milliseconds(l.timeout_ms);
@@ -478,13 +519,7 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
       kill(-pid, SIGKILL);
     }
   }
-  kill(-pid, SIGKILL);  // whatever of the group is left
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!record.empty()) {
-    std::error_code ec;
-    std::filesystem::remove(record, ec);
-  }
+  status = StopSandboxed(&child);  // whatever of the group is left
   CloseFd(in[1]);
   if (out[0] >= 0) Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes), CloseFd(out[0]);
   if (err[0] >= 0) Drain(err[0], &res->err, &res->err_truncated, l.max_output_bytes), CloseFd(err[0]);

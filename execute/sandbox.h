@@ -25,6 +25,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct ProcessSpec {
   // it runs, so that KillLeftovers() can end it after tollgate itself was
   // killed (kill -9 gives no chance to clean up).
   std::string run_dir;
+  // The host's network inside the sandbox (bwrap --share-net); off for
+  // every tool. Only an upstream MCP server declared with `network: true`.
+  bool share_net = false;
 };
 
 struct ProcessResult {
@@ -62,6 +66,24 @@ struct ProcessResult {
 // be started; a program that fails or times out is a ProcessResult (killed
 // by a signal: `signal`, as bwrap reports it, 128 + signal).
 Status RunSandboxed(const ProcessSpec& spec, ProcessResult* result);
+
+// A sandboxed program that keeps running (an upstream MCP server): started
+// as RunSandboxed starts one, with the parent's ends of its pipes
+// (non-blocking) handed to the caller, who talks to it and ends it with
+// StopSandboxed. limits.timeout_ms is not enforced here. The parent-death
+// signal follows the forking thread: start it from the thread that
+// supervises it.
+struct SandboxedChild {
+  pid_t pid = -1;
+  int in = -1, out = -1, err = -1;  // its stdin, stdout, stderr
+  int status = -1;                  // bwrap's --json-status-fd
+  std::string record;               // its run_dir record, if any
+  std::chrono::steady_clock::time_point started;
+};
+Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child);
+// Kills the sandbox's process group, reaps it, removes its record and
+// closes every pipe; returns the wait status. Safe on a stopped child.
+int StopSandboxed(SandboxedChild* child);
 
 // Kills what is left of the process groups recorded in `run_dir` (a
 // previous tollgate died while they ran) and clears the records. Only

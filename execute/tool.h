@@ -37,6 +37,8 @@ inline constexpr const char* kHttp = "E_HTTP";
 inline constexpr const char* kCmdNotAllowed = "E_CMD_NOT_ALLOWED";
 inline constexpr const char* kTimeout = "E_TIMEOUT";
 inline constexpr const char* kSandbox = "E_SANDBOX_UNAVAILABLE";
+inline constexpr const char* kUpstreamUnavailable = "E_UPSTREAM_UNAVAILABLE";
+inline constexpr const char* kUpstreamToolError = "E_UPSTREAM_TOOL_ERROR";
 }  // namespace errc
 
 // What a tool may know about the call. Scope (org, agent, session) comes

@@ -34,6 +34,7 @@
 #include "core/redact.h"
 #include "core/url.h"
 #include "execute/invocation_check.h"
+#include "execute/net_pin.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/tools.h"
 
@@ -63,51 +64,6 @@ bool CredentialHeader(const std::string& lower) {
     if (!frag.empty() && lower.find(frag) != std::string::npos) return true;
   }
   return false;
-}
-
-// ${env:NAME} in a configured header value; false when NAME is unset.
-bool ExpandEnv(const std::string& in, std::string* out, std::string* missing) {
-  static const std::regex re(R"(\$\{env:([A-Za-z_][A-Za-z0-9_]*)\})");
-  out->clear();
-  auto begin = std::sregex_iterator(in.begin(), in.end(), re);
-  size_t last = 0;
-  for (auto it = begin; it != std::sregex_iterator(); ++it) {
-    out->append(in, last, it->position() - last);
-    const char* v = std::getenv((*it)[1].str().c_str());
-    if (v == nullptr) {
-      *missing = (*it)[1].str();
-      return false;
-    }
-    out->append(v);
-    last = it->position() + it->length();
-  }
-  out->append(in, last, std::string::npos);
-  return true;
-}
-
-struct Pin {
-  IpAddr addr;
-  const std::vector<Cidr>* allow = nullptr;
-  std::string refused;  // set by the socket callback
-};
-
-curl_socket_t OpenSocket(void* clientp, curlsocktype, curl_sockaddr* a) {
-  Pin* pin = static_cast<Pin*>(clientp);
-  IpAddr got;
-  std::string why;
-  if (!FromSockaddr(&a->addr, &got)) {
-    pin->refused = "not an IP socket";
-    return CURL_SOCKET_BAD;
-  }
-  if (!AddressAllowed(got, *pin->allow, &why)) {
-    pin->refused = why;
-    return CURL_SOCKET_BAD;
-  }
-  if (got.v6 != pin->addr.v6 || got.b != pin->addr.b) {
-    pin->refused = "connection to " + got.ToString() + " instead of the checked " + pin->addr.ToString();
-    return CURL_SOCKET_BAD;
-  }
-  return socket(a->family, a->socktype, a->protocol);
 }
 
 struct Body {
@@ -263,49 +219,25 @@ class HttpRequest : public BuiltinTool {
         return ToolFail(errc::kUrlForbidden, url.host + " is not in this agent's hosts");
       }
       // 1. Resolve once and check every address.
-      std::string host = url.host;
-      if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-      const auto zone = host.find('%');
-      if (zone != std::string::npos) return ToolFail(errc::kUrlForbidden, "IPv6 zone ids are not allowed");
-      addrinfo hints{};
-      hints.ai_socktype = SOCK_STREAM;
-      addrinfo* res = nullptr;
-      int gai = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-      if (gai != 0) return ToolFail(errc::kHttp, "cannot resolve " + host + ": " + gai_strerror(gai), true);
       Pin pin;
-      pin.allow = &ctx.policy->allow_cidrs;
-      bool have = false;
-      std::string refused;
-      for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-        IpAddr ip;
-        if (!FromSockaddr(a->ai_addr, &ip)) continue;
-        if (!AddressAllowed(ip, *pin.allow, &why)) refused = why;
-        if (!have) pin.addr = ip, have = true;
+      switch (PinHost(url.host, ctx.policy->allow_cidrs, &pin, &why)) {
+        case PinResult::kForbidden: return ToolFail(errc::kUrlForbidden, why);
+        case PinResult::kUnresolved: return ToolFail(errc::kHttp, why, true);
+        case PinResult::kOk: break;
       }
-      freeaddrinfo(res);
-      if (!refused.empty()) return ToolFail(errc::kUrlForbidden, url.host + " resolves to a forbidden address: " + refused);
-      if (!have) return ToolFail(errc::kHttp, "no address for " + host, true);
 
       // 2. Connect to that address only.
       const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
       if (elapsed >= timeout_ms) return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
       CURL* c = curl_easy_init();
-      const std::string addr = pin.addr.v6 ? "[" + pin.addr.ToString() + "]" : pin.addr.ToString();
-      curl_slist* resolve = curl_slist_append(nullptr, (host + ":" + url.port + ":" + addr).c_str());
+      curl_slist* resolve = curl_slist_append(nullptr, PinnedResolveEntry(url.host, url.port, pin).c_str());
       curl_slist* hdrs = nullptr;
       for (const auto& [lk, kv] : headers) hdrs = curl_slist_append(hdrs, (kv.first + ": " + kv.second).c_str());
       Body out{std::string(), max_chars * 4 + 4};
       std::map<std::string, std::string> rh;
       curl_easy_setopt(c, CURLOPT_URL, url.full.c_str());
       curl_easy_setopt(c, CURLOPT_PATH_AS_IS, 1L);  // already normalised: send it byte for byte
-      curl_easy_setopt(c, CURLOPT_RESOLVE, resolve);
-      curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, OpenSocket);
-      curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, &pin);
-      curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-      curl_easy_setopt(c, CURLOPT_PROXY, "");
-      curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-      curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-      curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+      PinConnection(c, resolve, &pin);
       curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms - elapsed));
       curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
       if (method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);

@@ -1,0 +1,298 @@
+// An upstream MCP server over stdio (execute/mcp_upstream.h): one
+// supervisor thread starts it in the sandbox, reads its stdout line by line
+// (newline-delimited JSON-RPC) and answers waiting callers; callers write
+// their requests to its stdin under a lock.
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <functional>
+#include <map>
+
+#include "execute/mcp_upstream_internal.h"
+#include "execute/net_pin.h"
+#include "execute/sandbox.h"
+#include "execute/tool.h"
+
+namespace tollgate {
+namespace {
+
+constexpr size_t kMaxLine = 16 << 20;   // one JSON-RPC message from the server
+constexpr size_t kStderrTail = 2048;    // kept to say why it died
+constexpr int kReadyWaitMs = 5000;      // a call waits this long for a (re)start
+
+class StdioUpstream : public McpUpstream {
+ public:
+  StdioUpstream(McpServerSpec spec, const ExecutePolicy& policy)
+      : McpUpstream(std::move(spec)), run_dir_(policy.run_dir), run_as_(policy.run_as),
+        workspace_(policy.mcp_dir + "/" + spec_.name) {
+    supervisor_ = std::thread([this] { Supervise(); });
+  }
+  ~StdioUpstream() override { Stop(); }
+
+  void Stop() override { StopSupervisor(); }
+
+  Status Request(const std::string& method, const Json& params, int timeout_ms, Json* result) override {
+    std::string why;
+    if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why)) return Status::Error(errc::kUpstreamUnavailable, why);
+    struct Slot {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      Json msg;
+    };
+    auto slot = std::make_shared<Slot>();
+    const int64_t id = Send(method, params, [slot](const Json& m) {
+      {
+        std::lock_guard<std::mutex> lock(slot->mu);
+        slot->msg = m;
+        slot->done = true;
+      }
+      slot->cv.notify_all();
+    });
+    if (id < 0) return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name + "' is not running");
+    std::unique_lock<std::mutex> lock(slot->mu);
+    if (!slot->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return slot->done; })) {
+      lock.unlock();
+      Forget(id);
+      Notify("notifications/cancelled", {{"requestId", id}, {"reason", "timed out in tollgate"}});
+      return Status::Error(errc::kTimeout, "upstream MCP server '" + spec_.name + "' did not answer " + method +
+                                               " within " + std::to_string(timeout_ms) + " ms");
+    }
+    return Answer(spec_.name, method, slot->msg, result);
+  }
+
+  // A response message to a Status (shared with the HTTP transport's shape).
+  static Status Answer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
+    if (msg.contains("x-unavailable")) return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
+    if (msg.contains("error")) {
+      const Json& e = msg["error"];
+      std::string text = e.is_object() ? e.value("message", std::string()) : e.dump();
+      if (text.size() > 2000) text = text.substr(0, 2000) + "...";
+      const int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
+      return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method + " (" +
+                                                         std::to_string(code) + "): " + text);
+    }
+    *result = msg.contains("result") ? msg["result"] : Json::object();
+    return Status::Ok();
+  }
+
+ private:
+  using Callback = std::function<void(const Json&)>;
+
+  // Writes one message; -1 when the server is not running or the write fails.
+  int64_t Send(const std::string& method, const Json& params, Callback cb) {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    if (in_ < 0) return -1;
+    const int64_t id = next_id_++;
+    pending_[id] = std::move(cb);
+    if (!WriteLine(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}})) {
+      pending_.erase(id);
+      return -1;
+    }
+    return id;
+  }
+  void Notify(const std::string& method, const Json& params) {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    if (in_ >= 0) WriteLine(Json{{"jsonrpc", "2.0"}, {"method", method}, {"params", params}});
+  }
+  void Reply(const Json& msg) {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    if (in_ >= 0) WriteLine(msg);
+  }
+  void Forget(int64_t id) {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    pending_.erase(id);
+  }
+  // Under io_mu_. The pipe is non-blocking: wait for room, up to 5 s (a
+  // server that stops reading its stdin is as good as dead).
+  bool WriteLine(const Json& msg) {
+    const std::string line = msg.dump() + "\n";
+    size_t off = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (off < line.size()) {
+      const ssize_t w = write(in_, line.data() + off, line.size() - off);
+      if (w > 0) {
+        off += static_cast<size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno != EAGAIN && errno != EINTR) return false;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      pollfd p{in_, POLLOUT, 0};
+      poll(&p, 1, 50);
+    }
+    return true;
+  }
+
+  void Supervise() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+        state_ = State::kStarting;
+      }
+      const auto up_since = std::chrono::steady_clock::now();
+      RunOnce();
+      if (!Backoff(up_since)) return;
+    }
+  }
+
+  // One life of the server: start, handshake, serve until it exits or Stop.
+  void RunOnce() {
+    ProcessSpec p;
+    p.path = FindProgram(spec_.command[0]);
+    if (p.path.empty()) return SetState(State::kDown, "program " + spec_.command[0] + " not found in " + kSafePath);
+    p.argv = spec_.command;
+    std::error_code ec;
+    std::filesystem::create_directories(workspace_, ec);
+    const int cwd = open(workspace_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cwd < 0) return SetState(State::kDown, "cannot open its directory " + workspace_);
+    p.cwd_fd = cwd;
+    p.workspace = workspace_;
+    p.env = {std::string("PATH=") + kSafePath, "HOME=" + workspace_, "LANG=C.UTF-8"};
+    for (const auto& [k, v] : spec_.env) {
+      std::string val, missing;
+      if (!ExpandEnv(v, &val, &missing)) {
+        close(cwd);
+        return SetState(State::kDown, "env " + k + " needs the unset variable " + missing);
+      }
+      p.env.push_back(k + "=" + val);
+    }
+    p.read_only = spec_.read_only;
+    p.limits = spec_.limits;
+    p.run_as = run_as_;
+    p.run_dir = run_dir_;
+    p.share_net = spec_.network;
+    SandboxedChild child;
+    const Status st = StartSandboxed(p, &child);
+    close(cwd);
+    if (!st.ok()) return SetState(State::kDown, st.message());
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      in_ = child.in;
+    }
+    // The handshake runs through the same reader as every call.
+    Send("initialize", McpInitializeParams(), [this](const Json& m) {
+      if (!m.contains("result")) {
+        return SetState(State::kDown, "initialize failed: " + (m.contains("error") ? m["error"].dump() : m.dump()));
+      }
+      Notify("notifications/initialized", Json::object());
+      List(true);
+    });
+    std::string buf, err_tail;
+    bool eof = false;
+    while (!eof) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) break;
+      }
+      pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
+      poll(fds, 2, 200);
+      char chunk[65536];
+      for (;;) {
+        const ssize_t n = read(child.out, chunk, sizeof chunk);
+        if (n > 0) {
+          buf.append(chunk, static_cast<size_t>(n));
+          continue;
+        }
+        if (n == 0) eof = true;
+        break;
+      }
+      for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
+        HandleLine(buf.substr(0, nl));
+        buf.erase(0, nl + 1);
+      }
+      if (buf.size() > kMaxLine) {
+        err_tail = "it sent a line longer than 16 MiB";
+        break;
+      }
+      for (ssize_t n; (n = read(child.err, chunk, sizeof chunk)) > 0;) {
+        err_tail.append(chunk, static_cast<size_t>(n));
+        if (err_tail.size() > 2 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
+      }
+      siginfo_t si{};
+      if (waitid(P_PID, child.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == child.pid) eof = true;
+    }
+    std::map<int64_t, Callback> orphans;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      in_ = -1;
+      orphans.swap(pending_);
+    }
+    const int status = StopSandboxed(&child);
+    if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
+    while (!err_tail.empty() && (err_tail.back() == '\n' || err_tail.back() == '\r')) err_tail.pop_back();
+    // bwrap exits as its program did (128 + S when killed by signal S).
+    const std::string how = WIFEXITED(status) && WEXITSTATUS(status) > 128
+                                ? "was killed by signal " + std::to_string(WEXITSTATUS(status) - 128)
+                            : WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                                : "was killed by signal " + std::to_string(WTERMSIG(status));
+    const std::string why = how +
+                            (err_tail.empty() ? std::string() : "; its last words: " + err_tail);
+    const Json gone{{"x-unavailable", "upstream MCP server '" + spec_.name + "' " + why}};
+    for (auto& [id, cb] : orphans) cb(gone);
+    SetState(State::kDown, why);  // after the handshake's callbacks, which would say less
+  }
+
+  void List(bool first) {
+    Send("tools/list", Json::object(), [this, first](const Json& m) {
+      if (m.contains("result") && m["result"].is_object() && m["result"].contains("tools")) {
+        SetTools(m["result"]["tools"]);
+        if (first) SetState(State::kReady);
+      } else if (first) {
+        SetState(State::kDown, "tools/list failed: " + m.dump().substr(0, 500));
+      }
+    });
+  }
+
+  void HandleLine(const std::string& line) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+    const Json m = Json::parse(line, nullptr, false);
+    if (!m.is_object()) return;  // not JSON-RPC: ignored (a server's stray print)
+    const bool has_method = m.contains("method") && m["method"].is_string();
+    if (!has_method && m.contains("id") && m["id"].is_number_integer()) {
+      Callback cb;
+      {
+        std::lock_guard<std::mutex> lock(io_mu_);
+        auto it = pending_.find(m["id"].get<int64_t>());
+        if (it == pending_.end()) return;  // late (timed out) or never ours
+        cb = std::move(it->second);
+        pending_.erase(it);
+      }
+      cb(m);
+      return;
+    }
+    if (!has_method) return;
+    const std::string method = m["method"];
+    if (m.contains("id")) {
+      // The server asks something of us: only ping is answered.
+      if (method == "ping") return Reply({{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", Json::object()}});
+      return Reply({{"jsonrpc", "2.0"},
+                    {"id", m["id"]},
+                    {"error", {{"code", -32601}, {"message", "tollgate does not serve " + method + " to upstream servers"}}}});
+    }
+    if (method == "notifications/tools/list_changed") List(false);
+  }
+
+  const std::string run_dir_, run_as_, workspace_;
+  std::mutex io_mu_;  // in_, pending_, next_id_; never held while waiting on mu_
+  int in_ = -1;
+  int64_t next_id_ = 1;
+  std::map<int64_t, Callback> pending_;
+};
+
+}  // namespace
+
+Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
+  return StdioUpstream::Answer(server, method, msg, result);
+}
+
+std::shared_ptr<McpUpstream> StartStdioUpstream(McpServerSpec spec, const ExecutePolicy& policy) {
+  return std::make_shared<StdioUpstream>(std::move(spec), policy);
+}
+
+}  // namespace tollgate

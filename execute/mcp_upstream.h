@@ -1,0 +1,58 @@
+// McpUpstreams: the upstream MCP servers of execute.mcp_servers
+// (docs/mcp.md, "Upstream MCP servers"), kept connected so that a call to
+// the tool "mcp:<server>/<tool>" is one JSON-RPC tools/call away.
+// - Each server has a supervisor thread of its own. A stdio server is
+//   started in the sandbox CLI tools run in (execute/sandbox.h: no shell,
+//   scrubbed environment, rlimits, no network unless `network: true`, dies
+//   with tollgate), initialized, and its tools listed; when it exits, every
+//   call waiting on it fails with E_UPSTREAM_UNAVAILABLE and it is started
+//   again after a backoff (0.1 s doubling to 10 s, reset once it stayed up
+//   30 s). A Streamable HTTP server is reached under http_request's SSRF
+//   rules (execute/net_pin.h: only global addresses or allow_cidrs, the
+//   resolved address pinned, no redirects, no proxy).
+// - Requests the server sends us (sampling, roots, elicitation) are refused
+//   with JSON-RPC -32601: an upstream server never reaches the agent or a
+//   model through tollgate. notifications/tools/list_changed re-lists.
+// - Configure() reconciles with the policy in force: new servers start,
+//   removed ones stop, changed ones restart. Thread-safe throughout.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/canonical_json.h"
+#include "execute/config.h"
+
+namespace tollgate {
+
+class McpUpstream;  // one server (mcp_upstream_internal.h)
+
+class McpUpstreams {
+ public:
+  McpUpstreams();
+  ~McpUpstreams();  // stops every server (its sandbox killed)
+  McpUpstreams(const McpUpstreams&) = delete;
+  McpUpstreams& operator=(const McpUpstreams&) = delete;
+
+  void Configure(const ExecutePolicy& policy);
+  bool Has(const std::string& server) const;
+  // tools/call `tool` of `server` with `args`: a ToolResult. Success: data
+  // {content, structuredContent?} as the server answered. Errors:
+  // E_UPSTREAM_UNAVAILABLE (down, starting past the wait, unreachable),
+  // E_UPSTREAM_TOOL_ERROR (isError, or a JSON-RPC error), E_TIMEOUT.
+  Json Call(const std::string& server, const std::string& tool, const Json& args) const;
+  // {"<server>": {"transport", "state": "starting|ready|down", "error"?,
+  //  "tools": [the server's tools/list entries]}}.
+  Json Describe() const;
+  // Until every server is ready or down (start-up, tests); false on timeout.
+  bool WaitSettled(std::chrono::milliseconds timeout) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<McpUpstream>> servers_;
+};
+
+}  // namespace tollgate
