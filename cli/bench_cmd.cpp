@@ -1,5 +1,6 @@
 // `tollgate bench NAME`: benchmarks that print, as their last line, one JSON
 // object of ratios against baselines measured in the same run.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -8,6 +9,7 @@
 #include "bench/decide_bench.h"
 #include "bench/distributed_bench.h"
 #include "bench/log_bench.h"
+#include "bench/mcp_bench.h"
 #include "bench/pipeline_bench.h"
 #include "bench/replay_bench.h"
 #include "cli/commands.h"
@@ -88,6 +90,40 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
     Json result = *distributed ? bench::RunDistributedBench(*distopts) : bench::RunPipelineBench(*popts);
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
+  });
+
+  auto mopts = std::make_shared<bench::McpBenchOptions>();
+  auto* mcp = bench->add_subcommand(
+      "mcp", "an echo tools/call through `tollgate mcp` (stdio) vs the same call submitted straight to Kafka");
+  mcp->add_option("--dir", mopts->dir, "scratch directory (default: a temp dir)");
+  mcp->add_option("--calls", mopts->calls, "timed calls per client per round")->capture_default_str();
+  mcp->add_option("--rounds", mopts->rounds, "rounds (mcp, submit, upstream alternate)")->capture_default_str();
+  mcp->add_option("--warmup", mopts->warmup, "untimed calls per client first")->capture_default_str();
+  mcp->add_option("--durability", mopts->durability, "the pipeline's log: buffered or sync")->capture_default_str();
+  mcp->add_option("--mcp-server-dir", mopts->mcp_server_dir,
+                  "where npm installed @modelcontextprotocol/server-everything (default: tests/mcp of the source tree)");
+  mcp->add_flag("--quick", mopts->quick, "small sizes (seconds)");
+  mcp->callback([mopts, exit_code] {
+    Json r = bench::RunMcpBench(*mopts);
+    if (!r.contains("error")) {
+      auto num = [&r](const char* k, const char* unit) {
+        if (!r[k].is_number()) return std::string("n/a");
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%.2f%s", r[k].get<double>(), unit);
+        return std::string(buf);
+      };
+      auto ms = [&num](const char* k) { return num(k, " ms"); };
+      std::cout << "mcp (tollgate mcp, stdio): p50 " << ms("mcp_p50_ms") << ", p99 " << ms("mcp_p99_ms") << "\n"
+                << "submit (Kafka, signed):    p50 " << ms("submit_p50_ms") << ", p99 " << ms("submit_p99_ms") << "\n"
+                << "upstream MCP server:       p50 " << ms("upstream_p50_ms") << ", p99 " << ms("upstream_p99_ms")
+                << (r.contains("upstream_unavailable") ? " (" + r["upstream_unavailable"].get<std::string>() + ")" : "")
+                << "; through tollgate p50 " << ms("upstream_via_tollgate_p50_ms") << "\n"
+                << "mcp_overhead_vs_submit " << num("mcp_overhead_vs_submit", "") << " (goal <= 1.2, "
+                << (r["met"]["mcp_overhead_vs_submit"].get<bool>() ? "met" : "missed") << "); mcp_vs_upstream_direct "
+                << num("mcp_vs_upstream_direct", "") << "\n";
+    }
+    std::cout << r.dump() << std::endl;
+    *exit_code = r.contains("error") ? 1 : 0;
   });
 
   auto ropts = std::make_shared<bench::ReplayBenchOptions>();
