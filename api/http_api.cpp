@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "api/approval_response.h"
+#include "audit/agent_rules.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
 #include "audit/query_params.h"
@@ -355,6 +356,13 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     Reply(res, st.ok() ? 200 : 503, {{"ok", st.ok()}, {"head_seq", seq}});
   });
 
+  svr.Get("/metrics", [&o](const httplib::Request& req, httplib::Response& res) {
+    if (!o.metrics) return Error(res, 404, errc::kNotFound, "metrics are not served here");
+    Principal who;
+    if (!o.metrics_public && !Authorize(o, req, res, {"operator", "admin"}, &who)) return;
+    res.set_content(o.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+
   svr.Get("/v1/approvals", [im, &o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
     if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
@@ -372,6 +380,49 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       list.push_back(std::move(j));
     }
     Reply(res, 200, {{"approvals", list}});
+  });
+
+  // The "allow always" rules in force, and their revocation (audit/agent_rules.h).
+  svr.Get("/v1/rules", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"approver", "auditor", "admin"}, &who)) return;
+    std::string org;
+    if (!ScopedOrg(req, res, who, &org)) return;
+    std::vector<AgentRule> rules;
+    Status st = ListAgentRules(*im->store, org, Param(req, "agent"), &rules);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    Json list = Json::array();
+    for (const auto& r : rules) list.push_back(r.ToJson());
+    Reply(res, 200, {{"rules", list}});
+  });
+
+  svr.Post("/v1/rules/revoke", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"admin"}, &who)) return;
+    Json body;
+    if (!ReadBody(req, res, &body)) return;
+    if (o.sink == nullptr) return Error(res, 503, errc::kInternal, "this server cannot append to the log");
+    const std::string agent = body.value("agent_id", ""), pattern = body.value("pattern", "");
+    std::string org = who.org_id == "*" ? body.value("org_id", "") : who.org_id;
+    if (agent.empty() || pattern.empty() || org.empty() || org == "*") {
+      return Error(res, 400, errc::kInvalidQuery, "give agent_id, pattern (and org_id with a deployment-wide token)");
+    }
+    if (who.org_id != "*" && body.contains("org_id") && body["org_id"] != who.org_id) {
+      return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not change org '" + body.value("org_id", "") + "'");
+    }
+    std::vector<AgentRule> rules;
+    Status st = ListAgentRules(*im->store, org, agent, &rules);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    if (std::none_of(rules.begin(), rules.end(), [&](const AgentRule& r) { return r.pattern == pattern; })) {
+      return Error(res, 404, errc::kNotFound, "agent '" + agent + "' of org '" + org + "' has no rule '" + pattern + "'");
+    }
+    uint64_t seq = 0;
+    if (!AppendOne(*o.sink, AgentRulesRevokedEvent(org, agent, {pattern}, who.identity, body.value("comment", ""), NowMicros()),
+                   &seq)
+             .ok()) {
+      return Error(res, 503, errc::kInternal, "the log did not take the revocation");
+    }
+    Reply(res, 200, {{"revoked", pattern}, {"org_id", org}, {"agent_id", agent}, {"seq", seq}});
   });
 
   svr.Post(R"(/v1/approvals/([^/]+))", [im, &o](const httplib::Request& req, httplib::Response& res) {

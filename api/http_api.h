@@ -1,9 +1,15 @@
 // The HTTP API served by `tollgate up` (docs/http_api.md), on cpp-httplib:
 //
 //   GET  /healthz             no token needed: {"ok": true, "head_seq": N}
+//   GET  /metrics             operator, admin (no token with metrics_public):
+//                             Prometheus text format (api/metrics.h)
 //   GET  /v1/approvals        approver, admin: pending approvals (?org= &agent=)
 //   POST /v1/approvals/{id}   approver, admin: {"decision": "approve"|"deny",
 //                             "scope": "once"|"always", "comment", "args_hash"}
+//   GET  /v1/rules            approver, auditor, admin: the "allow always"
+//                             rules in force (?org= &agent=)
+//   POST /v1/rules/revoke     admin: {agent_id, pattern, org_id?, comment?}
+//                             appends the revoking policy.updated
 //   GET  /v1/credentials      admin: agent keys, approver keys, tokens (?kind= &org=)
 //   POST /v1/credentials      admin: {kind, org_id, identity, roles, public_key};
 //                             a token is made here and shown once
@@ -82,6 +88,10 @@ struct ApiOptions {
   std::function<Status(const std::string& org, const std::string& agent, Json* out)> list_tools;
   // The MCP gateway at /mcp (agent tokens only); null: /mcp is 404.
   std::shared_ptr<mcp::HttpEndpoint> mcp;
+  // GET /metrics: the exposition text (api/metrics.h); null: 404. Public
+  // (no token) only when metrics_public, else an operator or admin token.
+  std::function<std::string()> metrics;
+  bool metrics_public = false;
 };
 
 class ApiServer {

@@ -29,7 +29,7 @@ struct Principal {
   bool InOrg(const std::string& org) const { return org_id == "*" || org == org_id; }
 };
 
-inline constexpr const char* kRoles[] = {"agent", "approver", "auditor", "admin"};
+inline constexpr const char* kRoles[] = {"agent", "approver", "auditor", "admin", "operator"};
 
 class TokenStore {
  public:

@@ -398,7 +398,14 @@ Json RunMcpBench(const McpBenchOptions& o) {
                     dir.sub("mcp.err"));
   if (s.ok()) s = Handshake(gateway);
   Json listed;
-  if (s.ok()) s = ListedTool(gateway, "echo", &listed);
+  // The policy comes into force as decide logs it, just after the pipeline
+  // starts: until then tools/list says E_NO_POLICY.
+  if (s.ok()) {
+    const auto until = Clock::now() + kStartTimeout;
+    while (!(s = ListedTool(gateway, "echo", &listed)).ok() && Clock::now() < until) {
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  }
   if (!s.ok()) return failed("tollgate mcp", s);
   auto mcp_call = [&gateway](double* ms) {
     Json r;

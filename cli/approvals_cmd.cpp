@@ -7,6 +7,8 @@
 // (docs/trust.md): the approver is the token's identity, never a flag.
 // Exit codes: 0 the response was recorded (granted/denied), 1 refused or no
 // such approval, 2 usage or connection error, 3 no verdict in time.
+#include <unistd.h>
+
 #include <iostream>
 #include <set>
 
@@ -14,6 +16,7 @@
 #include "audit/approvals.h"
 #include "cli/admin_client.h"
 #include "cli/commands.h"
+#include "core/event.h"
 
 namespace tollgate::cli {
 namespace {
@@ -26,17 +29,50 @@ int Fail(const std::string& what) {
 struct ListFlags {
   std::string data = kDefaultDataDir;
   PendingFilter filter;
+  bool json = false;
 };
+
+// "12m 5s" / "3h 20m" / "expired".
+std::string TimeLeft(int64_t us) {
+  if (us <= 0) return "expired";
+  const int64_t s = us / 1'000'000;
+  if (s < 3600) return std::to_string(s / 60) + "m " + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h " + std::to_string(s % 3600 / 60) + "m";
+}
+
+// One line per approval, for a person at a terminal. Agent-supplied text
+// (ids, tool names) is cut to its column and stripped of control bytes, so
+// it cannot move the cursor or forge a row.
+void PrintTable(const std::vector<PendingApproval>& pending, int64_t now_us) {
+  auto cell = [](const std::string& v, size_t w) {
+    std::string out;
+    for (unsigned char c : v) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+    if (out.size() > w) out = out.substr(0, w - 1) + "~";
+    return out + std::string(w - out.size() + 2, ' ');
+  };
+  std::cout << cell("REQUEST", 24) << cell("ORG", 12) << cell("AGENT", 16) << cell("TOOL", 20) << cell("DANGER", 8)
+            << cell("APPROVED", 8) << "EXPIRES IN\n";
+  for (const auto& p : pending) {
+    const std::string danger = p.decision.is_object() ? p.decision.value("danger_level", "") : "";
+    std::cout << cell(p.request_id, 24) << cell(p.org_id, 12) << cell(p.agent_id, 16) << cell(p.tool, 20)
+              << cell(danger, 8) << cell(std::to_string(p.granted_by.size()) + "/" + std::to_string(p.approvers_needed), 8)
+              << TimeLeft(p.deadline_us - now_us) << "\n";
+  }
+}
 
 int RunList(const ListFlags& f) {
   std::unique_ptr<LogStore> store;
-  Status s = LogStore::Open(f.data + "/log", OpenMode::kSecondary, &store);
-  if (s.ok()) s = store->CatchUp();
+  Status s = OpenLogReader(f.data, &store);
   std::vector<PendingApproval> pending;
   if (s.ok()) s = ListPendingApprovals(*store, f.filter, &pending);
   if (!s.ok()) return Fail(s.ToString());
-  for (const auto& p : pending) std::cout << p.ToJson().dump() << "\n";
-  std::cerr << pending.size() << " pending\n";
+  const bool table = !f.json && isatty(STDOUT_FILENO);
+  if (table) {
+    PrintTable(pending, NowMicros());
+  } else {
+    for (const auto& p : pending) std::cout << p.ToJson().dump() << "\n";
+  }
+  std::cerr << pending.size() << " pending" << (table ? " (--json: arguments, rule, approvers)" : "") << "\n";
   return 0;
 }
 
@@ -50,8 +86,7 @@ struct RespondFlags {
 // one org with such a pending request (ids are per org).
 Status OrgOfPending(const std::string& data, const std::string& id, std::string* org) {
   std::unique_ptr<LogStore> store;
-  Status s = LogStore::Open(data + "/log", OpenMode::kSecondary, &store);
-  if (s.ok()) s = store->CatchUp();
+  Status s = OpenLogReader(data, &store);
   std::vector<PendingApproval> pending;
   if (s.ok()) s = ListPendingApprovals(*store, {}, &pending);
   if (!s.ok()) return s;
@@ -109,7 +144,9 @@ void AddApprovalsCommands(CLI::App& app, int* exit_code) {
   approvals->require_subcommand(1);
 
   auto lf = std::make_shared<ListFlags>();
-  auto* list = approvals->add_subcommand("list", "print pending approvals as JSON lines");
+  auto* list = approvals->add_subcommand(
+      "list", "pending approvals, newest last: a table on a terminal, JSON lines otherwise (or with --json)");
+  list->add_flag("--json", lf->json, "JSON lines (the whole approval: arguments, decision, approvers)");
   list->add_option("--data", lf->data, "data directory of `tollgate up`")->capture_default_str();
   list->add_option("--org", lf->filter.org_id, "only this org");
   list->add_option("--agent", lf->filter.agent_id, "only this agent");

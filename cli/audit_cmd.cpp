@@ -2,6 +2,7 @@
 //
 // Readers open the log as a RocksDB secondary, so they work while `tollgate
 // up` is writing it; import opens it as the writer.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -22,11 +23,7 @@ int Fail(const Status& s) {
   return 2;
 }
 
-Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) {
-  Status s = LogStore::Open(data, OpenMode::kSecondary, store);
-  if (s.ok()) s = (*store)->CatchUp();
-  return s;
-}
+Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) { return OpenLogReader(data, store); }
 
 // `audit query`'s filters, by get_audit_log's parameter names
 // (audit/query_params.h reads them, as it reads the HTTP API's and the
@@ -101,7 +98,7 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
 
   auto qf = std::make_shared<QueryFlags>();
   auto* query = audit->add_subcommand("query", "print matching events as JSON lines (get_audit_log)");
-  query->add_option("--data", qf->data, "log directory")->capture_default_str();
+  query->add_option("--data", qf->data, "data directory (or the log directory in it)")->capture_default_str();
   for (const QueryFilter& filter : kQueryFilters) query->add_option(filter.flag, qf->params[filter.param], filter.help);
   query->add_option("--type", qf->types, "event type (repeatable, or comma-separated)");
   query->add_flag("--desc", qf->descending, "newest first");
@@ -111,7 +108,7 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   auto vdata = std::make_shared<std::string>(kDefaultDataDir);
   auto vfile = std::make_shared<std::string>();
   auto* verify = audit->add_subcommand("verify", "check the hash chain and every index; exit 1 on any break");
-  verify->add_option("--data", *vdata, "log directory")->capture_default_str();
+  verify->add_option("--data", *vdata, "data directory (or the log directory in it)")->capture_default_str();
   verify->add_option("--file", *vfile, "verify an export file offline instead");
   verify->callback([vdata, vfile, exit_code] {
     if (!vfile->empty()) {
@@ -135,7 +132,7 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   };
   auto ef = std::make_shared<ExportFlags>();
   auto* exp = audit->add_subcommand("export", "write the log (or a range) as verifiable JSON lines");
-  exp->add_option("--data", ef->data, "log directory")->capture_default_str();
+  exp->add_option("--data", ef->data, "data directory (or the log directory in it)")->capture_default_str();
   exp->add_option("--out", ef->out, "output file (default: stdout)");
   exp->add_option("--from-seq", ef->from, "first seq");
   exp->add_option("--to-seq", ef->to, "last seq");
@@ -171,7 +168,7 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   auto idata = std::make_shared<std::string>(kDefaultDataDir);
   auto ifile = std::make_shared<std::string>();
   auto* imp = audit->add_subcommand("import", "load a verified export into a log it continues (e.g. a fresh one)");
-  imp->add_option("--data", *idata, "log directory")->capture_default_str();
+  imp->add_option("--data", *idata, "data directory (or the log directory in it)")->capture_default_str();
   imp->add_option("--file", *ifile, "export file")->required();
   imp->callback([idata, ifile, exit_code] {
     std::ifstream in(*ifile);
@@ -181,7 +178,7 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
     }
     std::unique_ptr<EventLog> log;
     LogOptions opts;
-    Status s = EventLog::Open(*idata, opts, &log);
+    Status s = EventLog::Open(LogDirOf(*idata), opts, &log);
     uint64_t n = 0;
     if (s.ok()) s = ImportLog(*log, in, &n);
     if (!s.ok()) {
@@ -190,6 +187,26 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
     }
     std::cerr << "imported " << n << " events; head seq " << log->head_seq() << "\n";
   });
+}
+
+std::string LogDirOf(const std::string& data) {
+  std::error_code ec;
+  const std::filesystem::path d(data);
+  if (std::filesystem::exists(d / "log" / "CURRENT", ec) || std::filesystem::exists(d / "endpoints.json", ec)) {
+    return (d / "log").string();
+  }
+  return data;
+}
+
+Status OpenLogReader(const std::string& data, std::unique_ptr<LogStore>* store) {
+  const std::string dir = LogDirOf(data);
+  Status s = LogStore::Open(dir, OpenMode::kSecondary, store);
+  if (!s.ok() && s.code() == errc::kNotFound) {
+    return Status::Error(s.code(), "no event log at " + data + " or " + data + "/log: --data takes the data directory "
+                                   "`up --data` used (or its log directory)");
+  }
+  if (s.ok()) s = (*store)->CatchUp();
+  return s;
 }
 
 }  // namespace tollgate::cli

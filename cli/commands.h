@@ -5,8 +5,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 
+#include "audit/log_store.h"
 #include "core/jwt.h"
 
 namespace tollgate::cli {
@@ -23,7 +25,16 @@ void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);
 void AddPolicyCommands(CLI::App& app, int* exit_code);  // policy check|explain
 void AddApprovalsCommands(CLI::App& app, int* exit_code);  // approvals list|approve|deny
+void AddRulesCommands(CLI::App& app, int* exit_code);  // rules list|revoke
 void AddCredentialCommands(CLI::App& app, int* exit_code);  // agents and tokens
+
+// The event log of `data`: DATA/log when `data` is a data directory (what
+// `up --data` took), else `data` itself (the log directory). Every command
+// that reads the log accepts either.
+std::string LogDirOf(const std::string& data);
+// Opens that log read-only (a secondary instance, caught up); a missing log
+// says which two places were looked at.
+Status OpenLogReader(const std::string& data, std::unique_ptr<LogStore>* store);
 
 // Where `agents add` puts an agent's private key by default, and where
 // `submit` and `agents sign` look for it: DATA/keys/ORG/AGENT.pem.

@@ -161,7 +161,7 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
   tadd->add_option("--token-file", tf->token_file, "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
   tadd->add_option("--identity", tf->identity, "who the token is (unique in the deployment)")->required();
   tadd->add_option("--org", tf->org, "its org (\"*\": deployment-wide, for a deployment admin)")->required();
-  tadd->add_option("--role", tf->roles, "agent, approver, auditor or admin (repeatable)")->required();
+  tadd->add_option("--role", tf->roles, "agent, approver, auditor, operator (GET /metrics) or admin (repeatable)")->required();
   tadd->callback([tf, exit_code] {
     Json reply;
     Status s = AddCredential(

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   tollgate::cli::AddReplayCommands(app, &exit_code);
   tollgate::cli::AddPolicyCommands(app, &exit_code);
   tollgate::cli::AddApprovalsCommands(app, &exit_code);
+  tollgate::cli::AddRulesCommands(app, &exit_code);
   tollgate::cli::AddCredentialCommands(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -29,15 +29,6 @@ int Fail(const Status& s) {
   return 2;
 }
 
-// --data may name the data directory (holding log/) or the log itself.
-Status OpenLog(const std::string& data, std::unique_ptr<LogStore>* store) {
-  std::error_code ec;
-  const bool is_data_dir = std::filesystem::exists(std::filesystem::path(data) / "log" / "CURRENT", ec);
-  Status s = LogStore::Open(is_data_dir ? data + "/log" : data, OpenMode::kSecondary, store);
-  if (s.ok()) s = (*store)->CatchUp();
-  return s;
-}
-
 replay::Target TargetOf(const ReplayFlags& f) {
   replay::Target target;
   target.session_id = f.session;
@@ -113,7 +104,7 @@ int RunReplay(ReplayFlags& f) {
     return 2;
   }
   std::unique_ptr<LogStore> store;
-  Status s = OpenLog(f.data, &store);
+  Status s = OpenLogReader(f.data, &store);
   if (!s.ok()) return Fail(s);
   if (!f.verify && f.policy.empty()) return RunTimeline(f, *store);
   return RunRedecide(f, *store);

@@ -106,6 +106,8 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--policy", f->service.pipeline.policy_path, "policy file (decide watches it; execute reads its section)");
   cmd->add_option("--http", f->service.pipeline.http_listen, "audit only: HTTP API address HOST:PORT (\"\": off)")
       ->capture_default_str();
+  cmd->add_flag("--metrics-public", f->service.pipeline.metrics_public,
+                "audit only: GET /metrics without a token (else an operator or admin token)");
   cmd->add_option("--tokens", f->service.pipeline.tokens_file, "audit only: tokens file (default DATA/tokens.json)");
   cmd->add_option("--webhook", f->service.pipeline.webhooks, "approve only: URL POSTed when an approval is requested");
   cmd->add_option("--tools-dir", f->service.pipeline.tools_dir, "execute only: CLI tools (default DATA/tools)");

@@ -68,7 +68,7 @@ int RunUp(UpFlags& f) {
             << "  kcat -P -b " << p->bootstrap() << " -t " << p->topics().requests() << " -k my-agent -H \"tollgate-auth=$("
             << self << " agents sign --data " << data << " < m.json)\" m.json\n"
             << "Agents: " << self << " agents add|list|revoke --data " << data << " --org ORG --agent A\n"
-            << "Audit: " << self << " audit query --data " << data << "/log --session s1\n"
+            << "Audit: " << self << " audit query --data " << data << " --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
   if (p->api()) {
     std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n";
@@ -124,6 +124,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   f->pipeline.http_listen = "127.0.0.1:0";
   up->add_option("--http", f->pipeline.http_listen, "HTTP API address HOST:PORT (port 0: any free port; \"\": off)")
       ->capture_default_str();
+  up->add_flag("--metrics-public", f->pipeline.metrics_public,
+               "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");

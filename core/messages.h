@@ -22,6 +22,9 @@ inline constexpr const char* kDuplicateRequest = "E_DUPLICATE_REQUEST";
 inline constexpr const char* kRequestLost = "E_REQUEST_LOST";
 inline constexpr const char* kPolicyDenied = "E_POLICY_DENIED";
 inline constexpr const char* kUnknownTool = "E_UNKNOWN_TOOL";
+// write_file / delete_file while execute.writes_enabled is false: decide
+// denies them (they could not run), execute refuses any that get through.
+inline constexpr const char* kWritesDisabled = "E_WRITES_DISABLED";
 inline constexpr const char* kApprovalDenied = "E_APPROVAL_DENIED";
 inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
 inline constexpr const char* kWithdrawn = "E_WITHDRAWN";  // the agent withdrew its pending call

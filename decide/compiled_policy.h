@@ -110,6 +110,7 @@ struct Policy::Compiled {
   std::unordered_map<std::string, ApprovalSpec> approval_by_danger, approval_by_tool, approval_by_org;
   std::unordered_map<std::string, std::vector<std::string>> groups;
   std::set<std::string> mcp_servers;  // execute.mcp_servers' names
+  bool writes_enabled = true;         // execute.writes_enabled
 };
 
 }  // namespace tollgate

@@ -47,13 +47,15 @@ void DecideState::ApplyDecision(const std::string& request_id, const Json& reque
 void DecideState::SetFilePolicy(PolicyPtr policy) { policy_.SetFile(std::move(policy)); }
 
 Status DecideState::AddLocalRule(const Json& rule) {
-  std::vector<std::string> allow;
-  for (const auto& a : rule.value("allow", Json::array())) {
-    if (!a.is_string()) return Status::Error(errc::kLogCorrupt, "an agent-local rule's allow is not a list of strings");
-    allow.push_back(a.get<std::string>());
+  std::vector<std::string> allow, revoke;
+  for (const auto& [key, out] : {std::pair{"allow", &allow}, std::pair{"revoke", &revoke}}) {
+    for (const auto& a : rule.value(key, Json::array())) {
+      if (!a.is_string()) return Status::Error(errc::kLogCorrupt, std::string("an agent-local rule's ") + key + " is not a list of strings");
+      out->push_back(a.get<std::string>());
+    }
   }
   Status s = policy_.AddAgentLocal(rule.value("org_id", ""), rule.value("agent_id", ""), allow,
-                                   rule.value("content_hash", ""));
+                                   rule.value("content_hash", ""), revoke);
   if (s.ok()) local_rules_.push_back(rule);
   return s;
 }

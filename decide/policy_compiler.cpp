@@ -112,6 +112,10 @@ struct Compiler {
     for (size_t i = 0; i < arr.size(); ++i) {
       const Json& r = arr[i];
       const std::string rp = ptr + "/" + std::to_string(i);
+      if (r.contains("priority")) {
+        return Fail(rp + "/priority", "rules have no priority: they match in list order and the first match wins; "
+                                      "put this rule above the ones it should beat");
+      }
       Rule rule;
       rule.name = r.value("name", "rule-" + std::to_string(i));
       rule.verdict = r.value("verdict", "ask");
@@ -205,6 +209,11 @@ struct Compiler {
     if (doc.contains("approval_threshold") &&
         !ParseDanger(doc["approval_threshold"].get<std::string>(), &c->threshold)) {
       return Fail("/approval_threshold", "unknown danger level");
+    }
+    // What execute could not run whatever an approver said is denied here.
+    if (doc.contains("execute") && doc["execute"].is_object() && doc["execute"].contains("writes_enabled") &&
+        doc["execute"]["writes_enabled"].is_boolean()) {
+      c->writes_enabled = doc["execute"]["writes_enabled"].get<bool>();
     }
     // Upstream MCP servers (execute.mcp_servers): their tools are known.
     if (doc.contains("execute") && doc["execute"].is_object() && doc["execute"].contains("mcp_servers") &&

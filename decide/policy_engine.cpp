@@ -272,6 +272,14 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     Finish(d, "deny", "unknown tool '" + *f.tool + "'", "registry:unknown-tool", errc::kUnknownTool);
     return;
   }
+  // A write while execute.writes_enabled is false could never run: denied
+  // now rather than sent to approvers first.
+  if (!c.writes_enabled && (*f.tool == "write_file" || *f.tool == "delete_file")) {
+    Step(d, "registry", "deny", "writes are disabled");
+    Finish(d, "deny", "'" + *f.tool + "' writes files and execute.writes_enabled is false", "registry:writes-disabled",
+           errc::kWritesDisabled);
+    return;
+  }
   Step(d, "registry", "pass",
        std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating"));
 

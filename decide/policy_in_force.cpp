@@ -10,8 +10,9 @@
 namespace tollgate {
 
 struct PolicyInForce::Local {
-  GlobSet allow;
-  std::set<std::string> hashes;  // content hashes folded in
+  std::vector<std::string> patterns;  // in force, in the order they were added
+  GlobSet allow;                      // patterns, compiled
+  std::set<std::string> hashes;       // content hashes folded in (grants and revocations)
 };
 
 PolicyInForce::PolicyInForce() = default;
@@ -58,12 +59,18 @@ void PolicyInForce::Reversion() {
 }
 
 Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string& agent_id,
-                                    const std::vector<std::string>& allow, const std::string& content_hash) {
+                                    const std::vector<std::string>& allow, const std::string& content_hash,
+                                    const std::vector<std::string>& revoke) {
   std::string key = org_id + '\0' + agent_id;
   auto it = local_.find(key);
   if (it != local_.end() && it->second->hashes.count(content_hash) != 0) return Status::Ok();  // idempotent
   auto l = it == local_.end() ? std::make_shared<Local>() : std::make_shared<Local>(*it->second);
   for (const auto& a : allow) {
+    if (std::find(l->patterns.begin(), l->patterns.end(), a) == l->patterns.end()) l->patterns.push_back(a);
+  }
+  for (const auto& r : revoke) l->patterns.erase(std::remove(l->patterns.begin(), l->patterns.end(), r), l->patterns.end());
+  l->allow = GlobSet();
+  for (const auto& a : l->patterns) {
     std::string err;
     if (!l->allow.Add(a, &err)) return Status::Error(errc::kPolicyInvalid, "agent-local rule: " + err);
   }
@@ -73,18 +80,25 @@ Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string
   return Status::Ok();
 }
 
+std::vector<std::string> PolicyInForce::AgentLocalPatterns(const std::string& org_id, const std::string& agent_id) const {
+  auto it = local_.find(org_id + '\0' + agent_id);
+  return it == local_.end() ? std::vector<std::string>{} : it->second->patterns;
+}
+
 Status PolicyInForce::Apply(const Event& e) {
   if (e.type != "policy.updated") return Status::Ok();
   const Json& d = e.data;
   std::string tier = d.value("tier", "file");
   if (tier == "agent_local") {
-    std::vector<std::string> allow;
-    if (d.contains("allow") && d["allow"].is_array()) {
-      for (const auto& a : d["allow"])
-        if (a.is_string()) allow.push_back(a.get<std::string>());
+    std::vector<std::string> allow, revoke;
+    for (const auto& [key, out] : {std::pair{"allow", &allow}, std::pair{"revoke", &revoke}}) {
+      if (d.contains(key) && d[key].is_array()) {
+        for (const auto& a : d[key])
+          if (a.is_string()) out->push_back(a.get<std::string>());
+      }
     }
     std::string org = d.value("org_id", e.org_id), agent = d.value("agent_id", e.agent_id);
-    return AddAgentLocal(org, agent, allow, d.value("content_hash", ""));
+    return AddAgentLocal(org, agent, allow, d.value("content_hash", ""), revoke);
   }
   if (!d.contains("policy")) return Status::Ok();  // a pre-policy-engine event: nothing to load
   if (file_ != nullptr && file_->content_hash() == d.value("content_hash", "")) return Status::Ok();
@@ -98,7 +112,7 @@ Status PolicyInForce::Apply(const Event& e) {
 const GlobSet* PolicyInForce::AgentLocal(const std::string& org_id, const std::string& agent_id) const {
   if (local_.empty()) return nullptr;
   auto it = local_.find(org_id + '\0' + agent_id);
-  return it == local_.end() ? nullptr : &it->second->allow;
+  return it == local_.end() || it->second->patterns.empty() ? nullptr : &it->second->allow;
 }
 
 }  // namespace tollgate

@@ -37,9 +37,13 @@ class PolicyInForce {
   // (org_id, agent_id). Idempotent: the same rule (content_hash) twice
   // changes nothing. Other events are ignored. Errors leave *this as it was.
   Status Apply(const Event& e);
-  // Adds agent-local allow patterns directly (tests, explain).
+  // Adds agent-local allow patterns directly (tests, explain), and drops
+  // the `revoke` ones (`tollgate rules revoke`, docs/approvals.md).
   Status AddAgentLocal(const std::string& org_id, const std::string& agent_id,
-                       const std::vector<std::string>& allow, const std::string& content_hash);
+                       const std::vector<std::string>& allow, const std::string& content_hash,
+                       const std::vector<std::string>& revoke = {});
+  // The agent-local allow patterns of (org, agent) in force.
+  std::vector<std::string> AgentLocalPatterns(const std::string& org_id, const std::string& agent_id) const;
 
   // What decision.policy_version of a request of org `org_id` is: the file
   // policy's version(org_id), plus "+local:<16 hex>" (SHA-256 of the sorted

@@ -43,7 +43,12 @@ bool ParseName(std::string_view name, const char* const (&names)[N], E* out) {
 const char* DangerName(DangerLevel d) { return kDangerNames[static_cast<int>(d)]; }
 bool ParseDanger(std::string_view name, DangerLevel* out) { return ParseName(name, kDangerNames, out); }
 const char* ModeName(Mode m) { return kModeNames[static_cast<int>(m)]; }
-bool ParseMode(std::string_view name, Mode* out) { return ParseName(name, kModeNames, out); }
+bool ParseMode(std::string_view name, Mode* out) {
+  // The seeds' names (docs/policy.md, "Modes"): default is ask, strict is restrict.
+  if (name == "default") name = "ask";
+  if (name == "strict") name = "restrict";
+  return ParseName(name, kModeNames, out);
+}
 
 Policy::Policy() = default;
 Policy::~Policy() = default;

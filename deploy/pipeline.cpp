@@ -46,6 +46,51 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
   return WriteEndpoints(options.data_dir, ep);
 }
 
+// The gauges and runner counters /metrics reads at each scrape.
+void Pipeline::AddPipelineCollectors(Pipeline* p) {
+  p->metrics_->AddCollector([p](MetricsText& t) {
+    const Json stats = p->stats();
+    const std::pair<const char*, const char*> counters[] = {
+        {"messages", "Input messages a stage's runner took in."},
+        {"batches", "Batches a stage's runner committed."},
+        {"events", "Events a stage appended."},
+        {"outputs", "Messages a stage published."},
+        {"retries", "Batches a stage's runner retried after a failure."}};
+    for (const auto& [key, help] : counters) {
+      const std::string name = std::string("tollgate_stage_") + key + "_total";
+      t.Family(name, "counter", help);
+      for (const auto& [stage, st] : stats.items()) t.Sample(name, {{"stage", stage}}, st.value(key, 0.0));
+    }
+    const std::pair<const char*, const char*> seconds[] = {
+        {"process_us", "tollgate_stage_process_seconds_total"},
+        {"append_us", "tollgate_stage_append_seconds_total"},
+        {"publish_us", "tollgate_stage_publish_seconds_total"},
+        {"publish_wait_us", "tollgate_stage_publish_wait_seconds_total"}};
+    for (const auto& [key, name] : seconds) {
+      t.Family(name, "counter", std::string("Time a stage's runner spent: ") + key + " (summed over batches).");
+      for (const auto& [stage, st] : stats.items()) t.Sample(name, {{"stage", stage}}, st.value(key, 0.0) / 1e6);
+    }
+    uint64_t seq = 0;
+    Digest hash;
+    if (p->log_->store().ReadHead(&seq, &hash).ok()) {
+      t.Family("tollgate_log_head_seq", "gauge", "The seq of the log's last event.");
+      t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
+    }
+    if (p->approve_ != nullptr) {
+      t.Family("tollgate_approvals_pending", "gauge", "Approvals waiting for an answer now.");
+      t.Sample("tollgate_approvals_pending", {}, static_cast<double>(p->approve_->pending()));
+      if (const WebhookNotifier* w = p->approve_->notifier()) {
+        t.Family("tollgate_webhook_attempts_total", "counter", "Webhook POSTs tried (retries included).");
+        t.Sample("tollgate_webhook_attempts_total", {}, static_cast<double>(w->attempts.load()));
+        t.Family("tollgate_webhook_deliveries_total", "counter", "Webhook deliveries by outcome.");
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "delivered"}}, static_cast<double>(w->delivered.load()));
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "failed"}}, static_cast<double>(w->failed.load()));
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "dropped"}}, static_cast<double>(w->dropped.load()));
+      }
+    }
+  });
+}
+
 Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->options_ = options;
@@ -102,6 +147,10 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     CredentialRegistry* reg = p->credentials_.get();
     p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
   }
+  {
+    Metrics* m = p->metrics_.get();
+    p->sink_->AddListener([m](const std::vector<Event>& events) { m->Observe(events); });
+  }
 
   s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
   if (!s.ok()) return s;
@@ -129,6 +178,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   s = BuildStages(StageNames(), env, &built);
   if (!s.ok()) return s;
   p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy, built.upstreams);
+  const std::function<PolicyInForce()> policy_in_force = built.policy;
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
   Pipeline* raw = p.get();
@@ -153,10 +203,23 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
       if (!st.ok()) std::cerr << "tollgate: stage stopped: " << st.ToString() << "\n";
     });
   }
+  // endpoints.json (below) tells clients the pipeline is up: first let
+  // decide log the policy in force (its first tick), so a first tools/list
+  // or call does not meet E_NO_POLICY. Bounded: a policy file that does not
+  // load leaves requests denied with E_NO_POLICY, as before.
+  if (policy_in_force) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!policy_in_force().has_policy() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  AddPipelineCollectors(raw);
   ApiOptions ao;
   ao.credentials = p->credentials_.get();
   ao.sink = p->sink_.get();
   ao.service_signer = p->service_signer_;
+  ao.metrics = [m = p->metrics_] { return m->Render(); };
+  ao.metrics_public = options.metrics_public;
   ao.list_tools = [tools = p->tools_](const std::string& org, const std::string& agent, Json* out) {
     return tools->List(org, agent, out);
   };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/http_api.h"
+#include "api/metrics.h"
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
@@ -51,6 +52,8 @@ struct PipelineOptions {
   // <data>/workspaces.
   std::string tools_dir;
   std::string workspace_root;
+  // GET /metrics without a token (an operator or admin token otherwise).
+  bool metrics_public = false;
 };
 
 // Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
@@ -88,6 +91,8 @@ class Pipeline {
   Status ReconcileNow();
   ApproveStage& approve() { return *approve_; }
   ApiServer* api() { return api_.get(); }  // null without http_listen
+  // What GET /metrics serves (api/metrics.h).
+  Metrics& metrics() { return *metrics_; }
   // This start created data_dir/admin.token (first start with the API).
   bool admin_token_created() const { return admin_token_created_; }
   // Who may act: the log's credentials (docs/trust.md), current as events
@@ -99,6 +104,7 @@ class Pipeline {
 
  private:
   Pipeline() = default;
+  static void AddPipelineCollectors(Pipeline* p);
   PipelineOptions options_;
   BusConfig bus_;
   std::shared_ptr<class ToolDirectory> tools_;  // GET /v1/tools and /mcp's tools/list
@@ -120,6 +126,7 @@ class Pipeline {
   bool admin_token_created_ = false;
   std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
+  std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
 };
 
 }  // namespace tollgate

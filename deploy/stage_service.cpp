@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "api/metrics.h"
 #include "audit/credentials_log.h"
 #include "audit/log_audit_reader.h"
 #include "core/sha256.h"
@@ -150,6 +151,14 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     ao.credentials = p->credentials_.get();
     ao.sink = p->topic_sink_.get();
     ao.service_signer = p->service_signer_;
+    // The keeper folds every event of the deployment: its /metrics counts
+    // them all (from this process's start).
+    {
+      auto metrics = std::make_shared<Metrics>();
+      p->sink_->AddListener([metrics](const std::vector<Event>& events) { metrics->Observe(events); });
+      ao.metrics = [metrics] { return metrics->Render(); };
+      ao.metrics_public = po.metrics_public;
+    }
     auto tools = MakeToolDirectory(po.policy_path, po.data_dir, p->built_.policy);
     ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {
       return tools->List(org, agent, out);

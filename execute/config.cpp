@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -271,6 +272,13 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
     }
     s = McpServers(sec.value("mcp_servers", Json()), &p.mcp_servers);
     if (!s.ok()) return s;
+  }
+  // Relative paths are taken from where tollgate started, once: a CLI tool
+  // runs from its workspace, where the same relative path means something
+  // else ("cannot exec ... No such file" under `up --data data1`).
+  for (std::string* d : {&p.workspace_root, &p.tools_dir, &p.run_dir, &p.mcp_dir}) {
+    std::error_code ec;
+    if (!d->empty()) *d = std::filesystem::absolute(*d, ec).lexically_normal().string();
   }
   *out = std::move(p);
   return Status::Ok();

@@ -27,7 +27,6 @@ namespace errc {
 inline constexpr const char* kInvalidArgs = "E_INVALID_ARGS";
 inline constexpr const char* kFileNotFound = "E_FILE_NOT_FOUND";
 inline constexpr const char* kPathForbidden = "E_PATH_FORBIDDEN";
-inline constexpr const char* kWritesDisabled = "E_WRITES_DISABLED";
 inline constexpr const char* kTooLarge = "E_TOO_LARGE";
 inline constexpr const char* kUrlForbidden = "E_URL_FORBIDDEN";
 inline constexpr const char* kMethodNotAllowed = "E_METHOD_NOT_ALLOWED";

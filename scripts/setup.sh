@@ -11,6 +11,7 @@ packages=(
   libcpp-httplib-dev libssl-dev libsodium-dev libbenchmark-dev libjemalloc-dev
   kcat python3-confluent-kafka python3-jwt python3-cryptography
   bubblewrap clang libclang-rt-14-dev
+  prometheus
 )
 
 sudo_cmd=()

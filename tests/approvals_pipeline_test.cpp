@@ -541,6 +541,61 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
 
 // ------------------------------------------------------------- HTTP API
 
+// An "always" rule is listed with who granted it; an admin revokes it (a
+// logged policy.updated) and the next identical call asks again.
+TEST_F(ApprovalsPipelineTest, AnAllowAlwaysRuleIsListedAndARevocationMakesTheNextCallAskAgain) {
+  auto submit = [&](const std::string& rid) {
+    PublishRequest({{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", "s-rev"},
+                    {"tool", "write_file"}, {"args", {{"path", "rev.txt"}, {"content", "x"}}}});
+  };
+  submit("r-grant");
+  ASSERT_TRUE(WaitFor([&] { return Has("r-grant", "approval.requested"); }));
+  const std::string hash = Typed("r-grant", "approval.requested")[0].data.value("args_hash", "");
+  Respond(Response("r-grant", "approve", "alice", hash, "always"));
+  ASSERT_FALSE(WaitResult("r-grant").is_null());
+  const std::string pattern = Typed("r-grant", "policy.updated")[0].data["allow"][0];
+
+  auto listed = http_->Get("/v1/rules?agent=agent-1", Bearer("auditor1"));
+  ASSERT_EQ(listed->status, 200) << listed->body;
+  Json rules = Json::parse(listed->body)["rules"];
+  ASSERT_EQ(rules.size(), 1u) << rules.dump();
+  EXPECT_EQ(rules[0]["pattern"], pattern);
+  EXPECT_EQ(rules[0]["granted_by"], "alice");
+  EXPECT_EQ(rules[0]["source"], "approval:r-grant");
+  EXPECT_EQ(Json::parse(http_->Get("/v1/rules", Bearer("approver2"))->body)["rules"].size(), 0u) << "org-2 sees none";
+
+  const Json revoke{{"org_id", "org-1"}, {"agent_id", "agent-1"}, {"pattern", pattern}, {"comment", "too broad"}};
+  EXPECT_EQ(http_->Post("/v1/rules/revoke", Bearer("approver1"), revoke.dump(), "application/json")->status, 403);
+  Json wrong = revoke;
+  wrong["pattern"] = "write_file:*";
+  EXPECT_EQ(http_->Post("/v1/rules/revoke", Bearer("admin"), wrong.dump(), "application/json")->status, 404);
+  // The CLI: `rules list` reads the log; `rules revoke` asks the API.
+  const std::string data = dir_.sub("data");
+  CliRun cli_list = Tollgate("rules list --data " + data + " --agent agent-1");
+  ASSERT_EQ(cli_list.exit_code, 0);
+  EXPECT_EQ(Json::parse(cli_list.out)["pattern"], pattern) << cli_list.out;
+  const std::string admin_token = dir_.sub("admin-rules.token");
+  std::ofstream(admin_token) << tokens_["admin"] << "\n";
+  CliRun done = Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --comment 'too broad' --data " +
+                         data + " --token-file " + admin_token);
+  ASSERT_EQ(done.exit_code, 0) << done.out;
+  Event revoked;
+  ASSERT_TRUE(p_->log().store().ReadEvent(Json::parse(done.out)["seq"].get<uint64_t>(), &revoked).ok());
+  EXPECT_EQ(revoked.type, "policy.updated");
+  EXPECT_EQ(revoked.data["revoke"], Json::array({pattern}));
+  EXPECT_EQ(revoked.data["revoked_by"], "root");
+  EXPECT_EQ(revoked.data["comment"], "too broad");
+  EXPECT_EQ(Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --data " + data + " --token-file " +
+                     admin_token)
+                .exit_code,
+            1)
+      << "no longer in force";
+  EXPECT_EQ(Json::parse(http_->Get("/v1/rules?agent=agent-1", Bearer("auditor1"))->body)["rules"].size(), 0u);
+
+  submit("r-after");
+  ASSERT_TRUE(WaitFor([&] { return Has("r-after", "approval.requested"); })) << "the revoked rule still allowed it";
+}
+
 TEST_F(ApprovalsPipelineTest, HttpRefusesWithoutAValidTokenOrRole) {
   auto health = http_->Get("/healthz");
   ASSERT_TRUE(health);

@@ -116,6 +116,8 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
       {"approvals:\n  groups: {ops: [alice]}\n  danger:\n    CRITICAL: {quorum: 2, approvers: [\"group:ops\"]}\n",
        "line 4: quorum 2 needs at least that many approvers; 1 listed"},
       {"approvals:\n  tools:\n    x: {approvers: [\"group:nobody\"]}\n", "unknown approver group 'nobody'"},
+      // The seeds' rule priority: refused with what to do instead.
+      {"rules:\n  - name: r\n    verdict: allow\n    priority: 5\n", "line 4: rules have no priority"},
   };
   for (const auto& c : cases) {
     PolicyPtr p;
@@ -124,6 +126,36 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
     EXPECT_NE(s.message().find(c.needle), std::string::npos) << c.yaml << " -> " << s.message();
     EXPECT_EQ(p, nullptr);
   }
+}
+
+// The seeds' mode names are aliases: default is ask, strict is restrict.
+TEST(PolicyLoad, TheSeedsModeNamesDefaultAndStrictMeanAskAndRestrict) {
+  auto verdict = [](const char* yaml, const char* tool, Json args) {
+    PolicyInForce pif;
+    pif.SetFile(MustLoad(yaml));
+    BudgetLedger ledger;
+    Json req = Req("a", tool, std::move(args));
+    return Decide(pif, ledger, DecideInput{&req, kT0})["verdict"].get<std::string>();
+  };
+  EXPECT_EQ(verdict("mode: default\n", "write_file", {{"path", "x"}, {"content", ""}}), "ask");
+  EXPECT_EQ(verdict("mode: default\n", "read_file", {{"path", "x"}}), "allow");
+  EXPECT_EQ(verdict("mode: strict\n", "read_file", {{"path", "x"}}), "deny");
+}
+
+// A write execute could not run is denied at decide, not sent to approvers.
+TEST(PolicyLoad, AWriteWhileWritesAreDisabledIsDeniedAtDecide) {
+  PolicyInForce pif;
+  pif.SetFile(MustLoad("mode: ask\nexecute: {writes_enabled: false}\n"));
+  BudgetLedger ledger;
+  for (const char* tool : {"write_file", "delete_file"}) {
+    Json req = Req("a", tool, {{"path", "x"}, {"content", ""}});
+    Json d = Decide(pif, ledger, DecideInput{&req, kT0});
+    EXPECT_EQ(d["verdict"], "deny") << tool;
+    EXPECT_EQ(d["rule"], "registry:writes-disabled") << tool;
+    EXPECT_EQ(d["error_code"], "E_WRITES_DISABLED") << tool;
+  }
+  Json read = Req("a", "read_file", {{"path", "x"}});
+  EXPECT_EQ(Decide(pif, ledger, DecideInput{&read, kT0})["verdict"], "allow");
 }
 
 // A few hundred bytes of aliases that would expand to 10^8 values are

@@ -1,6 +1,8 @@
 // The built-in tools against real files, and the traversal/symlink suite:
 // every way out of the workspace is refused with E_PATH_FORBIDDEN.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <fstream>
@@ -36,8 +38,13 @@ TEST_F(ToolsTest, CalculateEvaluatesAndRefusesWhatIsNotArithmetic) {
   EXPECT_DOUBLE_EQ(calc("10 % 4")["data"]["result"].get<double>(), 2);
   EXPECT_DOUBLE_EQ(calc("1.5e3 / 3")["data"]["result"].get<double>(), 500);
   EXPECT_NEAR(calc("2 * pi")["data"]["result"].get<double>(), 6.283185307, 1e-6);
+  // The seeds' Python spellings: ** is ^, // floors.
+  EXPECT_DOUBLE_EQ(calc("2 ** 3 ** 2")["data"]["result"].get<double>(), 512);
+  EXPECT_DOUBLE_EQ(calc("7 // 2")["data"]["result"].get<double>(), 3);
+  EXPECT_DOUBLE_EQ(calc("-7 // 2")["data"]["result"].get<double>(), -4);
+  EXPECT_DOUBLE_EQ(calc("2 * 3 ** 2")["data"]["result"].get<double>(), 18);
   for (const char* bad : {"1 / 0", "__import__('os')", "system(\"ls\")", "1 +", "(1", "2 ** ", "x",
-                          "1; 2", "sqrt(-1)", "10 ^ 400", "", "pow(1)"}) {
+                          "1; 2", "sqrt(-1)", "10 ^ 400", "", "pow(1)", "1 // 0", "2 *** 2"}) {
     Json r = calc(bad);
     EXPECT_FALSE(r["success"]) << bad;
     EXPECT_EQ(Code(r), "E_INVALID_ARGS") << bad;
@@ -247,6 +254,41 @@ TEST_F(ToolsTest, GetAuditLogIsScopedByTheEnvelopeNotTheArgs) {
   EXPECT_TRUE(fake.last.is_null()) << "refused before any query";
   audit_ = nullptr;
   EXPECT_EQ(Code(Call("get_audit_log", Json::object())), "E_TOOL_EXEC");
+}
+
+// The seeds' last_n: the newest N, oldest first, with their count.
+class ThreeEvents : public AuditReader {
+ public:
+  Status Query(const std::string&, const Json& q, Json* page) override {
+    last = q;
+    Json ev = Json::array({{{"seq", 1}}, {{"seq", 2}}, {{"seq", 3}}});
+    if (q.value("descending", false)) std::reverse(ev.begin(), ev.end());
+    const size_t limit = q.value("limit", 100);
+    if (ev.size() > limit) ev.erase(ev.begin() + static_cast<long>(limit), ev.end());
+    *page = {{"events", ev}, {"next_cursor", ev.size() < 3 ? "c" : ""}};
+    return Status::Ok();
+  }
+  Json last;
+};
+
+TEST_F(ToolsTest, GetAuditLogsLastNIsTheNewestEntriesOldestFirstWithTheirCount) {
+  ThreeEvents three;
+  audit_ = &three;
+  Json r = Call("get_audit_log", {{"last_n", 2}});
+  ASSERT_TRUE(r["success"]) << r.dump();
+  EXPECT_EQ(three.last["limit"], 2);
+  EXPECT_EQ(three.last["descending"], true);
+  ASSERT_EQ(r["data"]["events"].size(), 2u);
+  EXPECT_EQ(r["data"]["events"][0]["seq"], 2);
+  EXPECT_EQ(r["data"]["events"][1]["seq"], 3);
+  EXPECT_EQ(r["data"]["count"], 2);
+  EXPECT_FALSE(r["data"].contains("next_cursor"));
+  EXPECT_EQ(Call("get_audit_log", Json::object())["data"]["count"], 3);
+  for (const Json& bad : {Json{{"last_n", 0}}, Json{{"last_n", "5"}}, Json{{"last_n", 5}, {"limit", 5}},
+                          Json{{"last_n", 5}, {"descending", false}}}) {
+    EXPECT_EQ(Code(Call("get_audit_log", bad)), "E_INVALID_ARGS") << bad.dump();
+  }
+  audit_ = nullptr;
 }
 
 void MakeCliTool(const std::string& tools, const std::string& name, const std::string& script, const std::string& readme) {

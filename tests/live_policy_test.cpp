@@ -102,11 +102,12 @@ TEST_F(LivePolicyTest, ALiveEditOfTheExecuteSectionAppliesToTheNextCall) {
   EXPECT_EQ(r["result"]["error"]["code"], "E_URL_FORBIDDEN") << r.dump();
   EXPECT_EQ(server.hits(), 1) << "the server must see nothing after the edit";
 
-  // Writes off: the next write is refused.
+  // Writes off: the next write is denied at decide (it could not run).
   Edit(PolicyText("[]", false));
   r = Call("write-2", "write_file", {{"path", "b.txt"}, {"content", "two"}});
-  EXPECT_EQ(r["status"], "failed") << r.dump();
+  EXPECT_EQ(r["status"], "denied") << r.dump();
   EXPECT_EQ(r["result"]["error"]["code"], "E_WRITES_DISABLED") << r.dump();
+  EXPECT_EQ(r["decision"]["rule"], "registry:writes-disabled") << r.dump();
   EXPECT_EQ(server.hits(), 1);
 }
 

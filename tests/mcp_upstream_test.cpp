@@ -4,6 +4,8 @@
 // The end-to-end cases with real servers are tests/mcp/upstream.test.mjs.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "core/invocation.h"
 #include "decide/tool_access.h"
 #include "execute/config.h"
@@ -50,6 +52,15 @@ TEST(McpServersConfig, AMalformedServerIsRefusedSayingWhich) {
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.message().find("mcp_servers."), std::string::npos) << s.message();
   }
+}
+
+TEST(ExecutePaths, ARelativeDataDirectoryBecomesAbsoluteSoToolsRunFromTheirWorkspace) {
+  ExecutePolicy p;
+  ASSERT_TRUE(ExecutePolicyFromJson(Json(), "data1", &p).ok());
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_EQ(p.tools_dir, cwd + "/data1/tools");
+  EXPECT_EQ(p.workspace_root, cwd + "/data1/workspaces");
+  EXPECT_EQ(p.mcp_dir, cwd + "/data1/mcp");
 }
 
 TEST(McpToolNames, TheClientsSpellingOfAToolGlobIsOurs) {

@@ -991,6 +991,15 @@ TEST_F(PipelineCrashTest, UpServesSubmitAndStopsOnSigint) {
   size_t lines = 0;
   for (char ch : sout) lines += ch == '\n';
   EXPECT_GE(lines, 6u) << "two requests: received, decided, result at least\n" << sout;
+  // The data directory works as well as its log, as for every other command;
+  // a directory holding no log says where it looked.
+  std::string by_data;
+  EXPECT_EQ(run("query-data", {TOLLGATE_BIN, "audit", "query", "--data", data, "--session", "s1"}, &by_data), 0);
+  EXPECT_EQ(by_data, sout);
+  std::string missing;
+  EXPECT_EQ(run("query-missing", {TOLLGATE_BIN, "audit", "query", "--data", data + "/nothing-here", "--session", "s1"},
+                &missing),
+            2);
 
   up.Signal(SIGINT);
   auto st = up.Wait(seconds(20));

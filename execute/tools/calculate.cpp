@@ -1,5 +1,6 @@
 // calculate {expression}: arithmetic by a small recursive-descent parser —
-// never eval. Numbers, + - * / % ^ (right-associative), unary +/-,
+// never eval. Numbers, + - * / % ^ (right-associative; ** the same, as in
+// Python), // (floor division, as in Python), unary +/-,
 // parentheses, the constants pi and e, and the functions sqrt abs sin cos tan
 // asin acos atan log (base 10) ln log2 exp floor ceil round min max pow.
 // Bounded: 1000 characters, nesting depth 64; a non-finite result is an
@@ -41,6 +42,14 @@ class Parser {
     }
     return false;
   }
+  bool EatTwo(const char* two) {
+    Skip();
+    if (i_ + 1 < s_.size() && s_[i_] == two[0] && s_[i_ + 1] == two[1]) {
+      i_ += 2;
+      return true;
+    }
+    return false;
+  }
   double Fail(const std::string& why) {
     if (err_.empty()) err_ = why;
     return 0;
@@ -60,7 +69,11 @@ class Parser {
     double v = Unary();
     for (;;) {
       if (Eat('*')) v *= Unary();
-      else if (Eat('/')) {
+      else if (EatTwo("//")) {
+        double d = Unary();
+        if (d == 0) return Fail("division by zero");
+        v = std::floor(v / d);
+      } else if (Eat('/')) {
         double d = Unary();
         if (d == 0) return Fail("division by zero");
         v /= d;
@@ -83,7 +96,8 @@ class Parser {
   }
   double Power() {
     double base = Primary();
-    if (Eat('^')) return std::pow(base, Unary());  // right-associative; -2^2 = -(2^2)
+    // Right-associative; -2^2 = -(2^2). Checked before Term's '*' sees it.
+    if (EatTwo("**") || Eat('^')) return std::pow(base, Unary());
     return base;
   }
   double Primary() {

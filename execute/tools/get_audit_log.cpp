@@ -1,9 +1,12 @@
 // get_audit_log {session_id?, request_id?, tool?, types?, verdict?, since?,
-// until?, limit?, cursor?, descending?, scope? ("session" default |
-// "agent")}: the calling agent's own entries. Org and agent (and, for scope
+// until?, limit?, cursor?, descending?, last_n?, scope? ("session" default |
+// "agent")}: the calling agent's own entries, with their `count`. last_n
+// (the seeds' name) is the newest N, oldest first. Org and agent (and, for scope
 // "session", the session) come from the request envelope; args cannot widen
 // them: naming another session needs scope "agent", and the query always
 // carries the caller's org and agent.
+#include <algorithm>
+
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -30,6 +33,18 @@ class GetAuditLogTool : public BuiltinTool {
     for (const char* k : {"request_id", "tool", "types", "verdict", "since", "until", "limit", "cursor", "descending"}) {
       if (args.contains(k)) q[k] = args[k];
     }
+    int64_t last_n = 0;
+    if (args.contains("last_n")) {
+      if (!args["last_n"].is_number_integer() || args["last_n"].get<int64_t>() < 1 || args["last_n"].get<int64_t>() > 1000) {
+        return ToolFail(errc::kInvalidArgs, "last_n must be an integer from 1 to 1000");
+      }
+      for (const char* k : {"limit", "cursor", "descending"}) {
+        if (args.contains(k)) return ToolFail(errc::kInvalidArgs, std::string("last_n and ") + k + " do not go together");
+      }
+      last_n = args["last_n"].get<int64_t>();
+      q["limit"] = last_n;
+      q["descending"] = true;
+    }
     q["org_id"] = ctx.org_id;
     q["agent_id"] = ctx.agent_id;
     if (scope == "session") {
@@ -47,6 +62,11 @@ class GetAuditLogTool : public BuiltinTool {
       const bool bad = s.code() == "E_INVALID_QUERY";
       return ToolFail(bad ? errc::kInvalidArgs : s.code(), s.message(), !bad);
     }
+    if (last_n > 0 && page.contains("events") && page["events"].is_array()) {
+      std::reverse(page["events"].begin(), page["events"].end());
+      page.erase("next_cursor");  // the newest N are all that was asked
+    }
+    page["count"] = page.contains("events") && page["events"].is_array() ? page["events"].size() : 0;
     return ToolOk(page);
   }
 };

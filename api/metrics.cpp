@@ -1,0 +1,192 @@
+#include "api/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/tool_catalog.h"
+
+namespace tollgate {
+namespace {
+
+constexpr size_t kMaxOpenRequests = 200'000;  // past this, durations are not tracked
+
+std::string Escape(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A word of our own vocabulary, or "other": [a-z0-9_.-], at most 40 bytes.
+std::string Word(const std::string& s) {
+  if (s.empty() || s.size() > 40) return "other";
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) return "other";
+  }
+  return s;
+}
+
+// E_SOMETHING, or "other".
+std::string Code(const std::string& s) {
+  if (s.size() < 3 || s.size() > 40 || s.rfind("E_", 0) != 0) return "other";
+  for (char c : s) {
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return "other";
+  }
+  return s;
+}
+
+// A tool that ran: a built-in, cli:NAME or mcp:S/T (the operator's names).
+std::string ToolLabel(const std::string& tool) {
+  if (FindBuiltinTool(tool) != nullptr) return tool;
+  if ((tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) && tool.size() <= 80) return tool;
+  return "other";
+}
+
+// decision.rule's kind: "mode:ask@org" -> mode, "budget:b" -> budget.
+std::string RuleKind(const std::string& rule) {
+  const size_t end = rule.find_first_of(":@");
+  return Word(rule.substr(0, end));
+}
+
+}  // namespace
+
+void MetricsText::Family(const std::string& name, const char* type, const std::string& help) {
+  out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+void MetricsText::Sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+                         double value) {
+  out_ += name;
+  if (!labels.empty()) {
+    out_ += "{";
+    for (size_t i = 0; i < labels.size(); ++i) {
+      out_ += (i ? "," : "") + labels[i].first + "=\"" + Escape(labels[i].second) + "\"";
+    }
+    out_ += "}";
+  }
+  out_ += " " + Number(value) + "\n";
+}
+
+const std::vector<double>& Metrics::Buckets() {
+  static const std::vector<double> b{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                     0.5,   1,      2.5,   5,    10,    30,   60,  300};
+  return b;
+}
+
+void Metrics::Histogram::Add(double v) {
+  if (counts.empty()) counts.assign(Buckets().size() + 1, 0);
+  size_t i = 0;
+  while (i < Buckets().size() && v > Buckets()[i]) ++i;
+  ++counts[i];
+  sum += v;
+  ++count;
+}
+
+void Metrics::Count(const std::string& family, Labels labels) { counters_[family][std::move(labels)] += 1; }
+
+void Metrics::End(const Event& e, const std::string& outcome) {
+  auto it = open_.find(e.org_id + "\n" + e.request_id);
+  if (it == open_.end()) return;
+  histograms_["tollgate_request_duration_seconds"][{{"outcome", outcome}}].Add(
+      std::max<int64_t>(0, e.time_us - it->second) / 1e6);
+  open_.erase(it);
+}
+
+void Metrics::Observe(const std::vector<Event>& events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Event& e : events) {
+    Count("tollgate_events_appended_total", {{"type", Word(e.type)}});
+    if (e.type == "request.received") {
+      Count("tollgate_requests_total", {{"outcome", "received"}});
+      if (open_.size() < kMaxOpenRequests) open_[e.org_id + "\n" + e.request_id] = e.time_us;
+    } else if (e.type == "request.rejected") {
+      Count("tollgate_requests_total", {{"outcome", "rejected"}});
+      Count("tollgate_request_rejections_total", {{"code", Code(e.data.value("code", ""))}});
+      End(e, "rejected");
+    } else if (e.type == "decision.made") {
+      const std::string verdict = Word(e.data.value("verdict", ""));
+      Count("tollgate_decisions_total", {{"verdict", verdict}, {"rule_kind", RuleKind(e.data.value("rule", ""))}});
+      if (verdict == "deny") End(e, "denied");
+    } else if (e.type == "approval.requested" || e.type == "approval.granted" || e.type == "approval.denied" ||
+               e.type == "approval.expired" || e.type == "approval.refused") {
+      Count("tollgate_approvals_total", {{"outcome", e.type.substr(9)}});
+      if (e.type == "approval.denied" || e.type == "approval.expired") End(e, e.type.substr(9));
+    } else if (e.type == "execution.completed") {
+      const Json& r = e.data.contains("result") ? e.data["result"] : Json::object();
+      const bool ok = r.is_object() && r.value("success", false);
+      const std::string code = ok ? "ok" : Code(r.is_object() && r.contains("error") && r["error"].is_object()
+                                                    ? r["error"].value("code", "")
+                                                    : "");
+      const std::string tool = ToolLabel(e.tool);
+      Count("tollgate_executions_total", {{"tool", tool}, {"code", code}});
+      if (e.data.contains("duration_ms") && e.data["duration_ms"].is_number()) {
+        histograms_["tollgate_execution_duration_seconds"][{{"tool", tool}}].Add(e.data["duration_ms"].get<double>() / 1e3);
+      }
+      End(e, ok ? "completed" : "failed");
+    }
+  }
+}
+
+void Metrics::AddCollector(Collector c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  collectors_.push_back(std::move(c));
+}
+
+std::string Metrics::Render() const {
+  static const std::map<std::string, std::string> kHelp{
+      {"tollgate_events_appended_total", "Events this process appended to the log, by type."},
+      {"tollgate_requests_total", "Tool requests received (logged) or rejected at ingest."},
+      {"tollgate_request_rejections_total", "Requests rejected at ingest, by error code."},
+      {"tollgate_decisions_total", "Decisions made, by verdict and the kind of rule that decided."},
+      {"tollgate_approvals_total", "Approval events: requested, granted, denied, expired, refused."},
+      {"tollgate_executions_total", "Tool executions completed, by tool and error code (ok on success)."},
+      {"tollgate_request_duration_seconds", "From request.received to the request's end, by outcome."},
+      {"tollgate_execution_duration_seconds", "Tool run time as execute measured it, by tool."},
+  };
+  MetricsText t;
+  std::vector<Collector> collectors;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Every folded family is written even before its first event, so a
+    // dashboard's query sees 0 rather than nothing.
+    for (const auto& [name, help] : kHelp) {
+      const bool histogram = name.size() > 8 && name.compare(name.size() - 8, 8, "_seconds") == 0;
+      t.Family(name, histogram ? "histogram" : "counter", help);
+      if (!histogram) {
+        auto it = counters_.find(name);
+        if (it == counters_.end()) continue;
+        for (const auto& [labels, v] : it->second) t.Sample(name, labels, v);
+        continue;
+      }
+      auto it = histograms_.find(name);
+      if (it == histograms_.end()) continue;
+      for (const auto& [labels, h] : it->second) {
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i <= Buckets().size(); ++i) {
+          cumulative += h.counts[i];
+          Labels l = labels;
+          l.emplace_back("le", i < Buckets().size() ? Number(Buckets()[i]) : "+Inf");
+          t.Sample(name + "_bucket", l, static_cast<double>(cumulative));
+        }
+        t.Sample(name + "_sum", labels, h.sum);
+        t.Sample(name + "_count", labels, static_cast<double>(h.count));
+      }
+    }
+    collectors = collectors_;
+  }
+  for (const auto& c : collectors) c(t);
+  return t.text();
+}
+
+}  // namespace tollgate
