@@ -14,9 +14,9 @@ std::string Str(const Json& args, const char* key) {
 }
 }  // namespace
 
-std::string HttpMethod(const Json& args) {
+std::string HttpMethod(const Json& args, const std::string& default_method) {
   std::string m = Str(args, "method");
-  if (m.empty()) m = "GET";
+  if (m.empty()) m = default_method.empty() ? "GET" : default_method;
   std::transform(m.begin(), m.end(), m.begin(), ::toupper);
   return m;
 }
@@ -62,12 +62,13 @@ std::string FilePathArg(const Json& args) {
   return "";
 }
 
-std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url) {
+std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url,
+                            const std::string& default_method) {
   if (tool == "http_request") {
     NormalUrl u;
     std::string url, why;
     HttpUrl(args, base_url, &u, &url, &why);
-    return "http_request:" + HttpMethod(args) + " " + url;
+    return "http_request:" + HttpMethod(args, default_method) + " " + url;
   }
   if (tool == "execute_command") return "bash:" + CommandLine(args);
   if (tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) return tool;

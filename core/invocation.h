@@ -19,8 +19,9 @@
 
 namespace tollgate {
 
-// args.method upper-cased, "GET" when absent.
-std::string HttpMethod(const Json& args);
+// args.method upper-cased; `default_method` (the policy's
+// http_request.default_method, upper-cased) when absent.
+std::string HttpMethod(const Json& args, const std::string& default_method = "GET");
 // args.url resolved against `base_url` (may be empty; its path is taken as a
 // directory, i.e. a missing trailing '/' is added) and normalised
 // (core/url.h), with args.query's pairs appended in key order (non-string
@@ -32,7 +33,8 @@ std::string CommandLine(const Json& args);
 // args.path, args.directory or args.dir: the first non-empty string.
 std::string FilePathArg(const Json& args);
 // The invocation string (above).
-std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url);
+std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url,
+                            const std::string& default_method = "GET");
 // "TOOL:normalised path" for file tools with a path, else "".
 std::string FileSubject(const std::string& tool, const Json& args);
 

@@ -39,7 +39,9 @@ inline ToolSpec CatalogSpec(const ToolFacts& b) { return {b.danger, b.read_only(
 // agent's tier overrides the org's key by key.
 struct HttpConfig {
   bool has_base_url = false, has_methods = false, has_auto_approve = false, has_hosts = false;
+  bool has_default_method = false;
   std::string base_url;
+  std::string default_method;  // upper-cased
   std::vector<std::string> methods;
   bool auto_approve = false;
   GlobSet hosts;

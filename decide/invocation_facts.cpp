@@ -37,6 +37,7 @@ EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent) {
     if (t == nullptr || !t->has_http) continue;
     const HttpConfig& h = t->http;
     if (h.has_base_url) e.base_url = &h.base_url;
+    if (h.has_default_method) e.default_method = &h.default_method;
     if (h.has_methods) e.methods = &h.methods;
     if (h.has_auto_approve) e.auto_approve = h.auto_approve;
     if (h.has_hosts) e.hosts_from = &h;
@@ -49,6 +50,11 @@ const std::string& BaseUrlOf(const EffectiveHttp* http) {
   return http != nullptr && http->base_url != nullptr ? *http->base_url : kNone;
 }
 
+const std::string& DefaultMethodOf(const EffectiveHttp* http) {
+  static const std::string kGet = "GET";
+  return http != nullptr && http->default_method != nullptr ? *http->default_method : kGet;
+}
+
 std::string InvocationOf(const Policy* policy, const Json& request) {
   const std::string tool = request.value("tool", "");
   const Json& args = request.contains("args") ? request["args"] : Json::object();
@@ -56,7 +62,7 @@ std::string InvocationOf(const Policy* policy, const Json& request) {
   const auto& c = policy->compiled(request.value("org_id", ""));
   auto it = c.agents.find(request.value("agent_id", ""));
   EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
-  return BuildInvocation(tool, args, BaseUrlOf(&h));
+  return BuildInvocation(tool, args, BaseUrlOf(&h), DefaultMethodOf(&h));
 }
 
 InvocationFacts ReadEnvelope(const Json& req) {
@@ -80,7 +86,7 @@ InvocationFacts ReadEnvelope(const Json& req) {
 void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject) {
   const std::string& tool = *f->tool;
   if (tool == "http_request") {
-    f->method = HttpMethod(*f->args);
+    f->method = HttpMethod(*f->args, DefaultMethodOf(&http));
     std::string ignored;
     f->url_ok = HttpUrl(*f->args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
   } else if (tool == "execute_command") {

@@ -18,6 +18,7 @@ namespace tollgate {
 // The agent's effective http_request config: its tier's keys over the org's.
 struct EffectiveHttp {
   const std::string* base_url = nullptr;
+  const std::string* default_method = nullptr;        // null: GET
   const std::vector<std::string>* methods = nullptr;  // null: GET, HEAD
   bool auto_approve = false;
   const HttpConfig* hosts_from = nullptr;             // null: any host
@@ -26,6 +27,8 @@ struct EffectiveHttp {
 EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent);
 // The base URL relative URLs resolve against, "" for none; `http` may be null.
 const std::string& BaseUrlOf(const EffectiveHttp* http);
+// The method of a call that names none: http_request.default_method, else GET.
+const std::string& DefaultMethodOf(const EffectiveHttp* http);
 
 struct InvocationFacts {
   // The envelope: point into the request, "" when absent.

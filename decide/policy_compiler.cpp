@@ -82,6 +82,11 @@ struct Compiler {
       h->has_base_url = true;
       h->base_url = j["base_url"].get<std::string>();
     }
+    if (j.contains("default_method")) {
+      h->has_default_method = true;
+      h->default_method = j["default_method"].get<std::string>();
+      std::transform(h->default_method.begin(), h->default_method.end(), h->default_method.begin(), ::toupper);
+    }
     if (j.contains("allowed_methods")) {
       h->has_methods = true;
       for (const auto& m : j["allowed_methods"]) {

@@ -256,7 +256,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   const Tier* agent = agent_it == c.agents.end() ? nullptr : &agent_it->second;
   const GlobSet* local = pif.AgentLocal(*f.org, *f.agent);
   EffectiveHttp http = HttpFor(c, agent);
-  d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(&http));
+  d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(&http), DefaultMethodOf(&http));
   const std::string& inv = d->invocation;
   ParseArgs(http, &f, &d->subject);
 

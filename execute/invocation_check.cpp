@@ -1,5 +1,7 @@
 #include "execute/invocation_check.h"
 
+#include <algorithm>
+
 #include "core/invocation.h"
 #include "core/messages.h"
 #include "core/status.h"
@@ -36,8 +38,10 @@ Json CheckDecidedInvocation(const Json& request, const Json& decision, const Exe
   if (!decision.is_object()) return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
   const std::string tool = request.value("tool", "");
   const Json args = request.contains("args") && request["args"].is_object() ? request["args"] : Json::object();
-  const std::string base = policy.AgentHttp(request.value("agent_id", "")).value("base_url", "");
-  const std::string inv = BuildInvocation(tool, args, base);
+  const Json http = policy.AgentHttp(request.value("agent_id", ""));
+  std::string method = http.value("default_method", "GET");
+  std::transform(method.begin(), method.end(), method.begin(), ::toupper);
+  const std::string inv = BuildInvocation(tool, args, http.value("base_url", ""), method);
   const std::string decided = decision.value("invocation", "");
   if (!SameInvocation(decided, inv)) {
     return ToolResultError(errc::kDecisionMismatch,

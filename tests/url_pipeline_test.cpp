@@ -30,12 +30,14 @@ class RecordingServer {
       {
         std::lock_guard<std::mutex> lock(mu_);
         targets_.push_back(req.target);
+        methods_.push_back(req.method);
         headers_.push_back(req.headers);
       }
       if (handler) return handler(req, res);
       res.set_content("ok", "text/plain");
     };
     server_.Get(".*", h);
+    server_.Post(".*", h);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -50,6 +52,10 @@ class RecordingServer {
     std::lock_guard<std::mutex> lock(mu_);
     return targets_;
   }
+  std::vector<std::string> methods() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return methods_;
+  }
   httplib::Headers last_headers() const {
     std::lock_guard<std::mutex> lock(mu_);
     return headers_.empty() ? httplib::Headers() : headers_.back();
@@ -62,6 +68,7 @@ class RecordingServer {
   std::thread thread_;
   mutable std::mutex mu_;
   std::vector<std::string> targets_;
+  std::vector<std::string> methods_;
   std::vector<httplib::Headers> headers_;
 };
 
@@ -204,6 +211,24 @@ TEST_F(UrlPipelineTest, RelativeAndTrickyUrlsFetchExactlyTheDecidedInvocation) {
     EXPECT_EQ(r["data"]["url"], c.want) << c.url;
   }
   EXPECT_EQ(s.targets().size(), static_cast<size_t>(expected_hits_s)) << "denied calls reached nothing";
+}
+
+// The seeds' default_method: a call that names no method is decided, and
+// sent, as that method (a POST is then mutating: it asks, and is never run
+// again after a crash).
+TEST_F(UrlPipelineTest, ACallWithNoMethodUsesTheAgentsDefaultMethodWhenDecidedAndWhenSent) {
+  RecordingServer s;
+  Load(Yaml(s, "  a1:\n    mode: dangerous\n    http_request: {base_url: \"" + s.origin() +
+                   "/api/\", default_method: post, allowed_methods: [GET, POST]}\n"));
+  Json d = Decide("a1", "r-post", {{"url", "tickets"}});
+  EXPECT_EQ(d["invocation"], "http_request:POST " + s.origin() + "/api/tickets") << d.dump();
+  EXPECT_EQ(d["read_only"], false);
+  Json r = Execute("a1", "r-post", {{"url", "tickets"}}, d);
+  EXPECT_TRUE(r.value("success", false)) << r.dump();
+  EXPECT_EQ(s.methods(), std::vector<std::string>{"POST"});
+  // Naming a method still wins.
+  Json g = Decide("a1", "r-get", {{"url", "tickets"}, {"method", "GET"}});
+  EXPECT_EQ(g["invocation"], "http_request:GET " + s.origin() + "/api/tickets");
 }
 
 TEST_F(UrlPipelineTest, HostsAndDefaultPortsAreNormalisedBeforeMatching) {

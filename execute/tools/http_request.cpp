@@ -132,14 +132,19 @@ bool ValidHeaderPart(const std::string& s) { return s.find_first_of("\r\n") == s
 class HttpRequest : public BuiltinTool {
  public:
   HttpRequest() : BuiltinTool("http_request") { static CurlInit once; }
-  bool ReadOnly(const Json& args, const Json&) const override {
+  // decide's answer when it gave one: it knew the policy's default_method
+  // (a call with no method may be a POST).
+  bool ReadOnly(const Json& args, const Json& decision) const override {
+    if (decision.is_object() && decision.contains("read_only") && decision["read_only"].is_boolean()) {
+      return decision["read_only"].get<bool>();
+    }
     std::string m = args.contains("method") && args["method"].is_string() ? Upper(args["method"]) : "GET";
     return IsReadOnlyMethod(m);
   }
 
   Json Run(const Json& args, const ToolContext& ctx) const override {
     const Json cfg = ctx.policy->AgentHttp(ctx.agent_id);
-    std::string url_arg, method = "GET", body;
+    std::string url_arg, method = cfg.value("default_method", "GET"), body;
     if (!StringArg(args, "url", &url_arg) || url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (string) is required");
     if (!StringArg(args, "method", &method, false)) return ToolFail(errc::kInvalidArgs, "method must be a string");
     method = Upper(method);
@@ -241,7 +246,9 @@ class HttpRequest : public BuiltinTool {
       curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_ms - elapsed));
       curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
       if (method == "HEAD") curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-      if (!body.empty()) {
+      // A body-less POST, PUT or PATCH still says Content-Length: 0, or a
+      // server waits for a body that never comes.
+      if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
       }
