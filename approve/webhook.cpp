@@ -1,4 +1,5 @@
 #include "approve/webhook.h"
+#include "core/log.h"
 
 #include <curl/curl.h>
 
@@ -105,7 +106,7 @@ void WebhookNotifier::Loop() {
       ++delivered;
     } else {
       ++failed;
-      std::cerr << "tollgate: webhook " << d.url << " not delivered after " << options_.max_attempts
+      log::Warn({"approve"}) << "webhook " << d.url << " not delivered after " << options_.max_attempts
                 << " attempts: " << error << "\n";
     }
     lock.lock();

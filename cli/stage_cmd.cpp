@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "core/log.h"
 #include "cli/signals.h"
 #include "deploy/stage_service.h"
 
@@ -16,10 +17,17 @@ namespace {
 struct StageFlags {
   ServiceOptions service;
   std::string durability = "sync";
+  std::string log_format = "json";
   bool check = false;
 };
 
 int RunStage(StageFlags& f) {
+  log::Format format;
+  if (!log::ParseFormat(f.log_format, &format)) {
+    std::cerr << "tollgate: --log-format must be json or text\n";
+    return 2;
+  }
+  log::SetFormat(format);
   if (!ParseDurability(f.durability, &f.service.pipeline.durability)) {
     std::cerr << "tollgate: --durability must be sync or buffered\n";
     return 2;
@@ -103,6 +111,7 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--partitions", f->service.pipeline.partitions, "partitions of the topics tollgate creates")
       ->capture_default_str();
   cmd->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
+  cmd->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")->capture_default_str();
   cmd->add_option("--policy", f->service.pipeline.policy_path, "policy file (decide watches it; execute reads its section)");
   cmd->add_option("--http", f->service.pipeline.http_listen, "audit only: HTTP API address HOST:PORT (\"\": off)")
       ->capture_default_str();

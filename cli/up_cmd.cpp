@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/log.h"
 #include "cli/signals.h"
 #include "deploy/pipeline.h"
 #include "runtime/tcp_forward.h"
@@ -16,10 +17,17 @@ namespace {
 struct UpFlags {
   PipelineOptions pipeline;
   std::string durability = "sync";
+  std::string log_format = "json";
   bool check = false;
 };
 
 int RunUp(UpFlags& f) {
+  log::Format format;
+  if (!log::ParseFormat(f.log_format, &format)) {
+    std::cerr << "tollgate: --log-format must be json or text\n";
+    return 2;
+  }
+  log::SetFormat(format);
   if (!ParseDurability(f.durability, &f.pipeline.durability)) {
     std::cerr << "tollgate: --durability must be sync or buffered\n";
     return 2;
@@ -114,6 +122,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--topic-prefix", f->pipeline.topic_prefix, "topic name prefix")->capture_default_str();
   up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
   up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
+  up->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")->capture_default_str();
   up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
   up->add_option("--replay-from", f->pipeline.replay_from,
                  "serve the tool results recorded in this data dir, log or export instead of executing");

@@ -1,4 +1,5 @@
 #include "decide/decide_snapshot.h"
+#include "core/log.h"
 
 #include <filesystem>
 #include <fstream>
@@ -78,7 +79,7 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
       start = seq + 1 > kRefoldMargin ? seq + 1 - kRefoldMargin : 1;
       if (from_snapshot != nullptr) *from_snapshot = true;
     } else if (!why.empty()) {
-      std::cerr << "tollgate decide: ignoring snapshot " << snapshot_path << ": " << why << "; folding the whole log\n";
+      log::Warn({"decide"}) << "ignoring snapshot " << snapshot_path << ": " << why << "; folding the whole log\n";
     }
   }
   Event e;
@@ -87,7 +88,7 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
     Status s = read(seq, &e);
     if (!s.ok()) return s;
     s = state->Apply(e);
-    if (!s.ok()) std::cerr << "tollgate decide: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+    if (!s.ok()) log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
     last_id = e.id;
   }
   // The snapshot written next names the head's event, which the loop may
@@ -137,7 +138,7 @@ void DecideSnapshots::MaybeWrite(const DecideState& state, int64_t now_us) {
   }
   last_us_ = now_us;
   Status s = Write(state);
-  if (!s.ok()) std::cerr << "tollgate decide: snapshot not written: " << s.ToString() << "\n";
+  if (!s.ok()) log::Warn({"decide"}) << "snapshot not written: " << s.ToString() << "\n";
 }
 
 }  // namespace tollgate

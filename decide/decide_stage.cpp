@@ -1,4 +1,5 @@
 #include "decide/decide_stage.h"
+#include "core/log.h"
 
 #include <iostream>
 
@@ -25,7 +26,7 @@ Event PolicyUpdatedEvent(const Policy& policy, int64_t time_us) {
 
 void DecideStage::Fold(const Event& e) {
   Status s = state_.Apply(e);
-  if (!s.ok()) std::cerr << "tollgate decide: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+  if (!s.ok()) log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
 }
 
 void DecideStage::OnAppended(const std::vector<Event>& events) {

@@ -1,4 +1,5 @@
 #include "decide/policy_watch.h"
+#include "core/log.h"
 
 #include <sys/stat.h>
 
@@ -16,7 +17,7 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   if (::stat(path_.c_str(), &st) != 0) {
     if (error_.empty()) {
       error_ = "cannot read policy file '" + path_ + "'";
-      std::cerr << "tollgate decide: " << error_
+      log::Error({"decide"}) << error_
                 << (in_force.has_policy() ? "; the policy in force stays" : "; no policy in force") << "\n";
     }
     mtime_ns_ = size_ = -1;
@@ -48,7 +49,7 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   }
   policy_ = nullptr;
   error_ = s.message();
-  std::cerr << "tollgate decide: policy file refused: " << path_ << ": " << s.message()
+  log::Error({"decide"}) << "policy file refused: " << path_ << ": " << s.message()
             << (in_force.has_policy() ? "; the policy in force stays (" + in_force.version() + ")"
                                       : std::string("; no policy in force"))
             << "\n";

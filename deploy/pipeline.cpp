@@ -1,4 +1,5 @@
 #include "deploy/pipeline.h"
+#include "core/log.h"
 
 #include "deploy/mcp_gateway.h"
 #include "deploy/tool_directory.h"
@@ -190,7 +191,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     ro.max_event_bytes = lo.max_event_bytes;
     ro.on_offset_lost = [raw](const Status&) {
       Status r = raw->ReconcileNow();
-      if (!r.ok()) std::cerr << "tollgate: reconcile after offset loss failed: " << r.ToString() << "\n";
+      if (!r.ok()) log::Error({"reconciler"}) << "reconcile after offset loss failed: " << r.ToString() << "\n";
     };
     auto runner = std::make_unique<StageRunner>(*stage, *p->sink_, *p->view_, ro);
     s = runner->Start();
@@ -200,7 +201,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   for (auto& runner : p->runners_) {
     p->threads_.emplace_back([r = runner.get()] {
       Status st = r->Run();
-      if (!st.ok()) std::cerr << "tollgate: stage stopped: " << st.ToString() << "\n";
+      if (!st.ok()) log::Error({"pipeline"}) << "stage stopped: " << st.ToString() << "\n";
     });
   }
   // endpoints.json (below) tells clients the pipeline is up: first let

@@ -1,4 +1,5 @@
 #include "deploy/reconciler.h"
+#include "core/log.h"
 
 #include <rocksdb/iterator.h>
 
@@ -74,7 +75,7 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
                                        producer.max_message_bytes())) {
         continue;
       }
-      std::cerr << "tollgate: reconciler: " << received.request_id << " of org " << received.org_id
+      log::Error({"reconciler", received.request_id}) << received.request_id << " of org " << received.org_id
                 << " cannot be re-driven (its message is " << plan->message.bytes() << " bytes); it ends with "
                 << errc::kOutputTooLarge << "\n";
       plan->message = std::move(result);

@@ -1,4 +1,5 @@
 #include "deploy/stage_service.h"
+#include "core/log.h"
 
 #include "deploy/tool_directory.h"
 
@@ -131,7 +132,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     if (!s.ok()) return s;
     p->threads_.emplace_back([r = p->runner_.get(), stage] {
       Status st = r->Run();
-      if (!st.ok()) std::cerr << "tollgate: stage " << stage << " stopped: " << st.ToString() << "\n";
+      if (!st.ok()) log::Error({stage}) << "stopped: " << st.ToString() << "\n";
     });
   } else {
     // The keeper follows continuously: the audit log is current without a
@@ -141,7 +142,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       while (!raw->stop_.load()) {
         Status st = raw->follower_->CatchUp();
         if (!st.ok()) {
-          std::cerr << "tollgate: keeper: " << st.ToString() << "\n";
+          log::Warn({"keeper"}) << st.ToString() << "\n";
           std::this_thread::sleep_for(std::chrono::milliseconds(500));
         }
         std::this_thread::sleep_for(raw->options_.follow_interval);

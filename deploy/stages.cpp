@@ -1,4 +1,5 @@
 #include "deploy/stages.h"
+#include "core/log.h"
 
 #include <algorithm>
 #include <iostream>
@@ -62,7 +63,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
     PolicyPtr file_policy;
     Status fs = LoadPolicyFile(options.policy_path, &file_policy);
     if (!fs.ok() && !decide->policy().has_policy()) return fs;
-    if (!fs.ok()) std::cerr << "tollgate: " << fs.message() << "; keeping the policy in force from the log\n";
+    if (!fs.ok()) log::Warn({"decide"}) << fs.message() << "; keeping the policy in force from the log\n";
     std::shared_ptr<const Redactor> r;
     if (decide->policy().has_policy()) {
       if (Redactor::FromPolicy(decide->policy().file()->doc(), &r).ok()) env.redactor->set(r);
@@ -120,7 +121,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
       if (in_force.has_policy()) {
         s = execute_policy_of(in_force.file()->doc(), policy.get());
         if (!s.ok()) {
-          std::cerr << "tollgate: the execute section in force does not load (" << s.message()
+          log::Error({"execute"}) << "the execute section in force does not load (" << s.message()
                     << "); using the file's\n";
         }
       }

@@ -1,4 +1,5 @@
 #include "execute/execute_stage.h"
+#include "core/log.h"
 
 #include <chrono>
 #include <iostream>
@@ -64,7 +65,7 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
     if (!s.ok()) {
       // Decide refuses such a file before logging it (DecideConfig::validate);
       // one that got in anyway must not leave the old rules running quietly.
-      std::cerr << "tollgate execute: policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+      log::Error({"execute"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
       continue;
     }
     upstreams_->Configure(*next);

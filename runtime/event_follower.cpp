@@ -1,4 +1,5 @@
 #include "runtime/event_follower.h"
+#include "core/log.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -141,7 +142,7 @@ Status EventFollower::CatchUp() {
     if (!d.ok()) {
       ++stats_.foreign;
       const std::string source = m.topic + "/" + std::to_string(m.partition) + "/" + std::to_string(m.offset);
-      std::cerr << "tollgate: " << source << " is not a sealed event, refused: " << d.ToString() << "\n";
+      log::Warn({"follower"}) << source << " is not a sealed event, refused: " << d.ToString() << "\n";
       // Its time is the record's timestamp, not the clock: every copy
       // must append the same bytes.
       events.push_back(RefusedMessage(source, std::max<int64_t>(1, m.timestamp_ms) * 1000, d.message()));

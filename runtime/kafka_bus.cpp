@@ -1,4 +1,5 @@
 #include "runtime/kafka_bus.h"
+#include "core/log.h"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -28,12 +29,20 @@ Status FromKafkaError(const std::string& what, rd_kafka_error_t* error) {
   return s;
 }
 
+// librdkafka's own lines go through our structured log (core/log.h), not
+// straight to stderr in its "%3|...|" format.
+void KafkaLog(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+  log::Line(level <= 3 ? log::Level::kError : level <= 4 ? log::Level::kWarn : log::Level::kInfo, {"kafka"})
+      << rd_kafka_name(rk) << ": " << fac << ": " << buf;
+}
+
 class Conf {
  public:
   explicit Conf(const BusConfig& c) : conf_(rd_kafka_conf_new()) {
     Set("bootstrap.servers", c.brokers);
     Set("client.id", c.client_id);
     Set("log_level", "4");  // warnings and worse
+    rd_kafka_conf_set_log_cb(conf_, KafkaLog);
     for (const auto& [k, v] : c.extra) Set(k, v);
   }
   ~Conf() {
@@ -539,12 +548,12 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
           }
           rd_kafka_topic_partition_list_destroy(committed);
           rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list);
-          if (err) std::cerr << "tollgate: consumer: re-assign after offset loss failed: " << rd_kafka_err2str(err) << "\n";
+          if (err) log::Warn({"consumer"}) << "re-assign after offset loss failed: " << rd_kafka_err2str(err) << "\n";
           rd_kafka_topic_partition_list_destroy(list);
         }
       } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && result.ok()) {
         // Transient errors (broker down, ...) are retried by librdkafka.
-        std::cerr << "tollgate: consumer: " << rd_kafka_message_errstr(m) << "\n";
+        log::Warn({"consumer"}) << rd_kafka_message_errstr(m) << "\n";
       }
       rd_kafka_message_destroy(m);
       continue;
@@ -661,7 +670,7 @@ Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>
     } else if (m->err) {
       // Transient errors are retried by librdkafka; an offset gone under
       // us leaves the partition unread (the deadline ends the read).
-      std::cerr << "tollgate: tail read: " << rd_kafka_message_errstr(m) << "\n";
+      log::Warn({"tail-reader"}) << rd_kafka_message_errstr(m) << "\n";
     } else {
       ++st.messages;
       each(ToMessage(m));
@@ -747,7 +756,7 @@ Status PartitionReader::ReadToEnd(std::chrono::milliseconds timeout,
       return Status::Error(errc::kOffsetLost, "OFFSET LOST on " + topic_ + ": " + rd_kafka_message_errstr(m));
     }
     if (m->err) {
-      std::cerr << "tollgate: " << topic_ << " reader: " << rd_kafka_message_errstr(m) << "\n";
+      log::Warn({"reader"}) << topic_ << ": " << rd_kafka_message_errstr(m) << "\n";
       continue;
     }
     if (m->offset < next_) continue;  // before a re-seek

@@ -1,5 +1,6 @@
 #include "runtime/stage_runner.h"
 
+#include "core/log.h"
 #include "core/messages.h"  // error codes
 #include "runtime/event_follower.h"
 
@@ -55,7 +56,7 @@ class OverlayView : public LogView {
 void BoundOutputs(const Stage& stage, const Message& in, const StageContext& ctx, size_t limit, StageResult* r) {
   for (const auto& o : r->outputs) {
     if (o.message.bytes() <= limit) continue;
-    std::cerr << "tollgate: " << stage.name() << ": an output to " << o.message.topic << " is " << o.message.bytes()
+    log::Warn({stage.name()}) << "an output to " << o.message.topic << " is " << o.message.bytes()
               << " bytes (limit " << limit << "); its request ends with " << errc::kOutputTooLarge << "\n";
     const Message too_large = o.message;
     *r = stage.RefuseOversize(in, ctx, std::move(*r), too_large, limit);
@@ -70,7 +71,7 @@ StageResult Guarded(const Stage& stage, const Message& in, const StageContext& c
   try {
     return fn();
   } catch (const std::exception& e) {
-    std::cerr << "tollgate: " << stage.name() << ": threw on " << ctx.source << ": " << e.what() << "\n";
+    log::Warn({stage.name()}) << "threw on " << ctx.source << ": " << e.what() << "\n";
     return stage.Refuse(in, ctx, "internal error: " + ToValidUtf8(e.what()), errc::kInternal);
   }
 }
@@ -84,7 +85,7 @@ void CheckEvents(const Stage& stage, const Message& in, const StageContext& ctx,
   for (const Event& e : r->events) {
     Status valid = EncodeEventBody(e, max_event_bytes, &body);
     if (valid.ok()) continue;
-    std::cerr << "tollgate: " << stage.name() << ": refused its own event: " << valid.ToString() << "\n";
+    log::Warn({stage.name()}) << "refused its own event: " << valid.ToString() << "\n";
     *r = stage.Refuse(in, ctx, "internal error (" + valid.code() + "): " + valid.message(), errc::kInternal);
     return;
   }
@@ -135,7 +136,7 @@ Status StageRunner::Start() {
     ++stats_.revoked;
     publisher_->WaitIdle();
     Status r = ReadBackCommitted(RecentLookback());
-    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": at rebalance: " << r.ToString() << "\n";
+    if (!r.ok()) log::Warn({stage_.name()}) << "at rebalance: " << r.ToString() << "\n";
   });
   return Status::Ok();
 }
@@ -164,11 +165,11 @@ Status StageRunner::ReadBackCommitted(int64_t lookback) {
   stats_.readback_kept = committed_.size();
   stats_.readback_complete = read.complete;
   if (!read.complete) {
-    std::cerr << "tollgate: " << stage_.name() << ": read back only part of its committed outputs within "
+    log::Warn({stage_.name()}) << "read back only part of its committed outputs within "
               << options_.republish_read_timeout.count() << " ms (" << read.messages
               << " messages); a message read again after the last crash may have its output sent twice\n";
   } else if (committed_.size() > 0) {
-    std::cerr << "tollgate: " << stage_.name() << ": " << committed_.size()
+    log::Warn({stage_.name()}) << committed_.size()
               << " committed outputs belong to messages past its committed offsets; re-made, they will not be "
                  "sent twice\n";
   }
@@ -180,7 +181,7 @@ void StageRunner::StampSource(Message& out, const std::string& source) {
   // An output on a topic the stage did not declare is not read back after
   // a crash: say so once, it is a stage bug.
   if (!declared_outputs_.empty() && !declared_outputs_.count(out.topic) && undeclared_.insert(out.topic).second) {
-    std::cerr << "tollgate: " << stage_.name() << ": produces to " << out.topic
+    log::Warn({stage_.name()}) << "produces to " << out.topic
               << ", which it does not declare in output_topics(): outputs there may be sent twice after a crash\n";
   }
 }
@@ -228,10 +229,10 @@ Status StageRunner::Run() {
   // Fail closed: nothing of the failed batch was committed; read it again.
   auto recover = [&](const Status& s) -> Status {
     ++stats_.retries;
-    std::cerr << "tollgate: " << stage_.name() << ": batch failed, retrying in " << backoff.count()
+    log::Warn({stage_.name()}) << "batch failed, retrying in " << backoff.count()
               << " ms: " << s.ToString() << "\n";
     Status r = consumer_->RewindToCommitted();
-    if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+    if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
     if (s.code() == errc::kTxnAbortable || s.code() == errc::kKafka) {
       // An aborted transaction's outputs may have reached the broker, and
       // the embedded one shows them to read_committed readers anyway: what
@@ -239,7 +240,7 @@ Status StageRunner::Run() {
       // nothing is found and the batch is sent again. The batch just
       // written is near the end of each partition.
       r = ReadBackCommitted(RecentLookback());
-      if (!r.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << r.ToString() << "\n";
+      if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
@@ -263,7 +264,7 @@ Status StageRunner::Run() {
                                             : options_.poll_timeout,
                                     &batch);
     if (!polled.ok()) {
-      std::cerr << "tollgate: " << stage_.name() << ": " << polled.ToString() << "\n";
+      log::Warn({stage_.name()}) << polled.ToString() << "\n";
       if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
     }
     // The batch handed off last: if its transaction failed, it and
@@ -279,7 +280,7 @@ Status StageRunner::Run() {
       Status t = RunTick();
       if (!t.ok()) {
         ++stats_.retries;
-        std::cerr << "tollgate: " << stage_.name() << ": tick failed (retried at the next tick): " << t.ToString()
+        log::Warn({stage_.name()}) << "tick failed (retried at the next tick): " << t.ToString()
                   << "\n";
       }
     }
@@ -287,7 +288,7 @@ Status StageRunner::Run() {
       Status f = PublishFinished();
       if (!f.ok()) {
         ++stats_.retries;
-        std::cerr << "tollgate: " << stage_.name() << ": publishing finished work failed (retried): "
+        log::Warn({stage_.name()}) << "publishing finished work failed (retried): "
                   << f.ToString() << "\n";
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
@@ -307,14 +308,14 @@ Status StageRunner::Run() {
   // The batch handed off last is committed before going; if that fails it
   // was not committed, and the next run reads it again.
   Status last = CollectPublished(/*wait=*/true);
-  if (!last.ok()) std::cerr << "tollgate: " << stage_.name() << ": at stop: " << last.ToString() << "\n";
+  if (!last.ok()) log::Warn({stage_.name()}) << "at stop: " << last.ToString() << "\n";
   // Finish the deferred work in flight: its side effects happened (or are
   // happening); record them before going.
   for (int failures = 0; !in_flight_.empty() && failures < 50;) {
     Status f = PublishFinished();
     if (!f.ok()) {
       ++failures;
-      std::cerr << "tollgate: " << stage_.name() << ": at stop: " << f.ToString() << "\n";
+      log::Warn({stage_.name()}) << "at stop: " << f.ToString() << "\n";
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(f.ok() ? 2 : 100));
   }
@@ -633,7 +634,7 @@ Status StageRunner::Publish(std::vector<StageOutput>& outputs, const OffsetMap& 
   if (next.empty()) return Status::Ok();
   Status c = consumer_->Commit(next, /*async=*/false);
   *offsets_stored = c.ok();
-  if (!c.ok()) std::cerr << "tollgate: " << stage_.name() << ": " << c.ToString() << "\n";
+  if (!c.ok()) log::Warn({stage_.name()}) << c.ToString() << "\n";
   return Status::Ok();
 }
 
