@@ -19,34 +19,21 @@ Status ListAgentRules(const LogStore& store, const std::string& org, const std::
   q.types = {"policy.updated"};
   q.org_id = org;
   q.agent_id = agent;
-  q.limit = kMaxQueryLimit;
-  for (;;) {
-    AuditPage page;
-    Status s = GetAuditLog(store, QueryScope::Operator(), q, &page);
-    if (!s.ok()) return s;
-    for (const Event& e : page.events) {
-      const Json& d = e.data;
-      if (d.value("tier", "") != "agent_local") continue;
-      const std::string o = d.value("org_id", e.org_id), a = d.value("agent_id", e.agent_id);
-      for (const Json& p : d.value("allow", Json::array())) {
-        if (!p.is_string()) continue;
-        const bool known = std::any_of(out->begin(), out->end(), [&](const AgentRule& r) {
-          return r.org_id == o && r.agent_id == a && r.pattern == p.get<std::string>();
-        });
-        if (!known) out->push_back({o, a, p.get<std::string>(), d.value("approver", ""), d.value("source", ""), e.seq, e.time_us});
-      }
-      for (const Json& p : d.value("revoke", Json::array())) {
-        if (!p.is_string()) continue;
-        out->erase(std::remove_if(out->begin(), out->end(),
-                                  [&](const AgentRule& r) {
-                                    return r.org_id == o && r.agent_id == a && r.pattern == p.get<std::string>();
-                                  }),
-                   out->end());
-      }
+  return ForEachEvent(store, q, [out](const Event& e) {
+    const Json& d = e.data;
+    if (d.value("tier", "") != "agent_local") return;
+    const std::string o = d.value("org_id", e.org_id), a = d.value("agent_id", e.agent_id);
+    auto held = [&](const std::string& pattern) {
+      return [&, pattern](const AgentRule& r) { return r.org_id == o && r.agent_id == a && r.pattern == pattern; };
+    };
+    for (const Json& p : d.value("allow", Json::array())) {
+      if (!p.is_string() || std::any_of(out->begin(), out->end(), held(p.get<std::string>()))) continue;
+      out->push_back({o, a, p.get<std::string>(), d.value("approver", ""), d.value("source", ""), e.seq, e.time_us});
     }
-    if (page.next_cursor.empty()) return Status::Ok();
-    q.cursor = page.next_cursor;
-  }
+    for (const Json& p : d.value("revoke", Json::array())) {
+      if (p.is_string()) out->erase(std::remove_if(out->begin(), out->end(), held(p.get<std::string>())), out->end());
+    }
+  });
 }
 
 Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent, const std::vector<std::string>& patterns,

@@ -14,21 +14,15 @@ Status ForEachApprovalHistory(const LogStore& store, const PendingFilter& filter
   q.types = {"approval.requested"};
   q.org_id = filter.org_id;
   q.agent_id = filter.agent_id;
-  q.limit = kMaxQueryLimit;
   StoreLogView view(store);
-  for (;;) {
-    AuditPage page;
-    Status s = GetAuditLog(store, QueryScope::Operator(), q, &page);
-    if (!s.ok()) return s;
-    for (const Event& requested : page.events) {
-      std::vector<Event> events;
-      s = view.EventsOfRequest(requested.org_id, requested.request_id, &events);
-      if (!s.ok()) return s;
-      each(events);
-    }
-    if (page.next_cursor.empty()) return Status::Ok();
-    q.cursor = page.next_cursor;
-  }
+  Status failed = Status::Ok();
+  Status s = ForEachEvent(store, q, [&](Event& requested) {
+    if (!failed.ok()) return;
+    std::vector<Event> events;
+    failed = view.EventsOfRequest(requested.org_id, requested.request_id, &events);
+    if (failed.ok()) each(events);
+  });
+  return s.ok() ? failed : s;
 }
 
 }  // namespace

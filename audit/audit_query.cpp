@@ -237,4 +237,17 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
   return Status::Ok();
 }
 
+Status ForEachEvent(const LogStore& store, AuditQuery query, const std::function<void(Event&)>& visit) {
+  query.limit = kMaxQueryLimit;
+  query.json_lines = false;
+  for (;;) {
+    AuditPage page;
+    Status s = GetAuditLog(store, QueryScope::Operator(), query, &page);
+    if (!s.ok()) return s;
+    for (Event& e : page.events) visit(e);
+    if (page.next_cursor.empty()) return Status::Ok();
+    query.cursor = page.next_cursor;
+  }
+}
+
 }  // namespace tollgate

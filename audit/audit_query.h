@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,5 +74,10 @@ struct AuditPage {
 
 Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query,
                    AuditPage* page);
+
+// Every event `query` matches (any org: the operator's scope), page after
+// page of kMaxQueryLimit, in the query's order: for the folds that read one
+// slice of the log (a request's events, approvals, agent rules).
+Status ForEachEvent(const LogStore& store, AuditQuery query, const std::function<void(Event&)>& visit);
 
 }  // namespace tollgate

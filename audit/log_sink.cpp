@@ -40,15 +40,7 @@ Status StoreLogView::EventsOfRequest(const std::string& org_id, const std::strin
   AuditQuery q;
   q.org_id = org_id;
   q.request_id = request_id;
-  q.limit = kMaxQueryLimit;
-  for (;;) {
-    AuditPage page;
-    Status s = GetAuditLog(store_, QueryScope::Operator(), q, &page);
-    if (!s.ok()) return s;
-    for (auto& e : page.events) out->push_back(std::move(e));
-    if (page.next_cursor.empty()) return Status::Ok();
-    q.cursor = page.next_cursor;
-  }
+  return ForEachEvent(store_, q, [out](Event& e) { out->push_back(std::move(e)); });
 }
 
 }  // namespace tollgate

@@ -54,14 +54,20 @@ Status ChildProcess::Start(const std::vector<std::string>& argv, const std::stri
   argv_ = argv;
   out_path_ = log_base + ".out";
   err_path_ = log_base + ".err";
-  std::vector<char*> args;
-  for (const auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  Status s = SpawnChild(argv_, &fa, &pid_);
+  posix_spawn_file_actions_destroy(&fa);
+  return s;
+}
+
+Status SpawnChild(const std::vector<std::string>& argv, const posix_spawn_file_actions_t* fa, pid_t* pid) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t none, all;
@@ -70,18 +76,25 @@ Status ChildProcess::Start(const std::vector<std::string>& argv, const std::stri
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &all);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = -1;
   int rc;
   {
     std::lock_guard<std::mutex> lock(LiveMutex());
-    rc = posix_spawn(&pid, args[0], &fa, &attr, args.data(), environ);
-    if (rc == 0) Live().insert(pid);
+    rc = posix_spawn(pid, args[0], fa, &attr, args.data(), environ);
+    if (rc == 0) Live().insert(*pid);
   }
-  posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  if (rc != 0) return Status::Error("E_BENCH", "posix_spawn " + argv_[0] + ": " + strerror(rc));
-  pid_ = pid;
+  if (rc != 0) {
+    *pid = -1;
+    return Status::Error("E_BENCH", "posix_spawn " + argv[0] + ": " + strerror(rc));
+  }
   return Status::Ok();
+}
+
+pid_t ReapChild(pid_t pid, int* status, int options) {
+  std::lock_guard<std::mutex> lock(LiveMutex());
+  const pid_t r = waitpid(pid, status, options);
+  if (r == pid) Live().erase(pid);
+  return r;
 }
 
 std::string ChildProcess::Out() const { return ReadAll(out_path_); }
@@ -95,11 +108,7 @@ std::string ChildProcess::Describe() const {
 std::optional<int> ChildProcess::Poll() {
   if (pid_ <= 0) return status_;
   int st = 0;
-  // Reaped and forgotten under one lock: KillEveryChild never signals a pid
-  // the system may have handed to another process.
-  std::lock_guard<std::mutex> lock(LiveMutex());
-  if (waitpid(pid_, &st, WNOHANG) == pid_) {
-    Live().erase(pid_);
+  if (ReapChild(pid_, &st, WNOHANG) == pid_) {
     pid_ = -1;
     status_ = st;
   }
@@ -146,11 +155,9 @@ void ChildProcess::Stop(std::chrono::milliseconds timeout) {
 
 void ChildProcess::Kill() {
   if (pid_ <= 0) return;
-  std::lock_guard<std::mutex> lock(LiveMutex());
-  kill(pid_, SIGKILL);
+  kill(pid_, SIGKILL);  // not reaped yet: the pid is still this child's
   int st = 0;
-  waitpid(pid_, &st, 0);
-  Live().erase(pid_);
+  ReapChild(pid_, &st, 0);
   pid_ = -1;
   status_ = st;
 }

@@ -7,6 +7,7 @@
 // KillEveryChild() first (cli/bench_cmd.cpp).
 #pragma once
 
+#include <spawn.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -53,7 +54,17 @@ class ChildProcess {
   std::string out_path_, err_path_;
 };
 
-// SIGKILL to every ChildProcess of this process that still runs. For the
+// posix_spawn of `argv` (argv[0] a path, no shell) with the redirections of
+// `fa`, default signal dispositions and an empty signal mask whatever this
+// process blocks; registered for KillEveryChild until ReapChild reaps it.
+// ChildProcess starts its children with it; so can a benchmark that needs
+// other redirections (pipes: bench/mcp_bench.cpp).
+Status SpawnChild(const std::vector<std::string>& argv, const posix_spawn_file_actions_t* fa, pid_t* pid);
+// waitpid(pid, status, options); a child it reaps is unregistered under the
+// same lock, so KillEveryChild never signals a pid handed to another process.
+pid_t ReapChild(pid_t pid, int* status, int options);
+
+// SIGKILL to every child SpawnChild started that still runs. For the
 // last moments of a process stopped by a signal (thread-safe).
 void KillEveryChild();
 

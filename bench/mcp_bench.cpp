@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/bench_driver.h"
+#include "bench/child_process.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/event.h"
@@ -30,7 +31,6 @@
 #include "execute/config.h"
 #include "mcp/pipeline_client.h"
 
-extern char** environ;
 
 namespace tollgate::bench {
 namespace {
@@ -86,36 +86,20 @@ class StdioPeer {
       close(to_child[1]);
       return Status::Error("E_BENCH", std::string("pipe: ") + strerror(errno));
     }
-    std::vector<char*> args;
-    for (const auto& a : argv_) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
     posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
     posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    // Default dispositions and no blocked signal, whatever this process has.
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    const int rc = posix_spawn(&pid_, args[0], &fa, &attr, args.data(), environ);
+    // Registered with the other benchmarks' children: KillEveryChild ends it.
+    Status s = SpawnChild(argv_, &fa, &pid_);
     posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
     close(to_child[0]);
     close(from_child[1]);
     in_ = to_child[1];
     out_ = from_child[0];
-    if (rc != 0) {
-      pid_ = -1;
-      Stop();
-      return Status::Error("E_BENCH", "posix_spawn " + argv_[0] + ": " + strerror(rc));
-    }
-    return Status::Ok();
+    if (!s.ok()) Stop();
+    return s;
   }
 
   // Sends request `method` and waits for its response (the whole message in
@@ -161,10 +145,10 @@ class StdioPeer {
     if (pid_ > 0) {
       int st = 0;
       const auto deadline = Clock::now() + seconds(2);
-      while (waitpid(pid_, &st, WNOHANG) == 0) {
+      while (ReapChild(pid_, &st, WNOHANG) == 0) {
         if (Clock::now() >= deadline) {
           kill(pid_, SIGKILL);
-          waitpid(pid_, &st, 0);
+          ReapChild(pid_, &st, 0);
           break;
         }
         std::this_thread::sleep_for(milliseconds(10));
@@ -398,14 +382,8 @@ Json RunMcpBench(const McpBenchOptions& o) {
                     dir.sub("mcp.err"));
   if (s.ok()) s = Handshake(gateway);
   Json listed;
-  // The policy comes into force as decide logs it, just after the pipeline
-  // starts: until then tools/list says E_NO_POLICY.
-  if (s.ok()) {
-    const auto until = Clock::now() + kStartTimeout;
-    while (!(s = ListedTool(gateway, "echo", &listed)).ok() && Clock::now() < until) {
-      std::this_thread::sleep_for(milliseconds(50));
-    }
-  }
+  // Pipeline::Start returns once the policy is in force: listed at once.
+  if (s.ok()) s = ListedTool(gateway, "echo", &listed);
   if (!s.ok()) return failed("tollgate mcp", s);
   auto mcp_call = [&gateway](double* ms) {
     Json r;

@@ -63,22 +63,7 @@ class StdioUpstream : public McpUpstream {
       return Status::Error(errc::kTimeout, "upstream MCP server '" + spec_.name + "' did not answer " + method +
                                                " within " + std::to_string(timeout_ms) + " ms");
     }
-    return Answer(spec_.name, method, slot->msg, result);
-  }
-
-  // A response message to a Status (shared with the HTTP transport's shape).
-  static Status Answer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
-    if (msg.contains("x-unavailable")) return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
-    if (msg.contains("error")) {
-      const Json& e = msg["error"];
-      std::string text = e.is_object() ? e.value("message", std::string()) : e.dump();
-      if (text.size() > 2000) text = text.substr(0, 2000) + "...";
-      const int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
-      return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method + " (" +
-                                                         std::to_string(code) + "): " + text);
-    }
-    *result = msg.contains("result") ? msg["result"] : Json::object();
-    return Status::Ok();
+    return McpAnswer(spec_.name, method, slot->msg, result);
   }
 
  private:
@@ -286,10 +271,6 @@ class StdioUpstream : public McpUpstream {
 };
 
 }  // namespace
-
-Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
-  return StdioUpstream::Answer(server, method, msg, result);
-}
 
 std::shared_ptr<McpUpstream> StartStdioUpstream(McpServerSpec spec, const ExecutePolicy& policy) {
   return std::make_shared<StdioUpstream>(std::move(spec), policy);

@@ -11,6 +11,20 @@ Json McpInitializeParams() {
           {"clientInfo", {{"name", "tollgate"}, {"version", "1"}}}};
 }
 
+Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
+  if (msg.contains("x-unavailable")) return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
+  if (msg.contains("error")) {
+    const Json& e = msg["error"];
+    std::string text = e.is_object() ? e.value("message", std::string()) : e.dump();
+    if (text.size() > 2000) text = text.substr(0, 2000) + "...";
+    const int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
+    return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method + " (" +
+                                                       std::to_string(code) + "): " + text);
+  }
+  *result = msg.contains("result") ? msg["result"] : Json::object();
+  return Status::Ok();
+}
+
 void McpUpstream::SetState(State s, const std::string& error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
