@@ -406,6 +406,10 @@ void RunBeforeRevoke(Consumer* c) {
   if (c != nullptr && c->before_revoke_) c->before_revoke_();
 }
 
+void RunBeforeAssign(Consumer* c) {
+  if (c != nullptr && c->before_assign_) c->before_assign_();
+}
+
 namespace {
 
 // Assignment: start every partition at its committed offset, or at the
@@ -418,6 +422,7 @@ void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partiti
       auto& p = parts->elems[i];
       if (p.offset < 0) p.offset = RD_KAFKA_OFFSET_BEGINNING;
     }
+    RunBeforeAssign(static_cast<Consumer*>(opaque));
     rd_kafka_assign(rk, parts);
   } else {
     RunBeforeRevoke(static_cast<Consumer*>(opaque));

@@ -144,15 +144,23 @@ class Consumer {
   // after a rebalance) starts at the committed offsets. Set before the
   // first Poll.
   void SetBeforeRevoke(std::function<void()> f) { before_revoke_ = std::move(f); }
+  // Called (on the thread in Poll) when the group hands this consumer
+  // partitions, before anything is fetched from them: the moment to learn
+  // what the previous owner committed (its outputs may be past the
+  // committed offsets when the broker refused its offset commit). Set
+  // before the first Poll.
+  void SetBeforeAssign(std::function<void()> f) { before_assign_ = std::move(f); }
   void Close();
 
  private:
   friend class Producer;
   Consumer() = default;
   friend void RunBeforeRevoke(Consumer* c);
+  friend void RunBeforeAssign(Consumer* c);
   rd_kafka_s* rk_ = nullptr;
   bool closed_ = false;
   std::function<void()> before_revoke_;
+  std::function<void()> before_assign_;
 };
 
 // Reads one partition in offset order from a given offset, committed data

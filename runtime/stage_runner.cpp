@@ -138,6 +138,16 @@ Status StageRunner::Start() {
     Status r = ReadBackCommitted(RecentLookback());
     if (!r.ok()) log::Warn({stage_.name()}) << "at rebalance: " << r.ToString() << "\n";
   });
+  // The process gaining partitions needs the same knowledge: the previous
+  // owner's last batch may be committed while its offsets were refused, and
+  // it is read again here. The first assignment follows Start's read-back,
+  // but another process may have committed since.
+  consumer_->SetBeforeAssign([this] {
+    if (!publisher_) return;  // closing
+    ++stats_.assigned;
+    Status r = ReadBackCommitted(RecentLookback());
+    if (!r.ok()) log::Warn({stage_.name()}) << "at assignment: " << r.ToString() << "\n";
+  });
   return Status::Ok();
 }
 

@@ -136,6 +136,8 @@ struct RunnerStats {
   std::atomic<uint64_t> already_committed{0};
   // Times the group took this stage's partitions away (rebalances).
   std::atomic<uint64_t> revoked{0};
+  // Times the group handed this stage partitions (each read back first).
+  std::atomic<uint64_t> assigned{0};
 };
 
 class StageRunner {
