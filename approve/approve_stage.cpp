@@ -6,16 +6,12 @@
 #include "core/messages.h"
 #include "core/schema.h"
 #include "core/sha256.h"
+#include "core/trace.h"
 
 namespace tollgate {
 namespace {
 
 constexpr const char* kTickSource = "approve:tick";
-
-Json Clean(Json d) {
-  if (d.is_object()) d.erase("source");
-  return d;
-}
 
 bool IsId(const std::string& s) {
   if (s.empty() || s.size() > kMaxIdBytes) return false;
@@ -50,7 +46,14 @@ Event EventAbout(const std::vector<Event>& history, const std::string& rid, cons
   e.id = MakeRequestEventId(e.org_id, type, rid, discriminator);
   e.time_us = time_us;
   e.data = std::move(data);
+  // In the request's trace, not that of the response (or tick) that made it.
+  StampTraceparent(RequestTraceparent(history), &e);
   return e;
+}
+
+Message InTrace(const std::string& traceparent, Message m) {
+  StampTraceparent(traceparent, &m);
+  return m;
 }
 
 Json RequestOf(const RequestState& st, const Event& any) {
@@ -93,6 +96,7 @@ Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const st
             {"agent_id", req.agent_id},
             {"allow", Json::array({pattern})},
             {"approver", approver}};
+  StampTraceparent(TraceparentOf(req), &e);
   return e;
 }
 
@@ -195,9 +199,10 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   RequestState st = Summarize(history);
   if (st.approval_settled == nullptr || st.approval_settled->id != settled.id) return;
   const int index = fresh ? static_cast<int>(r->events.size()) - 1 : -1;
-  const Json decision = st.decision ? Clean(st.decision->data) : Json();
+  const Json decision = st.decision ? WithoutProvenance(st.decision->data) : Json();
   const Json request = RequestOf(st, settled);
   const Json approval = ApprovalOf(st);
+  const std::string tp = RequestTraceparent(history);
   Json result;
   if (settled.type == "approval.granted") {
     Flow flow;
@@ -207,7 +212,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
       if (!flow.decision.is_object()) flow.decision = decision;
       Json j = flow.ToJson();
       j["approval"] = approval;
-      r->outputs.push_back({MessageFor(config_.topics.execute(), flow.request, j), -1});
+      r->outputs.push_back({InTrace(tp, MessageFor(config_.topics.execute(), flow.request, j)), -1});
       return;
     }
     if (!fresh) return;  // ended when it was first processed
@@ -219,7 +224,8 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
                                    {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}},
                                    "approve"));
     result = MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
-    r->outputs.push_back({MessageFor(config_.topics.results(), request, result), static_cast<int>(r->events.size()) - 1, result});
+    r->outputs.push_back(
+        {InTrace(tp, MessageFor(config_.topics.results(), request, result)), static_cast<int>(r->events.size()) - 1, result});
     return;
   }
   const bool expired = settled.type == "approval.expired";
@@ -230,7 +236,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   const char* code = expired ? errc::kApprovalExpired : withdrawn ? errc::kWithdrawn : errc::kApprovalDenied;
   result = MakeResult(request, expired ? "expired" : "denied", decision, approval, ToolResultError(code, msg, false));
   if (!fresh) result["log_seq"] = settled.seq;
-  r->outputs.push_back({MessageFor(config_.topics.results(), request, result), index, result});
+  r->outputs.push_back({InTrace(tp, MessageFor(config_.topics.results(), request, result)), index, result});
 }
 
 StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log) {

@@ -39,6 +39,14 @@ Json Event::RecordJson() const {
   return j;
 }
 
+Json WithoutProvenance(Json data) {
+  if (data.is_object()) {
+    data.erase("source");
+    data.erase("traceparent");
+  }
+  return data;
+}
+
 namespace {
 
 Status CheckIdField(const char* name, const std::string& v, bool required) {

@@ -51,6 +51,12 @@ struct Event {
   Json RecordJson() const;
 };
 
+// `data` without the fields that say where an event came from rather than
+// what it says: "source" (the input it was made from) and "traceparent"
+// (the request's trace, core/trace.h). A decision or an approval as results
+// and flows carry it.
+Json WithoutProvenance(Json data);
+
 // Checks the envelope: known type, id-like fields present where required,
 // at most kMaxIdBytes and free of control characters (the index key
 // separator is NUL), data an object. Errors name the field.

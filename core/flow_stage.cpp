@@ -72,8 +72,7 @@ std::string CompareWithLog(const Flow& flow, const RequestState& st, const char*
     // is checked by the hash decide logged of the unredacted bytes: the
     // redaction rules in force may have changed since, so re-redacting the
     // flow's copy would not reliably give the logged bytes.
-    Json logged = st.decision->data;
-    logged.erase("source");
+    const Json logged = WithoutProvenance(st.decision->data);
     std::string a, b;
     if (!CanonicalBytes(flow.decision, &a).ok() || !CanonicalBytes(logged, &b).ok()) {
       return "the decision differs from the one decide made";
@@ -145,8 +144,9 @@ void RedactResult(Json* result, const Redactor& redactor) {
 }
 
 Json DecisionFromLog(Json data) {
+  data = WithoutProvenance(std::move(data));
   if (data.is_object()) {
-    for (const char* k : {"source", "redacted", "unredacted_sha256"}) data.erase(k);
+    for (const char* k : {"redacted", "unredacted_sha256"}) data.erase(k);
   }
   return data;
 }

@@ -63,8 +63,9 @@ bool ReadFlow(const std::string& stage, const Topics& topics, const Message& in,
 // (SHA-256 of the canonical bytes of `decision` as decided), by which
 // ReadFlow recognises the unredacted copy a flow carries.
 Json LoggedDecision(const Json& decision, const Redactor& redactor);
-// The decision as decided from decision.made's data: "source", "redacted"
-// and "unredacted_sha256" removed (its secrets stay redacted).
+// The decision as decided from decision.made's data: its provenance
+// (WithoutProvenance), "redacted" and "unredacted_sha256" removed (its
+// secrets stay redacted).
 Json DecisionFromLog(Json data);
 
 // A result for the results topic with its secrets redacted, as the log has

@@ -30,6 +30,9 @@ struct Topics {
 inline constexpr const char* kHeaderRequestId = "request_id";
 inline constexpr const char* kHeaderSessionId = "session_id";
 inline constexpr const char* kHeaderTraceId = "trace_id";
+// The W3C trace context of the request (core/trace.h): the agent's, or one
+// ingest started. Set on every output by the stage runner.
+inline constexpr const char* kHeaderTraceparent = "traceparent";
 // Set by the stage runner on every output of a message: the StageContext
 // source of the input it was made from (which stage input, where).
 inline constexpr const char* kHeaderSource = "tollgate_source";
@@ -57,8 +60,8 @@ inline bool TopicsOf(const std::string& topic, Topics* out) {
 // wedge a stage by failing every transaction it is in.
 inline constexpr size_t kMaxMessageBytes = 4 << 20;
 
-// A Kafka message as a stage sees it. Headers carry request_id, session_id
-// and trace_id (shared/DESIGN.md).
+// A Kafka message as a stage sees it. Headers carry request_id, session_id,
+// trace_id and traceparent (shared/DESIGN.md).
 struct Message {
   std::string topic;
   int32_t partition = -1;

@@ -40,8 +40,7 @@ bool PendingFromState(const RequestState& st, PendingApproval* out) {
   p.requested_us = e.time_us;
   p.requested_seq = e.seq;
   if (st.decision) {
-    p.decision = st.decision->data;
-    p.decision.erase("source");
+    p.decision = WithoutProvenance(st.decision->data);
   }
   if (st.received) p.request = st.received->data.value("request", Json::object());
   *out = std::move(p);

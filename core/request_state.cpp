@@ -79,10 +79,7 @@ Json ResultFromLog(const RequestState& st) {
   Json request = st.received ? st.received->data.value("request", Json::object())
                              : Json{{"request_id", any->request_id}, {"org_id", any->org_id},
                                     {"agent_id", any->agent_id}, {"session_id", any->session_id}, {"tool", any->tool}};
-  auto clean = [](Json d) {
-    if (d.is_object()) d.erase("source");
-    return d;
-  };
+  auto clean = [](Json d) { return WithoutProvenance(std::move(d)); };
   Json decision = st.decision ? clean(st.decision->data) : Json();
   Json approval = st.approval_settled ? clean(st.approval_settled->data) : Json();
   Json result;

@@ -7,6 +7,7 @@
 
 #include "audit/log_sink.h"
 #include "core/request_state.h"
+#include "core/trace.h"
 
 namespace tollgate {
 
@@ -14,6 +15,12 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
   RequestState st = Summarize(events);
   if (st.received == nullptr || st.terminal()) return std::nullopt;
   const Json& data = st.received->data;
+  // What it re-sends goes on in the request's trace, as the stages' outputs do.
+  const std::string tp = RequestTraceparent(events);
+  auto traced = [&tp](Message m) {
+    StampTraceparent(tp, &m);
+    return m;
+  };
   Flow flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""), nullptr};
   auto redacted = data.find("redacted");
   if (redacted != data.end() && redacted->is_array() && !redacted->empty()) {
@@ -27,22 +34,22 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
     e.time_us = now_us;
     e.seq = 0;
     e.data = {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "reconciler"}};
-    Json decision = st.decision ? st.decision->data : Json();
+    StampTraceparent(tp, &e);
+    Json decision = st.decision ? WithoutProvenance(st.decision->data) : Json();
     Json result = MakeResult(flow.request, "failed", decision, nullptr, ToolResultError(errc::kRequestLost, msg, true));
-    return Redrive{MessageFor(topics.results(), flow.request, result), std::move(e), 0};
+    return Redrive{traced(MessageFor(topics.results(), flow.request, result)), std::move(e), 0};
   }
-  if (st.decision == nullptr) return Redrive{MessageFor(topics.decide(), flow.request, flow.ToJson()), {}, -1};
-  flow.decision = st.decision->data;
-  flow.decision.erase("source");
+  if (st.decision == nullptr) return Redrive{traced(MessageFor(topics.decide(), flow.request, flow.ToJson())), {}, -1};
+  flow.decision = WithoutProvenance(st.decision->data);
   const std::string verdict = st.verdict();
   if (verdict == "ask" && st.approval_settled == nullptr) {
     // A pending approval lives in the log: the approve stage rebuilds it
     // (deadline included) at start, so re-sending it would only re-ask.
     if (st.approval_requested != nullptr) return std::nullopt;
-    return Redrive{MessageFor(topics.approve(), flow.request, flow.ToJson()), {}, -1};
+    return Redrive{traced(MessageFor(topics.approve(), flow.request, flow.ToJson())), {}, -1};
   }
   if (st.cleared()) {
-    return Redrive{MessageFor(topics.execute(), flow.request, flow.ToJson()), {}, -1};
+    return Redrive{traced(MessageFor(topics.execute(), flow.request, flow.ToJson())), {}, -1};
   }
   return std::nullopt;
 }
@@ -78,6 +85,9 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
       log::Error({"reconciler", received.request_id}) << received.request_id << " of org " << received.org_id
                 << " cannot be re-driven (its message is " << plan->message.bytes() << " bytes); it ends with "
                 << errc::kOutputTooLarge << "\n";
+      const std::string tp = TraceparentOf(plan->message);
+      StampTraceparent(tp, &result);
+      StampTraceparent(tp, &e);
       plan->message = std::move(result);
       plan->event = std::move(e);
     }

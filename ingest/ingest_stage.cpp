@@ -5,6 +5,7 @@
 #include "core/request_state.h"
 #include "core/schema.h"
 #include "core/sha256.h"
+#include "core/trace.h"
 
 namespace tollgate {
 namespace {
@@ -32,6 +33,13 @@ const Json* Field(const Json& j, const char* name) {
 }
 
 std::string DerivedRequestId(const std::string& source) { return "k-" + Sha256Hex(source).substr(0, 24); }
+
+// The request's trace: the agent's traceparent header when well-formed,
+// else a new trace of its own (docs/operations.md, "Trace context").
+std::string TraceFor(const Message& in, const std::string& org_id, const std::string& request_id) {
+  std::string tp = TraceparentOf(in);
+  return tp.empty() ? NewTraceparent(org_id, request_id) : tp;
+}
 
 }  // namespace
 
@@ -68,10 +76,13 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
     }
     e.data["claimed"] = std::move(claimed);
   }
+  const std::string tp = TraceFor(in, e.org_id, request_id);
+  StampTraceparent(tp, &e);
   StageResult r;
   r.events.push_back(std::move(e));
   Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
   Message out = MessageFor(config_.topics.results(), request, result);
+  StampTraceparent(tp, &out);
   if (request["agent_id"] == kUnknown && !in.key.empty()) out.key = in.key;  // back to the sender's partition
   r.outputs.push_back({std::move(out), 0, std::move(result)});
   return r;
@@ -194,6 +205,8 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
                     "request_id '" + request_id + "' was already used for a different request", ctx.source);
     }
     StageResult r;
+    // Whoever sent this copy, the request goes on in the trace it was received with.
+    const std::string tp = TraceparentOf(*state.received);
     if (SourceOf(state.received) == ctx.source) {
       // Read again after a crash: forward exactly what was forwarded before.
       Flow flow{request, state.received->data.value("received_at", ""), args_hash, nullptr};
@@ -204,6 +217,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
     // on its way).
     Json original = ResultFromLog(state);
     if (!original.is_null()) r.outputs.push_back({MessageFor(config_.topics.results(), request, original), -1});
+    for (StageOutput& o : r.outputs) StampTraceparent(tp, &o.message);
     return r;
   }
   // A request rejected before under this id (say, invalid then fixed) was
@@ -236,10 +250,13 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
             {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted},
             {"signed_by", who.key_id}};
   if (!who.via.empty()) e.data["via"] = who.via;
+  const std::string tp = TraceFor(in, e.org_id, request_id);
+  StampTraceparent(tp, &e);
   StageResult r;
   r.events.push_back(std::move(e));
   Flow flow{request, received_at, args_hash, nullptr};
   r.outputs.push_back({MessageFor(config_.topics.decide(), request, flow.ToJson()), -1});
+  StampTraceparent(tp, &r.outputs.back().message);
   return r;
 }
 

@@ -13,6 +13,9 @@
 // "unknown" (what it claimed in data.claimed), never under the org it names.
 // request_ids are scoped by org. A signed request without one gets
 // "j-" + a hash of its signature, so a replayed copy is the same request.
+// The agent's `traceparent` header, when well-formed, is the request's
+// trace; without one ingest starts a trace (core/trace.h). Both events and
+// outputs carry it.
 //
 // De-duplication by request_id, from the log:
 //   - same id, same content, same Kafka message (a replay after a crash):

@@ -4,6 +4,8 @@
 #include <random>
 #include <thread>
 
+#include "core/trace.h"
+
 namespace tollgate::mcp {
 
 namespace {
@@ -138,6 +140,14 @@ HttpReply HttpEndpoint::Post(const HttpCall& call) {
     Json answer;
     session->Handle(in, [&answer](const Json& m) { answer = m; });
     return JsonReply(200, answer);
+  }
+  // The HTTP traceparent header stands for params._meta.traceparent when
+  // the call has no valid one of its own (docs/mcp.md).
+  if (const std::string tp = call.header("traceparent");
+      IsValidTraceparent(tp) && in.params.is_object() && MetaTraceparent(in.params).empty()) {
+    Json& meta = in.params["_meta"];
+    if (!meta.is_object()) meta = Json::object();
+    meta["traceparent"] = tp;
   }
   // tools/call: an event stream, so progress can precede the result.
   HttpReply r;

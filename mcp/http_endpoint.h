@@ -7,7 +7,8 @@
 //          calls); every later message names it. A request is answered as
 //          JSON, except tools/call, answered as an event stream so progress
 //          notifications can come before the result. Notifications and
-//          responses: 202.
+//          responses: 202. A tools/call's `traceparent` header is its
+//          trace context unless params._meta.traceparent has a valid one.
 //   GET    an event stream of the session's server notifications
 //          (notifications/tools/list_changed), kept alive by comments.
 //   DELETE ends the session.

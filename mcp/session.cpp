@@ -4,6 +4,7 @@
 #include "core/event.h"
 #include "core/messages.h"
 #include "core/sha256.h"
+#include "core/trace.h"
 
 namespace tollgate::mcp {
 
@@ -65,6 +66,15 @@ std::string ToolFromClientName(const std::string& name) {
     if (sep != std::string::npos && sep > 0) return "mcp:" + rest.substr(0, sep) + "/" + rest.substr(sep + 2);
   }
   return name;
+}
+
+std::string MetaTraceparent(const Json& params) {
+  if (!params.is_object()) return "";
+  auto meta = params.find("_meta");
+  if (meta == params.end() || !meta->is_object()) return "";
+  auto tp = meta->find("traceparent");
+  if (tp == meta->end() || !tp->is_string() || !IsValidTraceparent(tp->get_ref<const std::string&>())) return "";
+  return tp->get<std::string>();
 }
 
 std::string CheckArgs(const Json& schema, const Json& args) {
@@ -206,6 +216,9 @@ void Session::CallTool(const Incoming& in, const Send& send) {
            {"metadata", {{"via", "mcp"}, {"mcp_client", client}}}};
   Message m = MessageFor(gw_.pipeline->topics().requests(), req, req);
   m.headers[kHeaderAuth] = gw_.sign_request(who_.org, who_.agent, rid, m.value);
+  // The agent's trace context, when well-formed (else ingest starts one):
+  // the call joins the agent's own trace (docs/mcp.md).
+  if (std::string tp = MetaTraceparent(p); !tp.empty()) m.headers[kHeaderTraceparent] = tp;
 
   auto cancelled = std::make_shared<std::atomic<bool>>(false);
   const std::string key = in.id.dump();

@@ -103,6 +103,10 @@ class Session {
 std::string ClientToolName(const std::string& tool);
 std::string ToolFromClientName(const std::string& name);
 
+// A tools/call's params._meta.traceparent when it is a well-formed W3C
+// traceparent (core/trace.h), else "".
+std::string MetaTraceparent(const Json& params);
+
 // Top-level check of `args` against a tool's input schema: required
 // properties present, declared properties of the declared JSON type, no
 // undeclared ones when additionalProperties is false. "" when it holds.

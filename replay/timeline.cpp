@@ -29,11 +29,6 @@ double Num(const Json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0;
 }
 
-Json WithoutSource(Json d) {
-  if (d.is_object()) d.erase("source");
-  return d;
-}
-
 // One line for people about one event of a request.
 std::string Summary(const Event& e, const RequestTimeline& r) {
   const Json& d = e.data;
@@ -90,7 +85,7 @@ void Apply(const Event& e, RequestTimeline& r) {
     int64_t t;
     if (ParseTime(Str(d, "received_at"), &t)) r.received_us = t;
   } else if (e.type == "decision.made") {
-    r.decision = WithoutSource(d);
+    r.decision = WithoutProvenance(d);
     r.verdict = Str(d, "verdict");
     r.rule = Str(d, "rule");
     r.reason = Str(d, "reason");
@@ -100,7 +95,7 @@ void Apply(const Event& e, RequestTimeline& r) {
   } else if (e.type == "approval.requested") {
     r.approval_requested = true;
     r.approval_requested_us = e.time_us;
-    r.approval_request = WithoutSource(d);
+    r.approval_request = WithoutProvenance(d);
   } else if (e.type.rfind("approval.", 0) == 0) {
     ApprovalStep a;
     a.type = e.type;

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "core/messages.h"  // error codes
+#include "core/trace.h"
 #include "runtime/event_follower.h"
 
 
@@ -89,6 +90,19 @@ void CheckEvents(const Stage& stage, const Message& in, const StageContext& ctx,
     *r = stage.Refuse(in, ctx, "internal error (" + valid.code() + "): " + valid.message(), errc::kInternal);
     return;
   }
+}
+
+// What a stage made of `in`, made safe to send: everything goes on in its
+// input's trace (core/trace.h; stamped before the checks, which count its
+// bytes, and after them, for a refusal they put in its place), then the
+// two checks above.
+void Finish(const Stage& stage, const Message& in, const StageContext& ctx, size_t max_event_bytes, size_t limit,
+            StageResult* r) {
+  const std::string tp = TraceparentOf(in);
+  StampTraceparent(tp, r);
+  CheckEvents(stage, in, ctx, max_event_bytes, r);
+  BoundOutputs(stage, in, ctx, limit, r);
+  StampTraceparent(tp, r);
 }
 
 }  // namespace
@@ -385,8 +399,7 @@ Status StageRunner::PublishFinished() {
   std::vector<std::pair<size_t, size_t>> seq_refs;
   for (auto& job : unpublished_) {
     StageResult& r = job->result;
-    CheckEvents(stage_, job->in, job->ctx, options_.max_event_bytes, &r);
-    BoundOutputs(stage_, job->in, job->ctx, producer_->max_message_bytes(), &r);
+    Finish(stage_, job->in, job->ctx, options_.max_event_bytes, producer_->max_message_bytes(), &r);
     TakeResult(std::move(r), job->ctx.source, &events, &outputs, &seq_refs);
   }
   // Offsets as they will be once these jobs are done.
@@ -448,8 +461,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
                               std::to_string(m.offset)};
     StageResult r = Guarded(stage_, m, ctx, [&] { return stage_.Process(m, ctx, view); });
     if (!r.error.ok()) return r.error;
-    CheckEvents(stage_, m, ctx, options_.max_event_bytes, &r);
-    BoundOutputs(stage_, m, ctx, producer_->max_message_bytes(), &r);
+    Finish(stage_, m, ctx, options_.max_event_bytes, producer_->max_message_bytes(), &r);
     DeferredWork deferred = std::move(r.deferred);
     const size_t first_new = events.size();
     TakeResult(std::move(r), ctx.source, &events, &outputs, &seq_refs);

@@ -51,6 +51,10 @@
 // that message (E_INTERNAL, filed under org "unknown") instead of ending
 // the process.
 //
+// One trace per request: an input's valid `traceparent` header goes on
+// every output made from it and on every event about a request it made
+// (data.traceparent), unless the stage set its own (core/trace.h).
+//
 // Run() blocks until Stop() (thread-safe, e.g. from a signal handler thread);
 // the batch in flight and the deferred work in flight are finished first.
 #pragma once

@@ -291,9 +291,7 @@ TEST_F(TrustTest, ABaitAndSwitchOnTheApproveTopicIsRefusedAndWhatRunsIsWhatWasAs
       flow_json = {{"request", e.data["request"]}, {"received_at", e.data["received_at"]}, {"args_hash", h}};
     }
     if (e.type == "decision.made") {
-      Json d = e.data;
-      d.erase("source");
-      flow_json["decision"] = d;
+      flow_json["decision"] = WithoutProvenance(e.data);  // as flows carry it
     }
   }
   // The same request_id, other args: E_FLOW_MISMATCH.
@@ -335,9 +333,7 @@ TEST_F(TrustTest, ForgedMessagesOnDecideAndExecuteAreRefusedAndNothingRuns) {
   for (const Event& e : EventsOf("org-1", "w3")) {
     if (e.type == "request.received") flow = {{"request", e.data["request"]}, {"received_at", e.data["received_at"]}, {"args_hash", h}};
     if (e.type == "decision.made") {
-      Json d = e.data;
-      d.erase("source");
-      flow["decision"] = d;
+      flow["decision"] = WithoutProvenance(e.data);  // as flows carry it
     }
   }
   Send(MessageFor(bus_.topics.execute(), flow["request"], flow));

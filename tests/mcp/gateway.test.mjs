@@ -123,6 +123,24 @@ for (const [name, connect] of Object.entries(transports)) {
     await client.close();
   });
 
+  test(`${name}: a traceparent in _meta is on every event of the call; a malformed one is not`, async () => {
+    const { client } = await connect();
+    const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const r = await client.callTool({ name: 'echo', arguments: { text: 'traced' }, _meta: { traceparent: tp } });
+    assert.equal(r.isError, false, JSON.stringify(r));
+    const events = await up.events({ request: r._meta['io.tollgate/request_id'] });
+    assert.equal(events.length, 4);
+    for (const e of events) assert.equal(e.data.traceparent, tp, e.type);
+
+    const bad = tp.toUpperCase();
+    const r2 = await client.callTool({ name: 'echo', arguments: { text: 'badly traced' }, _meta: { traceparent: bad } });
+    assert.equal(r2.isError, false, JSON.stringify(r2));
+    const started = (await up.events({ request: r2._meta['io.tollgate/request_id'] })).map((e) => e.data.traceparent);
+    assert.match(started[0], /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    assert.ok(started.every((t) => t === started[0] && t !== bad), JSON.stringify(started));
+    await client.close();
+  });
+
   test(`${name}: arguments of the wrong type are refused with -32602 and nothing is submitted`, async () => {
     const { client, session } = await connect();
     await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 42 } }), (e) => e.code === -32602);
@@ -133,6 +151,21 @@ for (const [name, connect] of Object.entries(transports)) {
     await client.close();
   });
 }
+
+test('http: the traceparent header of POST /mcp is the trace of a call whose _meta has none', async () => {
+  const fromHeader = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+  const fromMeta = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00';
+  const client = new Client({ name: 'tollgate-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(up.http + '/mcp'), {
+    requestInit: { headers: { Authorization: `Bearer ${agentToken}`, traceparent: fromHeader } },
+  }));
+  const traces = async (r) => (await up.events({ request: r._meta['io.tollgate/request_id'] })).map((e) => e.data.traceparent);
+  const r1 = await client.callTool({ name: 'echo', arguments: { text: 'header' } });
+  assert.deepEqual(await traces(r1), Array(4).fill(fromHeader));
+  const r2 = await client.callTool({ name: 'echo', arguments: { text: 'meta' }, _meta: { traceparent: fromMeta } });
+  assert.deepEqual(await traces(r2), Array(4).fill(fromMeta));
+  await client.close();
+});
 
 test('tools list, GET /v1/tools and tools/list give the same tools; an agent token lists only its own', async () => {
   const fromCli = JSON.parse(cli(['tools', 'list', '--data', up.data, '--agent', 'mcp-agent', '--json']));
