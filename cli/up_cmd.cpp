@@ -79,7 +79,8 @@ int RunUp(UpFlags& f) {
             << "Audit: " << self << " audit query --data " << data << " --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
   if (p->api()) {
-    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n";
+    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n"
+              << "Web console: " << p->api()->url() << "/  (log in with a token; docs/console.md)\n";
     if (p->admin_token_created()) {
       std::cout << "  first start: an admin token is in " << data << "/admin.token (mode 0600); e.g.\n"
                 << "  curl -H \"Authorization: Bearer $(cat " << data << "/admin.token)\" " << p->api()->url()
