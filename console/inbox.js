@@ -92,7 +92,8 @@ function card(p, me, changed) {
       h('dt', {}, 'Reason'), h('dd', {}, d.reason || '—'),
       h('dt', {}, 'Requested'), h('dd', {}, when(p.requested_at)),
       h('dt', {}, 'Approvals'), h('dd', {}, quorum)),
-    h('h3', {}, 'Arguments', d.redacted ? badge('secrets redacted', 'warn') : null),
+    // The log keeps arguments with their secrets replaced (docs/redaction.md).
+    h('h3', {}, 'Arguments ', JSON.stringify(req.args ?? {}).includes('[REDACTED]') ? badge('secrets redacted', 'warn') : null),
     jsonBlock(req.args ?? {}, 'Arguments'),
     field('Comment', comment),
     h('div', { class: 'actions' }, buttons),

@@ -108,9 +108,13 @@ test('a wrong token is refused at login with a clear message', async () => {
 
 test('an approver sees a pending write_file, approves it, and it leaves the inbox and completes', async () => {
   await login(tokenA);
-  const rid = submit('default', 'console-s1', 'write_file', { path: 'notes/a.txt', content: 'hello' });
+  const key = 'sk-proj-AAAAbbbbCCCCddddEEEE1234';
+  const rid = submit('default', 'console-s1', 'write_file', { path: 'notes/a.txt', content: 'hello', api_key: key });
   await browser.until('the card', `return ${cardOf(rid)}`);
   const text = await browser.run(`return ${cardOf(rid)}.textContent`);
+  assert.ok(!text.includes(key), 'a secret in the arguments is not shown');
+  assert.match(text, /\[REDACTED\]/);
+  assert.match(text, /secrets redacted/);
   assert.match(text, /write_file/);
   assert.match(text, /notes\/a\.txt/);
   assert.match(text, /console-agent/);
