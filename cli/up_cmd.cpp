@@ -136,6 +136,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   up->add_flag("--metrics-public", f->pipeline.metrics_public,
                "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
+  up->add_flag("--latency-first", f->pipeline.latency_first,
+               "shorter broker fetch waits and no producer linger: lower latency for more idle CPU "
+               "(docs/operations.md)");
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");

@@ -98,6 +98,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   if (p->options_.policy_path.empty()) p->options_.policy_path = DefaultPolicyPath();
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
+  p->bus_.latency_first = options.latency_first;
   std::filesystem::create_directories(options.data_dir);
   // The log, keys and workspaces are tollgate's alone (docs/sandbox.md).
   std::error_code mode_ec;

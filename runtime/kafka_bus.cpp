@@ -298,7 +298,7 @@ Status Producer::Open(const BusConfig& config, const std::string& transactional_
   conf.Set("enable.idempotence", "true");
   conf.Set("acks", "all");
   conf.Set("partitioner", "murmur2_random");
-  conf.Set("linger.ms", "2");
+  conf.Set("linger.ms", config.latency_first ? "0" : "2");
   // Room for every message the runner lets through (kMaxMessageBytes) plus
   // framing; BusConfig::extra may set another limit (a client of ours).
   if (auto m = config.extra.find("message.max.bytes"); m == config.extra.end()) {
@@ -449,7 +449,7 @@ void SetConsumerConf(Conf& conf, const BusConfig& config, const std::string& gro
   // topics, so this bounds its latency when traffic is light: 5 ms gave a
   // p50 of ~30 ms end to end (20 ms: ~62 ms) for ~12% of a core when idle
   // (20 ms: ~5%). BusConfig::extra overrides it.
-  conf.Set("fetch.wait.max.ms", "5");
+  conf.Set("fetch.wait.max.ms", config.latency_first ? "1" : "5");
   // Oversized requests must reach the first stage to be rejected with a result: a
   // message larger than the fetch size would stall its partition.
   conf.Set("max.partition.fetch.bytes", "33554432");
