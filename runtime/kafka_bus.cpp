@@ -406,6 +406,24 @@ void RunBeforeRevoke(Consumer* c) {
   if (c != nullptr && c->before_revoke_) c->before_revoke_();
 }
 
+std::vector<Consumer::PartitionLag> Consumer::Lag() const {
+  std::vector<PartitionLag> out;
+  if (rk_ == nullptr || closed_) return out;
+  rd_kafka_topic_partition_list_t* parts = nullptr;
+  if (rd_kafka_assignment(rk_, &parts) != RD_KAFKA_RESP_ERR_NO_ERROR || parts == nullptr) return out;
+  rd_kafka_position(rk_, parts);
+  for (int i = 0; i < parts->cnt; ++i) {
+    const auto& p = parts->elems[i];
+    int64_t low = 0, high = 0;
+    if (p.offset < 0 || rd_kafka_get_watermark_offsets(rk_, p.topic, p.partition, &low, &high) != 0 || high < 0) {
+      continue;
+    }
+    out.push_back({p.topic, p.partition, std::max<int64_t>(0, high - p.offset)});
+  }
+  rd_kafka_topic_partition_list_destroy(parts);
+  return out;
+}
+
 void RunBeforeAssign(Consumer* c) {
   if (c != nullptr && c->before_assign_) c->before_assign_();
 }

@@ -155,6 +155,16 @@ class Consumer {
   // committed offsets when the broker refused its offset commit). Set
   // before the first Poll.
   void SetBeforeAssign(std::function<void()> f) { before_assign_ = std::move(f); }
+  // Per assigned partition: its high watermark as last fetched minus this
+  // consumer's position, i.e. messages not read yet (transaction markers
+  // count too). Partitions read nothing from yet are left out. For
+  // /metrics; callable from any thread.
+  struct PartitionLag {
+    std::string topic;
+    int32_t partition = 0;
+    int64_t lag = 0;
+  };
+  std::vector<PartitionLag> Lag() const;
   void Close();
 
  private:
