@@ -11,12 +11,15 @@
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "api/approval_response.h"
+#include "api/console.h"
 #include "audit/agent_rules.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
+#include "audit/export.h"
 #include "audit/query_params.h"
 #include "audit/log_sink.h"
 #include "core/auth.h"
@@ -285,6 +288,34 @@ bool TimeRange(const httplib::Request& req, httplib::Response& res, std::optiona
   return true;
 }
 
+// The get_audit_log query of /v1/audit's parameters, scoped to the caller
+// (a caller bound to one org reads that org); false after answering.
+bool AuditQueryOf(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
+                  std::initializer_list<const char*> roles, AuditQuery* q, QueryScope* scope) {
+  Principal who;
+  if (!Authorize(o, req, res, roles, &who)) return false;
+  Status st = AuditQueryFromParams(AuditParamsFromQueryString(req.params), q);
+  if (!st.ok()) {
+    Error(res, 400, st.code(), st.message());
+    return false;
+  }
+  *scope = QueryScope::Operator();
+  if (who.org_id != "*") {
+    *scope = QueryScope::Tenant(who.org_id);
+    if (q->org_id.empty()) q->org_id = who.org_id;
+  }
+  // An agent's token is bound to (org, agent): its own entries only, as
+  // the get_audit_log tool gives it.
+  if (!who.Has("auditor") && !who.admin()) {
+    if (who.org_id == "*" || (!q->agent_id.empty() && q->agent_id != who.identity)) {
+      Error(res, 403, errc::kForbidden, "an agent's token reads its own entries only");
+      return false;
+    }
+    q->agent_id = who.identity;
+  }
+  return true;
+}
+
 // The replay target of a request by an auditor or admin: the session in the
 // path (/sessions/{id}/...), or agent= with since= and until=; of the
 // caller's org (ScopedOrg). False after answering 401/403/400.
@@ -546,27 +577,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   });
 
   svr.Get("/v1/audit", [im, &o](const httplib::Request& req, httplib::Response& res) {
-    Principal who;
-    if (!Authorize(o, req, res, {"auditor", "admin", "agent"}, &who)) return;
     AuditQuery q;
-    Status st = AuditQueryFromParams(AuditParamsFromQueryString(req.params), &q);
-    if (!st.ok()) return Error(res, 400, st.code(), st.message());
+    QueryScope scope;
+    if (!AuditQueryOf(o, req, res, {"auditor", "admin", "agent"}, &q, &scope)) return;
     q.json_lines = true;
-    QueryScope scope = QueryScope::Operator();
-    if (who.org_id != "*") {
-      scope = QueryScope::Tenant(who.org_id);
-      if (q.org_id.empty()) q.org_id = who.org_id;
-    }
-    // An agent's token is bound to (org, agent): its own entries only, as
-    // the get_audit_log tool gives it.
-    if (!who.Has("auditor") && !who.admin()) {
-      if (who.org_id == "*" || (!q.agent_id.empty() && q.agent_id != who.identity)) {
-        return Error(res, 403, errc::kForbidden, "an agent's token reads its own entries only");
-      }
-      q.agent_id = who.identity;
-    }
     AuditPage page;
-    st = GetAuditLog(*im->store, scope, q, &page);
+    Status st = GetAuditLog(*im->store, scope, q, &page);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
     std::string text = "{\"events\":[";
     for (size_t i = 0; i < page.lines.size(); ++i) {
@@ -576,6 +592,40 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     text += "],\"next_cursor\":" + Json(page.next_cursor).dump() + "}\n";
     res.status = 200;
     res.set_content(text, "application/json");
+  });
+
+  // The records of a filter as a selection export (audit/export.h), which
+  // `tollgate audit verify --file` checks: what the console's Export gives.
+  svr.Get("/v1/audit/export", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    AuditQuery q;
+    QueryScope scope;
+    if (!AuditQueryOf(o, req, res, {"auditor", "admin"}, &q, &scope)) return;
+    std::ostringstream out;
+    Status st = ExportSelection(*im->store, scope, q, out);
+    if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    res.status = 200;
+    res.set_header("Content-Disposition", "attachment; filename=\"tollgate-audit.jsonl\"");
+    res.set_content(out.str(), "application/x-ndjson");
+  });
+
+  // Who the token is: the console's login asks this.
+  svr.Get("/v1/whoami", [&o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"agent", "approver", "auditor", "operator", "admin"}, &who)) return;
+    Reply(res, 200, {{"identity", who.identity}, {"org_id", who.org_id}, {"roles", who.roles}});
+  });
+
+  ServeConsole(svr);
+  // On every response: nothing of ours is sniffed as another type, framed,
+  // or given a referrer; API answers may run no script at all.
+  svr.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Referrer-Policy", "no-referrer");
+    res.set_header("X-Frame-Options", "DENY");
+    if (!res.has_header("Content-Security-Policy")) {
+      res.set_header("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'");
+    }
+    if (req.path.rfind("/v1/", 0) == 0) res.set_header("Cache-Control", "no-store");
   });
 
   // Replay (replay/from_log.h, as `tollgate replay` runs it): auditor,

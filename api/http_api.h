@@ -17,6 +17,11 @@
 //   GET  /v1/audit            auditor, admin (an agent token: its own
 //                             entries): get_audit_log, the filters of
 //                             `tollgate audit query`, paginated by cursor
+//   GET  /v1/audit/export     auditor, admin: the records of /v1/audit's
+//                             filters as a selection export (audit/export.h)
+//   GET  /v1/whoami           any token: {identity, org_id, roles}
+//   GET  /, /console/{file}   the web console (api/console.h), no token:
+//                             static files; the page asks for one
 //   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
 //   GET  /v1/replay/sessions/{id}/verify   auditor, admin: chain + re-decision
 //   POST /v1/replay/sessions/{id}/what-if  auditor, admin: body = candidate policy

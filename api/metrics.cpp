@@ -134,6 +134,73 @@ void Metrics::Observe(const std::vector<Event>& events) {
         histograms_["tollgate_execution_duration_seconds"][{{"tool", tool}}].Add(e.data["duration_ms"].get<double>() / 1e3);
       }
       End(e, ok ? "completed" : "failed");
+      if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number()) {
+        counters_["tollgate_cost_usd_total"][{{"org", OrgLabel(e.org_id)}}] += e.data["cost_usd"].get<double>();
+      }
+    }
+  }
+}
+
+std::string Metrics::OrgLabel(const std::string& org) {
+  // Orgs are admin-made (an agent's key belongs to one), but a label set
+  // stays bounded whatever happens: the first kMaxOrgLabels, then "other".
+  if (orgs_.count(org) || (orgs_.size() < kMaxOrgLabels && orgs_.insert(org).second)) return org;
+  return "other";
+}
+
+void MetricsText::Histogram(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+                            const std::vector<double>& bounds, const std::vector<uint64_t>& counts, double sum) {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= bounds.size() && i < counts.size(); ++i) {
+    cumulative += counts[i];
+    auto l = labels;
+    l.emplace_back("le", i < bounds.size() ? Number(bounds[i]) : "+Inf");
+    Sample(name + "_bucket", l, static_cast<double>(cumulative));
+  }
+  Sample(name + "_sum", labels, sum);
+  Sample(name + "_count", labels, static_cast<double>(cumulative));
+}
+
+void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string, const StageRunner*>>& runners) {
+  using Field = std::atomic<uint64_t> RunnerStats::*;
+  const std::tuple<const char*, Field, const char*> counters[] = {
+      {"tollgate_stage_messages_total", &RunnerStats::messages, "Input messages a stage's runner took in."},
+      {"tollgate_stage_batches_total", &RunnerStats::batches, "Batches a stage's runner committed."},
+      {"tollgate_stage_events_total", &RunnerStats::events, "Events a stage appended."},
+      {"tollgate_stage_outputs_total", &RunnerStats::outputs, "Messages a stage published."},
+      {"tollgate_stage_retries_total", &RunnerStats::retries, "Batches a stage's runner retried after a failure."},
+      {"tollgate_stage_publish_wait_seconds_total", &RunnerStats::publish_wait_us,
+       "Time a stage's runner waited for the previous batch's transaction."}};
+  for (const auto& [name, field, help] : counters) {
+    t.Family(name, "counter", help);
+    const bool seconds = std::string_view(name).find("_seconds") != std::string_view::npos;
+    for (const auto& [stage, r] : runners) {
+      const double v = static_cast<double>((r->stats().*field).load());
+      t.Sample(name, {{"stage", stage}}, seconds ? v / 1e6 : v);
+    }
+  }
+  using Hist = LatencyHistogram RunnerStats::*;
+  const std::tuple<const char*, Hist, const char*> histograms[] = {
+      {"tollgate_stage_process_seconds", &RunnerStats::process_hist, "Per batch: the stage's own processing."},
+      {"tollgate_stage_append_seconds", &RunnerStats::append_hist, "Per batch: appending its events to the log."},
+      {"tollgate_stage_publish_seconds", &RunnerStats::publish_hist,
+       "Per batch: the Kafka transaction publishing its outputs and offsets."}};
+  const std::vector<double> bounds(kLatencyBounds.begin(), kLatencyBounds.end());
+  for (const auto& [name, field, help] : histograms) {
+    t.Family(name, "histogram", help);
+    for (const auto& [stage, r] : runners) {
+      const LatencyHistogram& h = r->stats().*field;
+      const auto c = h.counts();
+      t.Histogram(name, {{"stage", stage}}, bounds, std::vector<uint64_t>(c.begin(), c.end()), h.sum_seconds());
+    }
+  }
+  t.Family("tollgate_consumer_lag_messages", "gauge",
+           "Messages in a stage's input partitions not read yet (high watermark minus position).");
+  for (const auto& [stage, r] : runners) {
+    for (const auto& l : r->consumer_lag()) {
+      t.Sample("tollgate_consumer_lag_messages",
+               {{"stage", stage}, {"topic", l.topic}, {"partition", std::to_string(l.partition)}},
+               static_cast<double>(l.lag));
     }
   }
 }
@@ -153,6 +220,8 @@ std::string Metrics::Render() const {
       {"tollgate_executions_total", "Tool executions completed, by tool and error code (ok on success)."},
       {"tollgate_request_duration_seconds", "From request.received to the request's end, by outcome."},
       {"tollgate_execution_duration_seconds", "Tool run time as execute measured it, by tool."},
+      {"tollgate_cost_usd_total", "Cost of the tool calls executed (execution.completed cost_usd), by org: "
+                                  "what budgets count, as a rate over any window."},
   };
   MetricsText t;
   std::vector<Collector> collectors;
@@ -171,17 +240,7 @@ std::string Metrics::Render() const {
       }
       auto it = histograms_.find(name);
       if (it == histograms_.end()) continue;
-      for (const auto& [labels, h] : it->second) {
-        uint64_t cumulative = 0;
-        for (size_t i = 0; i <= Buckets().size(); ++i) {
-          cumulative += h.counts[i];
-          Labels l = labels;
-          l.emplace_back("le", i < Buckets().size() ? Number(Buckets()[i]) : "+Inf");
-          t.Sample(name + "_bucket", l, static_cast<double>(cumulative));
-        }
-        t.Sample(name + "_sum", labels, h.sum);
-        t.Sample(name + "_count", labels, static_cast<double>(h.count));
-      }
+      for (const auto& [labels, h] : it->second) t.Histogram(name, labels, Buckets(), h.counts, h.sum);
     }
     collectors = collectors_;
   }

@@ -16,11 +16,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/event.h"
+#include "runtime/stage_runner.h"
 
 namespace tollgate {
 
@@ -31,6 +33,10 @@ class MetricsText {
   void Family(const std::string& name, const char* type, const std::string& help);
   // labels as {{"stage", "decide"}}; values are escaped here.
   void Sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels, double value);
+  // A histogram's _bucket (cumulative, with le), _sum and _count samples
+  // from per-bucket counts (the last above every bound).
+  void Histogram(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+                 const std::vector<double>& bounds, const std::vector<uint64_t>& counts, double sum);
   const std::string& text() const { return out_; }
 
  private:
@@ -59,6 +65,9 @@ class Metrics {
   using Labels = std::vector<std::pair<std::string, std::string>>;
   void Count(const std::string& family, Labels labels);
   void End(const Event& e, const std::string& outcome);
+  std::string OrgLabel(const std::string& org);
+  static constexpr size_t kMaxOrgLabels = 100;
+  std::set<std::string> orgs_;
 
   mutable std::mutex mu_;
   std::map<std::string, std::map<Labels, double>> counters_;
@@ -67,5 +76,10 @@ class Metrics {
   std::unordered_map<std::string, int64_t> open_;
   std::vector<Collector> collectors_;
 };
+
+// The stage runners' counters, per-batch time histograms (process,
+// append, publish) and input lag by topic and partition, as `up` and each
+// `tollgate stage` process serve them. `runners`: (stage name, runner).
+void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string, const StageRunner*>>& runners);
 
 }  // namespace tollgate

@@ -436,15 +436,38 @@ Status ApproveStage::Load(const EventWalk& walk) {
   return walk([this](const Event& e) { pending_.Apply(e); });
 }
 
+namespace {
+// The decision's notify patterns (decide lists those of the policy that
+// matched), or an empty array.
+Json NotifyOf(const Json& decision) {
+  auto flag = decision.find("notify");
+  if (flag == decision.end() || !flag->is_array()) return Json::array();
+  return Json{{"notify", *flag}, {"rule", decision.value("rule", "")}, {"reason", decision.value("reason", "")}};
+}
+}  // namespace
+
 void ApproveStage::OnAppended(const std::vector<Event>& events) {
   std::vector<Json> notify;
-  std::vector<const Event*> completed;
+  std::vector<std::pair<const Event*, Json>> completed;  // with the decision's NotifyOf, when known
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events) {
       pending_.Apply(e);
       const std::string key = RequestKey(e.org_id, e.request_id);
+      if (notifier_ && e.type == "decision.made") {
+        if (e.data.value("verdict", "") != "deny") decided_[key] = NotifyOf(e.data);
+      } else if (e.type == "execution.completed" && notifier_ && !notified_.count(e.id)) {
+        auto d = decided_.find(key);
+        if (d != decided_.end()) {
+          if (d->second.is_object()) completed.emplace_back(&e, d->second);
+          decided_.erase(d);
+        } else if (view_) {
+          completed.emplace_back(&e, Json());  // decided before this process: read below
+        }
+      }
       if (pending_.finished(e.org_id, e.request_id)) flows_.erase(key);
+      // A request denied or expired at approval never executes.
+      if (e.type == "approval.denied" || e.type == "approval.expired") decided_.erase(key);
       if (e.type == "approval.requested") {
         const PendingApprovals::Held* h = pending_.Find(e.org_id, e.request_id);
         if (h == nullptr || !notifier_ || !notified_.insert(e.id).second) continue;
@@ -464,21 +487,22 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
           n["danger_level"] = f->second.decision.value("danger_level", "");
         }
         notify.push_back(std::move(n));
-      } else if (e.type == "execution.completed" && notifier_ && view_ && !notified_.count(e.id)) {
-        completed.push_back(&e);
       }
     }
   }
-  // After execution: only calls whose decision asked for it (read outside
-  // the lock; the log is the one place that knows the decision).
-  for (const Event* e : completed) {
-    std::vector<Event> history;
-    if (!view_->EventsOfRequest(e->org_id, e->request_id, &history).ok()) continue;
-    RequestState st = Summarize(history);
-    if (!st.decision) continue;
-    // decide lists the policy's notify patterns that matched the call.
-    auto flag = st.decision->data.find("notify");
-    if (flag == st.decision->data.end() || !flag->is_array() || flag->empty()) continue;
+  // After execution: only calls whose decision asked for it. A decision
+  // this listener did not see (made before a restart) is read from the log,
+  // outside the lock.
+  for (auto& [e, info] : completed) {
+    if (info.is_null()) {
+      std::vector<Event> history;
+      ++notify_history_reads_;
+      if (!view_->EventsOfRequest(e->org_id, e->request_id, &history).ok()) continue;
+      RequestState st = Summarize(history);
+      if (!st.decision) continue;
+      info = NotifyOf(st.decision->data);
+    }
+    if (!info.is_object() || info["notify"].empty()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!notified_.insert(e->id).second) continue;
@@ -491,9 +515,9 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
            {"session_id", e->session_id},
            {"tool", e->tool},
            {"success", result.value("success", false)},
-           {"rule", st.decision->data.value("rule", "")},
-           {"reason", st.decision->data.value("reason", "")},
-           {"notify", *flag},
+           {"rule", info["rule"]},
+           {"reason", info["reason"]},
+           {"notify", info["notify"]},
            {"log_seq", e->seq}};
     if (auto err = result.find("error"); err != result.end() && err->is_object()) n["error_code"] = err->value("code", "");
     notify.push_back(std::move(n));

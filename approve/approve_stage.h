@@ -40,6 +40,7 @@
 #pragma once
 
 #include <functional>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,6 +155,17 @@ class ApproveStage : public Stage {
   // Keyed by RequestKey(org, request_id): request ids are per org.
   std::map<std::string, Flow> flows_;       // flow from the approve topic; guarded by mu_
   std::set<std::string> notified_;          // event ids notified; guarded by mu_
+  // With webhooks: requests whose decision.made this listener saw and that
+  // have not finished, with the decision's notify patterns (empty: none).
+  // An execution.completed is matched here, without reading the log; only
+  // one whose decision predates this process reads the request's events.
+  std::map<std::string, Json> decided_;     // guarded by mu_
+  // Counts those reads (tests).
+ public:
+  uint64_t notify_history_reads() const { return notify_history_reads_.load(); }
+
+ private:
+  std::atomic<uint64_t> notify_history_reads_{0};
 };
 
 }  // namespace tollgate

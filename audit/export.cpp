@@ -127,4 +127,58 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
   return Status::Ok();
 }
 
+Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuery query, std::ostream& out,
+                       ExportStats* stats) {
+  query.json_lines = true;
+  query.descending = false;
+  query.cursor.clear();
+  query.limit = kMaxQueryLimit;
+  Json filter = Json::object();
+  for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"org_id", &query.org_id},
+                             {"agent_id", &query.agent_id},
+                             {"session_id", &query.session_id},
+                             {"request_id", &query.request_id},
+                             {"tool", &query.tool},
+                             {"verdict", &query.verdict}}) {
+    if (!v->empty()) filter[k] = *v;
+  }
+  if (!query.types.empty()) filter["types"] = query.types;
+  if (query.since_us) filter["since"] = FormatTime(*query.since_us);
+  if (query.until_us) filter["until"] = FormatTime(*query.until_us);
+  std::vector<std::string> lines;
+  for (;;) {
+    AuditPage page;
+    Status s = GetAuditLog(store, scope, query, &page);
+    if (!s.ok()) return s;
+    for (auto& l : page.lines) lines.push_back(std::move(l));
+    if (lines.size() > kMaxSelectionEvents) {
+      return Status::Error(errc::kInvalidQuery, "the filter matches over " + std::to_string(kMaxSelectionEvents) +
+                                                    " events: narrow it (time range, session, type)");
+    }
+    if (page.next_cursor.empty()) break;
+    query.cursor = page.next_cursor;
+  }
+  // The head after the last read: every record exported is at or below it.
+  uint64_t head;
+  Digest head_hash;
+  Status s = store.ReadHead(&head, &head_hash);
+  if (!s.ok()) return s;
+  out << Json{{"tollgate_export", 2}, {"selection", filter}, {"head_seq", head}, {"head_hash", ToHex(head_hash)}}.dump()
+      << '\n';
+  Json last = Json::object();
+  for (const std::string& l : lines) out << l << '\n';
+  if (!lines.empty()) ParseJson(lines.back(), &last);
+  Json end = {{"tollgate_export_end",
+               {{"count", lines.size()}, {"last_seq", last.value("seq", uint64_t{0})}, {"last_hash", last.value("hash", "")}}}};
+  out << end.dump() << '\n';
+  out.flush();
+  if (!out) return Status::Error(errc::kLogIO, "writing the export failed");
+  if (stats != nullptr) {
+    Json first;
+    if (!lines.empty()) ParseJson(lines.front(), &first);
+    *stats = ExportStats{first.value("seq", uint64_t{0}), last.value("seq", uint64_t{0}), lines.size()};
+  }
+  return Status::Ok();
+}
+
 }  // namespace tollgate

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <istream>
 
+#include "audit/audit_query.h"
 #include "audit/event_log.h"
 #include "audit/log_store.h"
 #include "core/status.h"
@@ -35,6 +36,19 @@ struct ExportStats {
 
 Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out,
                  ExportStats* stats = nullptr);
+
+// A selection export: the records a get_audit_log filter matches (in seq
+// order, cursor and limit ignored), for an auditor of one org, who may not
+// receive another org's records lying between them. Format: a header
+//   {"tollgate_export":2,"selection":{<filter>},"head_seq":H,"head_hash":"<hash of H>"}
+// (the log's head once every record was read), the records, each with
+// prev_hash and hash as in a range export, and the same end line.
+// VerifyExport checks each record against its own hash and the links
+// between consecutive seqs. More than kMaxSelectionEvents records is
+// E_INVALID_QUERY (narrow the filter, or use a range export).
+inline constexpr size_t kMaxSelectionEvents = 200000;
+Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuery query, std::ostream& out,
+                       ExportStats* stats = nullptr);
 
 // Verifies the whole stream first (nothing is written if it does not verify),
 // then appends its records; the export must continue the log exactly (from

@@ -27,6 +27,14 @@ std::string VerifyReport::Summary() const {
     o << "FAILED: " << problems.size() << (truncated_problems ? "+" : "") << " problem(s), first bad seq "
       << first_bad_seq() << "; range checked seqs " << from_seq << ".." << head_seq;
   }
+  if (selection) {
+    o << "\nSELECTION: " << events << " events of seqs " << from_seq << ".." << head_seq
+      << " chosen by a filter, not a contiguous range: each record matches its hash and " << linked
+      << " consecutive pairs link. That they are in the log is proven by finding these hashes there; the log's "
+         "head was seq "
+      << source_head_seq << " hash " << source_head_hash << " when it was exported";
+    return o.str();
+  }
   if (from_seq > 1) {
     // A cut head verifies as well as a whole log: say what it cannot prove.
     o << "\nPARTIAL: starts at seq " << from_seq << ", not 1; seqs 1.." << from_seq - 1
@@ -233,6 +241,22 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
     ++expected_seq;  // assume one record was mangled; keep checking the rest
     return true;
   }
+  if (!have_header && j.value("tollgate_export", Json(0)) == 2) {
+    // A selection: a filter's records, each checked alone (see VerifyReport).
+    auto hh = j.find("head_hash");
+    if (!j.contains("selection") || !j["selection"].is_object() || !j.value("head_seq", Json()).is_number_unsigned() ||
+        hh == j.end() || !hh->is_string() || !DigestFromHex(hh->get<std::string>(), &prev)) {
+      c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate selection export header");
+      return false;
+    }
+    have_header = true;
+    report.selection = true;
+    report.source_head_seq = j["head_seq"].get<uint64_t>();
+    report.source_head_hash = hh->get<std::string>();
+    prev = Digest{};
+    expected_seq = 1;  // the least seq the next record may have
+    return true;
+  }
   if (!have_header) {
     auto version = j.find("tollgate_export");
     auto fs = j.find("from_seq");
@@ -255,6 +279,16 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
     }
     return true;
   }
+  if (auto end = j.find("tollgate_export_end"); end != j.end() && report.selection) {
+    have_end = true;
+    if (!end->is_object() || end->value("count", UINT64_MAX) != report.events ||
+        end->value("last_seq", UINT64_MAX) != (report.events ? expected_seq - 1 : 0) ||
+        end->value("last_hash", std::string()) != (report.events ? ToHex(prev) : std::string())) {
+      c.Add(expected_seq, errc::kExportInvalid,
+            where + ": the end line does not match the records (count, last seq or last hash)");
+    }
+    return true;
+  }
   if (auto end = j.find("tollgate_export_end"); end != j.end()) {
     have_end = true;
     const uint64_t count = expected_seq - from_seq;
@@ -268,10 +302,14 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
   }
   auto seq_it = j.find("seq");
   uint64_t seq = seq_it != j.end() && seq_it->is_number_unsigned() ? seq_it->get<uint64_t>() : 0;
-  if (seq != expected_seq) {
+  // A selection's seqs only ascend; a range's follow one another.
+  const bool linked = !report.selection || (report.events > 0 && seq == expected_seq);
+  if (report.selection ? seq < expected_seq : seq != expected_seq) {
     c.Add(expected_seq, errc::kChainBroken,
-          where + " holds seq " + S(seq) + " where seq " + S(expected_seq) + " was expected");
+          where + " holds seq " + S(seq) + (report.selection ? " after seq " + S(expected_seq - 1)
+                                                             : " where seq " + S(expected_seq) + " was expected"));
   }
+  if (report.selection && report.events == 0) from_seq = seq;
   Digest rec_prev{}, rec_hash{};
   bool hashes_ok = j.contains("prev_hash") && j["prev_hash"].is_string() &&
                    DigestFromHex(j["prev_hash"].get<std::string>(), &rec_prev) && j.contains("hash") &&
@@ -289,7 +327,7 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
     if (s.ok()) s = EventFromJson(body, &e);
     if (!s.ok()) {
       c.Add(at, errc::kExportInvalid, where + " is not a valid event: " + s.message());
-    } else if (rec_prev != prev) {
+    } else if (linked && rec_prev != prev) {
       c.Add(at, errc::kChainBroken,
             where + " (seq " + S(at) + ") prev_hash does not match the previous record");
     } else if (logfmt::ChainHash(rec_prev, canon) != rec_hash) {
@@ -301,6 +339,7 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
     }
   }
   if (hashes_ok) prev = rec_hash;
+  if (report.selection && linked && report.events > 0) ++report.linked;
   ++report.events;
   expected_seq = (seq != 0 ? seq : expected_seq) + 1;
   return true;

@@ -40,6 +40,13 @@ struct VerifyReport {
   std::string head_hash;       // hex
   std::vector<VerifyProblem> problems;  // sorted by seq; at most kMaxProblems
   bool truncated_problems = false;
+  // A selection export (version 2, audit/export.h): records of a filter,
+  // not a contiguous range. Each record is checked against its own hash;
+  // only consecutive seqs can be checked as links (`linked` pairs).
+  bool selection = false;
+  uint64_t linked = 0;
+  uint64_t source_head_seq = 0;     // the log's head when it was exported
+  std::string source_head_hash;
 
   bool ok() const { return problems.empty(); }
   // The smallest seq of any problem (0 if none carries one).

@@ -187,7 +187,9 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
 
 // ------------------------------------------------------------------ the baseline
 
-Status Relay::Start(const BusConfig& bus, size_t max_batch) {
+Status Relay::Start(const BusConfig& bus_in, size_t max_batch, bool minimal) {
+  BusConfig bus = bus_in;
+  bus.latency_first = bus.latency_first || minimal;
   const Topics& t = bus.topics;
   const std::vector<std::pair<std::string, std::string>> hops = {
       {t.requests(), t.decide()}, {t.decide(), t.execute()}, {t.execute(), t.results()}};
@@ -197,14 +199,20 @@ Status Relay::Start(const BusConfig& bus, size_t max_batch) {
     hop->to = hops[i].second;
     BusConfig b = bus;
     b.client_id = "tollgate-relay-" + std::to_string(i);
-    Status s = Producer::Open(b, "tollgate-relay-" + std::to_string(i), &hop->producer);
+    Status s = Producer::Open(b, minimal ? "" : "tollgate-relay-" + std::to_string(i), &hop->producer);
     if (!s.ok()) return s;
     s = Consumer::Open(b, "tollgate-relay-" + std::to_string(i), {hop->from}, &hop->consumer);
     if (!s.ok()) return s;
     hops_.push_back(std::move(hop));
   }
   for (auto& hop : hops_) {
-    hop->thread = std::thread([this, h = hop.get(), max_batch] { Loop(*h, max_batch); });
+    hop->thread = std::thread([this, h = hop.get(), max_batch, minimal] {
+      if (minimal) {
+        MinimalLoop(*h, max_batch);
+      } else {
+        Loop(*h, max_batch);
+      }
+    });
   }
   return Status::Ok();
 }
@@ -258,7 +266,25 @@ void Relay::Loop(Hop& h, size_t max_batch) {
   publisher.Collect(/*wait=*/true);
 }
 
-Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus) {
+void Relay::MinimalLoop(Hop& h, size_t max_batch) {
+  std::vector<Message> batch;
+  while (!stop_.load()) {
+    batch.clear();
+    h.consumer->Poll(max_batch, std::chrono::milliseconds(50), &batch);
+    if (batch.empty()) continue;
+    OffsetMap next;
+    for (Message& m : batch) {
+      next[{m.topic, m.partition}] = m.offset + 1;
+      m.topic = h.to;
+      m.partition = -1;
+      if (!h.producer->Send(m).ok()) ++retries_;
+    }
+    h.consumer->Commit(next, /*async=*/true);
+  }
+  h.producer->Flush(std::chrono::seconds(5));
+}
+
+Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal) {
   Status s = EmbeddedBroker::Start(1, &broker);
   if (!s.ok()) return s;
   bus->brokers = broker->bootstrap();
@@ -268,7 +294,7 @@ Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus) {
     s = broker->CreateTopic(t, partitions);
     if (!s.ok()) return s;
   }
-  return relay.Start(*bus, max_batch);
+  return relay.Start(*bus, max_batch, minimal);
 }
 
 // ------------------------------------------------------------------ one target

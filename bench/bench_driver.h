@@ -120,7 +120,10 @@ class Driver {
 class Relay {
  public:
   ~Relay() { Stop(); }
-  Status Start(const BusConfig& bus, size_t max_batch);
+  // `minimal`: the latency floor instead (no transactions, offsets
+  // committed asynchronously, BusConfig::latency_first): a message is
+  // forwarded the moment it is read.
+  Status Start(const BusConfig& bus, size_t max_batch, bool minimal = false);
   void Stop();
   uint64_t retries() const { return retries_.load(); }
 
@@ -132,6 +135,7 @@ class Relay {
     std::thread thread;
   };
   void Loop(Hop& h, size_t max_batch);
+  void MinimalLoop(Hop& h, size_t max_batch);
 
   std::vector<std::unique_ptr<Hop>> hops_;
   std::atomic<bool> stop_{false};
@@ -142,7 +146,7 @@ class Relay {
 struct RelaySystem {
   std::unique_ptr<EmbeddedBroker> broker;
   Relay relay;
-  Status Start(int partitions, size_t max_batch, BusConfig* bus);
+  Status Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal = false);
 };
 
 // ------------------------------------------------------------------ one target

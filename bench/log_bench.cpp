@@ -44,6 +44,55 @@ Event BenchEvent(uint64_t i, const std::string& session, const std::string& run)
 
 std::string SessionOf(uint64_t i, std::mt19937_64& rng) { return "sess-" + std::to_string(rng() % 1000); }
 
+// The baseline of sync_vs_rocksdb_group: `threads` threads, each writing
+// `per` events straight into RocksDB, one synced WriteBatch per event
+// holding what the log writes for it (the record, its index keys, its
+// dedupe entry), so RocksDB's write-group commit merges the concurrent
+// syncs. No chain and no idempotency lookup: a floor our log must beat.
+Status RocksDbGroupRound(const std::string& dir, size_t threads, size_t per, double* rate) {
+  std::unique_ptr<LogStore> raw;
+  Status s = LogStore::Open(dir, OpenMode::kPrimary, &raw);
+  if (!s.ok()) return s;
+  struct Prepared {
+    std::string seq_key, record, id;
+    std::vector<std::pair<logfmt::Cf, std::string>> index;
+  };
+  std::vector<std::vector<Prepared>> work(threads);
+  uint64_t seq = 0;
+  for (size_t t = 0; t < threads; ++t) {
+    std::mt19937_64 rng(t);
+    for (size_t i = 0; i < per; ++i) {
+      Event e = BenchEvent(t * per + i, SessionOf(i, rng), "r");
+      e.seq = ++seq;
+      std::string body;
+      if (!EncodeEventBody(e, 1 << 20, &body).ok()) return Status::Error("E_BENCH", "encode");
+      work[t].push_back({logfmt::EncodeSeq(e.seq), logfmt::EncodeRecord(Digest{}, Digest{}, body), e.id,
+                         logfmt::IndexEntries(e, e.seq)});
+    }
+  }
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> pool;
+  const auto t0 = Clock::now();
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      for (const Prepared& p : work[t]) {
+        rocksdb::WriteBatch wb;
+        wb.Put(raw->cf(logfmt::kEvents), p.seq_key, p.record);
+        for (const auto& [cf, key] : p.index) wb.Put(raw->cf(cf), key, rocksdb::Slice());
+        wb.Put(raw->cf(logfmt::kDedupe), p.id, p.seq_key);
+        if (!raw->db()->Write(wo, &wb).ok()) failed = true;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const auto t1 = Clock::now();
+  if (failed) return Status::Error("E_BENCH", "a synced RocksDB write failed");
+  *rate = threads * per / Seconds(t0, t1);
+  return Status::Ok();
+}
+
 // Appends `events` through `log` keeping up to `window` appends in flight (a
 // sliding window, so encoding the next events overlaps the writer's work).
 Status AppendAll(EventLog& log, std::vector<Event>& events, size_t window = 4096) {
@@ -246,7 +295,7 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     const int rounds = opt.quick ? 1 : 3;
     const size_t per = std::max<size_t>(1, opt.sync_events / opt.sync_appenders);
     const size_t naive_n = std::max<size_t>(20, std::min<size_t>(300, opt.sync_events / 10));
-    std::vector<double> group_rates, naive_rates;
+    std::vector<double> group_rates, naive_rates, rocks_group_rates;
     size_t events_written = 0, batches_written = 0;
     for (int round = 0; round < rounds; ++round) {
       LogOptions o;
@@ -282,6 +331,11 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
       batches_written += sync_batches;
       log.reset();
 
+      double rocks_rate = 0;
+      s = RocksDbGroupRound(scratch.Next(), opt.sync_appenders, per, &rocks_rate);
+      if (!s.ok()) return Fail(s);
+      rocks_group_rates.push_back(rocks_rate);
+
       std::unique_ptr<LogStore> raw;
       s = LogStore::Open(scratch.Next(), OpenMode::kPrimary, &raw);
       if (!s.ok()) return Fail(s);
@@ -308,6 +362,8 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     out["sync_appenders"] = opt.sync_appenders;
     out["sync_rounds"] = rounds;
     out["sync_group_vs_naive"] = group_rate / naive_rate;
+    out["sync_rocksdb_group_per_s"] = Median(rocks_group_rates);
+    out["sync_vs_rocksdb_group"] = group_rate / Median(rocks_group_rates);
   }
 
   // 3 and 4. Query latency vs. a raw scan, and on a 10x larger log.
@@ -335,10 +391,12 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     out["query_growth_10x"] = q_large / q_small;
   }
 
-  out["goals"] = {{"append_vs_raw", ">= 0.7"}, {"sync_group_vs_naive", ">= 10"}, {"query_vs_raw_scan", "<= 3"},
+  // sync_group_vs_naive stays as information: a naive writer is not the
+  // limit; RocksDB's own write group with as many threads is.
+  out["goals"] = {{"append_vs_raw", ">= 0.7"}, {"sync_vs_rocksdb_group", ">= 1.5"}, {"query_vs_raw_scan", "<= 3"},
                   {"query_growth_10x", "<= 1.5"}};
   out["met"] = {{"append_vs_raw", out["append_vs_raw"].get<double>() >= 0.7},
-                {"sync_group_vs_naive", out["sync_group_vs_naive"].get<double>() >= 10},
+                {"sync_vs_rocksdb_group", out["sync_vs_rocksdb_group"].get<double>() >= 1.5},
                 {"query_vs_raw_scan", out["query_vs_raw_scan"].get<double>() <= 3},
                 {"query_growth_10x", out["query_growth_10x"].get<double>() <= 1.5}};
   if (own_dir) {

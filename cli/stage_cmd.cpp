@@ -116,7 +116,10 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--http", f->service.pipeline.http_listen, "audit only: HTTP API address HOST:PORT (\"\": off)")
       ->capture_default_str();
   cmd->add_flag("--metrics-public", f->service.pipeline.metrics_public,
-                "audit only: GET /metrics without a token (else an operator or admin token)");
+                "GET /metrics without a token (else an operator or admin token)");
+  cmd->add_option("--metrics", f->service.metrics_listen,
+                  "not audit: serve this process's GET /metrics on HOST:PORT (port 0: any; the URL goes to "
+                  "DATA/endpoints.json)");
   cmd->add_option("--tokens", f->service.pipeline.tokens_file, "audit only: tokens file (default DATA/tokens.json)");
   cmd->add_option("--webhook", f->service.pipeline.webhooks, "approve only: URL POSTed when an approval is requested");
   cmd->add_option("--tools-dir", f->service.pipeline.tools_dir, "execute only: CLI tools (default DATA/tools)");

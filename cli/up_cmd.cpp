@@ -79,7 +79,8 @@ int RunUp(UpFlags& f) {
             << "Audit: " << self << " audit query --data " << data << " --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
   if (p->api()) {
-    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n";
+    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n"
+              << "Web console: " << p->api()->url() << "/  (log in with a token; docs/console.md)\n";
     if (p->admin_token_created()) {
       std::cout << "  first start: an admin token is in " << data << "/admin.token (mode 0600); e.g.\n"
                 << "  curl -H \"Authorization: Bearer $(cat " << data << "/admin.token)\" " << p->api()->url()
@@ -135,6 +136,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   up->add_flag("--metrics-public", f->pipeline.metrics_public,
                "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
+  up->add_flag("--latency-first", f->pipeline.latency_first,
+               "shorter broker fetch waits and no producer linger: lower latency for more idle CPU "
+               "(docs/operations.md)");
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");

@@ -50,27 +50,9 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
 // The gauges and runner counters /metrics reads at each scrape.
 void Pipeline::AddPipelineCollectors(Pipeline* p) {
   p->metrics_->AddCollector([p](MetricsText& t) {
-    const Json stats = p->stats();
-    const std::pair<const char*, const char*> counters[] = {
-        {"messages", "Input messages a stage's runner took in."},
-        {"batches", "Batches a stage's runner committed."},
-        {"events", "Events a stage appended."},
-        {"outputs", "Messages a stage published."},
-        {"retries", "Batches a stage's runner retried after a failure."}};
-    for (const auto& [key, help] : counters) {
-      const std::string name = std::string("tollgate_stage_") + key + "_total";
-      t.Family(name, "counter", help);
-      for (const auto& [stage, st] : stats.items()) t.Sample(name, {{"stage", stage}}, st.value(key, 0.0));
-    }
-    const std::pair<const char*, const char*> seconds[] = {
-        {"process_us", "tollgate_stage_process_seconds_total"},
-        {"append_us", "tollgate_stage_append_seconds_total"},
-        {"publish_us", "tollgate_stage_publish_seconds_total"},
-        {"publish_wait_us", "tollgate_stage_publish_wait_seconds_total"}};
-    for (const auto& [key, name] : seconds) {
-      t.Family(name, "counter", std::string("Time a stage's runner spent: ") + key + " (summed over batches).");
-      for (const auto& [stage, st] : stats.items()) t.Sample(name, {{"stage", stage}}, st.value(key, 0.0) / 1e6);
-    }
+    std::vector<std::pair<std::string, const StageRunner*>> runners;
+    for (size_t i = 0; i < p->runners_.size(); ++i) runners.emplace_back(p->stages_[i]->name(), p->runners_[i].get());
+    WriteRunnerMetrics(t, runners);
     uint64_t seq = 0;
     Digest hash;
     if (p->log_->store().ReadHead(&seq, &hash).ok()) {
@@ -98,6 +80,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   if (p->options_.policy_path.empty()) p->options_.policy_path = DefaultPolicyPath();
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
+  p->bus_.latency_first = options.latency_first;
   std::filesystem::create_directories(options.data_dir);
   // The log, keys and workspaces are tollgate's alone (docs/sandbox.md).
   std::error_code mode_ec;

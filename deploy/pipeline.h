@@ -54,6 +54,8 @@ struct PipelineOptions {
   std::string workspace_root;
   // GET /metrics without a token (an operator or admin token otherwise).
   bool metrics_public = false;
+  // BusConfig::latency_first for every client of the pipeline.
+  bool latency_first = false;
 };
 
 // Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
@@ -101,6 +103,10 @@ class Pipeline {
   // Appends a credential change (credential.added / .revoked) through the
   // pipeline's sink, so the registry applies it before this returns.
   Status AppendCredentialEvent(const Event& e);
+  // Where the stages append: every listener (the approve stage, metrics,
+  // credentials) sees what goes through it. For tests that stand in for a
+  // stage.
+  EventSink& sink() { return *sink_; }
 
  private:
   Pipeline() = default;

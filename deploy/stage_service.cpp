@@ -134,6 +134,25 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       Status st = r->Run();
       if (!st.ok()) log::Error({stage}) << "stopped: " << st.ToString() << "\n";
     });
+    if (!options.metrics_listen.empty()) {
+      StageService* raw = p.get();
+      auto render = [raw, stage] {
+        MetricsText t;
+        WriteRunnerMetrics(t, {{stage, raw->runner_.get()}});
+        uint64_t seq = 0;
+        Digest hash;
+        if (raw->log_->store().ReadHead(&seq, &hash).ok()) {
+          t.Family("tollgate_log_head_seq", "gauge", "The seq of the last event of this process's copy of the log.");
+          t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
+        }
+        return t.text();
+      };
+      s = MetricsServer::Start(options.metrics_listen, p->credentials_.get(), po.metrics_public, render, &p->metrics_);
+      if (!s.ok()) return s;
+      s = WriteEndpoints(po.data_dir, {{"metrics", p->metrics_->url()}, {"stage", stage}, {"pid", ::getpid()}});
+      if (!s.ok()) return s;
+      log::Info({stage}) << "metrics at " << p->metrics_->url() << "\n";
+    }
   } else {
     // The keeper follows continuously: the audit log is current without a
     // batch to trigger it.
@@ -183,6 +202,7 @@ void StageService::Stop() {
 
 StageService::~StageService() {
   api_.reset();  // it reads the log
+  metrics_.reset();
   Stop();
   runner_.reset();
   built_.stages.clear();

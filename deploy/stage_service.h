@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "api/http_api.h"
+#include "api/metrics_server.h"
 #include "deploy/pipeline.h"
 #include "deploy/stages.h"
 #include "runtime/event_follower.h"
@@ -44,6 +45,9 @@ struct ServiceOptions {
   // deferred-work pool).
   size_t workers = 8;
   std::chrono::milliseconds follow_interval{50};  // how often the keeper follows
+  // A stage other than the keeper: serve GET /metrics on "HOST:PORT" (port
+  // 0: any; the URL goes to DATA/endpoints.json as "metrics"). Empty: none.
+  std::string metrics_listen;
 };
 
 class StageService {
@@ -78,6 +82,7 @@ class StageService {
   BuiltStages built_;
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<ApiServer> api_;
+  std::unique_ptr<MetricsServer> metrics_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> threads_;
 };

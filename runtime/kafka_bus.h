@@ -30,6 +30,11 @@ struct BusConfig {
   std::string client_id = "tollgate";
   // Extra librdkafka properties applied to every client (e.g. security).
   std::map<std::string, std::string> extra;
+  // Latency first (docs/operations.md): consumers' fetches return after
+  // 1 ms instead of 5 when there is nothing, producers send at once
+  // (linger 0, not 2 ms). Every guarantee stays (transactions, log before
+  // output); the cost is idle CPU on the broker and clients.
+  bool latency_first = false;
 };
 
 // librdkafka's Kafka-protocol mock cluster, in this process, listening on
@@ -150,6 +155,16 @@ class Consumer {
   // committed offsets when the broker refused its offset commit). Set
   // before the first Poll.
   void SetBeforeAssign(std::function<void()> f) { before_assign_ = std::move(f); }
+  // Per assigned partition: its high watermark as last fetched minus this
+  // consumer's position, i.e. messages not read yet (transaction markers
+  // count too). Partitions read nothing from yet are left out. For
+  // /metrics; callable from any thread.
+  struct PartitionLag {
+    std::string topic;
+    int32_t partition = 0;
+    int64_t lag = 0;
+  };
+  std::vector<PartitionLag> Lag() const;
   void Close();
 
  private:

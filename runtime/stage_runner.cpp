@@ -165,6 +165,17 @@ Status StageRunner::Start() {
   return Status::Ok();
 }
 
+void StageRunner::RecordBatch(uint64_t process_us, uint64_t append_us, std::optional<uint64_t> publish_us) {
+  stats_.process_us += process_us;
+  stats_.append_us += append_us;
+  stats_.process_hist.Record(process_us);
+  stats_.append_hist.Record(append_us);
+  if (publish_us) {
+    stats_.publish_us += *publish_us;
+    stats_.publish_hist.Record(*publish_us);
+  }
+}
+
 Status StageRunner::ReadBackCommitted(int64_t lookback) {
   const std::vector<std::string> topics(declared_outputs_.begin(), declared_outputs_.end());
   if (topics.empty() || lookback <= 0) {
@@ -507,11 +518,14 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     publisher_->Hand([this, job, us] {
       const auto p0 = Clock::now();
       Status published = Publish(job->outputs, job->next, &job->offsets_stored);
-      if (published.ok()) stats_.publish_us += us(p0, Clock::now());
+      if (published.ok()) {
+        const uint64_t took = us(p0, Clock::now());
+        stats_.publish_us += took;
+        stats_.publish_hist.Record(took);
+      }
       return published;
     });
-    stats_.process_us += us(t0, t1);
-    stats_.append_us += us(t1, t2);
+    RecordBatch(us(t0, t1), us(t1, t2), std::nullopt);
     return Status::Ok();
   }
   // Work is started only after every earlier batch has committed: were one
@@ -533,9 +547,7 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   if (!s.ok()) return s;
   for (const auto& [tp, upto] : read_upto) read_upto_[tp] = upto;
   const auto t3 = Clock::now();
-  stats_.process_us += us(t0, t1);
-  stats_.append_us += us(t1, t2);
-  stats_.publish_us += us(t2, t3);
+  RecordBatch(us(t0, t1), us(t1, t2), us(t2, t3));
   stats_.messages += batch.size();
   stats_.events += events.size();
   stats_.outputs += outputs.size();

@@ -65,6 +65,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -73,6 +74,7 @@
 #include <vector>
 
 #include "runtime/committed_outputs.h"
+#include "core/latency_histogram.h"
 #include "runtime/kafka_bus.h"
 #include "runtime/serial_worker.h"
 #include "core/stage.h"
@@ -126,6 +128,8 @@ struct RunnerStats {
   std::atomic<uint64_t> append_us{0};
   std::atomic<uint64_t> publish_us{0};
   std::atomic<uint64_t> publish_wait_us{0};
+  // The same per batch, as histograms for /metrics.
+  LatencyHistogram process_hist, append_hist, publish_hist;
   // Batches whose transaction ran on the publisher thread.
   std::atomic<uint64_t> pipelined{0};
   // Deferred works finished and published, and those running now.
@@ -146,6 +150,10 @@ struct RunnerStats {
 
 class StageRunner {
  public:
+  // The input partitions' lag (Consumer::Lag), for /metrics.
+  std::vector<Consumer::PartitionLag> consumer_lag() const {
+    return consumer_ ? consumer_->Lag() : std::vector<Consumer::PartitionLag>{};
+  }
   StageRunner(Stage& stage, EventSink& sink, const LogView& log, RunnerOptions options);
   ~StageRunner();
 
@@ -181,6 +189,8 @@ class StageRunner {
   // Adds to committed_ what the last `lookback` offsets of each output
   // partition hold (at Start(), and after a failed transaction).
   Status ReadBackCommitted(int64_t lookback);
+  // A committed batch's times (µs): the totals and the histograms.
+  void RecordBatch(uint64_t process_us, uint64_t append_us, std::optional<uint64_t> publish_us);
   // The lookback for a batch just published: it is near the end of each
   // output partition.
   int64_t RecentLookback() const {

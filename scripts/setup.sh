@@ -12,6 +12,7 @@ packages=(
   kcat python3-confluent-kafka python3-jwt python3-cryptography
   bubblewrap clang libclang-rt-14-dev
   prometheus
+  chromium chromium-driver fonts-dejavu-core
 )
 
 sudo_cmd=()

@@ -90,9 +90,10 @@ class ApprovalsPipelineTest : public ::testing::Test {
   // Stands in for decide answering `ask` (see the file comment).
   std::string Ask(const AskSpec& spec) {
     auto ask = MakeAsk(spec, NowMicros());
+    // Through the pipeline's sink, as decide appends: its listeners see them.
     for (const Event& e : ask.events) {
-      AppendResult r = p_->log().Append(e);
-      EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+      Status st = AppendOne(p_->sink(), e);
+      EXPECT_TRUE(st.ok()) << st.ToString();
     }
     Publish(bus_.topics.approve(), ask.flow.request, ask.flow.ToJson());
     EXPECT_TRUE(WaitFor([&] { return Has(spec.request_id, "approval.requested", spec.org); })) << "never held";
@@ -467,6 +468,8 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
     EXPECT_EQ(bodies.size(), 3u) << "two approval.requested, one execution.completed";
     EXPECT_EQ(completed, std::vector<std::string>{"r-loud"});
   }
+  EXPECT_EQ(p_->approve().notify_history_reads(), 0u)
+      << "each execution.completed is matched with the decision the listener saw, not read from the log";
   StopPipeline();
   hook.stop();
   server.join();

@@ -174,6 +174,8 @@ class Distributed:
                 "--policy", self.s.policy]
         if instance != "keeper":  # the first keeper makes the deployment's key
             argv += ["--deployment-key", os.path.join(self.s.sub("keeper"), "keys", "events.key")]
+        if name != "audit":
+            argv += ["--metrics", "127.0.0.1:0"]
         if name == "execute":
             argv += ["--tools-dir", self.s.tools, "--workspaces", self.s.workspaces]
         p = Proc(instance, argv, self.s.logs, self.env)
@@ -181,6 +183,13 @@ class Distributed:
         if start:
             p.start().wait_up()
         return p
+
+    def metrics(self, instance):
+        """GET /metrics of a stage process (its URL is in its endpoints.json)."""
+        ep = _read_json(os.path.join(self.s.sub(instance), "endpoints.json"))
+        req = urllib.request.Request(ep["metrics"], headers={"Authorization": "Bearer " + self.admin_token})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.read().decode()
 
     def start_pipeline(self, executes=2):
         for name in ("ingest", "decide", "approve"):

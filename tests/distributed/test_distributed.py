@@ -101,6 +101,14 @@ class DistributedDeployment(unittest.TestCase):
         self.assertGreater(statuses["completed"], 0, statuses)
         self.assertGreater(statuses["denied"], 0, statuses)  # /etc/shadow and the session budget
         self.assertGreater(len(fleet.approved), 0, "no call asked")
+        # Each stage process serves its own /metrics: its runner's figures.
+        for instance in ("ingest", "decide", "approve", "execute-1", "execute-2"):
+            stage = instance.split("-")[0]
+            text = self.d.metrics(instance)
+            self.assertRegex(text, r'\ntollgate_stage_process_seconds_count\{stage="%s"\} \d+\n' % stage, instance)
+            self.assertIn("tollgate_log_head_seq ", text, instance)
+        for stage in ("ingest", "decide"):
+            self.assertRegex(self.d.metrics(stage), r'\ntollgate_stage_messages_total\{stage="%s"\} [1-9]' % stage)
 
         # A second keeper started now copies the whole record: same events,
         # same seqs, same hashes as the first and as every stage's copy.

@@ -105,4 +105,12 @@ test('Prometheus stores the counters of a run of known size', async () => {
   }
   assert.ok((await query('tollgate_log_head_seq')) >= 2 * allowed + denied);
   assert.ok((await query('sum(tollgate_stage_batches_total{stage="decide"})')) >= 1);
+  // Per-batch time histograms: every committed batch of decide is in them.
+  const batches = await query('sum(tollgate_stage_batches_total{stage="decide"})');
+  assert.equal(await query('sum(tollgate_stage_process_seconds_count{stage="decide"})'), batches);
+  assert.ok((await query('sum(tollgate_stage_append_seconds_bucket{stage="decide",le="+Inf"})')) >= 1);
+  // Every request was answered: no stage has input left to read.
+  assert.equal(await query('sum(tollgate_consumer_lag_messages{stage="decide"})'), 0);
+  // echo costs nothing; the family is there for the org all the same.
+  assert.equal(await query('sum(tollgate_cost_usd_total{org="default"})'), 0);
 });

@@ -1,0 +1,144 @@
+// The approvals inbox: the org's pending approvals, newest first, polled
+// every second so that a decision made elsewhere (the CLI, another
+// approver) removes the card from every open inbox. A card is kept while
+// its request is pending, so a comment being typed survives the polls.
+import { api, explain } from './api.js';
+import { badge, dangerBadge, duration, field, h, jsonBlock, notice, viewLink, when } from './dom.js';
+
+const POLL_MS = 1000;
+
+export function renderInbox(main, { me }) {
+  const status = h('p', { class: 'muted', 'aria-live': 'polite' }, 'Loading…');
+  const list = h('ul', { class: 'cards', 'aria-label': 'Pending approvals' });
+  const empty = notice('Nothing waits for your approval.');
+  empty.hidden = true;
+  const failure = h('div', { 'aria-live': 'assertive' });
+  main.append(h('h1', {}, 'Pending approvals'), status, failure, empty, list);
+  const cards = new Map();  // request_id -> { el, refresh(p) }
+  let timer = null;
+  let stopped = false;
+
+  async function poll() {
+    try {
+      const { data } = await api('/v1/approvals');
+      failure.replaceChildren();
+      const pending = (data.approvals || []).slice().sort((a, b) => b.requested_seq - a.requested_seq);
+      const seen = new Set();
+      for (const p of pending) {
+        const key = `${p.org_id}/${p.request_id}`;
+        seen.add(key);
+        let c = cards.get(key);
+        if (!c) {
+          c = card(p, me, () => poll());
+          cards.set(key, c);
+        }
+        c.refresh(p);
+      }
+      for (const [key, c] of cards) {
+        if (!seen.has(key)) {
+          c.el.remove();
+          cards.delete(key);
+        }
+      }
+      // Keep the newest first without rebuilding the cards.
+      for (const p of pending) list.append(cards.get(`${p.org_id}/${p.request_id}`).el);
+      empty.hidden = pending.length > 0;
+      status.replaceChildren(`${pending.length} pending · updated `, h('time', {}, new Date().toLocaleTimeString()));
+    } catch (e) {
+      failure.replaceChildren(notice(`Could not load approvals: ${explain(e)}`, 'error'));
+    }
+    if (!stopped) timer = setTimeout(poll, POLL_MS);
+  }
+  poll();
+  // The time left on each card counts down between polls too.
+  const tick = setInterval(() => { for (const c of cards.values()) c.tick(); }, 1000);
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+    clearInterval(tick);
+  };
+}
+
+function timeLeft(deadline) {
+  const ms = new Date(deadline).getTime() - Date.now();
+  if (Number.isNaN(ms)) return '—';
+  return ms <= 0 ? 'expiring now' : `${duration(ms * 1000)} left`;
+}
+
+function card(p, me, changed) {
+  const d = p.decision || {};
+  const req = p.request || {};
+  const quorum = h('span', {});
+  const left = h('span', { class: 'left' });
+  const result = h('div', { 'aria-live': 'polite' });
+  const comment = h('textarea', { name: 'comment', rows: 2, placeholder: 'Why (recorded in the log)' });
+  const buttons = [
+    h('button', { type: 'button', class: 'approve', 'data-action': 'approve-once' }, 'Approve once'),
+    h('button', { type: 'button', class: 'approve', 'data-action': 'approve-always',
+      title: 'Approve, and allow this tool for this agent from now on (an "allow always" rule)' }, 'Approve always'),
+    h('button', { type: 'button', class: 'deny', 'data-action': 'deny' }, 'Deny'),
+  ];
+  const el = h('li', { class: 'card approval', 'data-request-id': p.request_id },
+    h('div', { class: 'card-head' },
+      h('code', { class: 'tool' }, p.tool),
+      dangerBadge(d.danger_level),
+      left),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Agent'), h('dd', {}, p.agent_id),
+      h('dt', {}, 'Session'), h('dd', {}, viewLink('session', p.session_id)),
+      h('dt', {}, 'Request'), h('dd', {}, h('code', {}, p.request_id)),
+      me.org_id === '*' ? [h('dt', {}, 'Org'), h('dd', {}, p.org_id)] : null,
+      h('dt', {}, 'Asked by'), h('dd', {}, d.rule ? h('code', {}, d.rule) : '—'),
+      h('dt', {}, 'Reason'), h('dd', {}, d.reason || '—'),
+      h('dt', {}, 'Requested'), h('dd', {}, when(p.requested_at)),
+      h('dt', {}, 'Approvals'), h('dd', {}, quorum)),
+    // The log keeps arguments with their secrets replaced (docs/redaction.md).
+    h('h3', {}, 'Arguments ', JSON.stringify(req.args ?? {}).includes('[REDACTED]') ? badge('secrets redacted', 'warn') : null),
+    jsonBlock(req.args ?? {}, 'Arguments'),
+    field('Comment', comment),
+    h('div', { class: 'actions' }, buttons),
+    result);
+
+  async function answer(decision, scope) {
+    for (const b of buttons) b.disabled = true;
+    result.replaceChildren(notice('Sending…'));
+    const body = { decision, comment: comment.value, args_hash: p.args_hash };
+    if (decision === 'approve') body.scope = scope;
+    try {
+      const org = me.org_id === '*' ? `?org=${encodeURIComponent(p.org_id)}` : '';
+      const { status, data } = await api(`/v1/approvals/${encodeURIComponent(p.request_id)}${org}`, { method: 'POST', json: body });
+      if (status === 202) {
+        result.replaceChildren(notice('Sent; the approve stage has not recorded it yet.'));
+      } else if (data.approval_pending) {
+        result.replaceChildren(notice(`Recorded (${data.outcome}); more approvals are needed.`));
+      } else {
+        result.replaceChildren(notice(`Recorded: ${data.outcome}.`));
+      }
+    } catch (e) {
+      result.replaceChildren(notice(`Not recorded: ${explain(e)}`, 'error'));
+      for (const b of buttons) b.disabled = false;
+    }
+    changed();
+  }
+  buttons[0].addEventListener('click', () => answer('approve', 'once'));
+  buttons[1].addEventListener('click', () => answer('approve', 'always'));
+  buttons[2].addEventListener('click', () => answer('deny'));
+
+  let deadline = p.deadline;
+  return {
+    el,
+    refresh(now) {
+      deadline = now.deadline;
+      const granted = now.granted_by || [];
+      quorum.replaceChildren(`${granted.length} of ${now.approvers_needed}`,
+        granted.length ? ` (${granted.join(', ')})` : '',
+        now.approvers && now.approvers.length ? ` · may answer: ${now.approvers.join(', ')}` : '');
+      if (!now.you_may_approve) {
+        for (const b of buttons) b.disabled = true;
+        buttons[0].title = 'You have approved this already, or you are not one of the approvers it names';
+      }
+      left.replaceChildren(timeLeft(deadline));
+    },
+    tick() { left.replaceChildren(timeLeft(deadline)); },
+  };
+}
