@@ -10,13 +10,14 @@
 #include "core/auth.h"
 #include "deploy/endpoints.h"
 #include "core/messages.h"
+#include "core/trace.h"
 
 namespace tollgate::cli {
 namespace {
 
 struct SubmitFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix;
-  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key;
+  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key, traceparent;
   double cost = -1;
   bool wait = false;
   int timeout_s = 30;
@@ -64,6 +65,14 @@ int RunSubmit(SubmitFlags& f) {
   }
   Message m = MessageFor(bus.topics.requests(), req, req);
   m.headers[kHeaderAuth] = SignRequest(signer, f.org, f.agent, f.request_id, m.value, NowMicros() / 1'000'000);
+  if (!f.traceparent.empty()) {
+    // Ingest drops a malformed one (agents' headers are not trusted); a
+    // person typing it is told.
+    if (!IsValidTraceparent(f.traceparent)) {
+      std::cerr << "tollgate: --traceparent is not a W3C version-00 traceparent; tollgate will start its own trace\n";
+    }
+    m.headers[kHeaderTraceparent] = f.traceparent;
+  }
   std::unique_ptr<Producer> producer;
   s = Producer::Open(bus, "", &producer);
   if (s.ok()) s = producer->Send(m);
@@ -125,6 +134,8 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--action", f->action, "optional action");
   cmd->add_option("--cost", f->cost, "estimated cost in USD");
   cmd->add_option("--request-id", f->request_id, "idempotency key (default: a random id)");
+  cmd->add_option("--traceparent", f->traceparent,
+                  "W3C traceparent to continue (00-<trace-id>-<parent-id>-<flags>); default: tollgate starts one");
   cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
   cmd->add_flag("--wait", f->wait, "wait for the result and print it");
   cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();

@@ -232,6 +232,17 @@ bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* 
   return false;
 }
 
+// Whether an executor can run `tool`: a built-in, a CLI tool, or a tool of
+// a declared upstream MCP server. A policy's tools: entry (or pattern) that
+// names anything else makes it known, but nothing could run it.
+bool HasExecutor(const Policy::Compiled& c, const std::string& tool) {
+  if (FindBuiltinTool(tool) != nullptr) return true;
+  if (tool.rfind("cli:", 0) == 0) return tool.size() > 4;
+  const auto slash = tool.find('/');
+  return tool.rfind("mcp:", 0) == 0 && slash != std::string::npos && slash + 1 < tool.size() &&
+         c.mcp_servers.count(tool.substr(4, slash - 4)) > 0;
+}
+
 }  // namespace
 
 void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const DecideInput& in, Decision* d) {
@@ -270,6 +281,16 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     d->danger = DangerLevel::kCritical;  // nothing is known about it
     Step(d, "registry", "deny", "unknown tool");
     Finish(d, "deny", "unknown tool '" + *f.tool + "'", "registry:unknown-tool", errc::kUnknownTool);
+    return;
+  }
+  // Known to the policy but to no executor: it could never run, so it is
+  // denied now rather than sent to approvers first.
+  if (!HasExecutor(c, *f.tool)) {
+    Step(d, "registry", "deny", "no executor");
+    Finish(d, "deny",
+           "'" + *f.tool + "' is in the policy's tools: but no executor runs it (built-in tools, cli:NAME, "
+           "mcp:SERVER/TOOL of a declared server)",
+           "registry:no-executor", errc::kUnknownTool);
     return;
   }
   // A write while execute.writes_enabled is false could never run: denied

@@ -158,6 +158,26 @@ TEST(PolicyLoad, AWriteWhileWritesAreDisabledIsDeniedAtDecide) {
   EXPECT_EQ(Decide(pif, ledger, DecideInput{&read, kT0})["verdict"], "allow");
 }
 
+// A tool the policy lists but no executor runs is denied at decide, not
+// approved by people and then failed at execute; one with an executor, the
+// same listing otherwise, is decided as before.
+TEST(PolicyLoad, AToolNoExecutorRunsIsDeniedAtDecide) {
+  PolicyInForce pif;
+  pif.SetFile(MustLoad(
+      "mode: ask\nallow: [\"*:*\"]\ntools:\n  deploy_app: {danger: LOW, read_only: true}\n"
+      "  \"mcp:undeclared/*\": {danger: LOW, read_only: true}\n  \"cli:deploy\": {danger: LOW, read_only: true}\n"));
+  BudgetLedger ledger;
+  for (const char* tool : {"deploy_app", "mcp:undeclared/run"}) {
+    Json req = Req("a", tool, Json::object());
+    Json d = Decide(pif, ledger, DecideInput{&req, kT0});
+    EXPECT_EQ(d["verdict"], "deny") << tool;
+    EXPECT_EQ(d["rule"], "registry:no-executor") << tool;
+    EXPECT_EQ(d["error_code"], "E_UNKNOWN_TOOL") << tool;
+  }
+  Json cli = Req("a", "cli:deploy", Json::object());
+  EXPECT_EQ(Decide(pif, ledger, DecideInput{&cli, kT0})["verdict"], "allow");
+}
+
 // A few hundred bytes of aliases that would expand to 10^8 values are
 // refused, not expanded: a candidate policy also comes over HTTP.
 TEST(PolicyLoad, AliasesThatExpandPastTheValueLimitAreRefused) {
