@@ -24,7 +24,6 @@
 #include "audit/log_sink.h"
 #include "core/auth.h"
 #include "core/messages.h"
-#include "core/sha256.h"
 #include "core/schema.h"
 #include "decide/policy_engine.h"
 #include "replay/from_log.h"
@@ -224,23 +223,11 @@ int StatusFor(const Status& s) {
 bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
                std::initializer_list<const char*> roles, Principal* who) {
   const std::string h = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
   if (h.empty()) {
     Error(res, 401, "E_UNAUTHORIZED", "missing Authorization: Bearer <token>");
     return false;
   }
-  bool known = false;
-  if (h.compare(0, prefix.size(), prefix) == 0) {
-    const std::string token = h.substr(prefix.size());
-    if (o.credentials != nullptr) {
-      Credential c;
-      known = o.credentials->Token(Sha256Hex(token), &c);
-      if (known) *who = Principal{c.identity, c.org_id, c.roles};
-    } else {
-      known = o.tokens.Authenticate(token, who);
-    }
-  }
-  if (!known) {
+  if (!BearerPrincipal(o.credentials, o.tokens, h, who)) {
     Error(res, 401, "E_UNAUTHORIZED", "unknown or revoked token");
     return false;
   }

@@ -2,10 +2,9 @@
 
 #include <httplib.h>
 
-#include <algorithm>
 #include <thread>
 
-#include "core/sha256.h"
+#include "api/tokens.h"
 
 namespace tollgate {
 
@@ -19,11 +18,9 @@ struct MetricsServer::Impl {
 namespace {
 
 bool MayScrape(const CredentialRegistry* credentials, const std::string& header) {
-  const std::string prefix = "Bearer ";
-  if (credentials == nullptr || header.compare(0, prefix.size(), prefix) != 0) return false;
-  Credential c;
-  if (!credentials->Token(Sha256Hex(header.substr(prefix.size())), &c)) return false;
-  return std::any_of(c.roles.begin(), c.roles.end(), [](const std::string& r) { return r == "operator" || r == "admin"; });
+  Principal who;
+  return credentials != nullptr && BearerPrincipal(credentials, TokenStore(), header, &who) &&
+         (who.Has("operator") || who.admin());
 }
 
 }  // namespace

@@ -90,6 +90,18 @@ Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
   return Status::Ok();
 }
 
+bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens, const std::string& authorization,
+                     Principal* out) {
+  const std::string prefix = "Bearer ";
+  if (authorization.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string token = authorization.substr(prefix.size());
+  if (credentials == nullptr) return tokens.Authenticate(token, out);
+  Credential c;
+  if (!credentials->Token(Sha256Hex(token), &c)) return false;
+  *out = Principal{c.identity, c.org_id, c.roles};
+  return true;
+}
+
 bool TokenStore::Authenticate(const std::string& token, Principal* out) const {
   if (token.empty()) return false;
   auto it = by_hash_.find(Sha256Hex(token));

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/credentials.h"
 #include "core/status.h"
 
 namespace tollgate {
@@ -46,6 +47,12 @@ class TokenStore {
   static Status LoadFile(const std::string& path, TokenStore* out);
   std::map<std::string, Principal> by_hash_;
 };
+
+// The principal of an "Authorization: Bearer <token>" header value: looked
+// up in `credentials` (the log's) when set, else in `tokens`. False for a
+// missing, malformed or unknown token.
+bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens, const std::string& authorization,
+                     Principal* out);
 
 // A fresh random token (64 hex digits).
 std::string NewToken();

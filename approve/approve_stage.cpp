@@ -437,11 +437,12 @@ Status ApproveStage::Load(const EventWalk& walk) {
 }
 
 namespace {
-// The decision's notify patterns (decide lists those of the policy that
-// matched), or an empty array.
+// What a webhook after the execution says of the decision: its notify
+// patterns (decide lists those of the policy that matched), rule and
+// reason; an empty array when it asked for no notification.
 Json NotifyOf(const Json& decision) {
   auto flag = decision.find("notify");
-  if (flag == decision.end() || !flag->is_array()) return Json::array();
+  if (flag == decision.end() || !flag->is_array() || flag->empty()) return Json::array();
   return Json{{"notify", *flag}, {"rule", decision.value("rule", "")}, {"reason", decision.value("reason", "")}};
 }
 }  // namespace
@@ -502,7 +503,7 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
       if (!st.decision) continue;
       info = NotifyOf(st.decision->data);
     }
-    if (!info.is_object() || info["notify"].empty()) continue;
+    if (!info.is_object()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!notified_.insert(e->id).second) continue;

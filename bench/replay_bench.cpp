@@ -47,6 +47,21 @@ budgets:
   - {name: agent-daily-usd, scope: agent, window: day, max_usd: 1000000}
 )";
 
+// kBenchPolicy in force in *pif, through the policy.updated event that
+// records it (*pe, at `time_us`), as decide folds it.
+Status BenchPolicyInForce(int64_t time_us, PolicyInForce* pif, Event* pe) {
+  PolicyPtr policy;
+  Status s = LoadPolicyYaml(kBenchPolicy, "bench.yaml", &policy);
+  if (!s.ok()) return s;
+  pe->type = "policy.updated";
+  pe->id = MakeEventId(pe->type, "", policy->content_hash());
+  pe->org_id = "org-bench";
+  pe->time_us = time_us;
+  pe->data = {{"policy_version", policy->version()}, {"content_hash", policy->content_hash()},
+              {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
+  return pif->Apply(*pe);
+}
+
 // Builds the log: the policy, then one session of `n` requests (received,
 // decision made by the engine as decide would, started, completed).
 Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>* out) {
@@ -55,20 +70,11 @@ Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>
   Status s = EventLog::Open(path, lo, out);
   if (!s.ok()) return s;
   EventLog& log = **out;
-  PolicyPtr policy;
-  s = LoadPolicyYaml(kBenchPolicy, "bench.yaml", &policy);
-  if (!s.ok()) return s;
   PolicyInForce pif;
   BudgetLedger ledger;
   const int64_t t0 = 1'790'000'000'000'000;
   Event pe;
-  pe.type = "policy.updated";
-  pe.id = MakeEventId(pe.type, "", policy->content_hash());
-  pe.org_id = "org-bench";
-  pe.time_us = t0;
-  pe.data = {{"policy_version", policy->version()}, {"content_hash", policy->content_hash()},
-             {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
-  s = pif.Apply(pe);
+  s = BenchPolicyInForce(t0, &pif, &pe);
   if (!s.ok()) return s;
   std::deque<AppendFuture> inflight;
   auto append = [&](Event e) -> Status {
@@ -172,16 +178,9 @@ Status RawRangeScan(const LogStore& store, size_t* n) {
 // requests, already decoded (`events`, the session read before the clock),
 // with the budget fold the decisions need. Seconds taken.
 Status DecideAlone(const std::vector<Event>& events, double* seconds) {
-  PolicyPtr policy;
-  Status s = LoadPolicyYaml(kBenchPolicy, "bench.yaml", &policy);
-  if (!s.ok()) return s;
   PolicyInForce pif;
   Event pe;
-  pe.type = "policy.updated";
-  pe.org_id = "org-bench";
-  pe.data = {{"policy_version", policy->version()}, {"content_hash", policy->content_hash()},
-             {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
-  s = pif.Apply(pe);
+  Status s = BenchPolicyInForce(0, &pif, &pe);
   if (!s.ok()) return s;
   BudgetLedger ledger;
   Decision d;  // reused, the engine's allocation-free path (as re-decision's)
