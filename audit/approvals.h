@@ -25,8 +25,9 @@ struct PendingFilter {
 Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter,
                             std::vector<PendingApproval>* out);
 
-// A walk over the events of every request that has an approval.requested
-// (found by the type index, oldest first), each request's in log order:
+// A walk over the events of every unfinished request that has an
+// approval.requested (audit/open_requests.h; oldest first), each request's
+// in log order:
 // what the approve stage folds at start (ApproveStage::Load), without
 // reading the rest of the log. `store` must outlive the walk.
 std::function<Status(const std::function<void(const Event&)>& visit)> ApprovalEvents(const LogStore& store);

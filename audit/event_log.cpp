@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "audit/open_requests.h"
+
 namespace tollgate {
 
 using namespace logfmt;
@@ -30,6 +32,9 @@ struct EventLog::Pending {
   EventBodyParts body;  // canonical bytes around the seq
   // Index keys minus their trailing be64(seq), which the writer appends.
   std::vector<std::pair<logfmt::Cf, std::string>> index_prefixes;
+  // The open-request index's change (audit/open_requests.h).
+  logfmt::OpenOp open_op = logfmt::OpenOp::kNone;
+  std::string open_key;
   // For AppendRecord: where the record says it belongs.
   uint64_t record_seq = 0;
   std::string record_prev_hash, record_hash;
@@ -52,6 +57,8 @@ struct EventLog::Pending {
     record_hash = e.hash;
     index_prefixes = IndexEntries(e, 0);
     for (auto& [cf, key] : index_prefixes) key.resize(key.size() - 8);  // every index key ends in be64(seq)
+    open_op = logfmt::OpenIndexOp(e);
+    if (open_op != logfmt::OpenOp::kNone) open_key = logfmt::OpenKey(e.org_id, e.request_id);
   }
 };
 
@@ -75,6 +82,8 @@ Status EventLog::Open(const std::string& path, const LogOptions& options,
   std::filesystem::create_directories(path, mode_ec);
   std::filesystem::permissions(path, std::filesystem::perms::owner_all, mode_ec);
   Status s = LogStore::Open(path, OpenMode::kPrimary, &log->store_);
+  if (!s.ok()) return s;
+  s = BuildOpenIndex(*log->store_);  // once, for a log written before the index
   if (!s.ok()) return s;
   s = log->store_->ReadHead(&log->head_seq_, &log->head_hash_);
   if (!s.ok()) return s;
@@ -440,6 +449,8 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
       wb.Put(store_->cf(cf), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(nullptr, 0));
     }
     wb.Put(store_->cf(kDedupe), p.id, seq_key);
+    if (p.open_op == logfmt::OpenOp::kOpen) wb.Put(store_->cf(kMeta), p.open_key, seq_key);
+    if (p.open_op == logfmt::OpenOp::kClose) wb.Delete(store_->cf(kMeta), p.open_key);
     seq = next;
     hash = next_hash;
     r.seq = seq;

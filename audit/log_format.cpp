@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "core/messages.h"
+
 namespace tollgate::logfmt {
 
 const char* CfName(int cf) {
@@ -32,6 +34,44 @@ std::string IndexPrefix(std::string_view value) {
   std::string key(value);
   key.push_back('\0');
   return key;
+}
+
+std::string OpenKey(std::string_view org_id, std::string_view request_id) {
+  std::string key(kMetaOpenPrefix);
+  key += org_id;
+  key.push_back('\0');
+  key += request_id;
+  return key;
+}
+
+bool ParseOpenKey(std::string_view key, std::string* org_id, std::string* request_id) {
+  if (!key.starts_with(kMetaOpenPrefix)) return false;
+  key.remove_prefix(kMetaOpenPrefix.size());
+  const size_t nul = key.find('\0');
+  if (nul == std::string_view::npos) return false;
+  *org_id = std::string(key.substr(0, nul));
+  *request_id = std::string(key.substr(nul + 1));
+  return !request_id->empty();
+}
+
+OpenOp OpenIndexOp(const Event& e) {
+  if (e.request_id.empty()) return OpenOp::kNone;
+  if (e.type == "request.received") return OpenOp::kOpen;
+  if (e.type == "execution.completed" || e.type == "approval.denied" || e.type == "approval.expired") {
+    return OpenOp::kClose;
+  }
+  if (e.type == "decision.made") {
+    auto v = e.data.find("verdict");
+    return v != e.data.end() && v->is_string() && *v == "deny" ? OpenOp::kClose : OpenOp::kNone;
+  }
+  if (e.type == "request.rejected") {
+    // After a request.received only the pipeline giving up ends it
+    // (RequestState::rejected); other refusals turn away a copy.
+    const Json* err = e.data.is_object() && e.data.contains("error") ? &e.data["error"] : nullptr;
+    const std::string code = err != nullptr && err->is_object() ? err->value("code", "") : "";
+    return code == errc::kRequestLost || code == errc::kOutputTooLarge ? OpenOp::kClose : OpenOp::kNone;
+  }
+  return OpenOp::kNone;
 }
 
 std::string IndexKey(std::string_view value, uint64_t seq) {

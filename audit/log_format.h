@@ -39,6 +39,17 @@ inline constexpr std::string_view kMetaHeadHash = "head_hash";  // 32 raw bytes
 inline constexpr std::string_view kMetaFormat = "format";       // "tollgate-log-1"
 inline constexpr std::string_view kFormatName = "tollgate-log-1";
 
+// The open-request index (audit/open_requests.h), in the meta family:
+// kMetaOpenPrefix org_id NUL request_id -> be64(seq of its request.received),
+// and kMetaOpenIndex -> "1" once the index covers the whole log.
+inline constexpr std::string_view kMetaOpenIndex = "open_index";
+inline constexpr std::string_view kMetaOpenPrefix{"open\0", 5};
+std::string OpenKey(std::string_view org_id, std::string_view request_id);
+bool ParseOpenKey(std::string_view key, std::string* org_id, std::string* request_id);
+// What appending `e` does to the index (the rule is in open_requests.h).
+enum class OpenOp : uint8_t { kNone, kOpen, kClose };
+OpenOp OpenIndexOp(const Event& e);
+
 std::string EncodeSeq(uint64_t seq);               // 8 bytes, big-endian
 bool DecodeSeq(std::string_view in, uint64_t* seq);  // exactly 8 bytes
 

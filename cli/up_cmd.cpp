@@ -67,7 +67,7 @@ int RunUp(UpFlags& f) {
                                                        " (nothing is executed)\n")
             << "  policy     " << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
             << "  (edit it to reload; `tollgate policy check FILE` first)\n"
-            << "  reconciled " << rec.requests_seen << " requests in the log, re-drove " << rec.redriven
+            << "  reconciled " << rec.requests_seen << " unfinished requests in the log, re-drove " << rec.redriven
             << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call (signed with the agent's key; one is registered on first use):\n"
             << "  " << self << " submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/sha256.h"
@@ -76,6 +77,8 @@ struct Node {
   // The node's index of each slot (map nodes: the pointers stay valid), so a
   // transition does not rebuild and look up six keys.
   TimeIndex* ix[kSlots] = {};
+  uint64_t final_seq = 0;  // the seq of the event that settled or released it (0: none yet)
+  bool doomed = false;     // being pruned
 };
 
 struct TimeIndex {
@@ -84,6 +87,17 @@ struct TimeIndex {
   std::vector<Node*> nodes;
   std::vector<Usage> fw;       // Fenwick tree, 1-based
   std::vector<Node*> late;
+  Usage base;  // what pruned entries contributed: counted by unbounded (session) windows
+
+  bool is_session() const { return slot % 3 == static_cast<int>(BudgetLedger::Scope::kSession); }
+  bool empty() const { return nodes.empty() && late.empty(); }
+  // Drops the doomed nodes, their contributions kept in `base`.
+  void Drop() {
+    auto doomed = [](Node* n) { return n->doomed; };
+    nodes.erase(std::remove_if(nodes.begin(), nodes.end(), doomed), nodes.end());
+    late.erase(std::remove_if(late.begin(), late.end(), doomed), late.end());
+    Rebuild();
+  }
 
   Usage Prefix(size_t k) const {  // sum of the first k
     Usage u;
@@ -144,12 +158,13 @@ struct TimeIndex {
   Usage Range(int64_t from, int64_t to) const {
     Usage u;
     if (to < from) return u;
+    if (from == INT64_MIN) u = base;
     size_t i = from == INT64_MIN ? 0 : std::upper_bound(times.begin(), times.end(), from) - times.begin();
     size_t j = std::upper_bound(times.begin(), times.end(), to) - times.begin();
     if (j > i) {
       Usage a = Prefix(j), b = Prefix(i);
-      u.micros = a.micros - b.micros;
-      u.calls = a.calls - b.calls;
+      u.micros += a.micros - b.micros;
+      u.calls += a.calls - b.calls;
     }
     for (const Node* n : late) {
       if ((from == INT64_MIN || n->e.at_us > from) && n->e.at_us <= to) {
@@ -198,6 +213,8 @@ struct BudgetLedger::Impl {
     TimeIndex* scope_ix[3] = {};
     std::vector<std::pair<std::string, std::array<TimeIndex*, 3>>> tools;
   } recent;
+  uint64_t pruned_seq = 0;           // decision.made at or below it: folded already
+  int64_t newest_at_us = INT64_MIN;  // the newest entry's at_us, ever
 
   Node* Find(const std::string& org, const std::string& request_id) {
     if (request_id.empty()) return nullptr;
@@ -222,6 +239,7 @@ struct BudgetLedger::Impl {
     if (request_id.empty()) return;
     std::string key = EntryKey(e.org_id, request_id);
     if (entries.count(key) != 0) return;  // idempotent
+    newest_at_us = std::max(newest_at_us, e.at_us);
     auto [it, _] = entries.emplace(std::move(key), Node{std::move(e)});
     it->second.key = &it->first;
     Node* n = &it->second;
@@ -247,8 +265,11 @@ struct BudgetLedger::Impl {
       n->ix[slot]->Add(n);
     }
   }
-  // Moves an entry to a new state, keeping every index's sums right.
-  void Transition(Node* n, BudgetEntry::State state, int64_t actual_micros) {
+  // Moves an entry to a new state, keeping every index's sums right; `seq`
+  // is the event's (0 before it is appended).
+  void Transition(Node* n, BudgetEntry::State state, int64_t actual_micros, uint64_t seq) {
+    if (state != BudgetEntry::State::kReserved && n->final_seq == 0) n->final_seq = seq;
+    if (n->e.state == state && n->e.actual_micros == actual_micros) return;
     Usage before = Contribution(n->e);
     n->e.state = state;
     n->e.actual_micros = actual_micros;
@@ -264,7 +285,16 @@ BudgetLedger::~BudgetLedger() = default;
 BudgetLedger::BudgetLedger(const BudgetLedger& o) : impl_(std::make_unique<Impl>()), applied_seq_(o.applied_seq_) {
   for (const auto& [key, n] : o.impl_->entries) {
     impl_->Reserve(key.substr(n.e.org_id.size() + 1), n.e);
+    impl_->entries.at(key).final_seq = n.final_seq;
   }
+  for (const auto& [key, ix] : o.impl_->indexes) {
+    if (ix.base.micros == 0 && ix.base.calls == 0) continue;
+    TimeIndex& mine = impl_->indexes[key];
+    mine.slot = ix.slot;
+    mine.base = ix.base;
+  }
+  impl_->pruned_seq = o.impl_->pruned_seq;
+  impl_->newest_at_us = o.impl_->newest_at_us;
 }
 BudgetLedger& BudgetLedger::operator=(const BudgetLedger& o) {
   if (this != &o) {
@@ -275,12 +305,13 @@ BudgetLedger& BudgetLedger::operator=(const BudgetLedger& o) {
   return *this;
 }
 
-void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
+void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision,
+                                 uint64_t seq) {
   if (!decision.is_object()) return;
   const std::string verdict = decision.value("verdict", "");
   std::string org = request.value("org_id", "");
   if (verdict == "deny") {
-    if (Node* n = impl_->Find(org, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0);
+    if (Node* n = impl_->Find(org, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0, seq);
     return;
   }
   const Json* res = decision.contains("reservation") ? &decision["reservation"] : nullptr;
@@ -300,9 +331,10 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
 }
 
 void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
-                                 const std::string& session_id, const std::string& tool, const Decision& d) {
+                                 const std::string& session_id, const std::string& tool, const Decision& d,
+                                 uint64_t seq) {
   if (d.verdict == "deny") {
-    if (Node* n = impl_->Find(org_id, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0);
+    if (Node* n = impl_->Find(org_id, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0, seq);
     return;
   }
   if (!d.has_reservation) return;
@@ -325,8 +357,9 @@ void BudgetLedger::Apply(const Event& e) {
   if (e.seq > applied_seq_) applied_seq_ = e.seq;
   if (e.request_id.empty()) return;
   if (e.type == "decision.made") {
+    if (e.seq != 0 && e.seq <= impl_->pruned_seq) return;  // folded before pruning
     Json req = {{"org_id", e.org_id}, {"agent_id", e.agent_id}, {"session_id", e.session_id}, {"tool", e.tool}};
-    ApplyDecision(e.request_id, req, e.data);
+    ApplyDecision(e.request_id, req, e.data, e.seq);
     return;
   }
   Node* n = impl_->Find(e.org_id, e.request_id);
@@ -335,11 +368,52 @@ void BudgetLedger::Apply(const Event& e) {
   if (e.type == "execution.completed") {
     double cost = 0;
     if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number()) cost = e.data["cost_usd"].get<double>();
-    impl_->Transition(n, BudgetEntry::State::kSettled, UsdToMicros(cost));
+    impl_->Transition(n, BudgetEntry::State::kSettled, UsdToMicros(cost), e.seq);
   } else if (e.type == "approval.denied" || e.type == "approval.expired") {
-    impl_->Transition(n, BudgetEntry::State::kReleased, 0);
+    impl_->Transition(n, BudgetEntry::State::kReleased, 0, e.seq);
   }
 }
+
+size_t BudgetLedger::Prune(uint64_t upto_seq) {
+  Impl& im = *impl_;
+  im.pruned_seq = std::max(im.pruned_seq, upto_seq);
+  if (im.newest_at_us == INT64_MIN) return 0;
+  const int64_t cutoff = im.newest_at_us - kPruneKeepUs;
+  std::vector<std::unordered_map<std::string, Node>::iterator> gone;
+  for (auto it = im.entries.begin(); it != im.entries.end(); ++it) {
+    const Node& n = it->second;
+    if (n.e.state != BudgetEntry::State::kReserved && n.final_seq != 0 && n.final_seq <= upto_seq &&
+        n.e.at_us <= cutoff) {
+      gone.push_back(it);
+    }
+  }
+  if (gone.empty()) return 0;
+  std::vector<TimeIndex*> touched;
+  for (auto it : gone) {
+    Node& n = it->second;
+    n.doomed = true;
+    const Usage v = Contribution(n.e);
+    for (TimeIndex* ix : n.ix) {
+      ix->base.micros += v.micros;
+      ix->base.calls += v.calls;
+      touched.push_back(ix);
+    }
+  }
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  for (TimeIndex* ix : touched) ix->Drop();
+  for (auto it : gone) im.entries.erase(it);
+  // An emptied index goes, unless it is a session's and its sum still counts.
+  for (auto it = im.indexes.begin(); it != im.indexes.end();) {
+    const TimeIndex& ix = it->second;
+    const bool keep = !ix.empty() || (ix.is_session() && (ix.base.micros != 0 || ix.base.calls != 0));
+    it = keep ? std::next(it) : im.indexes.erase(it);
+  }
+  im.recent = Impl::Recent{};
+  return gone.size();
+}
+
+uint64_t BudgetLedger::pruned_seq() const { return impl_->pruned_seq; }
 
 BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
                                       const std::string& session_id, const std::string& tool, int64_t from_us,
@@ -371,11 +445,28 @@ const BudgetEntry* BudgetLedger::Find(const std::string& org_id, const std::stri
 size_t BudgetLedger::size() const { return impl_->entries.size(); }
 
 namespace {
-// v2: entries are [org_id, request_id, agent_id, session_id, tool, at_us,
-// reserved_micros, actual_micros, state], sorted by (org_id, request_id).
-// v1 keyed entries by request_id alone, which cannot hold two orgs'
-// requests with one id: it is refused, and the log folded again.
-constexpr const char* kLedgerFormat = "decide-ledger.v2";
+// v3: entries are [org_id, request_id, agent_id, session_id, tool, at_us,
+// reserved_micros, actual_micros, state, final_seq], sorted by (org_id,
+// request_id); "pruned" lists the sums pruned entries left, as [hex of the
+// index key, slot, micros, calls] sorted by key; "pruned_seq" and
+// "newest_at_us" as Prune keeps them. v2 lacked final_seq and the sums; v1
+// keyed entries by request_id alone: both are refused, and the log folded
+// again.
+constexpr const char* kLedgerFormat = "decide-ledger.v3";
+
+bool KeyFromHex(const std::string& hex, std::string* out) {
+  if (hex.size() % 2 != 0) return false;
+  out->clear();
+  auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return true;
+}
 }  // namespace
 
 std::string BudgetLedger::Serialize() const {
@@ -387,9 +478,19 @@ std::string BudgetLedger::Serialize() const {
   for (const auto* kv : sorted) {
     const BudgetEntry& e = kv->second.e;
     entries.push_back(Json::array({e.org_id, kv->first.substr(e.org_id.size() + 1), e.agent_id, e.session_id, e.tool,
-                                   e.at_us, e.reserved_micros, e.actual_micros, static_cast<int>(e.state)}));
+                                   e.at_us, e.reserved_micros, e.actual_micros, static_cast<int>(e.state),
+                                   kv->second.final_seq}));
   }
-  Json body = {{"applied_seq", applied_seq_}, {"entries", std::move(entries)}, {"format", kLedgerFormat}};
+  std::vector<std::pair<std::string, const TimeIndex*>> bases;
+  for (const auto& [key, ix] : impl_->indexes) {
+    if (ix.base.micros != 0 || ix.base.calls != 0) bases.emplace_back(ToHex(reinterpret_cast<const uint8_t*>(key.data()), key.size()), &ix);
+  }
+  std::sort(bases.begin(), bases.end());
+  Json pruned = Json::array();
+  for (const auto& [hex, ix] : bases) pruned.push_back(Json::array({hex, ix->slot, ix->base.micros, ix->base.calls}));
+  Json body = {{"applied_seq", applied_seq_}, {"entries", std::move(entries)}, {"format", kLedgerFormat},
+               {"pruned", std::move(pruned)}, {"pruned_seq", impl_->pruned_seq},
+               {"newest_at_us", impl_->newest_at_us}};
   std::string bytes;
   (void)CanonicalBytes(body, &bytes);
   Json file = {{"body", std::move(body)}, {"sha256", Sha256Hex(bytes)}};
@@ -426,8 +527,23 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
       int st = a.at(8).get<int>();
       if (st < 0 || st > 2) return Status::Error(errc::kLogCorrupt, "bad entry state in ledger snapshot");
       e.state = static_cast<BudgetEntry::State>(st);
+      const std::string key = EntryKey(e.org_id, request_id);
       l.impl_->Reserve(request_id, std::move(e));
+      l.impl_->entries.at(key).final_seq = a.at(9).get<uint64_t>();
     }
+    for (const auto& a : body.at("pruned")) {
+      std::string key;
+      const int slot = a.at(1).get<int>();
+      if (!KeyFromHex(a.at(0).get<std::string>(), &key) || slot < 0 || slot >= kSlots) {
+        return Status::Error(errc::kLogCorrupt, "bad pruned sum in ledger snapshot");
+      }
+      TimeIndex& ix = l.impl_->indexes[key];
+      ix.slot = slot;
+      ix.base = {a.at(2).get<int64_t>(), a.at(3).get<int64_t>()};
+    }
+    l.impl_->pruned_seq = body.at("pruned_seq").get<uint64_t>();
+    l.impl_->newest_at_us = std::max(l.impl_->newest_at_us, body.at("newest_at_us").get<int64_t>());
+    l.impl_->recent = Impl::Recent{};
     l.applied_seq_ = body.at("applied_seq").get<uint64_t>();
     *out = std::move(l);
   } catch (const std::exception& e) {
@@ -438,6 +554,15 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
 
 bool BudgetLedger::operator==(const BudgetLedger& o) const {
   if (applied_seq_ != o.applied_seq_ || impl_->entries.size() != o.impl_->entries.size()) return false;
+  auto bases = [](const Impl& im) {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    for (const auto& [key, ix] : im.indexes) {
+      if (ix.base.micros != 0 || ix.base.calls != 0) out.emplace_back(key, ix.base.micros, ix.base.calls);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  if (bases(*impl_) != bases(*o.impl_)) return false;
   for (const auto& [key, n] : impl_->entries) {
     const BudgetEntry& e = n.e;
     const BudgetEntry* f = o.Find(e.org_id, key.substr(e.org_id.size() + 1));

@@ -11,9 +11,7 @@
 namespace tollgate {
 
 namespace {
-constexpr const char* kSnapshotFormat = "decide-snapshot.v3";  // v3: the ledger keyed by (org, request)
-// Events folded again before a snapshot's seq (see RebuildDecideState).
-constexpr uint64_t kRefoldMargin = 4096;
+constexpr const char* kSnapshotFormat = "decide-snapshot.v4";  // v4: the ledger prunes (decide-ledger.v3)
 constexpr int64_t kSnapshotEveryUs = 300'000'000;
 constexpr uint64_t kSnapshotMinEvents = 1000;
 
@@ -90,6 +88,7 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
     s = state->Apply(e);
     if (!s.ok()) log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
     last_id = e.id;
+    state->MaybePrune();
   }
   // The snapshot written next names the head's event, which the loop may
   // not have read (a snapshot covering the head).
@@ -99,6 +98,7 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
     last_id = e.id;
   }
   state->CoverTo(head_seq, last_id);
+  state->Prune();
   return Status::Ok();
 }
 

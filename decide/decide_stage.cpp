@@ -32,6 +32,7 @@ void DecideStage::Fold(const Event& e) {
 void DecideStage::OnAppended(const std::vector<Event>& events) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Event& e : events) Fold(e);
+  state_.MaybePrune();
 }
 
 void DecideStage::UsePolicy(PolicyPtr policy) {

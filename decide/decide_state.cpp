@@ -36,8 +36,9 @@ void DecideState::ApplyDecisionMade(const Event& envelope, const Decision& d) {
   // As BudgetLedger::Apply does for a decision.made.
   if (envelope.seq > ledger_.applied_seq()) ledger_.set_applied_seq(envelope.seq);
   if (envelope.request_id.empty()) return;
+  if (envelope.seq != 0 && envelope.seq <= ledger_.pruned_seq()) return;  // as BudgetLedger::Apply
   ledger_.ApplyDecision(envelope.request_id, envelope.org_id, envelope.agent_id, envelope.session_id, envelope.tool,
-                        d);
+                        d, envelope.seq);
 }
 
 void DecideState::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
@@ -58,6 +59,16 @@ Status DecideState::AddLocalRule(const Json& rule) {
                                    rule.value("content_hash", ""), revoke);
   if (s.ok()) local_rules_.push_back(rule);
   return s;
+}
+
+size_t DecideState::Prune() {
+  pruned_at_seq_ = max_seq_;
+  return ledger_.Prune(max_seq_ > kRefoldMargin ? max_seq_ - kRefoldMargin : 0);
+}
+
+void DecideState::MaybePrune() {
+  const uint64_t every = std::max<uint64_t>(1000, ledger_.size() / 2);
+  if (max_seq_ >= pruned_at_seq_ + every) Prune();
 }
 
 void DecideState::CoverTo(uint64_t head_seq, const std::string& head_id) {

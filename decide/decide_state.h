@@ -27,6 +27,11 @@
 
 namespace tollgate {
 
+// Events folded again before a snapshot's seq at start, because listeners
+// of different stages can deliver groups slightly out of seq order
+// (decide/decide_snapshot.h); pruning never reaches into them.
+inline constexpr uint64_t kRefoldMargin = 4096;
+
 class DecideState {
  public:
   // Folds one event: policy.updated into the policy in force (tier "file"
@@ -49,6 +54,12 @@ class DecideState {
   // Adds an agent-local rule as policy.updated data (org_id, agent_id,
   // allow, content_hash), with no event (the snapshot).
   Status AddLocalRule(const Json& rule);
+  // Prunes the ledger (BudgetLedger::Prune) up to the fold's seq minus
+  // kRefoldMargin, once enough was folded since the last time that the cost
+  // stays O(1) per event. Prune() does it now.
+  void MaybePrune();
+  size_t Prune();
+
   // The fold covers the log up to `head_seq`, whose event id is `head_id`
   // (after the rebuild read it all).
   void CoverTo(uint64_t head_seq, const std::string& head_id);
@@ -71,6 +82,7 @@ class DecideState {
   std::vector<Json> local_rules_;
   uint64_t max_seq_ = 0;
   std::string max_seq_id_;
+  uint64_t pruned_at_seq_ = 0;  // max_seq_ when Prune last ran
 };
 
 }  // namespace tollgate

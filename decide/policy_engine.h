@@ -71,15 +71,30 @@ class BudgetLedger {
   // entries); a settled or released entry stays so. applied_seq() becomes
   // the largest seq seen (a snapshot covers it when the fold ran in seq
   // order, as the rebuild at start does).
+  // A decision.made at a seq the ledger has pruned up to (pruned_seq())
+  // was folded before: it is skipped, so a pruned entry never returns.
   void Apply(const Event& e);
-  // The decide stage's own decision, before it is appended; the entry is
-  // (request.org_id, request_id).
-  void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision);
+  // The decide stage's own decision, before it is appended (seq 0); the
+  // entry is (request.org_id, request_id).
+  void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision, uint64_t seq = 0);
   // The same for a decision held as a Decision, for the request of
   // (org, agent, session, tool): what ApplyDecision does with
   // decision.ToJson(), without building it (re-decision's fast path).
   void ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
-                     const std::string& session_id, const std::string& tool, const Decision& decision);
+                     const std::string& session_id, const std::string& tool, const Decision& decision,
+                     uint64_t seq = 0);
+
+  // Pruning (docs/policy.md, "Budgets"): drops the entries no budget can
+  // still count on its own: settled or released by an event at seq <=
+  // upto_seq, and received more than kPruneKeepUs before the newest entry
+  // (the longest rolling window is a day). A session window counts a
+  // session's whole history, so what they contributed is kept as one sum
+  // per session (and per session and tool). Returns how many were dropped.
+  // upto_seq must be a seq every event up to which has been applied (the
+  // decide state passes its fold's seq minus the refold margin).
+  static constexpr int64_t kPruneKeepUs = 2 * 86'400'000'000;
+  size_t Prune(uint64_t upto_seq);
+  uint64_t pruned_seq() const;
 
   // Sum over entries of org `org_id` matching the filter, with at_us in
   // (from_us, to_us] (from_us = INT64_MIN for no lower bound), excluding
@@ -99,10 +114,10 @@ class BudgetLedger {
   uint64_t applied_seq() const { return applied_seq_; }
   void set_applied_seq(uint64_t s) { applied_seq_ = s; }
 
-  // Snapshot: JSON with the entries and applied_seq, and a checksum so a
-  // corrupt file is refused (then fold the whole log). Format
-  // "decide-ledger.v2" (entries keyed by org and request); a v1 snapshot,
-  // keyed by request_id alone, is refused.
+  // Snapshot: JSON with the entries, the pruned sums and applied_seq, and a
+  // checksum so a corrupt file is refused (then fold the whole log). Format
+  // "decide-ledger.v3" (v2 lacked what pruning needs; v1 keyed entries by
+  // request_id alone): an older one is refused, and the log folded again.
   std::string Serialize() const;
   static Status Deserialize(std::string_view text, BudgetLedger* out);
   bool operator==(const BudgetLedger& other) const;

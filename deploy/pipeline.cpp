@@ -77,6 +77,13 @@ void Pipeline::AddPipelineCollectors(Pipeline* p) {
 Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>* out) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->options_ = options;
+  // Where start-up time goes (startup_phases(), the bench's breakdown).
+  auto last = std::chrono::steady_clock::now();
+  auto phase = [&p, &last](const char* name) {
+    const auto now = std::chrono::steady_clock::now();
+    p->startup_phases_[name] = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   if (p->options_.policy_path.empty()) p->options_.policy_path = DefaultPolicyPath();
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
@@ -113,8 +120,10 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   lo.durability = options.durability;
   // request.received carries the whole request: leave it room.
   lo.max_event_bytes = std::max(kDefaultMaxEventBytes, 2 * options.max_request_bytes + (64 << 10));
+  phase("broker");
   s = EventLog::Open(options.data_dir + "/log", lo, &p->log_);
   if (!s.ok()) return s;
+  phase("log");
   // Stages read request histories from memory when the request began in
   // this process (audit/request_cache.h), else from the log.
   p->cache_ = std::make_unique<RequestCache>();
@@ -138,8 +147,10 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
 
   s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
   if (!s.ok()) return s;
+  phase("identity");
   s = p->ReconcileNow();
   if (!s.ok()) return s;
+  phase("reconcile");
 
   const Topics& topics = p->bus_.topics;
   // The redaction rules in force (the policy's redact section), for every
@@ -161,6 +172,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   BuiltStages built;
   s = BuildStages(StageNames(), env, &built);
   if (!s.ok()) return s;
+  phase("stages");
   p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy, built.upstreams);
   const std::function<PolicyInForce()> policy_in_force = built.policy;
   p->stages_ = std::move(built.stages);
@@ -197,6 +209,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
+  phase("runners");
   AddPipelineCollectors(raw);
   ApiOptions ao;
   ao.credentials = p->credentials_.get();
@@ -210,6 +223,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", options.brokers.empty()}},
                &p->api_);
   if (!s.ok()) return s;
+  phase("api");
   *out = std::move(p);
   return Status::Ok();
 }

@@ -85,6 +85,10 @@ class Pipeline {
   EmbeddedBroker* broker() { return broker_.get(); }  // null with --brokers
   EventLog& log() { return *log_; }
   const ReconcileStats& reconciled() const { return reconciled_; }
+  // Seconds each part of Start took: broker, log, identity, reconcile,
+  // stages (state restored), runners (started, and the policy in force),
+  // api.
+  const Json& startup_phases() const { return startup_phases_; }
   // Sum of every runner's retries (failed batches).
   uint64_t retries() const;
   // Each stage's runner counters, by stage name.
@@ -124,6 +128,7 @@ class Pipeline {
   std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;
+  Json startup_phases_ = Json::object();
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<std::unique_ptr<StageRunner>> runners_;
   std::vector<std::thread> threads_;

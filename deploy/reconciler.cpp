@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "audit/log_sink.h"
+#include "audit/open_requests.h"
 #include "core/request_state.h"
 #include "core/trace.h"
 
@@ -54,21 +55,38 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
   return std::nullopt;
 }
 
-Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
-                 ReconcileStats* stats) {
-  StoreLogView view(store);
+namespace {
+// The requests that may be unfinished: the open-request index when the log
+// has one (O(unfinished)), else every request.received (a read-only copy
+// of a log written before the index).
+Status Candidates(const LogStore& store, std::vector<OpenRequest>* out) {
+  Status s = ListOpenRequests(store, out);
+  if (s.ok() || s.code() != errc::kNotFound) return s;
   const std::string prefix = logfmt::IndexPrefix("request.received");
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kByType)));
-  const int64_t now = NowMicros();
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     uint64_t seq;
     logfmt::DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq);
     Event received;
-    Status s = store.ReadEvent(seq, &received);
-    if (!s.ok()) return s;
+    if (!(s = store.ReadEvent(seq, &received)).ok()) return s;
+    out->push_back({received.org_id, received.request_id, seq});
+  }
+  return it->status().ok() ? Status::Ok() : FromRocks(it->status(), "reconcile scan failed");
+}
+}  // namespace
+
+Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
+                 ReconcileStats* stats) {
+  StoreLogView view(store);
+  std::vector<OpenRequest> candidates;
+  Status s = Candidates(store, &candidates);
+  if (!s.ok()) return s;
+  const int64_t now = NowMicros();
+  for (const OpenRequest& open : candidates) {
     std::vector<Event> events;
-    s = view.EventsOfRequest(received.org_id, received.request_id, &events);
+    s = view.EventsOfRequest(open.org_id, open.request_id, &events);
     if (!s.ok()) return s;
+    if (events.empty()) continue;
     ++stats->requests_seen;
     auto plan = PlanRedrive(events, topics, now);
     if (!plan) continue;
@@ -82,7 +100,7 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
                                        producer.max_message_bytes())) {
         continue;
       }
-      log::Error({"reconciler", received.request_id}) << received.request_id << " of org " << received.org_id
+      log::Error({"reconciler", open.request_id}) << open.request_id << " of org " << open.org_id
                 << " cannot be re-driven (its message is " << plan->message.bytes() << " bytes); it ends with "
                 << errc::kOutputTooLarge << "\n";
       const std::string tp = TraceparentOf(plan->message);
@@ -103,7 +121,6 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
     s = producer.Send(plan->message);
     if (!s.ok()) return s;
   }
-  if (!it->status().ok()) return FromRocks(it->status(), "reconcile scan failed");
   return producer.Flush(std::chrono::seconds(30));
 }
 

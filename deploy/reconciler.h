@@ -24,7 +24,8 @@ struct Redrive {
 std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topics& topics, int64_t now_us);
 
 struct ReconcileStats {
-  uint64_t requests_seen = 0;
+  uint64_t requests_seen = 0;  // unfinished (the open-request index's), not all
+
   uint64_t redriven = 0;
   // Could not be re-driven: ended with E_REQUEST_LOST (redacted secrets) or
   // E_OUTPUT_TOO_LARGE (its message is over kMaxMessageBytes: one such
@@ -32,7 +33,8 @@ struct ReconcileStats {
   uint64_t failed_closed = 0;
 };
 
-// Walks every request.received in `store` and applies PlanRedrive; events
+// Walks the requests the log shows unfinished (audit/open_requests.h: the
+// cost is O(unfinished), not O(history)) and applies PlanRedrive; events
 // are appended through `sink` (the pipeline's, so its RequestCache and
 // listeners see them: nothing may write the log behind the sink's back).
 Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,

@@ -7,6 +7,7 @@
 #include "bench/decide_bench.h"
 #include "bench/log_bench.h"
 #include "bench/replay_bench.h"
+#include "bench/startup_bench.h"
 
 namespace tollgate::bench {
 namespace {
@@ -44,6 +45,24 @@ TEST(ReplayBench, QuickRunReportsTheRatio) {
   }
   EXPECT_TRUE(r["met"].contains("redecide_vs_floor"));
   EXPECT_FALSE(r["met"].contains("redecide_vs_scan"));
+}
+
+// `tollgate bench startup --quick`: both histories start (restoring every
+// pending approval, re-driving nothing: the bench fails otherwise) and the
+// ratio is reported.
+TEST(StartupBench, QuickRunReportsTheRatio) {
+  StartupBenchOptions o;
+  o.quick = true;
+  Json r = RunStartupBench(o);
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_EQ(r["short_events"], 2000 * 4 + 50 * 3);
+  EXPECT_EQ(r["long_events"], 20000 * 4 + 50 * 3);
+  for (const char* key : {"startup_growth_10x", "short_startup_s", "long_startup_s", "full_fold_long_s"}) {
+    ASSERT_TRUE(r.contains(key)) << key;
+    double v = r[key].get<double>();
+    EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
+  }
+  EXPECT_TRUE(r["met"].contains("startup_growth_10x"));
 }
 
 // `tollgate bench decide --quick`: every figure present, finite, positive.
