@@ -10,13 +10,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "audit/audit_query.h"
+#include "audit/log_sink.h"
 #include "audit/log_store.h"
+#include "audit/open_requests.h"
 #include "core/event.h"
+#include "core/request_state.h"
 #include "core/schema.h"
 #include "core/stage.h"
 
@@ -121,9 +126,41 @@ inline Event MakeEvent(const std::string& type, const std::string& request_id,
   return e;
 }
 
+// The log's open-request index (docs/log_format.md, "Open requests") holds
+// exactly the requests whose histories RequestState finds unfinished.
+// Read while nothing is appended (retried if the head moves).
+inline void ExpectOpenIndexAgrees(const LogStore& store) {
+  if (!HasOpenIndex(store)) return;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    uint64_t before = 0, after = 0;
+    Digest h;
+    ASSERT_TRUE(store.ReadHead(&before, &h).ok());
+    std::vector<OpenRequest> open;
+    ASSERT_TRUE(ListOpenRequests(store, &open).ok());
+    std::set<std::pair<std::string, std::string>> indexed, unfinished;
+    for (const OpenRequest& r : open) indexed.insert({r.org_id, r.request_id});
+    AuditQuery q;
+    q.types = {"request.received"};
+    StoreLogView view(store);
+    ASSERT_TRUE(ForEachEvent(store, q, [&](Event& received) {
+                  std::vector<Event> events;
+                  ASSERT_TRUE(view.EventsOfRequest(received.org_id, received.request_id, &events).ok());
+                  RequestState st = Summarize(events);
+                  if (st.received != nullptr && !st.terminal()) unfinished.insert({received.org_id, received.request_id});
+                }).ok());
+    ASSERT_TRUE(store.ReadHead(&after, &h).ok());
+    if (before != after) continue;
+    EXPECT_EQ(indexed, unfinished) << "the open-request index disagrees with the events";
+    return;
+  }
+  ADD_FAILURE() << "the log kept growing while the open-request index was checked";
+}
+
 // The contract holds for everything a pipeline wrote: every event of the
-// log conforms to schemas/event and its data schema.
+// log conforms to schemas/event and its data schema, and the open-request
+// index agrees with the events.
 inline void ExpectEveryEventConforms(const LogStore& store) {
+  ExpectOpenIndexAgrees(store);
   AuditQuery q;
   q.limit = kMaxQueryLimit;
   for (;;) {
