@@ -194,6 +194,16 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
       t.Histogram(name, {{"stage", stage}}, bounds, std::vector<uint64_t>(c.begin(), c.end()), h.sum_seconds());
     }
   }
+  using Gauge = std::atomic<uint64_t> RunnerStats::*;
+  const std::tuple<const char*, Gauge, const char*> gauges[] = {
+      {"tollgate_stage_workers_busy", &RunnerStats::deferred_running,
+       "A stage's pool (execute: tool runs): works running now."},
+      {"tollgate_stage_workers_queued", &RunnerStats::deferred_queued,
+       "A stage's pool (execute: tool runs): works waiting for a worker."}};
+  for (const auto& [name, field, help] : gauges) {
+    t.Family(name, "gauge", help);
+    for (const auto& [stage, r] : runners) t.Sample(name, {{"stage", stage}}, static_cast<double>((r->stats().*field).load()));
+  }
   t.Family("tollgate_consumer_lag_messages", "gauge",
            "Messages in a stage's input partitions not read yet (high watermark minus position).");
   for (const auto& [stage, r] : runners) {
@@ -202,6 +212,26 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
                {{"stage", stage}, {"topic", l.topic}, {"partition", std::to_string(l.partition)}},
                static_cast<double>(l.lag));
     }
+  }
+}
+
+void WriteLogMetrics(MetricsText& t, const EventLog& log) {
+  uint64_t seq = 0;
+  Digest hash;
+  if (log.store().ReadHead(&seq, &hash).ok()) {
+    t.Family("tollgate_log_head_seq", "gauge", "The seq of the last event of this process's log (or copy).");
+    t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
+  }
+  t.Family("tollgate_log_size_bytes", "gauge", "Bytes the event log takes (SST files and memtables; not the WAL).");
+  t.Sample("tollgate_log_size_bytes", {}, static_cast<double>(log.store().ApproximateBytes()));
+  const std::vector<double> bounds(kLatencyBounds.begin(), kLatencyBounds.end());
+  for (const auto& [name, h, help] :
+       {std::tuple{"tollgate_log_write_seconds", &log.write_latency(), "Per batch: the log's RocksDB write."},
+        std::tuple{"tollgate_log_fsync_seconds", &log.sync_latency(),
+                   "Per WAL fsync (durability sync; one covers every batch written before it)."}}) {
+    t.Family(name, "histogram", help);
+    const auto c = h->counts();
+    t.Histogram(name, {}, bounds, std::vector<uint64_t>(c.begin(), c.end()), h->sum_seconds());
   }
 }
 

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "audit/event_log.h"
 #include "core/event.h"
 #include "runtime/stage_runner.h"
 
@@ -81,5 +82,9 @@ class Metrics {
 // append, publish) and input lag by topic and partition, as `up` and each
 // `tollgate stage` process serve them. `runners`: (stage name, runner).
 void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string, const StageRunner*>>& runners);
+
+// The log this process appends to (`up`'s, or a stage process's copy): head
+// seq, size, and the write and fsync latency histograms.
+void WriteLogMetrics(MetricsText& t, const EventLog& log);
 
 }  // namespace tollgate

@@ -206,6 +206,7 @@ void EventLog::SyncLoop() {
     }
     acked_at = Clock::now();
     sync_time += ((acked_at - sync_start) - sync_time) / 8;
+    sync_hist_.Record(std::chrono::duration_cast<std::chrono::microseconds>(acked_at - sync_start).count());
     size_t acked = 0;
     for (const auto& u : taken) acked += u.batch.size();
     {
@@ -463,7 +464,10 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
     wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
     wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
     rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
+    const auto write_start = std::chrono::steady_clock::now();
     rocksdb::Status w = db->Write(wo, &wb);
+    write_hist_.Record(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start).count());
     if (!w.ok()) {
       Status err = FromRocks(w, "event log write failed; the log refuses appends until reopened");
       {

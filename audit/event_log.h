@@ -45,6 +45,7 @@
 #include "audit/append_future.h"
 #include "audit/log_store.h"
 #include "core/event.h"
+#include "core/latency_histogram.h"
 #include "core/status.h"
 
 namespace tollgate {
@@ -90,6 +91,9 @@ class EventLog {
 
   // Head after the last durable (acknowledged) batch.
   uint64_t head_seq() const;
+  // For /metrics: each batch's RocksDB write, and each WAL fsync (kSync).
+  const LatencyHistogram& write_latency() const { return write_hist_; }
+  const LatencyHistogram& sync_latency() const { return sync_hist_; }
   std::string head_hash() const;
 
   // Read access (thread-safe).
@@ -158,6 +162,7 @@ class EventLog {
   std::atomic<uint32_t> next_wake_bit_{0};
   std::thread writer_;
   std::thread syncer_;
+  LatencyHistogram write_hist_, sync_hist_;
 };
 
 }  // namespace tollgate

@@ -142,6 +142,16 @@ LogStore::~LogStore() {
   }
 }
 
+uint64_t LogStore::ApproximateBytes() const {
+  uint64_t total = 0;
+  for (auto* h : handles_) {
+    uint64_t v = 0;
+    if (db_->GetIntProperty(h, rocksdb::DB::Properties::kTotalSstFilesSize, &v)) total += v;
+    if (db_->GetIntProperty(h, rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) total += v;
+  }
+  return total;
+}
+
 Status LogStore::CatchUp() {
   if (mode_ != OpenMode::kSecondary) return Status::Ok();
   return FromRocks(db_->TryCatchUpWithPrimary(), "secondary catch-up failed");

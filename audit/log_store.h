@@ -38,6 +38,9 @@ class LogStore {
   // Secondary only: applies what the primary appended since the last call.
   Status CatchUp();
 
+  // Bytes the log takes: SST files and memtables of every family (RocksDB's
+  // own estimate; the WAL is not counted).
+  uint64_t ApproximateBytes() const;
   // The head from meta: 0 and the genesis hash for an empty log.
   Status ReadHead(uint64_t* seq, Digest* hash) const;
   // E_NOT_FOUND when absent; E_LOG_CORRUPT when the value does not decode.

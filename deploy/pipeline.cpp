@@ -53,12 +53,7 @@ void Pipeline::AddPipelineCollectors(Pipeline* p) {
     std::vector<std::pair<std::string, const StageRunner*>> runners;
     for (size_t i = 0; i < p->runners_.size(); ++i) runners.emplace_back(p->stages_[i]->name(), p->runners_[i].get());
     WriteRunnerMetrics(t, runners);
-    uint64_t seq = 0;
-    Digest hash;
-    if (p->log_->store().ReadHead(&seq, &hash).ok()) {
-      t.Family("tollgate_log_head_seq", "gauge", "The seq of the log's last event.");
-      t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
-    }
+    WriteLogMetrics(t, *p->log_);
     if (p->approve_ != nullptr) {
       t.Family("tollgate_approvals_pending", "gauge", "Approvals waiting for an answer now.");
       t.Sample("tollgate_approvals_pending", {}, static_cast<double>(p->approve_->pending()));

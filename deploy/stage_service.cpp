@@ -139,12 +139,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       auto render = [raw, stage] {
         MetricsText t;
         WriteRunnerMetrics(t, {{stage, raw->runner_.get()}});
-        uint64_t seq = 0;
-        Digest hash;
-        if (raw->log_->store().ReadHead(&seq, &hash).ok()) {
-          t.Family("tollgate_log_head_seq", "gauge", "The seq of the last event of this process's copy of the log.");
-          t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
-        }
+        WriteLogMetrics(t, *raw->log_);
         return t.text();
       };
       s = MetricsServer::Start(options.metrics_listen, p->credentials_.get(), po.metrics_public, render, &p->metrics_);

@@ -365,6 +365,7 @@ void StageRunner::Submit(std::unique_ptr<Job> job) {
     for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerLoop(); });
   }
   queued_.push_back(std::move(job));
+  ++stats_.deferred_queued;
   jobs_cv_.notify_one();
 }
 
@@ -377,8 +378,11 @@ void StageRunner::WorkerLoop() {
       if (queued_.empty()) return;  // stopping
       job = std::move(queued_.front());
       queued_.pop_front();
+      --stats_.deferred_queued;
+      ++stats_.deferred_running;
     }
     job->result = Guarded(stage_, job->in, job->ctx, [&] { return job->work(); });
+    --stats_.deferred_running;
     std::lock_guard<std::mutex> lock(jobs_mu_);
     finished_.push_back(std::move(job));
   }

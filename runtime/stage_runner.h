@@ -135,6 +135,10 @@ struct RunnerStats {
   // Deferred works finished and published, and those running now.
   std::atomic<uint64_t> deferred{0};
   std::atomic<uint64_t> in_flight{0};
+  // The worker pool (an executor's tool runs): works running now, and works
+  // waiting for a worker.
+  std::atomic<uint64_t> deferred_running{0};
+  std::atomic<uint64_t> deferred_queued{0};
   // Start()'s read-back: committed outputs read, those of inputs this stage
   // may read again, and whether it reached every partition's end in time.
   // Outputs not sent because they were already committed.

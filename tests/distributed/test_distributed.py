@@ -107,6 +107,9 @@ class DistributedDeployment(unittest.TestCase):
             text = self.d.metrics(instance)
             self.assertRegex(text, r'\ntollgate_stage_process_seconds_count\{stage="%s"\} \d+\n' % stage, instance)
             self.assertIn("tollgate_log_head_seq ", text, instance)
+            # Its copy of the log: each process appends what it copies.
+            self.assertRegex(text, r'\ntollgate_log_write_seconds_count [1-9]\d*\n', instance)
+            self.assertRegex(text, r'\ntollgate_log_size_bytes \d', instance)
         for stage in ("ingest", "decide"):
             self.assertRegex(self.d.metrics(stage), r'\ntollgate_stage_messages_total\{stage="%s"\} [1-9]' % stage)
 

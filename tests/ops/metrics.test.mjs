@@ -111,6 +111,13 @@ test('Prometheus stores the counters of a run of known size', async () => {
   assert.ok((await query('sum(tollgate_stage_append_seconds_bucket{stage="decide",le="+Inf"})')) >= 1);
   // Every request was answered: no stage has input left to read.
   assert.equal(await query('sum(tollgate_consumer_lag_messages{stage="decide"})'), 0);
+  // The log's own timings and size.
+  assert.ok((await query('tollgate_log_write_seconds_count')) >= 1);
+  assert.ok((await query('tollgate_log_fsync_seconds_count')) >= 1);
+  assert.ok((await query('tollgate_log_size_bytes')) > 0);
+  // Execute's pool is idle once every call is answered.
+  assert.equal(await query('tollgate_stage_workers_busy{stage="execute"}'), 0);
+  assert.equal(await query('tollgate_stage_workers_queued{stage="execute"}'), 0);
   // echo costs nothing; the family is there for the org all the same.
   assert.equal(await query('sum(tollgate_cost_usd_total{org="default"})'), 0);
 });
