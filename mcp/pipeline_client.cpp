@@ -1,5 +1,7 @@
 #include "mcp/pipeline_client.h"
 
+#include "core/trace.h"
+
 namespace tollgate::mcp {
 
 Status PipelineClient::Open(const BusConfig& bus, std::unique_ptr<PipelineClient>* out) {
@@ -31,6 +33,8 @@ void PipelineClient::Dispatch() {
       if (!ParseInputJson(m.value, &r).ok() || !r.is_object()) continue;
       const Json org = r.value("org_id", Json()), rid = r.value("request_id", Json());
       if (!org.is_string() || !rid.is_string()) continue;
+      // The result's trace context, for the tools/call result's _meta.
+      if (std::string tp = TraceparentOf(m); !tp.empty()) r["traceparent"] = tp;
       std::shared_ptr<Waiter> w;
       {
         std::lock_guard<std::mutex> lock(mu_);

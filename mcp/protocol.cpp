@@ -89,6 +89,9 @@ Json CallToolResultOf(const Json& r) {
   const Json& tool_result = r.contains("result") && r["result"].is_object() ? r["result"] : Json::object();
   Json meta{{"io.tollgate/request_id", r.value("request_id", "")}, {"io.tollgate/status", status}};
   if (r.contains("log_seq")) meta["io.tollgate/log_seq"] = r["log_seq"];
+  // The trace the call ran in (the agent's, or the one ingest started), so
+  // the agent can join its own spans to ours.
+  if (r.contains("traceparent") && r["traceparent"].is_string()) meta["traceparent"] = r["traceparent"];
   Json out;
   if (status == "completed" && tool_result.value("success", false)) {
     const Json data = tool_result.contains("data") ? tool_result["data"] : Json(nullptr);

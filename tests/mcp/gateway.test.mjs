@@ -131,6 +131,7 @@ for (const [name, connect] of Object.entries(transports)) {
     const events = await up.events({ request: r._meta['io.tollgate/request_id'] });
     assert.equal(events.length, 4);
     for (const e of events) assert.equal(e.data.traceparent, tp, e.type);
+    assert.equal(r._meta.traceparent, tp, 'the result names the trace it ran in');
 
     const bad = tp.toUpperCase();
     const r2 = await client.callTool({ name: 'echo', arguments: { text: 'badly traced' }, _meta: { traceparent: bad } });
@@ -138,6 +139,7 @@ for (const [name, connect] of Object.entries(transports)) {
     const started = (await up.events({ request: r2._meta['io.tollgate/request_id'] })).map((e) => e.data.traceparent);
     assert.match(started[0], /^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     assert.ok(started.every((t) => t === started[0] && t !== bad), JSON.stringify(started));
+    assert.equal(r2._meta.traceparent, started[0], 'the trace ingest started');
     await client.close();
   });
 
