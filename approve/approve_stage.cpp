@@ -471,7 +471,7 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
       if (e.type == "approval.denied" || e.type == "approval.expired") decided_.erase(key);
       if (e.type == "approval.requested") {
         const PendingApprovals::Held* h = pending_.Find(e.org_id, e.request_id);
-        if (h == nullptr || !notifier_ || !notified_.insert(e.id).second) continue;
+        if (h == nullptr || !notifier_ || !notified_.insert(e.id)) continue;
         Json n{{"event", "approval.requested"},
                {"request_id", e.request_id},
                {"org_id", e.org_id},
@@ -506,7 +506,7 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
     if (!info.is_object()) continue;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!notified_.insert(e->id).second) continue;
+      if (!notified_.insert(e->id)) continue;
     }
     const Json result = e->data.value("result", Json::object());
     Json n{{"event", "execution.completed"},

@@ -154,7 +154,7 @@ class ApproveStage : public Stage {
   PendingApprovals pending_;                // guarded by mu_
   // Keyed by RequestKey(org, request_id): request ids are per org.
   std::map<std::string, Flow> flows_;       // flow from the approve topic; guarded by mu_
-  std::set<std::string> notified_;          // event ids notified; guarded by mu_
+  RecentSet notified_{100'000};             // event ids notified (the last ones); guarded by mu_
   // With webhooks: requests whose decision.made this listener saw and that
   // have not finished, with the decision's notify patterns (empty: none).
   // An execution.completed is matched here, without reading the log; only

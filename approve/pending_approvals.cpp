@@ -69,7 +69,7 @@ const PendingApprovals::Held* PendingApprovals::Find(const std::string& org_id, 
 }
 
 bool PendingApprovals::finished(const std::string& org_id, const std::string& request_id) const {
-  return finished_.count(RequestKey(org_id, request_id)) != 0;
+  return finished_.count(RequestKey(org_id, request_id));
 }
 
 int64_t PendingApprovals::next_deadline_us() const {

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/event.h"
+#include "core/recent_set.h"
 
 namespace tollgate {
 
@@ -59,7 +60,9 @@ class PendingApprovals {
  private:
   void Finish(const std::string& key);
   std::map<std::string, Held> held_;
-  std::set<std::string> finished_;
+  // Settled or ended: the last 100,000, to ignore their late events (which
+  // come soon after or never), so a long run's memory stays bounded.
+  RecentSet finished_{100'000};
 };
 
 }  // namespace tollgate

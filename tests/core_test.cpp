@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/recent_set.h"
 #include "core/canonical_json.h"
 #include "core/event.h"
 #include "core/sha256.h"
@@ -260,6 +261,20 @@ TEST(Time, FormatAndParse) {
                           "2026-11-22T10:40:24.Z", "2026-11-22T10:40:24Zjunk", ""}) {
     EXPECT_FALSE(ParseTime(bad, &t)) << bad;
   }
+}
+
+TEST(RecentSet, RemembersTheLastInsertionsAndForgetsTheOldestFirst) {
+  RecentSet s(3);
+  EXPECT_TRUE(s.insert("a"));
+  EXPECT_FALSE(s.insert("a")) << "a repeat is not new";
+  EXPECT_TRUE(s.insert("b"));
+  EXPECT_TRUE(s.insert("c"));
+  EXPECT_TRUE(s.insert("d"));  // "a" goes
+  EXPECT_EQ(s.size(), 3u);
+  EXPECT_FALSE(s.count("a"));
+  EXPECT_TRUE(s.count("b") && s.count("c") && s.count("d"));
+  EXPECT_TRUE(s.insert("a")) << "forgotten, so new again";
+  EXPECT_FALSE(s.count("b"));
 }
 
 }  // namespace
