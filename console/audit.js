@@ -11,7 +11,7 @@ const TEXT_FILTERS = [
 const TYPES = [
   'request.received', 'request.rejected', 'decision.made', 'approval.requested', 'approval.granted',
   'approval.denied', 'approval.expired', 'approval.refused', 'execution.started', 'execution.completed',
-  'policy.updated', 'credential.added', 'credential.revoked',
+  'policy.updated', 'credential.added', 'credential.revoked', 'tools.available',
 ];
 
 // A datetime-local value (the viewer's zone) as RFC 3339 UTC, and back.

@@ -23,9 +23,12 @@ inline constexpr std::string_view kEventTypes[] = {
     "approval.requested", "approval.granted", "approval.denied",
     "approval.expired", "execution.started", "execution.completed",
     "policy.updated",       "approval.refused",   "credential.added",
-    "credential.revoked",
+    "credential.revoked", "tools.available",
 };
 bool IsKnownEventType(std::string_view type);
+// The org of events about the whole deployment (policy.updated of the file
+// tier, tools.available).
+inline constexpr const char* kAllOrgs = "*";
 
 // Limits that keep one event from swamping the log or a reader.
 inline constexpr size_t kMaxIdBytes = 256;             // every id-like field

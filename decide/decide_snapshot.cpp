@@ -51,6 +51,13 @@ bool ReadSnapshot(const std::string& path, uint64_t head_seq, const ReadEventFn&
   for (const auto& r : body.value("local", Json::array())) {
     if (s.ok()) s = state.AddLocalRule(r);
   }
+  const Json executors = body.value("executors", Json::object());  // items() must not outlive it
+  for (const auto& [executor, names] : executors.items()) {
+    if (!names.is_array()) continue;
+    for (const auto& n : names) {
+      if (n.is_string()) state.mutable_executors().cli[executor].insert(n.get<std::string>());
+    }
+  }
   if (!s.ok()) {
     *why = s.ToString();
     return false;
@@ -106,6 +113,9 @@ Status WriteDecideSnapshot(const std::string& path, const DecideState& state, ui
                            const std::string& event_id) {
   Json body = {{"format", kSnapshotFormat}, {"seq", seq}, {"event_id", event_id},
                {"ledger", state.ledger().Serialize()}, {"local", state.local_rules()}};
+  Json executors = Json::object();
+  for (const auto& [executor, names] : state.executors().cli) executors[executor] = names;
+  body["executors"] = std::move(executors);
   if (state.policy().has_policy()) {
     body["policy"] = {{"doc", state.policy().file()->doc()}, {"source", state.policy().file()->source()}};
   }

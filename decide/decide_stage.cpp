@@ -5,11 +5,6 @@
 
 namespace tollgate {
 
-namespace {
-// policy.updated of a file applies to every org of this deployment.
-constexpr const char* kAllOrgs = "*";
-}  // namespace
-
 Event PolicyUpdatedEvent(const Policy& policy, int64_t time_us) {
   Event e;
   e.type = "policy.updated";
@@ -102,7 +97,7 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
                                                                                : ": " + watch_.error()));
       return r;
     }
-    DecideInput decide_input{&flow.request, received_at};
+    DecideInput decide_input{&flow.request, received_at, &state_.executors()};
     decision = Decide(state_.policy(), state_.ledger(), decide_input);
     // Before the ledger sees it: an oversize invocation is a deny, and
     // holds no budget (core/messages.h, BoundDecision).

@@ -13,6 +13,17 @@ void DecideState::Saw(const Event& e) {
 
 Status DecideState::Apply(const Event& e) {
   Saw(e);
+  if (e.type == "tools.available") {
+    const std::string executor = e.data.value("executor", "");
+    auto cli = e.data.find("cli");
+    if (executor.empty() || cli == e.data.end() || !cli->is_array()) return Status::Ok();
+    std::set<std::string>& names = executors_.cli[executor];
+    names.clear();
+    for (const auto& n : *cli) {
+      if (n.is_string()) names.insert(n.get<std::string>());
+    }
+    return Status::Ok();
+  }
   if (e.type != "policy.updated") {
     ledger_.Apply(e);
     return Status::Ok();

@@ -35,8 +35,9 @@ inline constexpr uint64_t kRefoldMargin = 4096;
 class DecideState {
  public:
   // Folds one event: policy.updated into the policy in force (tier "file"
-  // replaces the file policy, "agent_local" adds allow rules), every other
-  // event into the ledger (irrelevant types are ignored). A policy.updated
+  // replaces the file policy, "agent_local" adds allow rules),
+  // tools.available into executors(), every other event into the ledger
+  // (irrelevant types are ignored). A policy.updated
   // that does not load leaves the state as it was and returns why.
   Status Apply(const Event& e);
   // What Apply does with a decision.made of `envelope` (its ids and seq)
@@ -70,6 +71,10 @@ class DecideState {
   // The agent-local policy.updated data folded, once each (with org_id and
   // agent_id): what the snapshot keeps to rebuild that tier.
   const std::vector<Json>& local_rules() const { return local_rules_; }
+  // What the executors said they can run (tools.available, the latest of
+  // each executor).
+  const ExecutorTools& executors() const { return executors_; }
+  ExecutorTools& mutable_executors() { return executors_; }  // the snapshot restores it
   // The largest seq folded and its event id (what a snapshot covers).
   uint64_t max_seq() const { return max_seq_; }
   const std::string& max_seq_id() const { return max_seq_id_; }
@@ -80,6 +85,7 @@ class DecideState {
   PolicyInForce policy_;
   BudgetLedger ledger_;
   std::vector<Json> local_rules_;
+  ExecutorTools executors_;
   uint64_t max_seq_ = 0;
   std::string max_seq_id_;
   uint64_t pruned_at_seq_ = 0;  // max_seq_ when Prune last ran

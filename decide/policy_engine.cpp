@@ -293,6 +293,21 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
            "registry:no-executor", errc::kUnknownTool);
     return;
   }
+  // A CLI tool no executor has (once they have said what they hold) could
+  // never run either.
+  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 &&
+      !in.executors->HasCli(f.tool->substr(4))) {
+    std::string held;
+    for (const auto& [executor, names] : in.executors->cli) {
+      for (const auto& n : names) held += (held.empty() ? "" : ", ") + n;
+    }
+    Step(d, "registry", "deny", "no executor has it");
+    Finish(d, "deny",
+           "no executor has the CLI tool '" + f.tool->substr(4) + "' in its tools directory (they hold: " +
+               (held.empty() ? "none" : held) + ")",
+           "registry:no-executor", errc::kUnknownTool);
+    return;
+  }
   // A write while execute.writes_enabled is false could never run: denied
   // now rather than sent to approvers first.
   if (!c.writes_enabled && (*f.tool == "write_file" || *f.tool == "delete_file")) {

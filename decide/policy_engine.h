@@ -23,7 +23,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,11 +132,26 @@ class BudgetLedger {
 
 // ---------------------------------------------------------------------------
 // Decide.
+// What the executors said they can run: the CLI tools of each one's tools
+// directory (tools.available events, folded by DecideState). Until one
+// has said anything, every cli:NAME counts as runnable.
+struct ExecutorTools {
+  std::map<std::string, std::set<std::string>> cli;  // executor -> tool names
+  bool known() const { return !cli.empty(); }
+  bool HasCli(const std::string& name) const {
+    for (const auto& [executor, names] : cli) {
+      if (names.count(name)) return true;
+    }
+    return false;
+  }
+};
+
 struct DecideInput {
   // The normalised request: request_id, org_id, agent_id, session_id, tool,
   // args, optional action, estimated_cost_usd.
   const Json* request = nullptr;
   int64_t received_at_us = 0;
+  const ExecutorTools* executors = nullptr;  // null: not known
 };
 
 // One step of the path through the checks (decision.checks).

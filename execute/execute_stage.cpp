@@ -1,10 +1,13 @@
 #include "execute/execute_stage.h"
 #include "core/log.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <iostream>
 
 #include "core/redact.h"
+#include "core/sha256.h"
 #include "execute/invocation_check.h"
 #include "execute/sandbox.h"
 
@@ -57,6 +60,16 @@ std::shared_ptr<const Redactor> ExecuteStage::redactor() const {
 }
 
 void ExecuteStage::OnAppended(const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    if (e.type != "tools.available") continue;
+    std::lock_guard<std::mutex> lock(announced_mu_);
+    if (e.data.value("executor", "") != executor_id_) continue;
+    announced_.clear();
+    for (const auto& n : e.data.value("cli", Json::array())) {
+      if (n.is_string()) announced_.push_back(n.get<std::string>());
+    }
+    announced_any_ = true;
+  }
   if (!config_.policy_from_doc) return;
   for (const Event& e : events) {
     if (e.type != "policy.updated" || !e.data.is_object() || e.data.value("tier", "file") != "file") continue;
@@ -220,13 +233,35 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   return r;
 }
 
-StageResult ExecuteStage::Tick(const StageContext&, const LogView&) {
+StageResult ExecuteStage::Tick(const StageContext& ctx, const LogView&) {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_reload_ >= config_.reload_interval) {
     last_reload_ = now;
     registry_.Reload();
   }
-  return {};
+  // Tell decide which CLI tools this executor has (docs/tools.md, "CLI
+  // tools"), until the log says so: a cli:NAME no executor has is then
+  // denied at decide instead of being sent to approvers first. The id is
+  // the content's, so a repeat appends nothing.
+  StageResult r;
+  std::vector<std::string> names = registry_.CliNames();
+  std::lock_guard<std::mutex> lock(announced_mu_);
+  if (executor_id_.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    executor_id_ = std::string(host[0] ? host : "localhost") + ":" + registry_.tools_dir();
+  }
+  if (announced_any_ && names == announced_) return r;
+  Event e;
+  e.type = "tools.available";
+  e.org_id = kAllOrgs;
+  e.time_us = ctx.now_us;
+  e.data = {{"executor", executor_id_}, {"cli", names}};
+  std::string bytes;
+  (void)CanonicalBytes(e.data, &bytes);
+  e.id = MakeEventId(e.type, "", Sha256Hex(bytes).substr(0, 32));
+  r.events.push_back(std::move(e));
+  return r;
 }
 
 }  // namespace tollgate

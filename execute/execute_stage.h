@@ -92,6 +92,12 @@ class ExecuteStage : public Stage {
   ToolRegistry registry_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   std::chrono::steady_clock::time_point last_reload_ = std::chrono::steady_clock::now();
+  // The tools.available this executor last saw appended (its CLI tools, as
+  // decide knows them); Tick appends a new one when the directory differs.
+  std::mutex announced_mu_;
+  std::string executor_id_;
+  std::vector<std::string> announced_;  // guarded by announced_mu_
+  bool announced_any_ = false;          // guarded by announced_mu_
 };
 
 }  // namespace tollgate

@@ -48,6 +48,13 @@ void ToolRegistry::Register(std::unique_ptr<Tool> tool) {
   builtins_[name] = std::shared_ptr<const Tool>(std::move(tool));
 }
 
+std::vector<std::string> ToolRegistry::CliNames() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> out;
+  for (const auto& [name, tool] : cli_) out.push_back(name.rfind("cli:", 0) == 0 ? name.substr(4) : name);
+  return out;
+}
+
 size_t ToolRegistry::Reload() {
   std::map<std::string, std::shared_ptr<const Tool>> found;
   if (!tools_dir_.empty()) {

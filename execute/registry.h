@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "execute/mcp_upstream.h"
 #include "execute/tool.h"
@@ -30,6 +31,9 @@ class ToolRegistry {
   std::shared_ptr<const McpUpstreams> upstreams() const;
   // Null when unknown.
   std::shared_ptr<const Tool> Find(const std::string& name) const;
+  // The CLI tools' names (without "cli:"), sorted.
+  std::vector<std::string> CliNames() const;
+  const std::string& tools_dir() const { return tools_dir_; }
   // [{"name", "description", "kind"}], sorted by name; then each upstream
   // server's tools as it last listed them (kind "mcp").
   Json List() const;

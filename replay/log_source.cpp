@@ -353,7 +353,7 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
   // org) and the agent-local rules of the target's orgs. Another org's
   // "allow always" is no part of these orgs' policy or version, and is not
   // read: a report must not reveal that it exists.
-  s = ReadTypes(store, {"policy.updated"}, max_seq, policies);
+  s = ReadTypes(store, {"policy.updated", "tools.available"}, max_seq, policies);
   if (!s.ok()) return s;
   policies->erase(std::remove_if(policies->begin(), policies->end(),
                                  [&](const Event& e) {

@@ -132,8 +132,15 @@ void Redecider::Fold(DecisionInput& input) {
   // rules are no part of this org's policy (nor of its version), and
   // counting them would tell the tenant that another org approved
   // something. (The inputs ReadDecisionInputs gives hold none.)
-  if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e)) return;
+  if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e) &&
+      e.type != "tools.available") {
+    return;
+  }
   ++report.events;
+  if (e.type == "tools.available") {  // what the executors held then, as decide folded it
+    (void)st.fold.Apply(e);
+    return;
+  }
   if (e.type == "policy.updated") {
     Status s = st.fold.Apply(e);
     st.redactor.OnAppended({e});
@@ -193,6 +200,7 @@ void Redecider::Fold(DecisionInput& input) {
   DecideInput in;
   in.request = &r.request;
   in.received_at_us = r.received_us;
+  in.executors = &st.fold.executors();
   Decision& d = st.decision;
   DecideInto(policy, st.fold.ledger(), in, &d);
   d.checks.clear();  // explanation, not compared: not worth serialising

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <functional>
 
-#include "core/recent_set.h"
 #include "core/canonical_json.h"
 #include "core/event.h"
+#include "core/recent_set.h"
 #include "core/sha256.h"
 
 namespace tollgate {

@@ -178,6 +178,61 @@ TEST(PolicyLoad, AToolNoExecutorRunsIsDeniedAtDecide) {
   EXPECT_EQ(Decide(pif, ledger, DecideInput{&cli, kT0})["verdict"], "allow");
 }
 
+// Once an executor has said which CLI tools it holds (tools.available), a
+// cli:NAME none of them has is denied at decide; before that, and for the
+// ones held, the policy decides as before. The fold keeps each executor's
+// latest list, and the snapshot keeps them.
+TEST(PolicyLoad, ACliToolNoExecutorHoldsIsDeniedOnceTheExecutorsHaveSaid) {
+  DecideState st;
+  st.SetFilePolicy(MustLoad("mode: ask\nallow: [\"*:*\"]\n"));
+  auto decide = [](const DecideState& s, const char* tool) {
+    Json req = Req("a", tool, Json::object());
+    return Decide(s.policy(), s.ledger(), DecideInput{&req, kT0, &s.executors()});
+  };
+  EXPECT_EQ(decide(st, "cli:ghost")["verdict"], "allow") << "nothing said yet";
+  std::vector<Event> log;
+  auto said = [&](const std::string& executor, Json names) {
+    Event e;
+    e.type = "tools.available";
+    e.seq = log.size() + 1;
+    e.id = "tools-" + std::to_string(e.seq);
+    e.org_id = kAllOrgs;
+    e.time_us = kT0;
+    e.data = {{"executor", executor}, {"cli", std::move(names)}};
+    ASSERT_TRUE(st.Apply(e).ok());
+    log.push_back(e);
+  };
+  said("h1:/tools", {"code-search"});
+  said("h2:/tools", {"gpu-train"});
+  EXPECT_EQ(decide(st, "cli:code-search")["verdict"], "allow");
+  EXPECT_EQ(decide(st, "cli:gpu-train")["verdict"], "allow");
+  Json d = decide(st, "cli:ghost");
+  EXPECT_EQ(d["verdict"], "deny");
+  EXPECT_EQ(d["rule"], "registry:no-executor");
+  EXPECT_EQ(d["error_code"], "E_UNKNOWN_TOOL");
+  EXPECT_NE(d["reason"].get<std::string>().find("code-search, gpu-train"), std::string::npos) << d["reason"];
+  said("h1:/tools", Json::array());  // h1's tool was removed
+  EXPECT_EQ(decide(st, "cli:code-search")["verdict"], "deny");
+  EXPECT_EQ(decide(st, "cli:gpu-train")["verdict"], "allow");
+
+  // Restarted from a snapshot: the refold reads other events at seqs 1..2,
+  // so what the executors said can only come from the snapshot.
+  TempDir dir;
+  ASSERT_TRUE(WriteDecideSnapshot(dir.sub("snap"), st, 3, "tools-3").ok());
+  auto read = [&](uint64_t seq, Event* e) {
+    if (seq == 3) *e = log[2];
+    else *e = testing::MakeEvent("request.received", "r" + std::to_string(seq));
+    e->seq = seq;
+    return Status::Ok();
+  };
+  DecideState restored;
+  bool used = false;
+  ASSERT_TRUE(RebuildDecideState(3, read, dir.sub("snap"), &restored, &used).ok());
+  ASSERT_TRUE(used);
+  EXPECT_EQ(decide(restored, "cli:gpu-train")["verdict"], "allow") << decide(restored, "cli:gpu-train").dump();
+  EXPECT_EQ(decide(restored, "cli:code-search")["rule"], "registry:no-executor");
+}
+
 // A few hundred bytes of aliases that would expand to 10^8 values are
 // refused, not expanded: a candidate policy also comes over HTTP.
 TEST(PolicyLoad, AliasesThatExpandPastTheValueLimitAreRefused) {

@@ -111,6 +111,30 @@ TEST_F(LivePolicyTest, ALiveEditOfTheExecuteSectionAppliesToTheNextCall) {
   EXPECT_EQ(server.hits(), 1);
 }
 
+// Execute tells decide which CLI tools it has (tools.available, at start):
+// a cli: tool it lacks is denied at decide, and no approver is asked for a
+// call that could never run.
+TEST_F(LivePolicyTest, ACliToolNoExecutorHasIsDeniedAtDecideAndNoApproverIsAsked) {
+  auto said = [&] {
+    for (uint64_t seq = 1; seq <= p_->log().head_seq(); ++seq) {
+      Event e;
+      if (p_->log().store().ReadEvent(seq, &e).ok() && e.type == "tools.available") return true;
+    }
+    return false;
+  };
+  for (int i = 0; i < 400 && !said(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  ASSERT_TRUE(said()) << "execute never said which CLI tools it has";
+  Json r = Call("ghost-1", "cli:ghost", Json::object());
+  EXPECT_EQ(r["status"], "denied") << r.dump();
+  EXPECT_EQ(r["decision"]["rule"], "registry:no-executor") << r.dump();
+  EXPECT_EQ(r["result"]["error"]["code"], "E_UNKNOWN_TOOL") << r.dump();
+  for (uint64_t seq = 1; seq <= p_->log().head_seq(); ++seq) {
+    Event e;
+    ASSERT_TRUE(p_->log().store().ReadEvent(seq, &e).ok());
+    EXPECT_FALSE(e.request_id == "ghost-1" && e.type == "approval.requested") << "an approver was asked";
+  }
+}
+
 // A LogView with nothing in it: Tick does not read the log.
 class EmptyLog : public LogView {
  public:

@@ -353,6 +353,7 @@ Json GoodData(std::string_view type) {
     return {{"policy_version", "v4"}, {"content_hash", kHash}, {"source", "policies/default.yaml"},
             {"tier", "file"}, {"policy", {{"mode", "ask"}}}};
   }
+  if (type == "tools.available") return {{"executor", "host-1:/srv/tollgate/tools"}, {"cli", {"code-search", "gpu-train"}}};
   if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).data;
   if (type == "credential.revoked") {
     return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).data;
@@ -369,11 +370,12 @@ Json GoodEvent(std::string_view type) {
   }
   Event e;
   e.type = std::string(type);
-  e.request_id = type == "policy.updated" ? "" : "r-1";
+  const bool deployment_wide = type == "policy.updated" || type == "tools.available";
+  e.request_id = deployment_wide ? "" : "r-1";
   e.id = e.request_id.empty() ? MakeEventId(e.type, "") : MakeRequestEventId("acme", e.type, e.request_id);
   e.time_us = 1795862424123456;
   e.org_id = "acme";
-  if (type != "policy.updated") {
+  if (!deployment_wide) {
     e.agent_id = "agent-7";
     e.session_id = "s-1";
     e.tool = "echo";
@@ -512,6 +514,7 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"execution.completed", "/cost_usd", "free", false, "/data/cost_usd: expected number, got string"},
       {"policy.updated", "/content_hash", "abc", false, "/data/content_hash: must be a SHA-256 digest"},
       {"policy.updated", "/source", nullptr, true, "/data: missing required field 'source'"},
+      {"tools.available", "/executor", nullptr, true, "/data: missing required field 'executor'"},
       {"policy.updated", "/policy_version", "", false, "/data/policy_version: must not be empty"},
       {"policy.updated", "/policy", nullptr, true, "policy"},
       {"policy.updated", "/tier", "org", false, "/data/tier: must be one of"},
