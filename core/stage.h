@@ -49,7 +49,8 @@ struct StageOutput {
   // appended and serializes value_json into message.value (which holds it
   // serialized with log_seq 0 until then). Where the sink assigns no seq
   // (the distributed deployment's events topic) log_seq stays 0, "not
-  // known" (schemas/result.schema.json).
+  // known" (schemas/result.schema.json); the runner sets it to 0 there in
+  // an output re-made from the log too, so both copies are the same bytes.
   int log_seq_of_event = -1;
   Json value_json;
 };

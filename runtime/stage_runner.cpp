@@ -575,6 +575,17 @@ void StageRunner::TakeResult(StageResult r, const std::string& source, std::vect
     if (o.log_seq_of_event >= 0 && !topic_mode()) {
       seq_refs->emplace_back(outputs->size(), events->size() + o.log_seq_of_event);
     }
+    // On the events topic no seq is known when an output goes out, so
+    // log_seq is 0 there: for one re-made from the log too, or its bytes
+    // would differ from the first copy's and a re-read input would send
+    // its result twice (CommittedOutputs matches exact bytes).
+    if (topic_mode() && o.value_json.is_object()) {
+      auto seq = o.value_json.find("log_seq");
+      if (seq != o.value_json.end() && *seq != 0) {
+        *seq = 0;
+        o.message.value = o.value_json.dump(-1, ' ', false, Json::error_handler_t::replace);
+      }
+    }
     StampSource(o.message, source);
     outputs->push_back(std::move(o));
   }

@@ -358,6 +358,9 @@ class Fleet:
             if m is None or m.error():
                 continue
             res = json.loads(m.value())
+            # Where each copy came from, to say which stage sent a second.
+            res["_seen"] = {"partition": m.partition(), "offset": m.offset(),
+                            "source": dict(m.headers() or []).get("tollgate_source", b"").decode()}
             self.results.setdefault(res.get("request_id"), []).append(res)
 
     def wait_all(self, ids, timeout=120, approve=True):

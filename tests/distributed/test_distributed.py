@@ -7,6 +7,7 @@ ctest one test at a time (tests/CMakeLists.txt); TOLLGATE_BIN names the
 binary, TOLLGATE_KEEP_DIST_DIRS=1 keeps the scratch directories.
 """
 import collections
+import json
 import os
 import time
 import unittest
@@ -70,8 +71,10 @@ class DistributedDeployment(unittest.TestCase):
         return h.Fleet(self.d.bootstrap, self.d.api, self.d.admin_token, keys)
 
     def assert_one_result_each(self, fleet, reqs):
-        dup = {rid: len(rs) for rid, rs in fleet.results.items() if len(rs) > 1}
-        self.assertEqual(dup, {}, "requests with more than one result")
+        dup = {rid: [r.get("_seen") for r in rs] for rid, rs in fleet.results.items() if len(rs) > 1}
+        first = next((rs for rs in fleet.results.values() if len(rs) > 1), [])
+        self.assertEqual(dup, {}, "requests with more than one result (each copy's partition, offset and "
+                         "source); the first one's copies:\n" + "\n".join(json.dumps(r, sort_keys=True) for r in first))
         for r in reqs:
             self.assertIn(r["request_id"], fleet.results)
 
