@@ -430,13 +430,16 @@ Status WarmUp(const BusConfig& bus, const Workload& w, int i, Consumer& live, Re
 // Events of requests by request id. Events of no request (policy.updated:
 // decide loading the policy file) are counted in *policy_updates instead,
 // when given, and are not in *total; so are credential changes (the agents'
-// keys, the tokens and the service key: credential.*) in *credentials.
+// keys, the tokens and the service key: credential.*) in *credentials, and
+// execute saying which CLI tools it has (tools.available) in *tools.
 std::map<std::string, std::vector<Event>> EventsByRequest(const LogStore& store, uint64_t* total,
                                                           uint64_t* policy_updates = nullptr,
-                                                          uint64_t* credentials = nullptr) {
+                                                          uint64_t* credentials = nullptr,
+                                                          uint64_t* tools = nullptr) {
   std::map<std::string, std::vector<Event>> by;
   if (policy_updates != nullptr) *policy_updates = 0;
   if (credentials != nullptr) *credentials = 0;
+  if (tools != nullptr) *tools = 0;
   AuditQuery q;
   q.limit = kMaxQueryLimit;
   *total = 0;
@@ -446,6 +449,10 @@ std::map<std::string, std::vector<Event>> EventsByRequest(const LogStore& store,
     EXPECT_TRUE(s.ok()) << s.ToString();
     if (!s.ok()) break;
     for (auto& e : page.events) {
+      if (tools != nullptr && e.request_id.empty() && e.type == "tools.available") {
+        ++*tools;
+        continue;
+      }
       if (policy_updates != nullptr && e.request_id.empty() && e.type == "policy.updated") {
         ++*policy_updates;
         continue;
@@ -729,12 +736,13 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   s = LogStore::Open(d1 + "/log", OpenMode::kReadOnly, &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
   uint64_t total_events = 0;
-  uint64_t policy_updates = 0, credentials = 0;
-  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials);
+  uint64_t policy_updates = 0, credentials = 0, tools = 0;
+  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials, &tools);
   EXPECT_GE(credentials, static_cast<uint64_t>(w.agents)) << "the agents' keys are in the log";
-  // The policy file was loaded once; the restart found it unchanged in the
-  // log and appended nothing.
+  // The policy file was loaded once, and execute said once which CLI tools
+  // it has; the restart found both unchanged in the log and appended nothing.
   EXPECT_EQ(policy_updates, 1u);
+  EXPECT_EQ(tools, 1u);
   std::vector<std::string> incomplete, strays;
   for (int i = 0; i < kRequests; ++i) {
     const std::string rid = w.rid(i);
@@ -753,7 +761,7 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   EXPECT_EQ(total_events, static_cast<uint64_t>(kRequests) * kComplete.size());
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
-  EXPECT_EQ(report.events, total_events + policy_updates + credentials);
+  EXPECT_EQ(report.events, total_events + policy_updates + credentials + tools);
 
   broker.Signal(SIGTERM);
   auto bst = broker.Wait(seconds(10));
@@ -892,10 +900,11 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   std::unique_ptr<LogStore> store;
   s = LogStore::Open(data + "/log", OpenMode::kReadOnly, &store);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  uint64_t total_events = 0, policy_updates = 0, credentials = 0;
-  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials);
+  uint64_t total_events = 0, policy_updates = 0, credentials = 0, tools = 0;
+  auto by = EventsByRequest(*store, &total_events, &policy_updates, &credentials, &tools);
   EXPECT_GE(credentials, static_cast<uint64_t>(w.agents)) << "the agents' keys are in the log";
   EXPECT_EQ(policy_updates, 1u) << "the restart found the unchanged policy in the log";
+  EXPECT_EQ(tools, 1u) << "the restart found the same CLI tools in the log";
   std::set<std::string> ours;
   for (int i = 0; i < kRequests; ++i) ours.insert(w.rid(i));
   std::vector<std::string> bad;
@@ -922,7 +931,7 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   EXPECT_TRUE(lost_after_result.empty()) << "a request whose result an agent saw is not in the log";
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
-  EXPECT_EQ(report.events, total_events + policy_updates + credentials);
+  EXPECT_EQ(report.events, total_events + policy_updates + credentials + tools);
   std::cout << "[ time ] EmbeddedBrokerKillUp took " << Since(t0) << " s\n";
 }
 
