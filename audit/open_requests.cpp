@@ -19,13 +19,16 @@ bool HasOpenIndex(const LogStore& store) {
   return store.db()->Get({}, store.cf(kMeta), kMetaOpenIndex, &v).ok() && v == "1";
 }
 
-Status BuildOpenIndex(LogStore& store) {
-  if (HasOpenIndex(store)) return Status::Ok();
-  rocksdb::WriteBatch wb;
+namespace {
+
+// Every unfinished request by a walk over the request.received events and
+// each one's history; *walked counts the requests seen.
+Status WalkUnfinished(const LogStore& store, std::vector<OpenRequest>* out, uint64_t* walked) {
+  out->clear();
+  *walked = 0;
   StoreLogView view(store);
   const std::string prefix = IndexPrefix("request.received");
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kByType)));
-  uint64_t walked = 0, open = 0;
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     uint64_t seq;
     if (!DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq)) {
@@ -37,23 +40,42 @@ Status BuildOpenIndex(LogStore& store) {
     std::vector<Event> events;
     s = view.EventsOfRequest(received.org_id, received.request_id, &events);
     if (!s.ok()) return s;
-    ++walked;
+    ++*walked;
     RequestState st = Summarize(events);
     // The request.received that opened it last (a request may be received
     // again after the pipeline gave up on it).
     if (st.received == nullptr || st.received->seq != seq || st.terminal()) continue;
-    wb.Put(store.cf(kMeta), OpenKey(received.org_id, received.request_id), EncodeSeq(seq));
-    ++open;
+    out->push_back({received.org_id, received.request_id, seq});
   }
-  if (!it->status().ok()) return FromRocks(it->status(), "cannot walk the requests to index them");
+  return it->status().ok() ? Status::Ok() : FromRocks(it->status(), "cannot walk the requests");
+}
+
+}  // namespace
+
+Status BuildOpenIndex(LogStore& store) {
+  if (HasOpenIndex(store)) return Status::Ok();
+  std::vector<OpenRequest> open;
+  uint64_t walked = 0;
+  Status s = WalkUnfinished(store, &open, &walked);
+  if (!s.ok()) return s;
+  rocksdb::WriteBatch wb;
+  for (const OpenRequest& r : open) wb.Put(store.cf(kMeta), OpenKey(r.org_id, r.request_id), EncodeSeq(r.received_seq));
   wb.Put(store.cf(kMeta), kMetaOpenIndex, "1");
   rocksdb::WriteOptions wo;
   wo.sync = true;
-  Status s = FromRocks(store.db()->Write(wo, &wb), "cannot write the open-request index");
+  s = FromRocks(store.db()->Write(wo, &wb), "cannot write the open-request index");
   if (s.ok() && walked > 0) {
-    log::Info({"log"}) << "indexed the log's unfinished requests once: " << open << " open of " << walked << "\n";
+    log::Info({"log"}) << "indexed the log's unfinished requests once: " << open.size() << " open of " << walked
+                       << "\n";
   }
   return s;
+}
+
+Status UnfinishedRequests(const LogStore& store, std::vector<OpenRequest>* out) {
+  Status s = ListOpenRequests(store, out);
+  if (s.ok() || s.code() != errc::kNotFound) return s;
+  uint64_t walked = 0;
+  return WalkUnfinished(store, out, &walked);
 }
 
 Status ListOpenRequests(const LogStore& store, std::vector<OpenRequest>* out) {

@@ -37,8 +37,12 @@ bool HasOpenIndex(const LogStore& store);
 Status BuildOpenIndex(LogStore& store);
 
 // Every open request, oldest request.received first. E_NOT_FOUND when the
-// log has no index (a read-only copy of an older log): callers walk the
-// request.received index instead.
+// log has no index (a read-only copy of an older log).
 Status ListOpenRequests(const LogStore& store, std::vector<OpenRequest>* out);
+
+// The same from the index, or, in a log without one, by the walk
+// BuildOpenIndex does (O(history)): what readers that must work on any log
+// call (the reconciler, pending approvals).
+Status UnfinishedRequests(const LogStore& store, std::vector<OpenRequest>* out);
 
 }  // namespace tollgate

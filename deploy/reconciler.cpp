@@ -1,8 +1,6 @@
 #include "deploy/reconciler.h"
 #include "core/log.h"
 
-#include <rocksdb/iterator.h>
-
 #include <iostream>
 
 #include "audit/log_sink.h"
@@ -55,31 +53,11 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
   return std::nullopt;
 }
 
-namespace {
-// The requests that may be unfinished: the open-request index when the log
-// has one (O(unfinished)), else every request.received (a read-only copy
-// of a log written before the index).
-Status Candidates(const LogStore& store, std::vector<OpenRequest>* out) {
-  Status s = ListOpenRequests(store, out);
-  if (s.ok() || s.code() != errc::kNotFound) return s;
-  const std::string prefix = logfmt::IndexPrefix("request.received");
-  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kByType)));
-  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    uint64_t seq;
-    logfmt::DecodeSeq(it->key().ToStringView().substr(prefix.size()), &seq);
-    Event received;
-    if (!(s = store.ReadEvent(seq, &received)).ok()) return s;
-    out->push_back({received.org_id, received.request_id, seq});
-  }
-  return it->status().ok() ? Status::Ok() : FromRocks(it->status(), "reconcile scan failed");
-}
-}  // namespace
-
 Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
                  ReconcileStats* stats) {
   StoreLogView view(store);
   std::vector<OpenRequest> candidates;
-  Status s = Candidates(store, &candidates);
+  Status s = UnfinishedRequests(store, &candidates);
   if (!s.ok()) return s;
   const int64_t now = NowMicros();
   for (const OpenRequest& open : candidates) {
