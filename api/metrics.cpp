@@ -46,9 +46,12 @@ std::string Code(const std::string& s) {
   return s;
 }
 
-// A tool that ran: a built-in, cli:NAME or mcp:S/T (the operator's names).
+// A tool that ran: a built-in, cli:NAME, mcp:S/T or an http_request alias
+// (the operator's names: only a call decide allowed runs, and decide knows
+// no other tool).
 std::string ToolLabel(const std::string& tool) {
   if (FindBuiltinTool(tool) != nullptr) return tool;
+  if (Word(tool) == tool && tool.find('.') == std::string::npos && tool.find('-') == std::string::npos) return tool;
   if ((tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) && tool.size() <= 80) return tool;
   return "other";
 }

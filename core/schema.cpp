@@ -375,7 +375,7 @@ struct SchemaRegistry::Impl {
     return it == entries.end() ? nullptr : it->second.get();
   }
 
-  Status Check(const Entry& entry, const Json& doc, const std::string& prefix) const {
+  static Status Check(const Entry& entry, const Json& doc, const std::string& prefix) {
     // valijson measures strings (minLength, maxLength) by decoding UTF-8
     // with a table that invalid bytes index out of bounds (found by
     // fuzz_policy: YAML strings are not checked the way JSON text is).
@@ -477,5 +477,32 @@ Status SchemaRegistry::ValidateEvent(const Json& event) const {
   if (data_schema == nullptr) return Status::Error(errc::kSchemaViolation, "/type: no data schema");
   return impl_->Check(*data_schema, event["data"], "/data");
 }
+
+struct JsonSchema::Impl {
+  SchemaRegistry::Impl::Entry entry;
+};
+
+JsonSchema::JsonSchema() : impl_(std::make_unique<Impl>()) {}
+JsonSchema::~JsonSchema() = default;
+const Json& JsonSchema::doc() const { return impl_->entry.doc; }
+
+Status JsonSchema::Compile(const Json& schema, std::shared_ptr<const JsonSchema>* out) {
+  if (!schema.is_object()) return Status::Error(errc::kSchemaViolation, "a schema must be an object");
+  std::shared_ptr<JsonSchema> s(new JsonSchema());
+  std::string error;
+  if (!InlineRefs(Docs(), schema, schema, 0, &s->impl_->entry.doc, &error)) {
+    return Status::Error(errc::kSchemaViolation, error);
+  }
+  try {
+    valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
+    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(s->impl_->entry.doc), s->impl_->entry.schema);
+  } catch (const std::exception& e) {
+    return Status::Error(errc::kSchemaViolation, "not a usable JSON Schema: " + ToValidUtf8(e.what()));
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+Status JsonSchema::Validate(const Json& doc) const { return SchemaRegistry::Impl::Check(impl_->entry, doc, ""); }
 
 }  // namespace tollgate

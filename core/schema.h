@@ -37,7 +37,30 @@ class SchemaRegistry {
   SchemaRegistry& operator=(const SchemaRegistry&) = delete;
 
  private:
+  friend class JsonSchema;
   SchemaRegistry();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A schema that is not one of ours: an http_request alias's input_schema
+// from the policy file (core/http_alias.h). "#/..." refs are inlined; a ref
+// to another document is refused (nothing is ever fetched). Immutable after
+// Compile; Validate is thread-safe.
+class JsonSchema {
+ public:
+  // E_SCHEMA_VIOLATION naming what is wrong when `schema` cannot be used.
+  static Status Compile(const Json& schema, std::shared_ptr<const JsonSchema>* out);
+  // As SchemaRegistry::Validate: the message names the field, never its value.
+  Status Validate(const Json& doc) const;
+  const Json& doc() const;
+
+  ~JsonSchema();
+  JsonSchema(const JsonSchema&) = delete;
+  JsonSchema& operator=(const JsonSchema&) = delete;
+
+ private:
+  JsonSchema();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -5,6 +5,7 @@
 //   builtin  a row of the tool catalog (core/tool_catalog.h)
 //   cli      <tools_dir>/<name>/run, with optional schema.json and README
 //   mcp      a tool an upstream MCP server lists, named mcp:<server>/<tool>
+//   http     an http_request alias of the agent's (core/http_alias.h)
 // An upstream's description and schema are its own words: they are shown,
 // never trusted for a decision (decide reads only the policy).
 #pragma once
@@ -19,7 +20,7 @@ struct ToolDescriptor {
   std::string name;          // "echo", "cli:report", "mcp:everything/echo"
   std::string description;
   Json input_schema = Json::object();  // a JSON Schema of type "object"
-  std::string source;        // builtin | cli | mcp
+  std::string source;        // builtin | cli | mcp | http
 };
 
 }  // namespace tollgate

@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "core/http_alias.h"
 #include "decide/glob.h"
 #include "decide/policy_engine.h"
 
@@ -46,6 +48,7 @@ struct HttpConfig {
   bool auto_approve = false;
   GlobSet hosts;
   std::vector<std::string> host_patterns;
+  std::map<std::string, HttpAlias> aliases;  // by tool name (core/http_alias.h)
 };
 
 // A rule's `when:`; an empty field matches anything.

@@ -41,8 +41,30 @@ EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent) {
     if (h.has_methods) e.methods = &h.methods;
     if (h.has_auto_approve) e.auto_approve = h.auto_approve;
     if (h.has_hosts) e.hosts_from = &h;
+    if (!h.aliases.empty()) e.aliases[t == agent ? 0 : 1] = &h.aliases;
   }
   return e;
+}
+
+const HttpAlias* EffectiveHttp::FindAlias(const std::string& tool) const {
+  for (const auto* m : aliases) {
+    if (m == nullptr) continue;
+    auto it = m->find(tool);
+    if (it != m->end()) return &it->second;
+  }
+  return nullptr;
+}
+
+std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f) {
+  f->alias = http.FindAlias(*f->tool);
+  if (f->alias == nullptr) {
+    if (*f->tool == "http_request") f->http_args = f->args;
+    return BuildInvocation(*f->tool, *f->args, BaseUrlOf(&http), DefaultMethodOf(&http));
+  }
+  f->alias_status = ExpandHttpAlias(*f->alias, *f->args, &f->alias_args);
+  if (!f->alias_status.ok()) return "http_request:" + f->alias->method + " " + f->alias->url;
+  f->http_args = &f->alias_args;
+  return BuildInvocation("http_request", f->alias_args, BaseUrlOf(&http), f->alias->method);
 }
 
 const std::string& BaseUrlOf(const EffectiveHttp* http) {
@@ -62,7 +84,8 @@ std::string InvocationOf(const Policy* policy, const Json& request) {
   const auto& c = policy->compiled(request.value("org_id", ""));
   auto it = c.agents.find(request.value("agent_id", ""));
   EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
-  return BuildInvocation(tool, args, BaseUrlOf(&h), DefaultMethodOf(&h));
+  InvocationFacts f = ReadEnvelope(request);
+  return ResolveInvocation(h, &f);
 }
 
 InvocationFacts ReadEnvelope(const Json& req) {
@@ -85,10 +108,13 @@ InvocationFacts ReadEnvelope(const Json& req) {
 
 void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject) {
   const std::string& tool = *f->tool;
-  if (tool == "http_request") {
-    f->method = HttpMethod(*f->args, DefaultMethodOf(&http));
+  if (f->alias != nullptr && f->http_args == nullptr) {
+    f->method = f->alias->method;
+    f->url_error = f->alias_status.message();
+  } else if (f->http_args != nullptr) {
+    f->method = HttpMethod(*f->http_args, f->alias ? f->alias->method : DefaultMethodOf(&http));
     std::string ignored;
-    f->url_ok = HttpUrl(*f->args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
+    f->url_ok = HttpUrl(*f->http_args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
   } else if (tool == "execute_command") {
     f->command = CommandName(CommandLine(*f->args));
   } else if (IsFileTool(tool)) {

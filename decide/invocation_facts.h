@@ -22,6 +22,9 @@ struct EffectiveHttp {
   const std::vector<std::string>* methods = nullptr;  // null: GET, HEAD
   bool auto_approve = false;
   const HttpConfig* hosts_from = nullptr;             // null: any host
+  const std::map<std::string, HttpAlias>* aliases[2] = {nullptr, nullptr};  // the agent's, then the org's
+  // The alias named `tool`, or null.
+  const HttpAlias* FindAlias(const std::string& tool) const;
 };
 // `agent` may be null (an agent with no entry).
 EffectiveHttp HttpFor(const Policy::Compiled& c, const Tier* agent);
@@ -38,6 +41,12 @@ struct InvocationFacts {
   const std::string* request_id;
   const std::string* tool;
   const Json* args;  // {} when absent
+  // An http_request alias (core/http_alias.h) is decided as the
+  // http_request it expands to: `http_args` are then its arguments.
+  const HttpAlias* alias = nullptr;
+  Json alias_args;
+  Status alias_status = Status::Ok();  // why the args do not expand
+  const Json* http_args = nullptr;     // args (http_request), &alias_args (an alias), else null
   // From the args (ParseArgs).
   std::string method;      // http_request
   NormalUrl url;           // http_request
@@ -51,6 +60,11 @@ struct InvocationFacts {
 // The envelope fields of `request`; the facts point into it, so it must
 // outlive them.
 InvocationFacts ReadEnvelope(const Json& request);
+// Resolves `f.tool` as an alias of `http` (f->alias, f->alias_args) and
+// returns the call's invocation (core/invocation.h): an alias's is its
+// http_request's, or "http_request:METHOD URL-TEMPLATE" when its args do
+// not expand (the call is then denied).
+std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f);
 // Parses the arguments the rules look at. `http` resolves a relative URL
 // (the same normalised URL as the invocation, and what execute fetches). A
 // file tool's subject "TOOL:PATH" goes to *subject: normalised, so

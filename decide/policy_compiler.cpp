@@ -109,6 +109,14 @@ struct Compiler {
         h->host_patterns.push_back(host);
       }
     }
+    if (j.contains("aliases")) {
+      for (const auto& [name, spec] : j["aliases"].items()) {
+        HttpAlias a;
+        Status s = ParseHttpAlias(name, spec, &a);
+        if (!s.ok()) return Fail(ptr + "/aliases/" + name, s.message());
+        h->aliases.emplace(name, std::move(a));
+      }
+    }
     return true;
   }
 

@@ -267,14 +267,16 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   const Tier* agent = agent_it == c.agents.end() ? nullptr : &agent_it->second;
   const GlobSet* local = pif.AgentLocal(*f.org, *f.agent);
   EffectiveHttp http = HttpFor(c, agent);
-  d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(&http), DefaultMethodOf(&http));
+  d->invocation = ResolveInvocation(http, &f);
   const std::string& inv = d->invocation;
   ParseArgs(http, &f, &d->subject);
+  const bool is_http = *f.tool == "http_request" || f.alias != nullptr;
 
-  // 1. registry
+  // 1. registry (an http_request alias is the file's `tools:` entry of its
+  // name, else http_request's)
   ToolSpec spec;
-  const bool known = FindToolSpec(c, *f.tool, &spec);
-  if (*f.tool == "http_request") spec.read_only = IsReadOnlyMethod(f.method);
+  const bool known = FindToolSpec(c, *f.tool, &spec) || (f.alias && FindToolSpec(c, "http_request", &spec));
+  if (is_http) spec.read_only = IsReadOnlyMethod(f.method);
   d->danger = spec.danger;
   d->read_only = spec.read_only;
   if (!known) {
@@ -285,7 +287,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   }
   // Known to the policy but to no executor: it could never run, so it is
   // denied now rather than sent to approvers first.
-  if (!HasExecutor(c, *f.tool)) {
+  if (!HasExecutor(c, *f.tool) && f.alias == nullptr) {
     Step(d, "registry", "deny", "no executor");
     Finish(d, "deny",
            "'" + *f.tool + "' is in the policy's tools: but no executor runs it (built-in tools, cli:NAME, "
@@ -316,8 +318,15 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
            errc::kWritesDisabled);
     return;
   }
+  // An alias call whose arguments do not fit it could never run.
+  if (!f.alias_status.ok()) {
+    Step(d, "registry", "deny", "arguments do not fit the alias");
+    Finish(d, "deny", f.alias_status.message(), "alias:" + f.alias->name, f.alias_status.code().c_str());
+    return;
+  }
   Step(d, "registry", "pass",
-       std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating"));
+       std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating") +
+           (f.alias ? ", alias of http_request" : ""));
 
   // Notify globs only annotate.
   for (const Tier* t : {&c.org, agent}) {
@@ -418,11 +427,11 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     return;
   }
 
-  // 9. http: methods and hosts.
-  if (*f.tool == "http_request") {
+  // 9. http: methods (an alias's own method is the operator's grant) and hosts.
+  if (is_http) {
     static const std::vector<std::string> kDefaultMethods = {"GET", "HEAD"};
     const auto& methods = http.methods ? *http.methods : kDefaultMethods;
-    if (std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
+    if (f.alias == nullptr && std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
       Step(d, "http", "deny", "method " + f.method);
       Finish(d, "deny", "method " + f.method + " is not in allowed_methods for agent '" + *f.agent + "'",
              "http.allowed_methods", errc::kPolicyDenied);
@@ -483,14 +492,14 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   }
 
   // 13. mutating http: ask unless auto_approve.
-  if (*f.tool == "http_request" && !IsReadOnlyMethod(f.method)) {
+  if (is_http && !IsReadOnlyMethod(f.method)) {
     if (http.auto_approve) {
       Step(d, "http", "allow", "auto_approve");
-      return finish_allow_or_ask("allow", "mutating http_request auto-approved for agent '" + *f.agent + "'",
+      return finish_allow_or_ask("allow", "mutating " + *f.tool + " auto-approved for agent '" + *f.agent + "'",
                                  "http.auto_approve");
     }
     Step(d, "http", "ask", "mutating method " + f.method);
-    return finish_allow_or_ask("ask", "mutating http_request (" + f.method + ") needs approval", "http.mutating");
+    return finish_allow_or_ask("ask", "mutating " + *f.tool + " (" + f.method + ") needs approval", "http.mutating");
   }
 
   // 14. approval threshold.

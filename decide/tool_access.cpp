@@ -1,5 +1,10 @@
 #include "decide/tool_access.h"
 
+#include <map>
+
+#include "decide/compiled_policy.h"
+#include "decide/invocation_facts.h"
+
 namespace tollgate {
 namespace {
 
@@ -26,7 +31,8 @@ ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const s
   a.reason = d.reason;
   a.policy_version = d.policy_version;
   a.asks = d.verdict == "ask";
-  const bool by_args = InvocationHasArgs(tool);
+  // An alias's invocation is built from its arguments too.
+  const bool by_args = InvocationHasArgs(tool) || (tool != "http_request" && StartsWith(d.invocation, "http_request:"));
   const bool by_rule = StartsWith(d.rule, "org.rule:") || StartsWith(d.rule, "agent.rule:");
   a.depends_on_arguments = by_args || by_rule;
   if (d.verdict != "deny") {
@@ -43,6 +49,29 @@ ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const s
   // with other arguments may pass.
   if (a.callable) a.depends_on_arguments = true;
   return a;
+}
+
+std::vector<ToolDescriptor> AliasDescriptors(const PolicyInForce& policy, const std::string& org,
+                                             const std::string& agent) {
+  std::vector<ToolDescriptor> out;
+  if (!policy.has_policy()) return out;
+  const Policy::Compiled& c = policy.file()->compiled(org);
+  auto it = c.agents.find(agent);
+  const EffectiveHttp http = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
+  std::map<std::string, const HttpAlias*> named;
+  for (const auto* m : http.aliases) {
+    if (m == nullptr) continue;
+    for (const auto& [name, a] : *m) named.emplace(name, &a);  // the agent's come first and stay
+  }
+  for (const auto& [name, a] : named) {
+    ToolDescriptor d;
+    d.name = name;
+    d.description = a->description.empty() ? a->method + " " + a->url : a->description;
+    d.input_schema = a->input_schema;
+    d.source = "http";
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace tollgate

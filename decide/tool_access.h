@@ -7,7 +7,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "core/tool_descriptor.h"
 #include "decide/policy_engine.h"
 
 namespace tollgate {
@@ -27,5 +29,12 @@ struct ToolAccess {
 
 ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const std::string& agent,
                     const std::string& tool, int64_t now_us);
+
+// The http_request aliases (core/http_alias.h) the policy in force gives
+// `agent` of `org`, described for tools/list (source "http"); the agent's
+// own over the top level's of the same name. Whether each is callable is
+// AccessOf's answer, as for any tool.
+std::vector<ToolDescriptor> AliasDescriptors(const PolicyInForce& policy, const std::string& org,
+                                             const std::string& agent);
 
 }  // namespace tollgate

@@ -65,6 +65,7 @@ Status ToolDirectory::List(const std::string& org, const std::string& agent, Jso
   const PolicyInForce policy = policy_();
   if (!policy.has_policy()) return Status::Error("E_NO_POLICY", "no policy is in force");
   std::vector<ToolDescriptor> tools = tools_();
+  for (ToolDescriptor& d : AliasDescriptors(policy, org, agent)) tools.push_back(std::move(d));
   std::sort(tools.begin(), tools.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   const int64_t now = NowMicros();
   Json list = Json::array();

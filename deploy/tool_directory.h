@@ -1,8 +1,9 @@
 // The tools an agent may call, with what a client needs to call them: the
 // one answer behind MCP's tools/list, GET /v1/tools and `tollgate tools
 // list` (docs/mcp.md). Tools come from what execute can run (the built-ins,
-// the CLI tools of its tools_dir, upstream MCP servers' tools); the policy
-// in force says which of them this agent may call (decide/tool_access.h).
+// the CLI tools of its tools_dir, upstream MCP servers' tools) and the
+// agent's http_request aliases in the policy in force, which also says
+// which of them this agent may call (decide/tool_access.h).
 #pragma once
 
 #include <functional>

@@ -150,7 +150,14 @@ Json ExecutePolicy::AgentHttp(const std::string& agent_id) const {
   if (a == agents.end() || !a->is_object()) return merged;
   auto h = a->find("http_request");
   if (h == a->end() || !h->is_object()) return merged;
-  for (const auto& [k, v] : h->items()) merged[k] = v;
+  for (const auto& [k, v] : h->items()) {
+    // Aliases add to the top level's by name; every other key replaces.
+    if (k == "aliases" && v.is_object() && merged.contains("aliases") && merged["aliases"].is_object()) {
+      for (const auto& [name, spec] : v.items()) merged["aliases"][name] = spec;
+    } else {
+      merged[k] = v;
+    }
+  }
   return merged;
 }
 

@@ -74,7 +74,8 @@ struct ExecutePolicy {
   Json agents = Json::object();    // the policy's `agents` section, for http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)
   // The top-level http_request overridden key by key by
-  // agents.<agent_id>.http_request (as decide reads them), or an empty object.
+  // agents.<agent_id>.http_request (as decide reads them; `aliases` add up
+  // by name), or an empty object.
   Json AgentHttp(const std::string& agent_id) const;
 };
 

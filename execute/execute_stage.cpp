@@ -87,10 +87,10 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
   }
 }
 
-Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t now_us,
+Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const Json& decision, int64_t now_us,
                            std::shared_ptr<const ExecutePolicy> pol) const {
   if (!pol) pol = policy();
-  const std::string name = request.value("tool", "");
+  const std::string& name = call.tool;
   auto tool = registry_.Find(name);
   auto t0 = std::chrono::steady_clock::now();
   Json result;
@@ -106,9 +106,9 @@ Json ExecuteStage::RunTool(const Json& request, const Json& decision, int64_t no
     tc.policy = pol.get();  // held by `pol` until the tool returns
     tc.decision = decision;
     tc.audit = config_.audit;
-    const Json args = request.value("args", Json::object());
+    tc.alias = call.alias.get();
     try {
-      result = tool->Run(args.is_object() ? args : Json::object(), tc);
+      result = tool->Run(call.args, tc);
     } catch (const std::exception& e) {
       result = ToolResultError(errc::kToolExec, std::string("the tool failed: ") + e.what(), false);
     }
@@ -175,17 +175,21 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     if (in_flight_->ids.count(rid)) return r;  // its work is running here and will answer
   }
   const std::string tool_name = flow.request.value("tool", "");
-  auto tool = registry_.Find(tool_name);
-  // The flow's decision: ReadFlow checked it is the log's, and unlike the
-  // log's copy its request-derived fields are not redacted.
-  Json decision = DecisionFromLog(flow.decision);
-  const Json args = flow.request.value("args", Json::object());
-  const bool read_only = tool && tool->ReadOnly(args.is_object() ? args : Json::object(), decision);
   // The policy in force now, for this call to its end (a live edit applies
   // to later calls).
   std::shared_ptr<const ExecutePolicy> pol = policy();
+  const ResolvedCall call = ResolveCall(flow.request, *pol);
+  auto tool = registry_.Find(call.tool);
+  // The flow's decision: ReadFlow checked it is the log's, and unlike the
+  // log's copy its request-derived fields are not redacted.
+  Json decision = DecisionFromLog(flow.decision);
+  const bool read_only = tool && tool->ReadOnly(call.args, decision);
+  if (!call.error.is_null()) {  // an alias's arguments that do not expand: nothing runs
+    Complete(flow, flow.decision, approval, call.error, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    return r;
+  }
   // What executes is what was decided (execute/invocation_check.h).
-  if (Json mismatch = CheckDecidedInvocation(flow.request, flow.decision, *pol); !mismatch.is_null()) {
+  if (Json mismatch = CheckDecidedInvocation(flow.request, call, flow.decision, *pol); !mismatch.is_null()) {
     Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }
@@ -207,8 +211,8 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   r.events.push_back(FlowEvent(flow, "execution.started", ctx.now_us,
                                {{"executor", executor}, {"attempt", attempt}, {"source", ctx.source}},
                                std::to_string(attempt)));
-  if (!tool || RunsInline(tool_name)) {
-    Json tr = RunTool(flow.request, decision, ctx.now_us, pol);
+  if (!tool || RunsInline(call.tool)) {
+    Json tr = RunTool(flow.request, call, decision, ctx.now_us, pol);
     Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }
@@ -224,8 +228,8 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   const std::string source = ctx.source;
   const int64_t now = ctx.now_us;
   const std::string results = config_.topics.results();
-  r.deferred = [this, flow, decision, approval, source, now, results, token, pol] {
-    Json tr = RunTool(flow.request, decision, now, pol);
+  r.deferred = [this, flow, call, decision, approval, source, now, results, token, pol] {
+    Json tr = RunTool(flow.request, call, decision, now, pol);
     StageResult done;
     Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, *redactor(), &done);
     return done;

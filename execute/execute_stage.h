@@ -33,6 +33,7 @@
 #include "core/redact.h"
 #include "execute/audit_reader.h"
 #include "execute/config.h"
+#include "execute/invocation_check.h"
 #include "execute/mcp_upstream.h"
 #include "execute/registry.h"
 
@@ -72,10 +73,10 @@ class ExecuteStage : public Stage {
   ToolRegistry& registry() { return registry_; }
   // The policy in force now (calls started earlier may hold an older one).
   std::shared_ptr<const ExecutePolicy> policy() const;
-  // Runs `tool` for `request` now, on this thread (the deferred work, and
-  // tests): the ToolResult with meta.duration_ms. Null `policy`: the one in
-  // force.
-  Json RunTool(const Json& request, const Json& decision, int64_t now_us,
+  // Runs `call` (ResolveCall of `request`) now, on this thread (the
+  // deferred work): the ToolResult with meta.duration_ms. Null `policy`:
+  // the one in force.
+  Json RunTool(const Json& request, const ResolvedCall& call, const Json& decision, int64_t now_us,
                std::shared_ptr<const ExecutePolicy> policy = nullptr) const;
 
  private:

@@ -5,6 +5,7 @@
 #include "core/invocation.h"
 #include "core/messages.h"
 #include "core/status.h"
+#include "core/tool_catalog.h"
 
 namespace tollgate {
 
@@ -34,12 +35,33 @@ bool SameInvocation(const std::string& decided, const std::string& text) {
   return text.size() >= pos + 1 + last.size() && text.compare(text.size() - last.size(), last.size(), last) == 0;
 }
 
-Json CheckDecidedInvocation(const Json& request, const Json& decision, const ExecutePolicy& policy) {
+ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
+  ResolvedCall call;
+  call.tool = request.value("tool", "");
+  if (request.contains("args") && request["args"].is_object()) call.args = request["args"];
+  if (call.tool.find(':') != std::string::npos || FindBuiltinTool(call.tool) != nullptr) return call;
+  auto alias = std::make_shared<HttpAlias>();
+  Status s;
+  if (!FindHttpAlias(policy.AgentHttp(request.value("agent_id", "")), call.tool, alias.get(), &s)) return call;
+  Json expanded;
+  if (s.ok()) s = ExpandHttpAlias(*alias, call.args, &expanded);
+  if (!s.ok()) {
+    call.error = ToolResultError(s.code(), s.message(), false);
+    return call;
+  }
+  call.tool = "http_request";
+  call.args = std::move(expanded);
+  call.alias = std::move(alias);
+  return call;
+}
+
+Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const Json& decision,
+                            const ExecutePolicy& policy) {
   if (!decision.is_object()) return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
-  const std::string tool = request.value("tool", "");
-  const Json args = request.contains("args") && request["args"].is_object() ? request["args"] : Json::object();
+  const std::string& tool = call.tool;
+  const Json& args = call.args;
   const Json http = policy.AgentHttp(request.value("agent_id", ""));
-  std::string method = http.value("default_method", "GET");
+  std::string method = call.alias ? call.alias->method : http.value("default_method", "GET");
   std::transform(method.begin(), method.end(), method.begin(), ::toupper);
   const std::string inv = BuildInvocation(tool, args, http.value("base_url", ""), method);
   const std::string decided = decision.value("invocation", "");

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/http_alias.h"
 #include "core/messages.h"
 #include "core/tool_catalog.h"
 #include "execute/audit_reader.h"
@@ -51,6 +52,9 @@ struct ToolContext {
   const ExecutePolicy* policy = nullptr;  // never null in Run()
   Json decision;                          // the decision.made data
   AuditReader* audit = nullptr;           // null: get_audit_log unavailable
+  // http_request run for an alias (core/http_alias.h): its method is
+  // allowed and its headers are added; null otherwise.
+  const HttpAlias* alias = nullptr;
 };
 
 class Tool {

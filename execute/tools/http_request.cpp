@@ -152,13 +152,17 @@ class HttpRequest : public BuiltinTool {
       return ToolFail(errc::kInvalidArgs, "method must be a word such as GET or POST");
     }
     Json allowed = cfg.value("allowed_methods", Json::array({"GET", "HEAD"}));
+    if (ctx.alias != nullptr) allowed = Json::array({ctx.alias->method});  // the operator's grant, exactly
     bool method_ok = false;
     for (const auto& m : allowed) method_ok = method_ok || (m.is_string() && Upper(m) == method);
     if (!method_ok) return ToolFail(errc::kMethodNotAllowed, method + " is not in this agent's allowed_methods");
 
     // Headers: configured defaults, then the call's own.
     std::map<std::string, std::pair<std::string, std::string>> headers;  // lower name -> (name, value)
-    const Json defaults = cfg.value("default_headers", Json::object());
+    Json defaults = cfg.value("default_headers", Json::object());
+    if (ctx.alias != nullptr) {
+      for (const auto& [k, v] : ctx.alias->headers.items()) defaults[k] = v;
+    }
     for (const auto& [k, v] : defaults.items()) {
       std::string val, missing;
       if (!v.is_string() || !ExpandEnv(v.get<std::string>(), &val, &missing)) {
