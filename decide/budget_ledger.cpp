@@ -444,6 +444,10 @@ const BudgetEntry* BudgetLedger::Find(const std::string& org_id, const std::stri
 
 size_t BudgetLedger::size() const { return impl_->entries.size(); }
 
+void BudgetLedger::ForEachEntry(const std::function<void(const BudgetEntry&)>& fn) const {
+  for (const auto& [key, node] : impl_->entries) fn(node.e);
+}
+
 namespace {
 // v3: entries are [org_id, request_id, agent_id, session_id, tool, at_us,
 // reserved_micros, actual_micros, state, final_seq], sorted by (org_id,

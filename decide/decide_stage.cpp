@@ -45,6 +45,11 @@ BudgetLedger DecideStage::ledger() const {
   return state_.ledger();
 }
 
+std::vector<BudgetShare> DecideStage::BudgetShares(int64_t now_us) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tollgate::BudgetShares(state_.policy(), state_.ledger(), now_us);
+}
+
 Status DecideStage::Rebuild(uint64_t head_seq, const ReadEventFn& read, const std::string& snapshot_path,
                             bool* from_snapshot) {
   std::lock_guard<std::mutex> lock(mu_);

@@ -28,6 +28,7 @@
 
 #include "core/flow_stage.h"
 #include "core/redact.h"
+#include "decide/budget_shares.h"
 #include "decide/decide_snapshot.h"
 #include "decide/decide_state.h"
 #include "decide/policy_engine.h"
@@ -76,6 +77,9 @@ class DecideStage : public Stage {
   // Copies of the folded state (tests, explain).
   PolicyInForce policy() const;
   BudgetLedger ledger() const;
+  // decide/budget_shares.h over the folded state, at `now_us` (/metrics;
+  // holds the state's lock for one pass over the ledger).
+  std::vector<BudgetShare> BudgetShares(int64_t now_us) const;
 
  private:
   void Fold(const Event& e);  // requires mu_

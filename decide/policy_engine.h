@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -112,6 +113,8 @@ class BudgetLedger {
 
   // The entry of org `org_id`'s request `request_id`, or null.
   const BudgetEntry* Find(const std::string& org_id, const std::string& request_id) const;
+  // Calls fn for every entry, in no order (metrics: who holds a budget).
+  void ForEachEntry(const std::function<void(const BudgetEntry&)>& fn) const;
   size_t size() const;
   uint64_t applied_seq() const { return applied_seq_; }
   void set_applied_seq(uint64_t s) { applied_seq_ = s; }

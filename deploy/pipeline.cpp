@@ -54,6 +54,7 @@ void Pipeline::AddPipelineCollectors(Pipeline* p) {
     for (size_t i = 0; i < p->runners_.size(); ++i) runners.emplace_back(p->stages_[i]->name(), p->runners_[i].get());
     WriteRunnerMetrics(t, runners);
     WriteLogMetrics(t, *p->log_);
+    WriteBudgetMetrics(t, p->decide_);
     if (p->approve_ != nullptr) {
       t.Family("tollgate_approvals_pending", "gauge", "Approvals waiting for an answer now.");
       t.Sample("tollgate_approvals_pending", {}, static_cast<double>(p->approve_->pending()));
@@ -172,6 +173,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   const std::function<PolicyInForce()> policy_in_force = built.policy;
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
+  p->decide_ = built.decide;
   Pipeline* raw = p.get();
   for (auto& stage : p->stages_) {
     RunnerOptions ro;

@@ -12,6 +12,7 @@
 #include "api/http_api.h"
 #include "api/metrics.h"
 #include "approve/approve_stage.h"
+#include "decide/decide_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "deploy/endpoints.h"  // WriteEndpoints, for its callers
@@ -133,6 +134,7 @@ class Pipeline {
   std::vector<std::unique_ptr<StageRunner>> runners_;
   std::vector<std::thread> threads_;
   ApproveStage* approve_ = nullptr;  // owned by stages_
+  DecideStage* decide_ = nullptr;    // owned by stages_
   std::unique_ptr<ApiServer> api_;
   bool admin_token_created_ = false;
   std::unique_ptr<CredentialRegistry> credentials_;

@@ -140,6 +140,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
         MetricsText t;
         WriteRunnerMetrics(t, {{stage, raw->runner_.get()}});
         WriteLogMetrics(t, *raw->log_);
+        WriteBudgetMetrics(t, raw->built_.decide);
         return t.text();
       };
       s = MetricsServer::Start(options.metrics_listen, p->credentials_.get(), po.metrics_public, render, &p->metrics_);

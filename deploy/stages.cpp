@@ -75,6 +75,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
   {
     DecideStage* d = decide.get();
     out->policy = [d] { return d->policy(); };
+    if (wanted("decide")) out->decide = d;
     sink.AddListener([d](const std::vector<Event>& events) { d->OnAppended(events); });
     // Not run here: kept anyway, for the policy in force.
     if (std::find(names.begin(), names.end(), "decide") == names.end()) out->policy_fold = std::move(decide);
@@ -145,6 +146,16 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
     }
   }
   return Status::Ok();
+}
+
+void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide) {
+  if (decide == nullptr) return;
+  t.Family("tollgate_budget_usage_ratio", "gauge",
+           "Per org and budget: the largest share of the limit any one holder (org, agent or session, by the "
+           "budget's scope) has used in its current window; 1 = the next call is denied.");
+  for (const BudgetShare& s : decide->BudgetShares(NowMicros())) {
+    t.Sample("tollgate_budget_usage_ratio", {{"org", s.org}, {"budget", s.budget}}, s.share);
+  }
 }
 
 }  // namespace tollgate

@@ -9,12 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "api/metrics.h"
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "core/credentials.h"
 #include "core/redact.h"
 #include "core/stage.h"
+#include "decide/decide_stage.h"
 #include "decide/policy_in_force.h"
 
 #include <functional>
@@ -40,6 +42,7 @@ struct StageEnv {
 struct BuiltStages {
   std::vector<std::unique_ptr<Stage>> stages;  // in `names` order
   ApproveStage* approve = nullptr;             // owned by stages, if built
+  DecideStage* decide = nullptr;               // owned by stages, if built
   // Execute's upstream MCP servers, when execute is built here (their
   // tools join the tool directory).
   std::shared_ptr<const McpUpstreams> upstreams;
@@ -48,6 +51,10 @@ struct BuiltStages {
   std::function<PolicyInForce()> policy;
   std::shared_ptr<Stage> policy_fold;  // decide's fold when decide is not among the stages
 };
+
+// tollgate_budget_usage_ratio (decide/budget_shares.h) from `decide`'s
+// folded state now; nothing when `decide` is null (decide runs elsewhere).
+void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
 
 // The stage names, in pipeline order.
 const std::vector<std::string>& StageNames();

@@ -13,7 +13,10 @@ import { Up, TOLLGATE, cli, waitFor } from '../mcp/harness.mjs';
 
 let up;
 let prom;
-before(async () => { up = await new Up().start(); });
+// The default policy with one more budget, whose share the run fills to 6/8.
+const policy = fs.readFileSync(new URL('../../config/default-policy.yaml', import.meta.url), 'utf8')
+  .replace(/^budgets:\n/m, 'budgets:\n  - {name: metrics-session-calls, scope: session, window: session, max_calls: 8}\n');
+before(async () => { up = await new Up({ policy }).start(); });
 after(async () => {
   prom?.kill('SIGKILL');
   await up?.stop();
@@ -120,4 +123,7 @@ test('Prometheus stores the counters of a run of known size', async () => {
   assert.equal(await query('tollgate_stage_workers_queued{stage="execute"}'), 0);
   // echo costs nothing; the family is there for the org all the same.
   assert.equal(await query('sum(tollgate_cost_usd_total{org="default"})'), 0);
+  // Session m1 made 6 of its 8 calls; m2's denied calls count for nothing.
+  assert.equal(await query('tollgate_budget_usage_ratio{org="default",budget="metrics-session-calls"}'), 0.75);
+  assert.equal(await query('tollgate_budget_usage_ratio{org="default",budget="session-usd"}'), 0);
 });
