@@ -55,7 +55,7 @@ bool WebhookNotifier::Post(const Delivery& d, std::string* error) {
     return false;
   }
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
-  headers = curl_slist_append(headers, "User-Agent: tollgate-webhook/1");
+  headers = curl_slist_append(headers, ("User-Agent: " + options_.user_agent).c_str());
   curl_easy_setopt(curl, CURLOPT_URL, d.url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, d.body.c_str());
@@ -106,7 +106,7 @@ void WebhookNotifier::Loop() {
       ++delivered;
     } else {
       ++failed;
-      log::Warn({"approve"}) << "webhook " << d.url << " not delivered after " << options_.max_attempts
+      log::Warn({options_.log_stage}) << options_.what << " " << d.url << " not delivered after " << options_.max_attempts
                 << " attempts: " << error << "\n";
     }
     lock.lock();

@@ -122,6 +122,8 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
                   "DATA/endpoints.json)");
   cmd->add_option("--tokens", f->service.pipeline.tokens_file, "audit only: tokens file (default DATA/tokens.json)");
   cmd->add_option("--webhook", f->service.pipeline.webhooks, "approve only: URL POSTed when an approval is requested");
+  cmd->add_option("--otlp-endpoint", f->service.pipeline.otlp_endpoint,
+                  "audit (the keeper) only: OTLP/HTTP collector, one span per tool call (docs/operations.md)");
   cmd->add_option("--tools-dir", f->service.pipeline.tools_dir, "execute only: CLI tools (default DATA/tools)");
   cmd->add_option("--workspaces", f->service.pipeline.workspace_root, "execute only: workspaces root");
   cmd->add_option("--workers", f->service.workers, "execute only: tools run at once by this process")

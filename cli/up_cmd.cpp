@@ -141,6 +141,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
                "(docs/operations.md)");
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
+  up->add_option("--otlp-endpoint", f->pipeline.otlp_endpoint,
+                 "OTLP/HTTP collector (e.g. http://127.0.0.1:4318): one span per tool call, as JSON "
+                 "(docs/operations.md)");
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");
   up->add_option("--workspaces", f->pipeline.workspace_root, "agents' workspaces root (default DATA/workspaces)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");

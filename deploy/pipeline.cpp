@@ -140,6 +140,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     Metrics* m = p->metrics_.get();
     p->sink_->AddListener([m](const std::vector<Event>& events) { m->Observe(events); });
   }
+  s = StartOtlpExport(options.otlp_endpoint, *p->sink_, *p->metrics_, &p->otlp_);
+  if (!s.ok()) return s;
 
   s = Producer::Open(p->bus_, "", &p->reconcile_producer_);
   if (!s.ok()) return s;

@@ -11,6 +11,7 @@
 
 #include "api/http_api.h"
 #include "api/metrics.h"
+#include "api/otlp_export.h"
 #include "approve/approve_stage.h"
 #include "decide/decide_stage.h"
 #include "audit/event_log.h"
@@ -55,6 +56,9 @@ struct PipelineOptions {
   std::string workspace_root;
   // GET /metrics without a token (an operator or admin token otherwise).
   bool metrics_public = false;
+  // An OTLP/HTTP collector to send one span per tool call to
+  // (api/otlp_export.h); empty = none.
+  std::string otlp_endpoint;
   // BusConfig::latency_first for every client of the pipeline.
   bool latency_first = false;
 };
@@ -140,6 +144,7 @@ class Pipeline {
   std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
   std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
+  std::shared_ptr<OtlpExporter> otlp_;  // with --otlp-endpoint
 };
 
 }  // namespace tollgate

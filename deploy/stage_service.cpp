@@ -174,6 +174,9 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       p->sink_->AddListener([metrics](const std::vector<Event>& events) { metrics->Observe(events); });
       ao.metrics = [metrics] { return metrics->Render(); };
       ao.metrics_public = po.metrics_public;
+      // It sees every request's events: the spans are exported from here.
+      s = StartOtlpExport(po.otlp_endpoint, *p->sink_, *metrics, &p->otlp_);
+      if (!s.ok()) return s;
     }
     auto tools = MakeToolDirectory(po.policy_path, po.data_dir, p->built_.policy);
     ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {

@@ -80,6 +80,7 @@ class StageService {
   bool admin_token_created_ = false;
   std::unique_ptr<AuditReader> audit_reader_;
   BuiltStages built_;
+  std::shared_ptr<OtlpExporter> otlp_;  // the keeper, with --otlp-endpoint
   std::unique_ptr<StageRunner> runner_;
   std::unique_ptr<ApiServer> api_;
   std::unique_ptr<MetricsServer> metrics_;
