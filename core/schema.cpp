@@ -480,7 +480,51 @@ Status SchemaRegistry::ValidateEvent(const Json& event) const {
 
 struct JsonSchema::Impl {
   SchemaRegistry::Impl::Entry entry;
+  // Whether a keyword is checked with std::regex, whose matcher recurses
+  // once per character: a long enough string overflows the stack (libstdc++;
+  // ~100,000 characters against "^[a-z]+$" on an 8 MiB stack).
+  bool regex = false;
 };
+
+namespace {
+
+constexpr size_t kMaxRegexInput = 4096;  // bytes of a string or key a pattern is applied to
+
+bool UsesRegex(const Json& schema) {
+  if (schema.is_object()) {
+    for (const auto& [k, v] : schema.items()) {
+      if (k == "pattern" || k == "patternProperties" || k == "format" || UsesRegex(v)) return true;
+    }
+  } else if (schema.is_array()) {
+    for (const Json& v : schema) {
+      if (UsesRegex(v)) return true;
+    }
+  }
+  return false;
+}
+
+// The JSON pointer of the first string or key longer than kMaxRegexInput.
+bool LongString(const Json& v, std::string* where) {
+  if (v.is_string()) return v.get_ref<const std::string&>().size() > kMaxRegexInput;
+  if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (LongString(v[i], where)) {
+        *where = "/" + std::to_string(i) + *where;
+        return true;
+      }
+    }
+  } else if (v.is_object()) {
+    for (const auto& [k, child] : v.items()) {
+      if (k.size() > kMaxRegexInput || LongString(child, where)) {
+        *where = "/" + PointerToken(k.substr(0, 64)) + *where;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 JsonSchema::JsonSchema() : impl_(std::make_unique<Impl>()) {}
 JsonSchema::~JsonSchema() = default;
@@ -499,10 +543,18 @@ Status JsonSchema::Compile(const Json& schema, std::shared_ptr<const JsonSchema>
   } catch (const std::exception& e) {
     return Status::Error(errc::kSchemaViolation, "not a usable JSON Schema: " + ToValidUtf8(e.what()));
   }
+  s->impl_->regex = UsesRegex(s->impl_->entry.doc);
   *out = std::move(s);
   return Status::Ok();
 }
 
-Status JsonSchema::Validate(const Json& doc) const { return SchemaRegistry::Impl::Check(impl_->entry, doc, ""); }
+Status JsonSchema::Validate(const Json& doc) const {
+  std::string where;
+  if (impl_->regex && LongString(doc, &where)) {
+    return Status::Error(errc::kSchemaViolation, where + ": longer than " + std::to_string(kMaxRegexInput) +
+                                                     " bytes, more than a schema with patterns checks");
+  }
+  return SchemaRegistry::Impl::Check(impl_->entry, doc, "");
+}
 
 }  // namespace tollgate

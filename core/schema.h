@@ -51,7 +51,9 @@ class JsonSchema {
  public:
   // E_SCHEMA_VIOLATION naming what is wrong when `schema` cannot be used.
   static Status Compile(const Json& schema, std::shared_ptr<const JsonSchema>* out);
-  // As SchemaRegistry::Validate: the message names the field, never its value.
+  // As SchemaRegistry::Validate: the message names the field, never its
+  // value. When the schema has a pattern (or format), a string or key over
+  // 4096 bytes is refused unchecked: std::regex would overflow the stack.
   Status Validate(const Json& doc) const;
   const Json& doc() const;
 

@@ -146,6 +146,28 @@ TEST_F(HttpAliasTest, ArgumentsThatDoNotFitTheAliasAreDeniedAtDecideNamingTheFie
   EXPECT_TRUE(s.targets().empty()) << "nothing reached the server";
 }
 
+// A pattern is applied with std::regex, which recurses once per character:
+// an agent's 200,000-character argument would overflow the stack of the
+// stage checking it. Such a string is refused unchecked, and nothing stops.
+TEST_F(HttpAliasTest, AHugeArgumentAgainstAPatternIsRefusedNotMatched) {
+  RecordingServer s;
+  Load(Yaml(s, "  support:\n    mode: dangerous\n    http_request:\n      base_url: \"" + s.origin() +
+                   "/\"\n      aliases:\n        note:\n          method: post\n          url: notes\n"
+                   "          input_schema: {type: object, properties: {text: {type: string, pattern: \"^[a-z]+$\"}}}\n"));
+  tool_ = "note";
+  Json huge = Decide("support", "h1", {{"text", std::string(200000, 'a')}});
+  EXPECT_EQ(huge["verdict"], "deny");
+  EXPECT_EQ(huge["error_code"], "E_INVALID_ARGS");
+  EXPECT_NE(huge.value("reason", "").find("/text: longer than 4096 bytes"), std::string::npos) << huge["reason"];
+  Json fine = Decide("support", "h2", {{"text", std::string(4000, 'a')}});
+  ASSERT_EQ(fine["verdict"], "allow") << fine.dump();
+  EXPECT_EQ(Decide("support", "h3", {{"text", "UPPER"}})["error_code"], "E_INVALID_ARGS") << "the pattern still holds";
+  // Execute refuses it by itself too.
+  EXPECT_EQ(Code(Execute("support", "h4", {{"text", std::string(200000, 'a')}}, fine)), "E_INVALID_ARGS");
+  ASSERT_TRUE(Execute("support", "h2", {{"text", std::string(4000, 'a')}}, fine).value("success", false));
+  EXPECT_EQ(s.targets(), std::vector<std::string>{"/notes"});
+}
+
 // An alias narrows what the agent may do; it opens nothing else. The
 // policy's deny globs, rules and hosts list apply to the request it
 // expands to, and its method is granted for it alone.
