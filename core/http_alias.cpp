@@ -56,6 +56,10 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
     return Status::Error(kPolicyInvalid, at + ": '" + name + "' is a built-in tool's name");
   }
   if (!spec.is_object()) return Status::Error(kPolicyInvalid, at + ": must be an object");
+  // Execute reads its own copy of the policy: types are checked here too.
+  for (const char* k : {"description", "method", "url", "send"}) {
+    if (spec.contains(k) && !spec[k].is_string()) return Status::Error(kPolicyInvalid, at + "." + k + ": a string");
+  }
   HttpAlias a;
   a.name = name;
   a.description = spec.value("description", "");

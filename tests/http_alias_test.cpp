@@ -312,3 +312,21 @@ TEST(HttpAliasPolicy, AMalformedAliasIsRefusedWithItsLine) {
 
 }  // namespace
 }  // namespace tollgate
+
+namespace tollgate {
+namespace {
+
+// Execute reads its own copy of the policy: a malformed alias there ends
+// the call with a code, never an exception out of the stage.
+TEST(HttpAliasPolicy, AMalformedAliasInExecutesCopyIsAnErrorNotAThrow) {
+  ExecutePolicy p;
+  p.agents = {{"a", {{"http_request", {{"aliases", {{"t1", {{"method", 5}, {"url", "/x"}}}}}}}}}};
+  const Json request{{"agent_id", "a"}, {"tool", "t1"}, {"args", Json::object()}};
+  ResolvedCall call = ResolveCall(request, p);
+  ASSERT_TRUE(call.error.is_object()) << call.tool;
+  EXPECT_EQ(call.error["error"]["code"], "E_POLICY_INVALID");
+  EXPECT_NE(call.error["error"]["message"].get<std::string>().find("method: a string"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tollgate
