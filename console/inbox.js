@@ -17,8 +17,19 @@ export function renderInbox(main, { me }) {
   const cards = new Map();  // request_id -> { el, refresh(p) }
   let timer = null;
   let stopped = false;
+  // One poll at a time: a card's action polls at once too, and two polls
+  // in flight could answer out of order, an older list removing a card
+  // just shown (and the comment being typed in it) until the next poll.
+  let inflight = false;
+  let again = false;
 
   async function poll() {
+    if (inflight) {
+      again = true;
+      return;
+    }
+    inflight = true;
+    clearTimeout(timer);
     try {
       const { data } = await api('/v1/approvals');
       failure.replaceChildren();
@@ -47,7 +58,14 @@ export function renderInbox(main, { me }) {
     } catch (e) {
       failure.replaceChildren(notice(`Could not load approvals: ${explain(e)}`, 'error'));
     }
-    if (!stopped) timer = setTimeout(poll, POLL_MS);
+    inflight = false;
+    if (stopped) return;
+    if (again) {
+      again = false;
+      poll();
+      return;
+    }
+    timer = setTimeout(poll, POLL_MS);
   }
   poll();
   // The time left on each card counts down between polls too.
