@@ -85,6 +85,7 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
   // {name} placeholders, only where they cannot change the host.
   const size_t path = PathStart(a.url);
   std::string probe;
+  size_t literal = 0;  // where the literal text after the last placeholder starts
   for (size_t i = 0; i < a.url.size(); ++i) {
     if (a.url[i] == '}') return Status::Error(kPolicyInvalid, at + ".url: a '}' without its '{'");
     if (a.url[i] != '{') {
@@ -97,10 +98,13 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
       return Status::Error(kPolicyInvalid, at + ".url: a placeholder is {name}, name of letters, digits and _");
     }
     if (i < path) return Status::Error(kPolicyInvalid, at + ".url: {" + p + "} is in the scheme or host");
-    if (std::find(a.placeholders.begin(), a.placeholders.end(), p) == a.placeholders.end()) a.placeholders.push_back(p);
+    a.url_parts.push_back({a.url.substr(literal, i - literal), false});
+    a.url_parts.push_back({p, true});
     probe += "x";
     i = end;
+    literal = end + 1;
   }
+  if (literal < a.url.size()) a.url_parts.push_back({a.url.substr(literal), false});
   if (path > 0) {
     NormalUrl u;
     std::string why;
@@ -127,14 +131,12 @@ Status ExpandHttpAlias(const HttpAlias& a, const Json& args, Json* http_args) {
   }
   Json rest = args;
   std::string url;
-  for (size_t i = 0; i < a.url.size(); ++i) {
-    if (a.url[i] != '{') {
-      url += a.url[i];
+  for (const HttpAlias::UrlPart& part : a.url_parts) {
+    if (!part.placeholder) {
+      url += part.text;
       continue;
     }
-    const size_t end = a.url.find('}', i);
-    const std::string p = a.url.substr(i + 1, end - i - 1);
-    i = end;
+    const std::string& p = part.text;
     auto v = args.find(p);
     std::string text;
     if (v != args.end() && v->is_string()) {

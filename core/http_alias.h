@@ -30,7 +30,13 @@ struct HttpAlias {
   Json headers = Json::object();             // execute adds them; values may hold ${env:NAME}
   Json input_schema = {{"type", "object"}};  // as the policy gives it
   std::shared_ptr<const JsonSchema> schema;  // input_schema compiled
-  std::vector<std::string> placeholders;     // in the order the URL names them
+  // The url split at its placeholders, parsed once: literal text, or the
+  // name of the argument that fills the place.
+  struct UrlPart {
+    std::string text;
+    bool placeholder = false;
+  };
+  std::vector<UrlPart> url_parts;
 };
 
 // Builds `out` from the policy's entry for `name` (already checked against

@@ -109,8 +109,7 @@ InvocationFacts ReadEnvelope(const Json& req) {
 void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject) {
   const std::string& tool = *f->tool;
   if (f->alias != nullptr && f->http_args == nullptr) {
-    f->method = f->alias->method;
-    f->url_error = f->alias_status.message();
+    f->method = f->alias->method;  // read_only still says what it would do; the call is denied
   } else if (f->http_args != nullptr) {
     f->method = HttpMethod(*f->http_args, f->alias ? f->alias->method : DefaultMethodOf(&http));
     std::string ignored;
