@@ -10,6 +10,7 @@
 
 #include "audit/log_audit_reader.h"
 #include "deploy/identity.h"
+#include "deploy/observability.h"
 #include "deploy/stages.h"
 
 namespace tollgate {

@@ -1,6 +1,7 @@
 #include "deploy/stage_service.h"
 #include "core/log.h"
 
+#include "deploy/observability.h"
 #include "deploy/tool_directory.h"
 
 #include <unistd.h>

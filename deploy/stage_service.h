@@ -25,6 +25,7 @@
 #include "api/http_api.h"
 #include "api/metrics_server.h"
 #include "deploy/pipeline.h"
+#include "api/otlp_export.h"
 #include "deploy/stages.h"
 #include "runtime/event_follower.h"
 #include "runtime/stage_runner.h"

@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "api/metrics.h"
-#include "api/otlp_export.h"
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
@@ -52,16 +50,6 @@ struct BuiltStages {
   std::function<PolicyInForce()> policy;
   std::shared_ptr<Stage> policy_fold;  // decide's fold when decide is not among the stages
 };
-
-// tollgate_budget_usage_ratio (decide/budget_shares.h) from `decide`'s
-// folded state now; nothing when `decide` is null (decide runs elsewhere).
-void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
-
-// With `endpoint` set: an OtlpExporter (api/otlp_export.h) listening on
-// `sink`, its counters on `metrics`. E_INVALID_ARGS for an endpoint that
-// is not an http(s) URL.
-Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metrics,
-                       std::shared_ptr<OtlpExporter>* out);
 
 // The stage names, in pipeline order.
 const std::vector<std::string>& StageNames();
