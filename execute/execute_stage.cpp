@@ -166,7 +166,9 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
                              flow.decision, approval, state.completed->data["result"]);
     result["log_seq"] = state.completed->seq;
     RedactResult(&result, *redactor());
-    r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1});
+    // value_json too: on the events topic the runner resets log_seq to 0,
+    // so this copy has the first one's bytes and is not sent twice.
+    r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1, result});
     return r;
   }
   const std::string rid = RequestKey(flow.request.value("org_id", ""), flow.request_id());
