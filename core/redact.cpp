@@ -1,7 +1,6 @@
 #include "core/redact.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 
 namespace tollgate {
@@ -9,12 +8,17 @@ namespace {
 
 using Range = std::pair<size_t, size_t>;  // [begin, end) of a secret
 
-bool Alnum(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; }
+// ASCII classes, inline (no locale: the scanner runs on every event).
+bool LowerAscii(char c) { return c >= 'a' && c <= 'z'; }
+bool UpperAscii(char c) { return c >= 'A' && c <= 'Z'; }
+bool DigitAscii(char c) { return c >= '0' && c <= '9'; }
+bool Letter(char c) { return LowerAscii(c) || UpperAscii(c); }
+bool Alnum(char c) { return Letter(c) || DigitAscii(c); }
 bool Word(char c) { return Alnum(c) || c == '_'; }
 // Characters of base64/base64url tokens and most API keys.
 bool TokenChar(char c) { return Alnum(c) || c == '-' || c == '_'; }
 bool B64Char(char c) { return Alnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='; }
-char Lower(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+char Lower(char c) { return UpperAscii(c) ? static_cast<char>(c - 'A' + 'a') : c; }
 
 std::string LowerStr(std::string_view s) {
   std::string out(s);
@@ -23,7 +27,7 @@ std::string LowerStr(std::string_view s) {
 }
 
 bool IStartsWith(std::string_view s, size_t at, std::string_view p) {
-  if (s.size() - at < p.size()) return false;
+  if (at > s.size() || s.size() - at < p.size()) return false;
   for (size_t i = 0; i < p.size(); ++i) {
     if (Lower(s[at + i]) != p[i]) return false;
   }
@@ -34,19 +38,89 @@ bool AlreadyRedacted(std::string_view s, size_t at) { return s.compare(at, std::
 
 // A start of a token: not preceded by a word character.
 bool Boundary(std::string_view s, size_t i) { return i == 0 || !Word(s[i - 1]); }
+// A start of a command-line argument: the text's start, after blank space or an opening quote.
+bool ArgStart(std::string_view s, size_t i) {
+  return i == 0 || std::strchr(" \t\r\n'\"", s[i - 1]) != nullptr;
+}
 
 size_t Span(std::string_view s, size_t i, bool (*ok)(char)) {
   while (i < s.size() && ok(s[i])) ++i;
   return i;
 }
 
+bool AllOf(std::string_view s, bool (*ok)(char)) { return !s.empty() && std::all_of(s.begin(), s.end(), ok); }
+
+int Hex(char c) {
+  if (DigitAscii(c)) return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Percent-escapes decoded, up to three times over ("p%2561ssword"): a name
+// in a query string or a form body may be spelt that way.
+std::string_view Unescape(std::string_view raw, std::string* buf) {
+  for (int round = 0; round < 3 && raw.find('%') != std::string_view::npos; ++round) {
+    std::string out;
+    out.reserve(raw.size());
+    bool changed = false;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      const int h = raw[i] == '%' && i + 2 < raw.size() ? Hex(raw[i + 1]) : -1;
+      const int l = h >= 0 ? Hex(raw[i + 2]) : -1;
+      if (l >= 0) {
+        out += static_cast<char>(h * 16 + l);
+        i += 2;
+        changed = true;
+      } else {
+        out += raw[i];
+      }
+    }
+    if (!changed) break;
+    *buf = std::move(out);
+    raw = *buf;
+  }
+  return raw;
+}
+
+// A name as it is matched: percent-escapes decoded, leading dashes dropped,
+// lower case, the separators - _ . and space removed ("PrivateKey",
+// "private_key" and "PRIVATE-KEY" all read "privatekey"). *last: where its
+// last word starts, after a separator or at a camelCase hump ("dbPwd": 2).
+std::string Fold(std::string_view raw, size_t* last) {
+  std::string buf;
+  raw = Unescape(raw, &buf);
+  while (!raw.empty() && raw.front() == '-') raw.remove_prefix(1);
+  std::string f;
+  f.reserve(raw.size());
+  *last = 0;
+  bool sep = false;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const char c = raw[i];
+    if (c == '-' || c == '_' || c == '.' || c == ' ') {
+      sep = true;
+      continue;
+    }
+    const char prev = i > 0 ? raw[i - 1] : '\0';
+    const bool hump = UpperAscii(c) && (LowerAscii(prev) || DigitAscii(prev) ||
+                                        (UpperAscii(prev) && i + 1 < raw.size() && LowerAscii(raw[i + 1])));
+    if ((sep || hump) && !f.empty()) *last = f.size();
+    sep = false;
+    f += Lower(c);
+  }
+  return f;
+}
+
+bool EndsWith(std::string_view s, std::string_view suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+
 // Vendor tokens: a prefix and a minimum body of token characters.
 struct Prefixed {
-  const char* prefix;
+  std::string_view prefix;
   size_t min_body;
   bool (*body)(char);
 };
-bool UpperDigit(char c) { return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+bool UpperDigit(char c) { return UpperAscii(c) || DigitAscii(c); }
 bool GithubPatChar(char c) { return Alnum(c) || c == '_'; }
 const Prefixed kPrefixed[] = {
     {"sk-", 20, TokenChar},           // OpenAI-style: sk-..., sk-live-..., sk-proj-...
@@ -61,6 +135,7 @@ const Prefixed kPrefixed[] = {
     {"AIza", 30, TokenChar},          // Google API keys
     {"glpat-", 20, TokenChar},        // GitLab
     {"npm_", 30, Alnum},              // npm
+    {"hf_", 30, Alnum},               // Hugging Face
 };
 // AWS access key ids: exactly 16 more upper-case letters or digits.
 const char* const kAwsPrefixes[] = {"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"};
@@ -73,7 +148,7 @@ void ScanPrefixed(std::string_view s, std::vector<Range>* out) {
   for (size_t i = 0; i + 4 <= s.size(); ++i) {
     if (!Boundary(s, i)) continue;
     const char c = s[i];
-    if (c != 's' && c != 'r' && c != 'g' && c != 'x' && c != 'A' && c != 'n' && c != 'e') continue;
+    if (c != 's' && c != 'r' && c != 'g' && c != 'x' && c != 'A' && c != 'n' && c != 'e' && c != 'h') continue;
     if (c == 'A') {
       bool aws = false;
       for (const char* p : kAwsPrefixes) {
@@ -102,8 +177,8 @@ void ScanPrefixed(std::string_view s, std::vector<Range>* out) {
       }
     }
     for (const auto& p : kPrefixed) {
-      const size_t n = std::strlen(p.prefix);
-      if (s.compare(i, n, p.prefix) != 0) continue;
+      const size_t n = p.prefix.size();
+      if (p.prefix[0] != c || s.compare(i, n, p.prefix) != 0) continue;
       const size_t e = Span(s, i + n, p.body);
       if (e - i - n >= p.min_body) {
         out->push_back({i, e});
@@ -128,9 +203,11 @@ void ScanAuthSchemes(std::string_view s, std::vector<Range>* out) {
       while (b < s.size() && s[b] == ' ') ++b;
       if (b < s.size() && AlreadyRedacted(s, b)) break;
       const size_t e = Span(s, b, B64Char);
-      // Long enough to be a credential, and not an ordinary word.
-      const bool digit = std::any_of(s.begin() + b, s.begin() + e, [](char x) { return std::isdigit(static_cast<unsigned char>(x)); });
-      if (e - b >= 16 || (e - b >= 8 && digit)) {
+      // Long enough to be a credential, and not an ordinary word ("basic
+      // internationalization": lower-case letters only).
+      const std::string_view cred = s.substr(b, e - b);
+      const bool digit = std::any_of(cred.begin(), cred.end(), DigitAscii);
+      if ((cred.size() >= 16 && !AllOf(cred, LowerAscii)) || (cred.size() >= 8 && digit)) {
         out->push_back({b, e});
         i = e;
       }
@@ -163,6 +240,14 @@ void ScanPem(std::string_view s, std::vector<Range>* out) {
   }
 }
 
+// A user name alone ("ssh://git@host", "postgres://app@db"): not a
+// credential. A token used as the user name has digits or capitals.
+bool PlainUser(std::string_view u) {
+  return u.size() <= 32 && std::all_of(u.begin(), u.end(), [](char c) {
+           return LowerAscii(c) || c == '.' || c == '-' || c == '_';
+         });
+}
+
 // scheme://USERINFO@host: the userinfo.
 void ScanUserinfo(std::string_view s, std::vector<Range>* out) {
   size_t from = 0;
@@ -172,40 +257,63 @@ void ScanUserinfo(std::string_view s, std::vector<Range>* out) {
     const size_t b = p + 3;
     size_t j = b;
     while (j < s.size() && !std::strchr("/?#@ \t\r\n\"'<>\\", s[j])) ++j;
-    if (j < s.size() && s[j] == '@' && j > b && !AlreadyRedacted(s, b)) out->push_back({b, j});
+    if (j < s.size() && s[j] == '@' && j > b && !AlreadyRedacted(s, b) && !PlainUser(s.substr(b, j - b))) {
+      out->push_back({b, j});
+    }
     from = b;
   }
 }
 
 // Names whose value is a secret in NAME=VALUE, NAME: VALUE, ?NAME=VALUE,
-// --NAME=VALUE and --NAME VALUE. Exact names, then suffixes (so
-// "access_token" and "db_password" match, "tokens_used" does not).
-const char* const kSecretNames[] = {"sig", "signature", "key", "pass", "pwd", "auth", "code_verifier", "x-amz-signature",
-                                    "x-amz-security-token", "x-goog-signature"};
-const char* const kSecretSuffixes[] = {"password",   "passwd",      "passphrase", "secret",      "token",
-                                       "apikey",     "api_key",     "api-key",    "access_key",  "access-key",
-                                       "private_key", "private-key", "credential", "credentials", "authorization",
-                                       "cookie",     "session_key", "client_secret", "auth_token", "auth-token"};
+// --NAME=VALUE and --NAME VALUE, compared folded (Fold): exact names, then
+// suffixes (so "access_token", "db_password" and "AccountKey" match,
+// "tokens_used" does not), then short words that must be the whole last
+// word ("db_pass", "MYSQL_PWD"; not "bypass" or "compass").
+const char* const kSecretNames[] = {"sig",           "signature",      "key",
+                                    "pass",          "pwd",            "auth",
+                                    "codeverifier",  "xamzsignature",  "xgoogsignature",
+                                    "sharedaccesssignature"};
+const char* const kSecretSuffixes[] = {"password",      "passwd",          "passphrase",   "secret",
+                                       "token",         "apikey",          "accesskey",    "accountkey",
+                                       "privatekey",    "sessionkey",      "masterkey",    "signingkey",
+                                       "encryptionkey", "subscriptionkey", "functionskey", "credential",
+                                       "credentials",   "authorization",   "cookie"};
+const char* const kSecretLastWords[] = {"pass", "pwd"};
+constexpr size_t kMaxName = 64;
 
 bool SecretName(std::string_view raw) {
-  while (!raw.empty() && raw.front() == '-') raw.remove_prefix(1);
-  if (raw.empty() || raw.size() > 64) return false;
-  const std::string name = LowerStr(raw);
+  if (raw.empty() || raw.size() > 3 * kMaxName) return false;
+  size_t last = 0;
+  const std::string name = Fold(raw, &last);
+  if (name.empty() || name.size() > kMaxName) return false;
   for (const char* n : kSecretNames) {
     if (name == n) return true;
   }
   for (const char* suf : kSecretSuffixes) {
-    const size_t n = std::strlen(suf);
-    if (name.size() >= n && name.compare(name.size() - n, n, suf) == 0) return true;
+    if (EndsWith(name, suf)) return true;
+  }
+  const std::string_view word = std::string_view(name).substr(last);
+  for (const char* w : kSecretLastWords) {
+    if (word == w) return true;
   }
   return false;
 }
 
-bool NameChar(char c) { return Word(c) || c == '-' || c == '.'; }
+bool NameChar(char c) { return Word(c) || c == '-' || c == '.' || c == '%'; }
+
+// Whether s[i-3, i) is the percent-escape of a character that ends a name
+// ("%3F" in "https%3A%2F%2Fh%2Fx%3Ftoken%3DVALUE").
+bool EscapedDelimiter(std::string_view s, size_t i) {
+  if (i < 3 || s[i - 3] != '%') return false;
+  const int h = Hex(s[i - 2]), l = Hex(s[i - 1]);
+  const char c = static_cast<char>(h * 16 + l);
+  return h >= 0 && l >= 0 && c != '\0' && std::strchr("?&/:=#;, \"'", c) != nullptr;
+}
 
 // The value starting at `b`: inside its quotes when quoted, else up to a
-// delimiter (the line's end for Authorization/Cookie headers).
-Range ValueAt(std::string_view s, size_t b, bool to_line_end) {
+// delimiter (the line's end for Authorization/Cookie headers). `escaped`:
+// in a percent-encoded text (NAME%3DVALUE), where %20, %23 and %26 end it too.
+Range ValueAt(std::string_view s, size_t b, bool to_line_end, bool escaped = false) {
   if (b < s.size() && (s[b] == '"' || s[b] == '\'')) {
     size_t q = b + 1;
     while (q < s.size() && s[q] != s[b]) q += s[q] == '\\' ? 2 : 1;
@@ -217,14 +325,44 @@ Range ValueAt(std::string_view s, size_t b, bool to_line_end) {
     while (e > b && s[e - 1] == ' ') --e;
     return {b, e};
   }
-  while (e < s.size() && !std::strchr("&# \t\r\n,;\"'<>(){}[]\\", s[e])) ++e;
+  while (e < s.size() && !std::strchr("&# \t\r\n,;\"'<>(){}[]\\", s[e])) {
+    if (escaped && s[e] == '%' && e + 2 < s.size() && s[e + 1] == '2' &&
+        (s[e + 2] == '0' || s[e + 2] == '3' || s[e + 2] == '6'))
+      break;
+    ++e;
+  }
   return {b, e};
+}
+
+// Words that say a secret is absent: "token: none", "password: missing".
+const char* const kNoSecret[] = {"none", "null", "nil", "missing", "invalid", "expired", "required",
+                                 "empty", "unset", "undefined", "true", "false"};
+
+// Whether the unquoted value [b, e) after "NAME:" is prose rather than a
+// secret: one ordinary word ("No", "denied": letters, lower case after the
+// first) that a sentence goes on from ("admin.token: No such file or
+// directory", "password: must be 8 characters"), or a word of kNoSecret.
+bool Prose(std::string_view s, size_t b, size_t e) {
+  if (e <= b || e - b > 24 || !Letter(s[b]) || !std::all_of(s.begin() + b + 1, s.begin() + e, LowerAscii))
+    return false;
+  if (e + 1 < s.size() && s[e] == ' ' && Letter(s[e + 1])) return true;
+  const std::string w = LowerStr(s.substr(b, e - b));
+  return std::any_of(std::begin(kNoSecret), std::end(kNoSecret), [&](const char* n) { return w == n; });
 }
 
 void ScanPairs(std::string_view s, std::vector<Range>* out) {
   for (size_t p = 0; p < s.size(); ++p) {
-    const char c = s[p];
-    if (c != '=' && c != ':' && c != ' ') continue;
+    char c = s[p];
+    size_t after = p + 1;  // the value's earliest start
+    bool escaped = false;
+    if (c == '%') {  // NAME%3DVALUE: a pair inside a percent-encoded URL
+      if (p + 2 >= s.size() || s[p + 1] != '3' || (s[p + 2] != 'D' && s[p + 2] != 'd')) continue;
+      c = '=';
+      after = p + 3;
+      escaped = true;
+    } else if (c != '=' && c != ':' && c != ' ') {
+      continue;
+    }
     size_t ne = p;
     if (c != ' ') {
       while (ne > 0 && s[ne - 1] == ' ') --ne;  // "name" : value
@@ -239,23 +377,29 @@ void ScanPairs(std::string_view s, std::vector<Range>* out) {
       nb = open + 1;
       ne = ne - 1;
     } else {
-      while (nb > 0 && NameChar(s[nb - 1])) --nb;
+      while (nb > 0 && NameChar(s[nb - 1]) && !EscapedDelimiter(s, nb)) --nb;
     }
     if (nb >= ne) continue;
     const std::string_view name = s.substr(nb, ne - nb);
     // "--api-key VALUE": only a flag name is followed by its value after a space.
     if (c == ' ' && name.front() != '-') continue;
     if (!SecretName(name)) continue;
-    size_t b = p + 1;
+    if (c == ':' && !quoted && name == "PASS") continue;  // a test runner's "PASS: test_login"
+    size_t b = after;
     if (c == ':' && !quoted && b < s.size() && s[b] == '/') continue;  // a URL's scheme, not a pair
     if (c != ' ') {
       while (b < s.size() && s[b] == ' ') ++b;
     }
     if (b >= s.size() || AlreadyRedacted(s, b) || (b + 1 < s.size() && AlreadyRedacted(s, b + 1))) continue;
     const std::string lname = LowerStr(name);
+    // (A passphrase has spaces; a header's value runs to the end of its line.)
     const bool whole_line = c == ':' && !quoted &&
-                            (lname.find("authorization") != std::string::npos || lname.find("cookie") != std::string::npos);
-    const Range v = ValueAt(s, b, whole_line);
+                            (lname.find("authorization") != std::string::npos || lname.find("cookie") != std::string::npos ||
+                             lname.find("passphrase") != std::string::npos);
+    const Range v = ValueAt(s, b, whole_line, escaped);
+    // "admin.token: No such file": the name of a file, then an error.
+    if (c == ':' && !quoted && !whole_line && s[b] != '"' && s[b] != '\'' && Prose(s, v.first, v.second))
+      continue;
     if (v.second > v.first) {
       out->push_back(v);
       p = std::max(p, v.second - 1);
@@ -263,9 +407,81 @@ void ScanPairs(std::string_view s, std::vector<Range>* out) {
   }
 }
 
-bool ContainsSecretKey(const std::vector<std::string>& keys, std::string_view key) {
-  const std::string lower = LowerStr(key);
-  return std::any_of(keys.begin(), keys.end(), [&](const std::string& p) { return lower.find(p) != std::string::npos; });
+// USER:PASSWORD after curl's -u/--user (-U/--proxy-user): the password.
+// "1000:1000" (docker -u uid:gid) is not one.
+bool UserPassword(std::string_view s, size_t b, size_t e, Range* pw) {
+  const size_t colon = s.substr(b, e - b).find(':');
+  if (colon == std::string_view::npos) return false;
+  const size_t p = b + colon + 1;
+  if (p >= e || AlreadyRedacted(s, p)) return false;
+  if (AllOf(s.substr(b, colon), DigitAscii) && AllOf(s.substr(p, e - p), DigitAscii)) return false;
+  *pw = {p, e};
+  return true;
+}
+
+// The user flags, spelt "-u X", "-uX", "--user X", "--user=X"; the length
+// of the flag at `i` with what separates it from its value, or 0.
+size_t UserFlag(std::string_view s, size_t i) {
+  if (!ArgStart(s, i) || i + 2 >= s.size()) return 0;
+  if (s[i + 1] == 'u' || s[i + 1] == 'U') {
+    size_t b = i + 2;
+    while (b < s.size() && s[b] == ' ') ++b;
+    return b - i;
+  }
+  for (const char* f : {"--user", "--proxy-user"}) {
+    const size_t n = std::strlen(f);
+    if (s.compare(i, n, f) != 0 || i + n >= s.size()) continue;
+    if (s[i + n] == '=') return n + 1;
+    if (s[i + n] != ' ') return 0;  // --user-agent
+    size_t b = i + n;
+    while (b < s.size() && s[b] == ' ') ++b;
+    return b - i;
+  }
+  return 0;
+}
+
+void ScanUserFlags(std::string_view s, std::vector<Range>* out) {
+  for (size_t i = s.find('-'); i != std::string_view::npos; i = s.find('-', i + 1)) {
+    const size_t n = UserFlag(s, i);
+    if (n == 0) continue;
+    const Range v = ValueAt(s, i + n, false);
+    Range pw;
+    if (UserPassword(s, v.first, v.second, &pw)) {
+      out->push_back(pw);
+      i = pw.second - 1;
+    }
+  }
+}
+
+// Whether `v` names the mysql or mariadb client (mysql, /usr/bin/mysqldump,
+// mariadb-dump), whose -pPASSWORD carries the password in the argument.
+bool MysqlProgram(std::string_view v) {
+  if (v.size() > 128) return false;
+  const size_t slash = v.rfind('/');
+  if (slash != std::string_view::npos) v.remove_prefix(slash + 1);
+  return v.compare(0, 5, "mysql") == 0 || v.compare(0, 7, "mariadb") == 0;
+}
+
+// "-pPASSWORD" after a mysql or mariadb command ("-p PASSWORD" would prompt,
+// and name a database).
+void ScanMysql(std::string_view s, std::vector<Range>* out) {
+  size_t m = std::string_view::npos;
+  for (const char* prog : {"mysql", "mariadb"}) {
+    for (size_t at = s.find(prog); at != std::string_view::npos; at = s.find(prog, at + 1)) {
+      if (Boundary(s, at)) {
+        m = std::min(m, at);
+        break;
+      }
+    }
+  }
+  if (m == std::string_view::npos) return;
+  for (size_t i = s.find("-p", m); i != std::string_view::npos; i = s.find("-p", i + 2)) {
+    if (!ArgStart(s, i) || i + 2 >= s.size() || std::strchr(" \t\r\n-", s[i + 2]) ||
+        AlreadyRedacted(s, i + 2))
+      continue;
+    const Range v = ValueAt(s, i + 2, false);
+    if (v.second > v.first) out->push_back(v);
+  }
 }
 
 std::string PointerToken(const std::string& key) {
@@ -280,20 +496,94 @@ bool SecretFlag(const std::string& s) {
   return s.size() > 2 && s[0] == '-' && s.find_first_of("= ") == std::string::npos && SecretName(s);
 }
 
+bool UserFlagArg(const std::string& s) {
+  return s == "-u" || s == "-U" || s == "--user" || s == "--proxy-user";
+}
+
+// Redacts `value` at `path`; `mysql`: an argument list of the mysql client
+// (its "-pPASSWORD" elements are secrets).
+void Walk(const Redactor& r, Json& value, const std::string& path, bool mysql,
+          std::vector<std::string>* out) {
+  auto replace = [&](Json& v, const std::string& at, std::string with) {
+    if (v != with) {
+      v = std::move(with);
+      out->push_back(at);
+    }
+  };
+  if (value.is_object()) {
+    // {"command": "mysql", "args": [...]}: the arguments are mysql's.
+    for (const auto& [key, child] : value.items()) {
+      mysql = mysql || (child.is_string() && MysqlProgram(child.get_ref<const std::string&>()));
+    }
+    for (auto& [key, child] : value.items()) {
+      const std::string child_path = path + "/" + PointerToken(key);
+      if (r.SecretKey(key)) {
+        replace(child, child_path, kRedacted);
+      } else {
+        Walk(r, child, child_path, mysql, out);
+      }
+    }
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i) {
+      const std::string child_path = path + "/" + std::to_string(i);
+      Json& v = value[i];
+      if (v.is_string()) {
+        const std::string& str = v.get_ref<const std::string&>();
+        const std::string* prev =
+            i > 0 && value[i - 1].is_string() ? &value[i - 1].get_ref<const std::string&>() : nullptr;
+        // ["--password", "VALUE"]: the element after a secret flag.
+        if (prev != nullptr && SecretFlag(*prev)) {
+          replace(v, child_path, kRedacted);
+          continue;
+        }
+        Range pw;  // ["-u", "USER:PASSWORD"]
+        if (prev != nullptr && UserFlagArg(*prev) && UserPassword(str, 0, str.size(), &pw)) {
+          replace(v, child_path, str.substr(0, pw.first) + kRedacted);
+          continue;
+        }
+        if (mysql && str.size() > 2 && str.compare(0, 2, "-p") == 0 && !AlreadyRedacted(str, 2)) {
+          replace(v, child_path, "-p" + std::string(kRedacted));
+          continue;
+        }
+        mysql = mysql || MysqlProgram(str);
+      }
+      Walk(r, v, child_path, mysql, out);
+    }
+  } else if (value.is_string()) {
+    if (r.RedactString(&value.get_ref<std::string&>())) out->push_back(path);
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& DefaultSecretKeyPatterns() {
   static const std::vector<std::string> kPatterns = {
-      "authorization", "password", "passwd", "secret",     "token",       "api_key",    "apikey",
-      "api-key",       "cookie",   "private_key", "private-key", "credential", "session_key", "access_key",
-      "access-key",    "x-auth"};
+      "authorization", "password",   "passwd",     "passphrase", "secret",        "token",
+      "apikey",        "cookie",     "privatekey", "credential", "sessionkey",    "accesskey",
+      "accountkey",    "masterkey",  "signingkey", "encryptionkey", "subscriptionkey", "functionskey"};
   return kPatterns;
+}
+
+const std::vector<std::string>& BuiltinTokenPrefixes() {
+  static const std::vector<std::string> kAll = [] {
+    std::vector<std::string> v;
+    for (const auto& p : kPrefixed) v.emplace_back(p.prefix);
+    for (const char* p : kAwsPrefixes) v.push_back(p);
+    return v;
+  }();
+  return kAll;
 }
 
 Redactor::Redactor() : keys_(DefaultSecretKeyPatterns()) {}
 
-Redactor::Redactor(std::vector<std::string> keys) : keys_(std::move(keys)) {
-  for (auto& k : keys_) k = LowerStr(k);
+Redactor::Redactor(std::vector<std::string> keys) : builtin_words_(false) {
+  for (const auto& k : keys) AddKey(k);
+}
+
+void Redactor::AddKey(std::string_view fragment) {
+  size_t last = 0;
+  std::string f = Fold(fragment, &last);
+  if (!f.empty()) keys_.push_back(std::move(f));  // (an empty fragment would match every key)
 }
 
 std::shared_ptr<const Redactor> DefaultRedactor() {
@@ -317,7 +607,7 @@ Status Redactor::FromPolicy(const Json& doc, std::shared_ptr<const Redactor>* ou
       if (!x.is_string() || x.get_ref<const std::string&>().empty()) return bad(k + " must be a list of non-empty strings");
       const std::string& str = x.get_ref<const std::string&>();
       if (k == "keys") {
-        r->keys_.push_back(LowerStr(str));
+        r->AddKey(str);
         continue;
       }
       try {
@@ -332,7 +622,19 @@ Status Redactor::FromPolicy(const Json& doc, std::shared_ptr<const Redactor>* ou
   return Status::Ok();
 }
 
-bool Redactor::SecretKey(std::string_view key) const { return ContainsSecretKey(keys_, key); }
+bool Redactor::SecretKey(std::string_view key) const {
+  size_t last = 0;
+  const std::string f = Fold(key, &last);
+  for (const auto& k : keys_) {
+    if (f.find(k) != std::string::npos) return true;
+  }
+  if (!builtin_words_) return false;
+  const std::string_view word = std::string_view(f).substr(last);
+  for (const char* w : kSecretLastWords) {
+    if (word == w) return true;
+  }
+  return IStartsWith(key, 0, "x-auth") || IStartsWith(key, 0, "x_auth");  // X-Auth-Key, X-Auth-Email
+}
 
 bool Redactor::RedactString(std::string* s) const {
   if (s->size() < 6 && values_.empty()) return false;  // "pwd=xy" is the shortest we know
@@ -343,6 +645,9 @@ bool Redactor::RedactString(std::string* s) const {
   if (v.find("-----BEGIN ") != std::string_view::npos) ScanPem(v, &r);
   if (v.find("://") != std::string_view::npos) ScanUserinfo(v, &r);
   ScanPairs(v, &r);
+  ScanUserFlags(v, &r);
+  if (v.find("mysql") != std::string_view::npos || v.find("mariadb") != std::string_view::npos)
+    ScanMysql(v, &r);
   // The policy's regexes run over windows of kWindow bytes overlapping by
   // kOverlap: libstdc++'s matcher recurses per character, and an agent's
   // megabyte-long string must not overflow the stack. A match longer than
@@ -386,36 +691,7 @@ bool Redactor::RedactString(std::string* s) const {
 
 std::vector<std::string> Redactor::Redact(Json& value, const std::string& path) const {
   std::vector<std::string> out;
-  if (value.is_object()) {
-    for (auto& [key, child] : value.items()) {
-      const std::string child_path = path + "/" + PointerToken(key);
-      if (SecretKey(key)) {
-        if (child != kRedacted) {
-          child = kRedacted;
-          out.push_back(child_path);
-        }
-      } else {
-        auto more = Redact(child, child_path);
-        out.insert(out.end(), more.begin(), more.end());
-      }
-    }
-  } else if (value.is_array()) {
-    for (size_t i = 0; i < value.size(); ++i) {
-      const std::string child_path = path + "/" + std::to_string(i);
-      // ["--password", "VALUE"]: the element after a secret flag.
-      if (i > 0 && value[i].is_string() && value[i - 1].is_string() && SecretFlag(value[i - 1].get<std::string>())) {
-        if (value[i] != kRedacted) {
-          value[i] = kRedacted;
-          out.push_back(child_path);
-        }
-        continue;
-      }
-      auto more = Redact(value[i], child_path);
-      out.insert(out.end(), more.begin(), more.end());
-    }
-  } else if (value.is_string()) {
-    if (RedactString(&value.get_ref<std::string&>())) out.push_back(path);
-  }
+  Walk(*this, value, path, false, &out);
   return out;
 }
 

@@ -1,13 +1,18 @@
 // Secret redaction: what the log must never hold in clear (docs/redaction.md).
 //
 // Two ways a value is a secret:
-//  - by key: an object key whose lower-cased name contains a secret fragment
-//    ("password", "token", "x-api-key", ...): the whole value is replaced;
+//  - by key: an object key that, folded (lower case, percent-escapes
+//    decoded, the separators - _ . and space dropped: "PrivateKey" and
+//    "private_key" both read "privatekey"), contains a secret fragment
+//    ("password", "token", "apikey", ...), or whose last word is "pass" or
+//    "pwd" ("db_pass", not "passport"): the whole value is replaced;
 //  - by value: inside any string, the secret part of a recognised format is
 //    replaced and the rest kept (bearer tokens, JWTs, PEM private keys, AWS
-//    key ids, sk-/ghp_/github_pat_/xox?-/sk_live_/AIza tokens, URL userinfo,
-//    secret query parameters and NAME=VALUE pairs, `--password=X` and
-//    `--api-key X` arguments), plus the policy's own regexes.
+//    key ids, vendor tokens by prefix (BuiltinTokenPrefixes), URL userinfo,
+//    secret query parameters and NAME=VALUE pairs (percent-encoded names
+//    too), `--password=X` and `--api-key X` arguments, curl's `-u USER:PW`,
+//    mysql's `-pPW`), plus the policy's own regexes. Prose is left alone
+//    ("admin.token: No such file", "password reset link sent").
 // Every secret becomes "[REDACTED]"; redacting a redacted value changes
 // nothing (idempotent), so a logged form can be compared with a re-redacted one.
 // The scanner is hand-written (no regex) for the built-in formats: ingest
@@ -29,14 +34,19 @@ namespace tollgate {
 
 inline constexpr const char* kRedacted = "[REDACTED]";
 
-// Key-name fragments that mark a secret (lower case).
+// Key-name fragments that mark a secret (folded: lower case, no separators).
 const std::vector<std::string>& DefaultSecretKeyPatterns();
+
+// The prefixes of the vendor tokens the value scanner knows (sk-, ghp_,
+// xoxb-, AKIA, hf_, ...), each redacted with its body wherever it starts a word.
+const std::vector<std::string>& BuiltinTokenPrefixes();
 
 class Redactor {
  public:
   // The built-in rules only.
   Redactor();
-  // These key fragments (instead of the defaults) and the built-in value scanner.
+  // These key fragments (instead of the defaults and the "pass"/"pwd" word
+  // rule) and the built-in value scanner.
   explicit Redactor(std::vector<std::string> key_fragments);
   // The built-in rules plus the policy's top-level `redact:` section
   // ({keys: [fragments], values: [ECMAScript regexes]}); a value regex with
@@ -44,7 +54,7 @@ class Redactor {
   // A bad section (not a map, a regex that does not compile) is an error.
   static Status FromPolicy(const Json& policy_doc, std::shared_ptr<const Redactor>* out);
 
-  // Whether an object key names a secret (case-insensitive fragment match).
+  // Whether an object key names a secret (a fragment in its folded form).
   bool SecretKey(std::string_view key) const;
   // Redacts the secrets inside `*s`; true when something changed.
   bool RedactString(std::string* s) const;
@@ -53,7 +63,10 @@ class Redactor {
   std::vector<std::string> Redact(Json& value, const std::string& path = "") const;
 
  private:
-  std::vector<std::string> keys_;
+  void AddKey(std::string_view fragment);  // folded; an empty one is dropped
+
+  std::vector<std::string> keys_;  // folded fragments
+  bool builtin_words_ = true;      // the "pass"/"pwd" last-word and X-Auth-* rules
   std::vector<std::regex> values_;
 };
 
