@@ -23,7 +23,9 @@
 #include <sched.h>
 #include <sstream>
 
+#include "execute/seccomp_filter.h"
 #include "execute/tool.h"
+#include "execute/uid_table.h"
 
 namespace tollgate {
 namespace {
@@ -128,12 +130,18 @@ struct Bind {
   std::string staged;  // <kStage>/<i>
 };
 
+std::mutex uid_table_mu;
+std::unique_ptr<UidTable> uid_table;  // kSandboxUidTable, opened on first use
+
 }  // namespace
 
-uid_t SandboxUid(const std::string& workspace) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : workspace) h = (h ^ c) * 1099511628211ull;
-  return static_cast<uid_t>(kSandboxUidBase + h % kSandboxUidRange);
+Status SandboxUid(const std::string& workspace, uid_t* uid) {
+  std::lock_guard<std::mutex> l(uid_table_mu);
+  if (!uid_table) {
+    Status s = UidTable::Open(kSandboxUidTable, kSandboxUidBase, kSandboxUidRange, &uid_table);
+    if (!s.ok()) return s;
+  }
+  return uid_table->Get(workspace, uid);
 }
 
 void SetSandboxProgram(const std::string& path) {
@@ -209,7 +217,7 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
       return Status::Error(errc::kSandbox, "run_as user '" + spec.run_as + "' does not exist");
     }
     gid = pw.pw_gid;
-    uid = SandboxUid(spec.workspace);
+    if (Status s = SandboxUid(spec.workspace, &uid); !s.ok()) return s;
   }
   const std::string bwrap = SandboxProgram();
   if (access(bwrap.c_str(), X_OK) != 0) {
@@ -234,8 +242,10 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // directory is 0700), so that neither bwrap nor the child resolves those
   // paths as run_as.
   std::vector<Bind> binds;
+  int seccomp_fd = -1;  // bwrap --seccomp; closed with the binds
   auto close_binds = [&] {
     for (auto& b : binds) CloseFd(b.fd);
+    CloseFd(seccomp_fd);
   };
   {
     Bind ws;
@@ -264,6 +274,10 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     }
     binds[i].staged = std::string(kStage) + "/" + std::to_string(i);
   }
+  if (Status s = SeccompProgramFd(&seccomp_fd); !s.ok()) {
+    close_binds();
+    return s;
+  }
   int status_pipe[2];
   if (pipe2(status_pipe, O_CLOEXEC) != 0) {
     close_binds();
@@ -275,7 +289,7 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   auto bwrap_argv = [&](bool staged) {
     std::vector<std::string> a{bwrap,          "--unshare-all", "--unshare-user", "--die-with-parent",
                                "--new-session", "--cap-drop",   "ALL",            "--json-status-fd",
-                               std::to_string(status_pipe[1])};
+                               std::to_string(status_pipe[1]),  "--seccomp", std::to_string(seccomp_fd)};
     if (spec.share_net) a.push_back("--share-net");
     for (auto& x : SystemArgs()) a.push_back(std::move(x));
     if (spec.share_net) {
@@ -398,7 +412,7 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     // Every inherited descriptor but 0-2 and those bwrap is told about goes
     // at exec (bwrap itself keeps none of them for the program).
     syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-    if (fcntl(status_pipe[1], F_SETFD, 0) != 0) fail(4);
+    if (fcntl(status_pipe[1], F_SETFD, 0) != 0 || fcntl(seccomp_fd, F_SETFD, 0) != 0) fail(4);
     if (!switch_user) {
       for (const auto& b : binds) {
         if (fcntl(b.fd, F_SETFD, 0) != 0) fail(4);

@@ -10,12 +10,14 @@
 //   on timeout, once the program has exited, and (PR_SET_PDEATHSIG on bwrap,
 //   --die-with-parent inside) when tollgate itself dies, even by kill -9;
 // - rlimits on CPU, address space, file size, open files and processes;
+// - a seccomp filter (execute/seccomp_filter.h) refuses new namespaces,
+//   ptrace, the keyring, bpf, mounts and the like inside;
 // - as root, bwrap itself runs under a uid of the workspace's own
-//   (SandboxUid) with `run_as`'s group (default nobody's) and no
-//   supplementary groups, so RLIMIT_NPROC means something (it counts per
-//   real uid and root is exempt) and one agent's fork bomb cannot use up
-//   another's processes; no_new_privs set. The workspace directory is given
-//   to that uid so the program can create files in it;
+//   (SandboxUid, recorded, never shared) with `run_as`'s group (default
+//   nobody's) and no supplementary groups, so RLIMIT_NPROC means something
+//   (it counts per real uid and root is exempt) and one agent's fork bomb
+//   cannot use up another's processes; no_new_privs set. The workspace
+//   directory is given to that uid so the program can create files in it;
 // - a scrubbed environment (only what the caller passes), stdin from the
 //   caller's bytes, stdout/stderr captured up to max_output_bytes each.
 // Thread-safe: may run from several worker threads at once. The parent-death
@@ -97,12 +99,19 @@ void SetSandboxProgram(const std::string& path);
 std::string SandboxProgram();
 
 // The uid a program of `workspace` runs under as root: one per workspace
-// (per org and agent), in [kSandboxUidBase, +kSandboxUidRange), unnamed and
-// owning nothing outside workspaces. Two workspaces sharing one (a hash
-// collision) share a process limit only: the mounts keep them apart.
+// (per org and agent; per MCP server), in [kSandboxUidBase,
+// +kSandboxUidRange), unnamed and owning nothing outside workspaces. Recorded
+// in the uid table kSandboxUidTable (UidTable): no two workspaces ever share
+// one, a workspace keeps its uid across restarts, and every process on the
+// machine (several execute processes, test suites) agrees.
+// E_SANDBOX_UNAVAILABLE when the table cannot be used or is full.
 inline constexpr uid_t kSandboxUidBase = 1'000'000;
 inline constexpr uid_t kSandboxUidRange = 1'000'000;
-uid_t SandboxUid(const std::string& workspace);
+Status SandboxUid(const std::string& workspace, uid_t* uid);
+// One table per machine, as uids and their process limits are: not one per
+// workspace root (MCP servers' directories are another root, and two
+// deployments on one host share the uids).
+inline constexpr const char* kSandboxUidTable = "/var/lib/tollgate/sandbox-uids";
 
 // The directories programs are looked up in (never the caller's PATH).
 inline constexpr const char* kSafePath = "/usr/local/bin:/usr/bin:/bin";
