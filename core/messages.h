@@ -28,8 +28,14 @@ inline constexpr const char* kWritesDisabled = "E_WRITES_DISABLED";
 inline constexpr const char* kApprovalDenied = "E_APPROVAL_DENIED";
 inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
 inline constexpr const char* kWithdrawn = "E_WITHDRAWN";  // the agent withdrew its pending call
+// The agent already has as many calls waiting for approval as it may
+// (ApproveConfig::max_pending_per_agent): this one ends denied, never held.
+inline constexpr const char* kTooManyPending = "E_TOO_MANY_PENDING";
 inline constexpr const char* kToolExec = "E_TOOL_EXEC";
 inline constexpr const char* kOutcomeUnknown = "E_OUTCOME_UNKNOWN";
+// A read-only call that started but never completed (the process stopped
+// while it ran): not run again, in case the call is what stopped it.
+inline constexpr const char* kExecutionInterrupted = "E_EXECUTION_INTERRUPTED";
 inline constexpr const char* kInternal = "E_INTERNAL";
 // A message on an internal topic about a request the log does not hold.
 inline constexpr const char* kNotInLog = "E_NOT_IN_LOG";

@@ -21,9 +21,9 @@ namespace tollgate {
 enum class DangerLevel : uint8_t { kSafe = 0, kLow, kMedium, kHigh, kCritical };
 
 // Whether running a call has a side effect: decide's plan mode runs only
-// read-only calls, and execute re-runs a read-only call after a crash
-// between execution.started and execution.completed (a mutating one ends
-// with E_OUTCOME_UNKNOWN).
+// read-only calls, and a call that a crash left between execution.started
+// and execution.completed ends E_EXECUTION_INTERRUPTED when read-only,
+// E_OUTCOME_UNKNOWN when mutating (execute/execute_stage.h).
 enum class Reads : uint8_t {
   kMutates,   // every call may change something
   kReadOnly,  // no call changes anything

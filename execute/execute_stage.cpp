@@ -195,14 +195,22 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }
-  if (state.started != nullptr && !read_only) {
-    // It may have run: never run a side effect twice.
-    Json tr = ToolResultError(errc::kOutcomeUnknown,
-                              "execution started (attempt " + std::to_string(state.attempts) + " at " +
-                                  FormatTime(state.started->time_us) +
-                                  ") but its outcome was not recorded; the tool is not read-only, so it was not "
-                                  "run again: check its effect before retrying with a new request_id",
-                              false);
+  if (state.started != nullptr) {
+    // It started and the process stopped before it completed (a crash, a
+    // kill): it may have run, and it may be what stopped the process, so it
+    // is never run again (docs/tools.md, "How a call runs").
+    const std::string when = "execution started (attempt " + std::to_string(state.attempts) + " at " +
+                             FormatTime(state.started->time_us) + ")";
+    Json tr = read_only ? ToolResultError(errc::kExecutionInterrupted,
+                                          when + " but the process stopped while this call was running, so it was "
+                                                 "not run again (it may be what stopped it); the agent may retry it "
+                                                 "as a new request",
+                                          true)
+                        : ToolResultError(errc::kOutcomeUnknown,
+                                          when + " but its outcome was not recorded; the tool is not read-only, so "
+                                                 "it was not run again: check its effect before retrying with a new "
+                                                 "request_id",
+                                          false);
     Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
     return r;
   }

@@ -11,10 +11,11 @@
 //    result, both with secrets redacted (docs/redaction.md): the tool got
 //    the real values, the log and the results topic never hold them.
 // Meeting a request whose execution started but never completed (a crash,
-// or the reconciler re-driving it): a read-only call (Tool::ReadOnly) runs
-// again as attempt n+1; a mutating one is not run and completes with
-// E_OUTCOME_UNKNOWN. A copy of a request whose work is running in this
-// process is ignored (its work will answer).
+// or the reconciler re-driving it): it is not run again, since it may be
+// what stopped the process. A read-only call (Tool::ReadOnly) completes with
+// E_EXECUTION_INTERRUPTED (recoverable: retry as a new request), a mutating
+// one with E_OUTCOME_UNKNOWN. A copy of a request whose work is running in
+// this process is ignored (its work will answer).
 //
 // The policy in force (docs/policy.md, "Live edits"): OnAppended folds
 // policy.updated (tier file) and swaps in the new ExecutePolicy for every

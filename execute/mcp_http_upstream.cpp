@@ -3,12 +3,18 @@
 // the response; the session id from `initialize` rides on every later POST.
 // The supervisor thread connects (initialize + tools/list), re-lists every
 // minute, and reconnects with backoff when the server is unreachable.
+// Bodies and SSE events are parsed as untrusted input (ParseUpstreamMessage):
+// one the parser refuses ends that exchange with E_UPSTREAM_PROTOCOL (a
+// refused tools/list leaves the server down, saying why); each POST stands
+// alone, so nothing else of the connection is out of step.
 #include <curl/curl.h>
 
 #include <algorithm>
 #include <atomic>
 #include <sstream>
 
+#include "core/log.h"
+#include "core/messages.h"
 #include "core/url.h"
 #include "execute/mcp_upstream_internal.h"
 #include "execute/net_pin.h"
@@ -17,7 +23,7 @@
 namespace tollgate {
 namespace {
 
-constexpr size_t kMaxBody = 16 << 20;
+constexpr size_t kMaxBody = kMaxUpstreamMessage;
 constexpr int kReadyWaitMs = 5000;
 constexpr int kConnectTimeoutMs = 10000;
 
@@ -52,20 +58,27 @@ size_t OnHeader(char* p, size_t size, size_t n, void* ud) {
   return size * n;
 }
 
-// The message of an SSE body whose id is `id` (a response), or null.
-Json FromSse(const std::string& body, int64_t id) {
+// The message of an SSE body whose id is `id` (a response) in *out, or
+// null. An event whose data the parser refuses fails the body: it may have
+// been the response.
+Status FromSse(const std::string& body, int64_t id, Json* out) {
+  *out = Json();
   std::istringstream in(body);
   std::string line, data;
-  auto flush = [&]() -> Json {
-    Json m = data.empty() ? Json() : Json::parse(data, nullptr, false);
+  auto flush = [&]() -> Status {
+    if (data.empty()) return Status::Ok();
+    Json m;
+    Status s = ParseUpstreamMessage(data, &m);
     data.clear();
-    if (m.is_object() && !m.contains("method") && m.contains("id") && m["id"] == id) return m;
-    return Json();
+    if (!s.ok()) return s;
+    const bool response = m.is_object() && !m.contains("method") && m.contains("id") && m["id"] == id;
+    if (response && out->is_null()) *out = std::move(m);
+    return Status::Ok();
   };
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) {
-      if (Json m = flush(); !m.is_null()) return m;
+      if (Status s = flush(); !s.ok()) return s;
     } else if (line.rfind("data:", 0) == 0) {
       std::string d = line.substr(5);
       if (!d.empty() && d[0] == ' ') d.erase(0, 1);
@@ -74,6 +87,18 @@ Json FromSse(const std::string& body, int64_t id) {
     }
   }
   return flush();
+}
+
+// A protocol revision as the server named it, if it looks like one (it
+// goes back in a header).
+std::string VersionOf(const Json& result) {
+  if (!result.is_object() || !result.contains("protocolVersion") || !result["protocolVersion"].is_string()) {
+    return kMcpClientVersion;
+  }
+  const std::string v = result["protocolVersion"].get<std::string>();
+  static constexpr const char* kPlain = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-";
+  const bool plain = !v.empty() && v.size() <= 32 && v.find_first_not_of(kPlain) == std::string::npos;
+  return plain ? v : kMcpClientVersion;
 }
 
 class HttpUpstream : public McpUpstream {
@@ -116,6 +141,11 @@ class HttpUpstream : public McpUpstream {
           if (!(st = ListTools()).ok()) break;
         }
       }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) return;
+      }
+      log::Warn({"execute"}) << st.message() << " (down; tried again after a backoff)";
       SetState(State::kDown, st.message());
       if (!Backoff(up_since)) return;
     }
@@ -133,7 +163,7 @@ class HttpUpstream : public McpUpstream {
     if (!st.ok()) return st;
     {
       std::lock_guard<std::mutex> lock(session_mu_);
-      version_ = result.value("protocolVersion", kMcpClientVersion);
+      version_ = VersionOf(result);
     }
     Post(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, kConnectTimeoutMs, nullptr);
     return ListTools();
@@ -144,7 +174,11 @@ class HttpUpstream : public McpUpstream {
     Status st = Exchange("tools/list", Json::object(), kConnectTimeoutMs, &msg);
     if (st.ok()) st = McpAnswer(spec_.name, "tools/list", msg, &result);
     if (!st.ok()) return st;
-    SetTools(result.value("tools", Json::array()));
+    if (!result.is_object() || !result.contains("tools") || !result["tools"].is_array()) {
+      return Status::Error(errc::kUpstreamProtocol,
+                           "upstream MCP server '" + spec_.name + "' listed no tools array");
+    }
+    SetTools(result["tools"]);
     return Status::Ok();
   }
 
@@ -167,9 +201,13 @@ class HttpUpstream : public McpUpstream {
       std::lock_guard<std::mutex> lock(session_mu_);
       session_ = r.session;
     }
-    *msg = r.content_type.rfind("text/event-stream", 0) == 0 ? FromSse(r.body, id) : Json::parse(r.body, nullptr, false);
-    if (!msg->is_object() || (*msg)["id"] != id) {
-      return Status::Error(errc::kUpstreamToolError,
+    const bool sse = r.content_type.rfind("text/event-stream", 0) == 0;
+    if (Status parsed = sse ? FromSse(r.body, id, msg) : ParseUpstreamMessage(r.body, msg); !parsed.ok()) {
+      const std::string what = std::string(sse ? "an event stream" : "a body") + " answering " + method;
+      return Status::Error(errc::kUpstreamProtocol, McpRefusal(spec_.name, what, parsed));
+    }
+    if (!msg->is_object() || !msg->contains("id") || (*msg)["id"] != id) {
+      return Status::Error(errc::kUpstreamProtocol,
                            "upstream MCP server '" + spec_.name + "' sent no JSON-RPC response to " + method);
     }
     return Status::Ok();
@@ -229,7 +267,7 @@ class HttpUpstream : public McpUpstream {
     curl_slist_free_all(hdrs);
     curl_slist_free_all(resolve);
     if (!pin.refused.empty()) return fail(errc::kUrlForbidden, pin.refused);
-    if (r->truncated) return fail(errc::kUpstreamToolError, "its response is larger than 16 MiB");
+    if (r->truncated) return fail(errc::kUpstreamProtocol, "its response is larger than 16 MiB");
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       return fail(errc::kTimeout, "no answer within " + std::to_string(timeout_ms) + " ms");
     }

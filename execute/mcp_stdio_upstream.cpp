@@ -2,6 +2,14 @@
 // supervisor thread starts it in the sandbox, reads its stdout line by line
 // (newline-delimited JSON-RPC) and answers waiting callers; callers write
 // their requests to its stdin under a lock.
+//
+// Each line is parsed as untrusted input (ParseUpstreamMessage). A line
+// that is not JSON and does not open an object is a stray print, ignored.
+// Any other line the parser refuses (nested too deep, longer than 16 MiB, a
+// number out of range, a malformed object) may be the answer to any waiting
+// call, so the stream is out of step: the server is stopped, every call
+// waiting on it ends with E_UPSTREAM_PROTOCOL, and it is started again as
+// after an exit (the handshake's tools/list included).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -13,6 +21,8 @@
 #include <functional>
 #include <map>
 
+#include "core/log.h"
+#include "core/messages.h"
 #include "execute/mcp_upstream_internal.h"
 #include "execute/net_pin.h"
 #include "execute/sandbox.h"
@@ -21,7 +31,7 @@
 namespace tollgate {
 namespace {
 
-constexpr size_t kMaxLine = 16 << 20;   // one JSON-RPC message from the server
+constexpr size_t kMaxLine = kMaxUpstreamMessage;  // one JSON-RPC message from the server
 constexpr size_t kStderrTail = 2048;    // kept to say why it died
 constexpr int kReadyWaitMs = 5000;      // a call waits this long for a (re)start
 
@@ -163,14 +173,17 @@ class StdioUpstream : public McpUpstream {
     // The handshake runs through the same reader as every call.
     Send("initialize", McpInitializeParams(), [this](const Json& m) {
       if (!m.contains("result")) {
-        return SetState(State::kDown, "initialize failed: " + (m.contains("error") ? m["error"].dump() : m.dump()));
+        const std::string why = m.contains("error") ? m["error"].dump() : m.dump();
+        return SetState(State::kDown, "initialize failed: " + TruncateUtf8(why, 500));
       }
       Notify("notifications/initialized", Json::object());
       List(true);
     });
     std::string buf, err_tail;
+    std::string refused;  // why its stdout can no longer be trusted
+    size_t scanned = 0;   // buf holds no newline before this
     bool eof = false;
-    while (!eof) {
+    while (!eof && refused.empty()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (stop_) break;
@@ -178,7 +191,8 @@ class StdioUpstream : public McpUpstream {
       pollfd fds[2] = {{child.out, POLLIN, 0}, {child.err, POLLIN, 0}};
       poll(fds, 2, 200);
       char chunk[65536];
-      for (;;) {
+      // Never more than one message's worth ahead of the lines handled.
+      while (buf.size() <= kMaxLine) {
         const ssize_t n = read(child.out, chunk, sizeof chunk);
         if (n > 0) {
           buf.append(chunk, static_cast<size_t>(n));
@@ -187,14 +201,14 @@ class StdioUpstream : public McpUpstream {
         if (n == 0) eof = true;
         break;
       }
-      for (size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
-        HandleLine(buf.substr(0, nl));
-        buf.erase(0, nl + 1);
+      size_t start = 0;
+      for (size_t nl; refused.empty() && (nl = buf.find('\n', std::max(start, scanned))) != std::string::npos;
+           start = nl + 1) {
+        refused = HandleLine(std::string_view(buf).substr(start, nl - start));
       }
-      if (buf.size() > kMaxLine) {
-        err_tail = "it sent a line longer than 16 MiB";
-        break;
-      }
+      buf.erase(0, start);
+      scanned = buf.size();
+      if (refused.empty() && buf.size() > kMaxLine) refused = "a line longer than 16 MiB";
       for (ssize_t n; (n = read(child.err, chunk, sizeof chunk)) > 0;) {
         err_tail.append(chunk, static_cast<size_t>(n));
         if (err_tail.size() > 2 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
@@ -211,15 +225,28 @@ class StdioUpstream : public McpUpstream {
     const int status = StopSandboxed(&child);
     if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
     while (!err_tail.empty() && (err_tail.back() == '\n' || err_tail.back() == '\r')) err_tail.pop_back();
-    // bwrap exits as its program did (128 + S when killed by signal S).
-    const std::string how = WIFEXITED(status) && WEXITSTATUS(status) > 128
-                                ? "was killed by signal " + std::to_string(WEXITSTATUS(status) - 128)
-                            : WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                                : "was killed by signal " + std::to_string(WTERMSIG(status));
-    const std::string why = how +
-                            (err_tail.empty() ? std::string() : "; its last words: " + err_tail);
-    const Json gone{{"x-unavailable", "upstream MCP server '" + spec_.name + "' " + why}};
+    err_tail = ToValidUtf8(err_tail);  // its bytes go into results and events
+    Json gone;
+    std::string why;
+    if (!refused.empty()) {
+      why = "sent a message tollgate refuses (" + refused + "), so it was stopped and is started again";
+      gone = {{"x-protocol", "upstream MCP server '" + spec_.name + "' " + why}};
+    } else {
+      // bwrap exits as its program did (128 + S when killed by signal S).
+      const std::string how = WIFEXITED(status) && WEXITSTATUS(status) > 128
+                                  ? "was killed by signal " + std::to_string(WEXITSTATUS(status) - 128)
+                              : WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                                  : "was killed by signal " + std::to_string(WTERMSIG(status));
+      why = how + (err_tail.empty() ? std::string() : "; its last words: " + err_tail);
+      gone = {{"x-unavailable", "upstream MCP server '" + spec_.name + "' " + why}};
+    }
     for (auto& [id, cb] : orphans) cb(gone);
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stop_;
+    }
+    if (!stopping) log::Warn({"execute"}) << "upstream MCP server '" << spec_.name << "' " << why;
     SetState(State::kDown, why);  // after the handshake's callbacks, which would say less
   }
 
@@ -229,38 +256,50 @@ class StdioUpstream : public McpUpstream {
         SetTools(m["result"]["tools"]);
         if (first) SetState(State::kReady);
       } else if (first) {
-        SetState(State::kDown, "tools/list failed: " + m.dump().substr(0, 500));
+        SetState(State::kDown, "tools/list failed: " + TruncateUtf8(m.dump(), 500));
       }
     });
   }
 
-  void HandleLine(const std::string& line) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
-    const Json m = Json::parse(line, nullptr, false);
-    if (!m.is_object()) return;  // not JSON-RPC: ignored (a server's stray print)
+  // One line of its stdout; returns why the stream can no longer be
+  // trusted, or "" (the header comment has the rule).
+  std::string HandleLine(std::string_view line) {
+    const size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos) return "";
+    Json m;
+    if (Status parsed = ParseUpstreamMessage(line, &m); !parsed.ok()) {
+      if (parsed.code() == errc::kInvalidJson && line[first] != '{') return "";  // a stray print
+      return parsed.code() + ": " + TruncateUtf8(parsed.message(), 300);
+    }
+    if (!m.is_object()) return "";  // not JSON-RPC: ignored (a server's stray print)
     const bool has_method = m.contains("method") && m["method"].is_string();
     if (!has_method && m.contains("id") && m["id"].is_number_integer()) {
       Callback cb;
       {
         std::lock_guard<std::mutex> lock(io_mu_);
         auto it = pending_.find(m["id"].get<int64_t>());
-        if (it == pending_.end()) return;  // late (timed out) or never ours
+        if (it == pending_.end()) return "";  // late (timed out) or never ours
         cb = std::move(it->second);
         pending_.erase(it);
       }
       cb(m);
-      return;
+      return "";
     }
-    if (!has_method) return;
+    if (!has_method) return "";
     const std::string method = m["method"];
     if (m.contains("id")) {
       // The server asks something of us: only ping is answered.
-      if (method == "ping") return Reply({{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", Json::object()}});
-      return Reply({{"jsonrpc", "2.0"},
-                    {"id", m["id"]},
-                    {"error", {{"code", -32601}, {"message", "tollgate does not serve " + method + " to upstream servers"}}}});
+      if (method == "ping") {
+        Reply({{"jsonrpc", "2.0"}, {"id", m["id"]}, {"result", Json::object()}});
+      } else {
+        Reply({{"jsonrpc", "2.0"},
+               {"id", m["id"]},
+               {"error", {{"code", -32601}, {"message", "tollgate does not serve " + method + " to upstream servers"}}}});
+      }
+      return "";
     }
     if (method == "notifications/tools/list_changed") List(false);
+    return "";
   }
 
   const std::string run_dir_, run_as_, workspace_;

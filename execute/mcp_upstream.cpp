@@ -11,12 +11,29 @@ Json McpInitializeParams() {
           {"clientInfo", {{"name", "tollgate"}, {"version", "1"}}}};
 }
 
+Status ParseUpstreamMessage(std::string_view bytes, Json* out) {
+  JsonLimits limits;
+  limits.max_depth = kMaxUpstreamDepth;
+  limits.max_bytes = kMaxUpstreamMessage;
+  return ParseJson(bytes, out, limits);
+}
+
+std::string McpRefusal(const std::string& server, const std::string& what, const Status& why) {
+  return "upstream MCP server '" + server + "' sent " + what + " tollgate refuses (" + why.code() + ": " +
+         TruncateUtf8(why.message(), 500) + ")";
+}
+
 Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
   if (msg.contains("x-unavailable")) return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
+  if (msg.contains("x-protocol")) {
+    return Status::Error(errc::kUpstreamProtocol, msg["x-protocol"].get<std::string>());
+  }
   if (msg.contains("error")) {
     const Json& e = msg["error"];
-    std::string text = e.is_object() ? e.value("message", std::string()) : e.dump();
-    if (text.size() > 2000) text = text.substr(0, 2000) + "...";
+    const bool has_text = e.is_object() && e.contains("message") && e["message"].is_string();
+    // Cut at a character boundary: the text goes into events, whose bytes
+    // must stay valid UTF-8.
+    const std::string text = TruncateUtf8(has_text ? e["message"].get<std::string>() : e.dump(), 2000);
     const int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
     return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method + " (" +
                                                        std::to_string(code) + "): " + text);
@@ -135,22 +152,34 @@ Json McpUpstreams::Call(const std::string& server, const std::string& tool, cons
   if (!s) return ToolResultError(errc::kUpstreamUnavailable, "no upstream MCP server '" + server + "' is configured", false);
   Json result;
   const tollgate::Status st = s->Request("tools/call", {{"name", tool}, {"arguments", args}}, s->spec().call_timeout_ms, &result);
-  if (!st.ok()) return ToolResultError(st.code(), st.message(), st.code() != errc::kUpstreamToolError);
-  if (!result.is_object()) return ToolResultError(errc::kUpstreamToolError, "the upstream result is not an object", false);
+  // A tool's own error or an answer we refuse would come again the same way.
+  if (!st.ok()) {
+    return ToolResultError(st.code(), st.message(),
+                           st.code() != errc::kUpstreamToolError && st.code() != errc::kUpstreamProtocol);
+  }
+  const std::string who = "mcp:" + server + "/" + tool;
+  if (!result.is_object()) {
+    return ToolResultError(errc::kUpstreamProtocol, who + ": the upstream result is not an object", false);
+  }
+  if (result.contains("isError") && !result["isError"].is_boolean()) {
+    return ToolResultError(errc::kUpstreamProtocol, who + ": the upstream result's isError is not a boolean",
+                           false);
+  }
   Json content = result.contains("content") && result["content"].is_array() ? result["content"] : Json::array();
   if (result.value("isError", false)) {
     // The tool's own words, as its text blocks say them (bounded).
     std::string text;
     for (const auto& c : content) {
-      if (c.is_object() && c.value("type", "") == "text" && c.contains("text") && c["text"].is_string()) {
+      const bool is_text = c.is_object() && c.contains("type") && c["type"] == "text";
+      if (is_text && c.contains("text") && c["text"].is_string()) {
         if (!text.empty()) text += "\n";
         text += c["text"].get<std::string>();
+        if (text.size() > 2000) break;
       }
     }
-    if (text.size() > 2000) text = text.substr(0, 2000) + "...";
-    return ToolResultError(errc::kUpstreamToolError, "mcp:" + server + "/" + tool + " failed: " +
-                                                         (text.empty() ? std::string("(no message)") : text),
-                           false);
+    text = TruncateUtf8(text, 2000);
+    if (text.empty()) text = "(no message)";
+    return ToolResultError(errc::kUpstreamToolError, who + " failed: " + text, false);
   }
   Json data{{"content", std::move(content)}};
   if (result.contains("structuredContent") && result["structuredContent"].is_object()) {

@@ -10,6 +10,11 @@
 //   30 s). A Streamable HTTP server is reached under http_request's SSRF
 //   rules (execute/net_pin.h: only global addresses or allow_cidrs, the
 //   resolved address pinned, no redirects, no proxy).
+// - What a server sends is untrusted input: parsed under the input limits
+//   (ParseJson: 63 levels, 16 MiB). A refused answer is
+//   E_UPSTREAM_PROTOCOL for its call; a stdio server whose stream it
+//   desynchronises is restarted; a refused tools/list leaves the server
+//   down, saying why (docs/mcp.md, "Hostile answers").
 // - Requests the server sends us (sampling, roots, elicitation) are refused
 //   with JSON-RPC -32601: an upstream server never reaches the agent or a
 //   model through tollgate. notifications/tools/list_changed re-lists.
@@ -42,7 +47,9 @@ class McpUpstreams {
   // tools/call `tool` of `server` with `args`: a ToolResult. Success: data
   // {content, structuredContent?} as the server answered. Errors:
   // E_UPSTREAM_UNAVAILABLE (down, starting past the wait, unreachable),
-  // E_UPSTREAM_TOOL_ERROR (isError, or a JSON-RPC error), E_TIMEOUT.
+  // E_UPSTREAM_TOOL_ERROR (isError, or a JSON-RPC error),
+  // E_UPSTREAM_PROTOCOL (an answer the parser refuses, or not an MCP
+  // result), E_TIMEOUT.
   Json Call(const std::string& server, const std::string& tool, const Json& args) const;
   // {"<server>": {"transport", "state": "starting|ready|down", "error"?,
   //  "tools": [the server's tools/list entries]}}.

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "core/canonical_json.h"
@@ -22,7 +23,8 @@ class McpUpstream {
  public:
   virtual ~McpUpstream() = default;
   // One JSON-RPC request; *result is the response's `result`. Errors carry
-  // E_UPSTREAM_UNAVAILABLE, E_UPSTREAM_TOOL_ERROR or E_TIMEOUT.
+  // E_UPSTREAM_UNAVAILABLE, E_UPSTREAM_TOOL_ERROR, E_UPSTREAM_PROTOCOL or
+  // E_TIMEOUT.
   virtual Status Request(const std::string& method, const Json& params, int timeout_ms, Json* result) = 0;
   // Ends the supervisor (and the server); called once, before destruction.
   virtual void Stop() = 0;
@@ -54,9 +56,23 @@ class McpUpstream {
   std::thread supervisor_;
 };
 
-// A JSON-RPC response (or {"x-unavailable": why}) to a Status with its
-// result; both transports answer callers this way.
+// A JSON-RPC response (or {"x-unavailable": why}, {"x-protocol": why}) to
+// a Status with its result; both transports answer callers this way.
 Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result);
+
+// Upstream bytes (a stdio line, an HTTP body, an SSE event's data) are
+// untrusted input and parse as such (ParseJson, never nlohmann's own
+// parse): at most kMaxUpstreamMessage bytes, nested at most
+// kMaxUpstreamDepth, one level under the input limit because the agent's
+// result carries the answer one level deeper ({result: {content}} becomes
+// {result: {data: {content}}}) and results are read under the input
+// limits. What it refuses never reaches our recursive walks (copies, dump,
+// redaction, schema compilation).
+inline constexpr size_t kMaxUpstreamMessage = 16 << 20;
+inline constexpr int kMaxUpstreamDepth = kMaxInputJsonDepth - 1;
+Status ParseUpstreamMessage(std::string_view bytes, Json* out);
+// "upstream MCP server 'S' sent WHAT tollgate refuses (CODE: why)".
+std::string McpRefusal(const std::string& server, const std::string& what, const Status& why);
 
 // The `initialize` request's params.
 Json McpInitializeParams();

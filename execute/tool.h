@@ -30,6 +30,8 @@ inline constexpr const char* kFileNotFound = "E_FILE_NOT_FOUND";
 inline constexpr const char* kPathForbidden = "E_PATH_FORBIDDEN";
 inline constexpr const char* kTooLarge = "E_TOO_LARGE";
 inline constexpr const char* kUrlForbidden = "E_URL_FORBIDDEN";
+// A redirect to another origin that would re-send the method and body (http_request).
+inline constexpr const char* kCrossOriginRedirect = "E_CROSS_ORIGIN_REDIRECT";
 inline constexpr const char* kMethodNotAllowed = "E_METHOD_NOT_ALLOWED";
 inline constexpr const char* kHttpTimeout = "E_HTTP_TIMEOUT";
 inline constexpr const char* kHttpStatus = "E_HTTP_STATUS";
@@ -39,6 +41,9 @@ inline constexpr const char* kTimeout = "E_TIMEOUT";
 inline constexpr const char* kSandbox = "E_SANDBOX_UNAVAILABLE";
 inline constexpr const char* kUpstreamUnavailable = "E_UPSTREAM_UNAVAILABLE";
 inline constexpr const char* kUpstreamToolError = "E_UPSTREAM_TOOL_ERROR";
+// An upstream MCP server sent what the bounded parser refuses (too deep,
+// too large, malformed) or no JSON-RPC answer: docs/mcp.md.
+inline constexpr const char* kUpstreamProtocol = "E_UPSTREAM_PROTOCOL";
 }  // namespace errc
 
 // What a tool may know about the call. Scope (org, agent, session) comes
@@ -63,9 +68,10 @@ class Tool {
   // e.g. "read_file", "cli:code-search".
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
-  // Whether running this call again has no side effect. Decides what happens
-  // after a crash between execution.started and execution.completed: a
-  // read-only call runs again, a mutating one ends with E_OUTCOME_UNKNOWN.
+  // Whether running this call again has no side effect. Decides how a call
+  // ends after a crash between execution.started and execution.completed
+  // (never run again): read-only E_EXECUTION_INTERRUPTED, mutating
+  // E_OUTCOME_UNKNOWN.
   virtual bool ReadOnly(const Json& args, const Json& decision) const = 0;
   virtual Json Run(const Json& args, const ToolContext& ctx) const = 0;
 };

@@ -1,10 +1,14 @@
-// Side effects never twice, across kill -9: a process running the pipeline
-// is killed while a mutating CLI tool runs (it has appended a line to a
-// marker file in its workspace and is sleeping). The kill leaves no tool
-// process behind (the sandbox dies with tollgate: docs/sandbox.md). After a
-// restart, the reconciler re-drives the request; execute finds
-// execution.started without execution.completed and ends it with
-// E_OUTCOME_UNKNOWN without running the tool again.
+// Nothing that was running when the process died runs again, across
+// kill -9: a process running the pipeline is killed while two calls of a
+// CLI tool run (each has appended a line to a marker file in its workspace
+// and is sleeping), one that decide called mutating and one it called
+// read-only. The kill leaves no tool process behind (the sandbox dies with
+// tollgate: docs/sandbox.md). After a restart, the reconciler re-drives the
+// requests; execute finds execution.started without execution.completed
+// and ends them without running the tool again: the mutating one with
+// E_OUTCOME_UNKNOWN, the read-only one with E_EXECUTION_INTERRUPTED (it may
+// be the call that took the process down; run at every start, it would
+// take every start down).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,6 +17,8 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <thread>
 
 #include "audit/audit_query.h"
@@ -52,7 +58,7 @@ int Lines(const std::string& path) {
 // Processes running the tool's `sleep 59.713`.
 int Sleepers() { return testing::Survivors("59.713"); }
 
-TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
+TEST(ExecuteCrash, AKillDuringToolsEndsThemWithoutASecondRunMutatingOutcomeUnknownReadOnlyInterrupted) {
   testing::TempDir dir;
   chmod(dir.path().c_str(), 0755);
   const std::string data = dir.sub("data"), tools = dir.sub("tools");
@@ -66,10 +72,10 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   pid_t pid = Spawn({CRASH_CHILD, "start", data, tools}, dir.sub("start.out"));
   ASSERT_GT(pid, 0);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (Lines(marker) < 1 && std::chrono::steady_clock::now() < deadline) {
+  while (Lines(marker) < 2 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  ASSERT_EQ(Lines(marker), 1) << "the tool never ran; child stderr: " << Slurp(dir.sub("start.out.err"));
+  ASSERT_EQ(Lines(marker), 2) << "the tools never ran; child stderr: " << Slurp(dir.sub("start.out.err"));
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
@@ -90,22 +96,37 @@ TEST(ExecuteCrash, KillDuringAMutatingToolGivesOutcomeUnknownAndNoSecondRun) {
   pid = Spawn({CRASH_CHILD, "resume", data, tools}, dir.sub("resume.out"));
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Slurp(dir.sub("resume.out.err"));
-  Json result = Json::parse(Slurp(dir.sub("resume.out")));
-  EXPECT_EQ(result["status"], "failed");
-  EXPECT_EQ(result["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << result.dump();
-  EXPECT_EQ(Lines(marker), 1) << "the mutating tool ran a second time";
+  std::istringstream lines(Slurp(dir.sub("resume.out")));
+  std::map<std::string, Json> results;
+  for (std::string line; std::getline(lines, line);) {
+    Json r = Json::parse(line);
+    results[r["request_id"]] = r;
+  }
+  ASSERT_EQ(results.size(), 2u);
+  const Json& mutating = results["crash-1"]["result"];
+  const Json& read_only = results["crash-2"]["result"];
+  EXPECT_EQ(results["crash-1"]["status"], "failed");
+  EXPECT_EQ(mutating["error"]["code"], "E_OUTCOME_UNKNOWN") << mutating.dump();
+  EXPECT_EQ(mutating["error"]["recoverable"], false);
+  EXPECT_EQ(results["crash-2"]["status"], "failed");
+  EXPECT_EQ(read_only["error"]["code"], "E_EXECUTION_INTERRUPTED") << read_only.dump();
+  EXPECT_EQ(read_only["error"]["recoverable"], true) << "the agent may send it again as a new request";
+  EXPECT_EQ(Lines(marker), 2) << "a tool ran a second time";
   EXPECT_EQ(Sleepers(), 0) << "the restart started nothing that still runs";
 
   std::unique_ptr<EventLog> log;
   ASSERT_TRUE(EventLog::Open(data + "/log", LogOptions{}, &log).ok());
-  AuditQuery q;
-  q.request_id = "crash-1";
-  AuditPage page;
-  ASSERT_TRUE(GetAuditLog(log->store(), QueryScope::Operator(), q, &page).ok());
-  std::vector<std::string> types;
-  for (const auto& e : page.events) types.push_back(e.type);
-  EXPECT_EQ(types, (std::vector<std::string>{"request.received", "decision.made", "execution.started",
-                                             "execution.completed"}));
+  for (const std::string rid : {"crash-1", "crash-2"}) {
+    AuditQuery q;
+    q.request_id = rid;
+    AuditPage page;
+    ASSERT_TRUE(GetAuditLog(log->store(), QueryScope::Operator(), q, &page).ok());
+    std::vector<std::string> types;
+    for (const auto& e : page.events) types.push_back(e.type);
+    EXPECT_EQ(types, (std::vector<std::string>{"request.received", "decision.made", "execution.started",
+                                               "execution.completed"}))
+        << rid << ": one start, one end";
+  }
 }
 
 }  // namespace

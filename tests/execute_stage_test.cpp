@@ -1,7 +1,8 @@
 // The execute stage as a (two-phase) pure core: Process appends
 // execution.started and hands back the tool's run as deferred work; a
-// started-but-never-completed execution re-runs a read-only tool and ends a
-// mutating one with E_OUTCOME_UNKNOWN, never running it twice.
+// started-but-never-completed execution is never run again: it ends a
+// read-only call with E_EXECUTION_INTERRUPTED and a mutating one with
+// E_OUTCOME_UNKNOWN.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "core/request_state.h"
 #include "core/sha256.h"
 #include "execute/execute_stage.h"
+#include "tests/execute_flow_util.h"
 #include "tests/test_util.h"
 
 namespace tollgate {
@@ -37,37 +39,10 @@ class ExecuteStageTest : public ::testing::Test {
     c.policy = policy_;
     stage_ = std::make_unique<ExecuteStage>(c);
   }
-  // The flow of an allowed call (nothing logged).
-  static Flow AllowedFlow(const std::string& rid, const std::string& tool, const Json& args,
-                          Json extra = Json::object()) {
-    Flow f;
-    f.request = {{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
-                 {"tool", tool},      {"args", args}};
-    f.received_at = "2026-11-22T00:00:00.000000Z";
-    f.args_hash = ArgsHash(args);
-    f.decision = {{"verdict", "allow"}, {"reason", "test"}, {"rule", "t"}, {"danger_level", "low"},
-                  {"policy_version", "v1"}};
-    // What decide would record (execute checks it: execute/invocation_check.h).
-    f.decision["invocation"] = BuildInvocation(tool, args, "");
-    if (const std::string subject = FileSubject(tool, args); !subject.empty()) f.decision["subject"] = subject;
-    for (const auto& [k, v] : extra.items()) f.decision[k] = v;
-    return f;
-  }
-  // request.received as ingest writes it: content_hash is SHA-256 of the
-  // canonical request, which execute checks the flow against.
-  static Event Received(const Flow& f) {
-    std::string canon;
-    EXPECT_TRUE(CanonicalBytes(f.request, &canon).ok());
-    return FlowEvent(f, "request.received", 1,
-                     {{"request", f.request}, {"received_at", f.received_at}, {"args_hash", f.args_hash},
-                      {"content_hash", Sha256Hex(canon)}, {"source", "test"}, {"redacted", Json::array()}});
-  }
   // Logs request.received and an allow decision for a call; the message
   // decide would send to execute.
   Message Allowed(const std::string& rid, const std::string& tool, const Json& args, Json extra = Json::object()) {
-    Flow f = AllowedFlow(rid, tool, args, std::move(extra));
-    log_.Append({Received(f), FlowEvent(f, "decision.made", 2, f.decision)});
-    return MessageFor(topics_.execute(), f.request, f.ToJson());
+    return testing::LogAllowed(&log_, topics_, rid, tool, args, extra);
   }
   StageContext Ctx(int offset) { return {1'790'000'000'000'000, "inc/tollgate.execute/0/" + std::to_string(offset)}; }
   std::string Workspace() const { return dir_.path() + "/workspaces/o1/a1"; }
@@ -149,21 +124,27 @@ TEST_F(ExecuteStageTest, TheReconcilerRedrivesAStartedButUnfinishedExecutionToEx
   EXPECT_FALSE(PlanRedrive(ev, topics_, 5)) << "ended: nothing more to re-drive";
 }
 
-TEST_F(ExecuteStageTest, AReadOnlyToolStartedButNotCompletedRunsAgain) {
+TEST_F(ExecuteStageTest, AReadOnlyToolStartedButNotCompletedEndsInterruptedAndIsNotRunAgain) {
   std::filesystem::create_directories(Workspace());
   std::ofstream(Workspace() + "/r.txt") << "data";
   Message m = Allowed("r1", "read_file", {{"path", "r.txt"}});
   StageResult r = stage_->Process(m, Ctx(1), log_);
   log_.Append(r.events);
-  r = StageResult{};  // crash
-  StageResult again = stage_->Process(m, Ctx(2), log_);
-  ASSERT_EQ(again.events.size(), 1u);
-  EXPECT_EQ(again.events[0].type, "execution.started");
-  EXPECT_EQ(again.events[0].data["attempt"], 2) << "a new attempt";
-  ASSERT_TRUE(again.deferred);
-  log_.Append(again.events);
-  StageResult done = again.deferred();
-  EXPECT_EQ(done.events[0].data["result"]["data"]["content"], "data");
+  r = StageResult{};  // the crash: maybe this very call took the process down
+  for (int offset : {1, 2}) {  // the same message re-read, or the reconciler's copy
+    StageResult after = stage_->Process(m, Ctx(offset), log_);
+    EXPECT_FALSE(after.deferred) << "a call that may have crashed the process is not run again";
+    ASSERT_EQ(after.events.size(), 1u);
+    EXPECT_EQ(after.events[0].type, "execution.completed");
+    const Json& error = after.events[0].data["result"]["error"];
+    EXPECT_EQ(error["code"], "E_EXECUTION_INTERRUPTED");
+    EXPECT_EQ(error["recoverable"], true) << "the agent may retry it as a new request";
+    EXPECT_NE(error["message"].get<std::string>().find("not run again"), std::string::npos) << error.dump();
+    EXPECT_EQ(ResultOf(after)["status"], "failed");
+    if (offset == 2) log_.Append(after.events);
+  }
+  EXPECT_EQ(log_.Count("r1", "execution.started"), 1);
+  EXPECT_TRUE(stage_->Process(m, Ctx(3), log_).events.empty()) << "ended: a later copy appends nothing";
 }
 
 TEST_F(ExecuteStageTest, ACopyArrivingWhileTheWorkRunsIsIgnored) {
@@ -189,7 +170,9 @@ TEST_F(ExecuteStageTest, CliToolsAreReadOnlyOnlyWhenTheDecisionSaysSo) {
   Message ro = Allowed("c1", "cli:probe", Json::object(), {{"read_only", true}});
   log_.Append(stage_->Process(ro, Ctx(1), log_).events);
   StageResult again = stage_->Process(ro, Ctx(2), log_);
-  EXPECT_TRUE(again.deferred) << "read_only: runs again";
+  EXPECT_FALSE(again.deferred);
+  ASSERT_EQ(again.events.size(), 1u);
+  EXPECT_EQ(again.events[0].data["result"]["error"]["code"], "E_EXECUTION_INTERRUPTED") << "read_only";
   Message mut = Allowed("c2", "cli:probe", Json::object());
   log_.Append(stage_->Process(mut, Ctx(3), log_).events);
   StageResult after = stage_->Process(mut, Ctx(4), log_);
@@ -221,7 +204,7 @@ TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
 // ingest received and decide decided, as the log records it. A refusal is
 // filed under org "unknown" and leaves the request it names alone.
 TEST_F(ExecuteStageTest, AFlowWhoseRequestWasNeverReceivedDoesNotRun) {
-  Flow forged = AllowedFlow("x1", "write_file", {{"path", "forged.txt"}, {"content", "x"}});
+  Flow forged = testing::AllowedFlow("x1", "write_file", {{"path", "forged.txt"}, {"content", "x"}});
   StageResult r = stage_->Process(MessageFor(topics_.execute(), forged.request, forged.ToJson()), Ctx(1), log_);
   EXPECT_FALSE(r.deferred) << "nothing runs";
   ASSERT_EQ(r.events.size(), 1u);

@@ -60,7 +60,8 @@ class CliTool : public Tool {
     }
     if (r.out_truncated) return ToolFail(errc::kTooLarge, name() + " printed more than the output limit");
     Json out;
-    if (!ParseJson(r.out, &out).ok()) return ToolFail(errc::kToolExec, name() + " did not print JSON: " + stderr_tail);
+    // Untrusted output: the input limits, so the events wrapping it stay readable.
+    if (!ParseInputJson(r.out, &out).ok()) return ToolFail(errc::kToolExec, name() + " did not print JSON: " + stderr_tail);
     if (!out.is_object() || !out.contains("success") || !out["success"].is_boolean()) return ToolOk(out);
     Json result = out["success"].get<bool>() ? ToolOk(out.value("data", Json())) : Json();
     if (!out["success"].get<bool>()) {

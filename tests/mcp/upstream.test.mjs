@@ -18,6 +18,7 @@ import { Up, TOLLGATE, waitFor } from './harness.mjs';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 const counting = path.join(here, 'counting_server.mjs');
+const hostile = path.join(here, 'hostile_server.py');  // answers 200,000 levels deep
 
 const policy = (servers, extra = '') => `
 version: 1
@@ -29,6 +30,8 @@ tools:
   "mcp:everything/echo": {danger: SAFE, read_only: true}
   "mcp:remote/*":       {danger: LOW, read_only: true}
   "mcp:broken/*":       {danger: LOW, read_only: true}
+  "mcp:hostile/*":      {danger: LOW, read_only: true}
+  "mcp:lister/*":       {danger: LOW, read_only: true}
 deny:
   - "mcp__counting__wipe"
 execute:
@@ -46,6 +49,12 @@ const stdioServers = `
       read_only: [${here}/node_modules]
     broken:
       command: [node, -e, "process.stderr.write('no config here'); process.exit(3)"]
+    hostile:
+      command: [/usr/bin/python3, ${hostile}, call]
+      read_only: [${here}]
+    lister:
+      command: [/usr/bin/python3, ${hostile}, list]
+      read_only: [${here}]
 `;
 
 let up;
@@ -198,4 +207,43 @@ test('a Streamable HTTP upstream is reached only where allow_cidrs lets it', asy
   } finally {
     server.kill('SIGKILL');
   }
+});
+
+test('an upstream answer nested 200,000 levels deep ends its call, and up serves on', async () => {
+  const client = await connect();
+  // As deep as tollgate takes (63 levels) reaches the client whole.
+  const edge = await client.callTool({ name: 'mcp__hostile__edge', arguments: {} });
+  assert.equal(edge.isError, false, JSON.stringify(edge));
+  let arrays = 0;
+  for (let v = edge.structuredContent.v; Array.isArray(v); v = v[0]) arrays++;
+  assert.equal(arrays, 60);
+  const r = await client.callTool({ name: 'mcp__hostile__deep', arguments: {} });
+  assert.equal(r.isError, true, JSON.stringify(r));
+  assert.equal(r.structuredContent.error.code, 'E_UPSTREAM_PROTOCOL');
+  assert.match(r.content[0].text, /E_JSON_TOO_DEEP/);
+  const events = await up.events({ request: r._meta['io.tollgate/request_id'] });
+  assert.deepEqual(types(events), ['request.received', 'decision.made', 'execution.started', 'execution.completed']);
+  assert.equal(up.proc.exitCode, null, 'up is still running');
+  const other = await client.callTool({ name: 'mcp__counting__shout', arguments: { text: 'still here' } });
+  assert.equal(other.content[0].text, 'STILL HERE');
+  // The hostile server's stream was out of step: it is restarted and serves.
+  const ok = await waitFor('a call served by the restarted hostile server', async () => {
+    const x = await client.callTool({ name: 'mcp__hostile__ok', arguments: {} });
+    if (x.isError) assert.equal(x.structuredContent.error.code, 'E_UPSTREAM_UNAVAILABLE', JSON.stringify(x));
+    return x.isError ? null : x;
+  });
+  assert.equal(ok.content[0].text, 'fine');
+  await client.close();
+});
+
+test('a tool list nested 200,000 levels deep is refused, saying why', async () => {
+  const client = await connect();
+  const { tools } = await client.listTools();
+  assert.ok(!tools.some((t) => t.name.startsWith('mcp__lister__')), 'nothing of the refused list is offered');
+  const r = await client.callTool({ name: 'mcp__lister__deep', arguments: {} });
+  assert.equal(r.isError, true, JSON.stringify(r));
+  assert.equal(r.structuredContent.error.code, 'E_UPSTREAM_UNAVAILABLE');
+  assert.match(r.content[0].text, /lister.*refuses.*E_JSON_TOO_DEEP/);
+  assert.match(up.stderr, /upstream MCP server 'lister' sent a message tollgate refuses/, 'and it is logged');
+  await client.close();
 });
