@@ -98,7 +98,11 @@ Status Driver::Open(const BusConfig& bus, const std::string& group, const Signer
   if (workload_.agents.empty()) return Status::Error("E_BENCH", "a workload needs at least one agent");
   Status s = Producer::Open(bus_, "", &producer_);
   if (!s.ok()) return s;
-  return Consumer::Open(bus_, group, {bus_.topics.results()}, &consumer_);
+  // The workload's org's results topic (made here if no result made it yet).
+  const std::string topic = bus_.topics.results_for(workload_.org);
+  s = EnsureTopic(bus_, topic, std::chrono::seconds(10));
+  if (!s.ok()) return s;
+  return Consumer::Open(bus_, group, {topic}, &consumer_);
 }
 
 Driver::~Driver() {
@@ -289,6 +293,8 @@ Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus, bool
   if (!s.ok()) return s;
   bus->brokers = broker->bootstrap();
   bus->partitions = partitions;
+  // The relay forwards to the one results topic; its readers read that.
+  bus->topics.shared_results = true;
   for (const auto& t :
        {bus->topics.requests(), bus->topics.decide(), bus->topics.execute(), bus->topics.results()}) {
     s = broker->CreateTopic(t, partitions);

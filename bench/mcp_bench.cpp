@@ -27,6 +27,7 @@
 #include "core/event.h"
 #include "core/jwt.h"
 #include "core/messages.h"
+#include "deploy/gate_key.h"
 #include "deploy/pipeline.h"
 #include "execute/config.h"
 #include "mcp/pipeline_client.h"
@@ -396,7 +397,8 @@ Json RunMcpBench(const McpBenchOptions& o) {
   // submit: the agent's own producer and results consumer (the gateway's
   // bus client, tail-subscribed before anything is published).
   std::unique_ptr<mcp::PipelineClient> agent_bus;
-  s = mcp::PipelineClient::Open(bus, &agent_bus);
+  s = mcp::PipelineClient::Open(
+      bus, [&pipeline] { return GateVerifiers(pipeline->credentials()); }, &agent_bus);
   if (!s.ok()) return failed("submit client", s);
   size_t submitted = 0;
   auto submit_call = [&](double* ms) {
@@ -406,8 +408,9 @@ Json RunMcpBench(const McpBenchOptions& o) {
              {"session_id", "mcp-bench-submit"}, {"tool", "echo"}, {"args", {{"text", kText}}}};
     Message m = MessageFor(agent_bus->topics().requests(), req, req);
     m.headers[kHeaderAuth] = SignRequest(signer, org, agent, rid, m.value, NowMicros() / 1'000'000);
-    auto waiter = agent_bus->Expect(org, rid);
-    Status st = agent_bus->Publish(m);
+    std::shared_ptr<mcp::PipelineClient::Waiter> waiter;
+    Status st = agent_bus->Expect(org, agent, rid, &waiter);
+    if (st.ok()) st = agent_bus->Publish(m);
     std::optional<Json> result;
     if (st.ok()) result = waiter->Wait(Clock::now() + kCallTimeout, nullptr);
     *ms = Ms(Clock::now() - t0);

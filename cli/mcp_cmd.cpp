@@ -21,7 +21,7 @@ namespace {
 
 struct McpFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix, token_file;
-  std::string org = "default", agent, session, key;
+  std::string org = "default", agent, session, key, gate_key;
   int max_wait_s = 3600;
   int watch_ms = 2000;
 };
@@ -55,8 +55,13 @@ int RunMcp(McpFlags& f) {
     std::cerr << "tollgate mcp: " << s.ToString() << "\n";
     return 2;
   }
+  std::vector<Ed25519Verifier> gate;
+  if (Status s = ClientGateKeys(f.data, f.gate_key, &gate); !s.ok()) {
+    std::cerr << "tollgate mcp: " << s.ToString() << "\n";
+    return 2;
+  }
   std::unique_ptr<mcp::PipelineClient> pipeline;
-  if (Status s = mcp::PipelineClient::Open(bus, &pipeline); !s.ok()) {
+  if (Status s = mcp::PipelineClient::Open(bus, [gate] { return gate; }, &pipeline); !s.ok()) {
     std::cerr << "tollgate mcp: cannot reach the bus: " << s.ToString() << "\n";
     return 2;
   }
@@ -109,6 +114,8 @@ void AddMcpCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--session", f->session, "tollgate session id of every call (default: the MCP session's id)");
   cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
   cmd->add_option("--token-file", f->token_file, "API token for the tool list (default $TOLLGATE_TOKEN, DATA/admin.token)");
+  cmd->add_option("--gate-key", f->gate_key,
+                  "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
   cmd->add_option("--max-wait", f->max_wait_s, "seconds a call waits for its result at most")->capture_default_str();
   cmd->add_option("--watch-ms", f->watch_ms, "how often the tool list is checked for changes")->capture_default_str();
   cmd->callback([f, exit_code] { *exit_code = RunMcp(*f); });

@@ -120,6 +120,8 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--metrics", f->service.metrics_listen,
                   "not audit: serve this process's GET /metrics on HOST:PORT (port 0: any; the URL goes to "
                   "DATA/endpoints.json)");
+  cmd->add_flag("--shared-results-topic", f->service.pipeline.shared_results_topic,
+                "every org's results on one topic PREFIXresults (compatibility; give every process the same)");
   cmd->add_option("--tokens", f->service.pipeline.tokens_file, "audit only: tokens file (default DATA/tokens.json)");
   cmd->add_option("--webhook", f->service.pipeline.webhooks, "approve only: URL POSTed when an approval is requested");
   cmd->add_option("--otlp-endpoint", f->service.pipeline.otlp_endpoint,

@@ -1,6 +1,7 @@
 // `tollgate submit`: publish one tool request, optionally wait for its result.
 // Exit code: 0 completed, 1 any other status (denied, failed, rejected,
-// expired), 2 usage or connection error, 3 no result within --timeout.
+// expired), 2 usage or connection error, 3 no final result within
+// --timeout (still awaiting approval: the pending message is printed).
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -10,6 +11,7 @@
 #include "core/auth.h"
 #include "deploy/endpoints.h"
 #include "core/messages.h"
+#include "core/result_signature.h"
 #include "core/trace.h"
 
 namespace tollgate::cli {
@@ -17,11 +19,25 @@ namespace {
 
 struct SubmitFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix;
-  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key, traceparent;
+  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key, traceparent, gate_key;
   double cost = -1;
   bool wait = false;
   int timeout_s = 30;
 };
+
+// "awaiting approval: 0 of 2 (alice, bob), deadline ..." from a pending message.
+std::string PendingLine(const Json& pending) {
+  const Json a = pending.value("approval", Json::object());
+  std::string line = pending.value("request_id", "") + " awaits approval";
+  if (a.contains("quorum")) line += ": " + std::to_string(a.value("approvals", 0)) + " of " + a["quorum"].dump();
+  if (a.contains("approvers") && a["approvers"].is_array() && !a["approvers"].empty()) {
+    line += " (approvers:";
+    for (const Json& who : a["approvers"]) line += " " + (who.is_string() ? who.get<std::string>() : who.dump());
+    line += ")";
+  }
+  if (a.contains("deadline")) line += ", deadline " + a.value("deadline", "");
+  return line;
+}
 
 std::string RandomId() {
   std::random_device rd;
@@ -47,10 +63,15 @@ int RunSubmit(SubmitFlags& f) {
   if (!f.action.empty()) req["action"] = f.action;
   if (f.cost >= 0) req["estimated_cost_usd"] = f.cost;
 
-  // Subscribe first, so the result cannot slip past between send and read.
+  // Subscribe first, so the result cannot slip past between send and read;
+  // only a result the gate signed for this very request counts.
   std::unique_ptr<Consumer> consumer;
+  std::vector<Ed25519Verifier> gate;
   if (f.wait) {
-    Status s = Consumer::OpenTail(bus, bus.topics.results(), std::chrono::seconds(10), &consumer);
+    const std::string topic = bus.topics.results_for(f.org);
+    Status s = ClientGateKeys(f.data, f.gate_key, &gate);
+    if (s.ok()) s = EnsureTopic(bus, topic, std::chrono::seconds(10));
+    if (s.ok()) s = Consumer::OpenTail(bus, topic, std::chrono::seconds(10), &consumer);
     if (!s.ok()) {
       std::cerr << "tollgate: " << s.ToString() << "\n";
       return 2;
@@ -87,17 +108,35 @@ int RunSubmit(SubmitFlags& f) {
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
   std::vector<Message> batch;
+  Json pending;
   while (std::chrono::steady_clock::now() < deadline) {
     batch.clear();
     consumer->Poll(100, std::chrono::milliseconds(200), &batch);
     for (const auto& m : batch) {
-      auto it = m.headers.find(kHeaderRequestId);
-      if (it == m.headers.end() || it->second != f.request_id) continue;
       Json result;
-      if (!ParseJson(m.value, &result).ok()) continue;
+      Status v = VerifyResult(m, gate, {f.org, f.agent, f.request_id}, &result);
+      if (!v.ok()) {
+        // Someone else's result, or a forgery: say so only when it claims ours.
+        auto it = m.headers.find(kHeaderRequestId);
+        if (it != m.headers.end() && it->second == f.request_id) {
+          std::cerr << "tollgate: ignored a message claiming to be this result: " << v.message() << "\n";
+        }
+        continue;
+      }
+      if (!IsFinalStatus(result.value("status", ""))) {
+        // Waiting for approvers: say so once, and keep waiting.
+        if (pending.is_null()) std::cerr << "tollgate: " << PendingLine(result) << "\n";
+        pending = std::move(result);
+        continue;
+      }
       std::cout << result.dump(2) << std::endl;
       return result.value("status", "") == "completed" ? 0 : 1;
     }
+  }
+  if (!pending.is_null()) {
+    std::cout << pending.dump(2) << std::endl;
+    std::cerr << "tollgate: " << f.request_id << " is still waiting for approval after " << f.timeout_s << " s\n";
+    return 3;
   }
   std::cerr << "tollgate: no result for " << f.request_id << " within " << f.timeout_s << " s\n";
   return 3;
@@ -137,7 +176,9 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--traceparent", f->traceparent,
                   "W3C traceparent to continue (00-<trace-id>-<parent-id>-<flags>); default: tollgate starts one");
   cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
-  cmd->add_flag("--wait", f->wait, "wait for the result and print it");
+  cmd->add_flag("--wait", f->wait, "wait for the result and print it (only one the gate signed counts)");
+  cmd->add_option("--gate-key", f->gate_key,
+                  "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
   cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();
   cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });
 }

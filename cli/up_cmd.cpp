@@ -139,6 +139,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_flag("--latency-first", f->pipeline.latency_first,
                "shorter broker fetch waits and no producer linger: lower latency for more idle CPU "
                "(docs/operations.md)");
+  up->add_flag("--shared-results-topic", f->pipeline.shared_results_topic,
+               "every org's results on one topic PREFIXresults, not PREFIXresults.ORG (compatibility: no "
+               "Kafka ACL can keep orgs apart there; docs/trust.md)");
   up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--otlp-endpoint", f->pipeline.otlp_endpoint,

@@ -166,6 +166,23 @@ Status GenerateEd25519(std::string* private_pem, std::string* public_b64url) {
   return Status::Ok();
 }
 
+Status Ed25519FromSeed(std::string_view seed, std::string* private_pem, std::string* public_b64url) {
+  if (seed.size() != 32) return Status::Error(errc::kInvalidKey, "an Ed25519 seed is 32 bytes");
+  auto key = Own(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
+                                              reinterpret_cast<const unsigned char*>(seed.data()), seed.size()));
+  BioPtr bio(BIO_new(BIO_s_secmem()), BIO_free);
+  char* data = nullptr;
+  if (!key || !bio ||
+      PEM_write_bio_PKCS8PrivateKey(bio.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    ERR_clear_error();
+    return Status::Error(errc::kInvalidKey, "OpenSSL could not make an Ed25519 key from a seed");
+  }
+  long n = BIO_get_mem_data(bio.get(), &data);
+  private_pem->assign(data, static_cast<size_t>(n));
+  *public_b64url = Base64UrlEncode(RawPublicKey(key.get()));
+  return Status::Ok();
+}
+
 Status WritePrivateKeyFile(const std::string& path, const std::string& pem, bool overwrite) {
   std::filesystem::path target(path);
   Status s = MakeOwnerOnlyDirs(target.parent_path());

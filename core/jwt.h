@@ -41,6 +41,11 @@ bool Base64UrlDecode(std::string_view text, std::string* out);
 // the raw 32 bytes in base64url.
 Status GenerateEd25519(std::string* private_pem, std::string* public_b64url);
 
+// The Ed25519 key pair whose private key is the 32-byte `seed` (RFC 8032),
+// as GenerateEd25519 gives them: for a key derived from a deployment secret
+// (the gate's result key, runtime/result_publisher.h).
+Status Ed25519FromSeed(std::string_view seed, std::string* private_pem, std::string* public_b64url);
+
 // Writes `pem` to `path` readable by its owner alone (mode 0600, whatever
 // the umask), creating missing parent directories with mode 0700. The bytes
 // go to a new temporary file in the same directory first, so the key is never

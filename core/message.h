@@ -18,7 +18,16 @@ struct Topics {
   std::string decide() const { return prefix + "decide"; }
   std::string approve() const { return prefix + "approve"; }
   std::string execute() const { return prefix + "execute"; }
+  // The logical results topic: stages address results here, and the stage
+  // runner's result publisher (runtime/result_publisher.h) signs each one
+  // and sends it to its org's topic, results_for(org).
   std::string results() const { return prefix + "results"; }
+  // `<prefix>results.<org>` (the org's name made topic-safe:
+  // TopicSafeName), so that a Kafka ACL can give each org its own results;
+  // results() itself when shared_results (the compatibility flag
+  // --shared-results-topic: every org's results on one topic).
+  std::string results_for(const std::string& org) const;
+  bool shared_results = false;
   std::string approval_responses() const { return prefix + "approval-responses"; }
   std::string events() const { return prefix + "events"; }
   std::vector<std::string> All() const {
@@ -50,6 +59,13 @@ inline bool TopicsOf(const std::string& topic, Topics* out) {
   }
   return false;
 }
+
+// `name` as the tail of a Kafka topic name: bytes of [A-Za-z0-9_-] as they
+// are, any other byte as '.' and two lower-case hex digits, so distinct
+// names stay distinct and a name cannot reach into another's (no '.' of
+// its own). A result longer than 180 bytes is ".h" and 40 hex digits of
+// its SHA-256 instead (Kafka names end at 249 bytes).
+std::string TopicSafeName(const std::string& name);
 
 // The largest message tollgate produces: its producers' message.max.bytes
 // (a broker must accept as much; Apache Kafka's own default is ~1 MiB). It

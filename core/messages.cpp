@@ -4,6 +4,27 @@
 
 namespace tollgate {
 
+std::string TopicSafeName(const std::string& name) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size());
+  for (unsigned char c : name) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-') {
+      out += static_cast<char>(c);
+    } else {
+      out += '.';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (out.empty() || out.size() > 180) return ".h" + Sha256Hex(name).substr(0, 40);
+  return out;
+}
+
+std::string Topics::results_for(const std::string& org) const {
+  return shared_results ? results() : results() + "." + TopicSafeName(org);
+}
+
 Json ToolResultOk(Json data, double duration_ms) {
   return Json{{"success", true}, {"data", std::move(data)}, {"error", nullptr}, {"meta", {{"duration_ms", duration_ms}}}};
 }

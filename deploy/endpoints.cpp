@@ -48,7 +48,10 @@ Status ReadEndpoints(const std::string& data_dir, Json* endpoints) {
 }
 
 Json BusEndpoints(const BusConfig& bus) {
-  return {{"bootstrap", bus.brokers}, {"topic_prefix", bus.topics.prefix}, {"pid", getpid()}};
+  return {{"bootstrap", bus.brokers},
+          {"topic_prefix", bus.topics.prefix},
+          {"shared_results_topic", bus.topics.shared_results},
+          {"pid", getpid()}};
 }
 
 Status ClientBus(const std::string& data_dir, const std::string& brokers, const std::string& topic_prefix,
@@ -61,7 +64,27 @@ Status ClientBus(const std::string& data_dir, const std::string& brokers, const 
   if (!s.ok()) return s;
   s = StringField(ep, "bootstrap", &bus->brokers);
   if (s.ok() && topic_prefix.empty()) s = StringField(ep, "topic_prefix", &bus->topics.prefix);
+  bus->topics.shared_results = ep.value("shared_results_topic", false) == true;
   return s;
+}
+
+Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key, std::vector<Ed25519Verifier>* out) {
+  std::string pub = gate_key;
+  if (pub.empty()) {
+    Json ep;
+    if (ReadEndpoints(data_dir, &ep).ok() && ep.contains("gate_key") && ep["gate_key"].is_object()) {
+      pub = ep["gate_key"].value("public_key", "");
+    }
+  }
+  if (pub.empty()) {
+    return Status::Error(errc::kNotFound, "no gate key to check results with: pass --gate-key (GET /v1/gate-key) or "
+                                          "--data of the deployment");
+  }
+  Ed25519Verifier v;
+  Status s = Ed25519Verifier::FromPublic(pub, &v);
+  if (!s.ok()) return s;
+  out->push_back(std::move(v));
+  return Status::Ok();
 }
 
 std::string EndpointsApiUrl(const std::string& data_dir) {

@@ -2,6 +2,8 @@
 // audit`) serves, so the other subcommands find it from --data alone.
 //
 //   bootstrap      the Kafka bootstrap servers
+//   shared_results_topic  results on one topic (--shared-results-topic)
+//   gate_key       {key_id, public_key, alg}: results are signed with it
 //   topic_prefix   the topics' prefix
 //   pid            the writer's process id
 //   and, as the writer has them: log (its log directory), http (its HTTP
@@ -9,8 +11,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/canonical_json.h"
+#include "core/jwt.h"
 #include "core/status.h"
 #include "runtime/kafka_bus.h"
 
@@ -34,6 +38,12 @@ Json BusEndpoints(const BusConfig& bus);
 // neither names a broker.
 Status ClientBus(const std::string& data_dir, const std::string& brokers, const std::string& topic_prefix,
                  BusConfig* bus);
+
+// The gate's public key that results are checked with
+// (core/result_signature.h): `gate_key` (base64url, from GET
+// /v1/gate-key) when given, else endpoints.json's gate_key.public_key.
+// E_NOT_FOUND when neither has one.
+Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key, std::vector<Ed25519Verifier>* out);
 
 // The HTTP API's base URL endpoints.json records; "" when there is no file
 // or its writer serves no API. Whether it answers is the caller's to ask.

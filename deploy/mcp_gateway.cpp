@@ -4,16 +4,18 @@
 #include "core/auth.h"
 #include "core/event.h"
 #include "core/withdraw.h"
+#include "deploy/gate_key.h"
 
 namespace tollgate {
 
 Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> signer, const LogStore& store,
-                       ListToolsFn list_tools, std::shared_ptr<mcp::HttpEndpoint>* out) {
+                       const CredentialRegistry& credentials, ListToolsFn list_tools,
+                       std::shared_ptr<mcp::HttpEndpoint>* out) {
   if (!signer) return Status::Error("E_UNAVAILABLE", "no service key to sign the agents' calls with");
   std::shared_ptr<mcp::PipelineClient> pipeline;
   {
     std::unique_ptr<mcp::PipelineClient> p;
-    Status s = mcp::PipelineClient::Open(bus, &p);
+    Status s = mcp::PipelineClient::Open(bus, [&credentials] { return GateVerifiers(credentials); }, &p);
     if (!s.ok()) return s;
     pipeline = std::move(p);
   }

@@ -13,12 +13,16 @@
 #include "mcp/http_endpoint.h"
 #include "runtime/kafka_bus.h"
 
+#include "core/credentials.h"
+
 namespace tollgate {
 
 using ListToolsFn = std::function<Status(const std::string& org, const std::string& agent, Json* out)>;
 
-// `store` (the log, for progress messages) must outlive the endpoint.
+// `store` (the log, for progress messages) and `credentials` (the gate
+// keys results are checked with) must outlive the endpoint.
 Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> signer, const LogStore& store,
-                       ListToolsFn list_tools, std::shared_ptr<mcp::HttpEndpoint>* out);
+                       const CredentialRegistry& credentials, ListToolsFn list_tools,
+                       std::shared_ptr<mcp::HttpEndpoint>* out);
 
 }  // namespace tollgate

@@ -54,7 +54,7 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
 }
 
 Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
-                 ReconcileStats* stats) {
+                 ResultPublisher* results, ReconcileStats* stats) {
   StoreLogView view(store);
   std::vector<OpenRequest> candidates;
   Status s = UnfinishedRequests(store, &candidates);
@@ -96,7 +96,8 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
     } else {
       ++stats->redriven;
     }
-    s = producer.Send(plan->message);
+    if (results != nullptr) s = results->Route(&plan->message);
+    if (s.ok()) s = producer.Send(plan->message);
     if (!s.ok()) return s;
   }
   return producer.Flush(std::chrono::seconds(30));

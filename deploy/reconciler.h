@@ -10,6 +10,7 @@
 
 #include "audit/event_log.h"
 #include "runtime/kafka_bus.h"
+#include "runtime/result_publisher.h"
 #include "core/messages.h"
 #include "core/stage.h"
 
@@ -37,7 +38,9 @@ struct ReconcileStats {
 // cost is O(unfinished), not O(history)) and applies PlanRedrive; events
 // are appended through `sink` (the pipeline's, so its RequestCache and
 // listeners see them: nothing may write the log behind the sink's back).
+// Results go out through `results` (signed, to their org's topic) when
+// it is not null.
 Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, const Topics& topics,
-                 ReconcileStats* stats);
+                 ResultPublisher* results, ReconcileStats* stats);
 
 }  // namespace tollgate

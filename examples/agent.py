@@ -17,11 +17,21 @@ iat (seconds). The key must be registered for (org, agent) first:
 --key is the agent's private key (PKCS#8 PEM), by default
 DATA/keys/ORG/AGENT.pem, where `tollgate agents add` writes it.
 
+Results come back on the org's own topic, PREFIX + "results." + the org's
+topic-safe name (docs/trust.md), and only a result the gate signed counts:
+its header `tollgate-result-sig` is an EdDSA JWT made with the gate key
+(endpoints.json's gate_key.public_key, or --gate-key from GET /v1/gate-key)
+whose claims name the result's org_id, agent_id, request_id, status and
+value_sha256 (hex SHA-256 of the exact value bytes). A message that fails
+any of these checks is counted as refused and ignored. A `pending` message
+(the call waits for approvers) is printed and the wait goes on.
+
 It sends --count echo calls (plus one current_time and one call the slice
 policy denies), keyed by agent id, then waits for one result per request and
 prints a JSON summary as its last line. Exit code 0 when every echo and
 current_time call completed and the denied call was denied.
 """
+import base64
 import argparse
 import hashlib
 import json
@@ -33,6 +43,7 @@ import uuid
 import jwt
 from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 
 def load_signer(path):
@@ -51,6 +62,45 @@ def sign_request(key, key_id, org, agent, request_id, value):
     return token if isinstance(token, str) else token.decode()
 
 
+def topic_safe(name):
+    """An org's name as a topic name's tail (core/message.h TopicSafeName)."""
+    out = ""
+    for b in name.encode():
+        c = chr(b)
+        out += c if (c.isascii() and (c.isalnum() or c in "_-")) else ".%02x" % b
+    if not out or len(out) > 180:
+        return ".h" + hashlib.sha256(name.encode()).hexdigest()[:40]
+    return out
+
+
+def gate_key(public_b64url):
+    """The gate's Ed25519 public key from its base64url raw bytes."""
+    raw = base64.urlsafe_b64decode(public_b64url + "=" * (-len(public_b64url) % 4))
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def verify_result(gate, msg, org, agent):
+    """The result in `msg` if the gate signed it for (org, agent), else None."""
+    headers = dict(msg.headers() or [])
+    token = headers.get("tollgate-result-sig")
+    if token is None:
+        return None
+    try:
+        claims = jwt.decode(token, gate, algorithms=["EdDSA"])
+        res = json.loads(msg.value())
+    except Exception:  # a bad signature, a bad token, bad JSON: not a result
+        return None
+    if claims.get("typ") != "tollgate-result":
+        return None
+    if claims.get("value_sha256") != hashlib.sha256(msg.value()).hexdigest():
+        return None
+    if any(claims.get(k) != res.get(k) for k in ("org_id", "agent_id", "request_id", "status")):
+        return None
+    if res.get("org_id") != org or res.get("agent_id") != agent:
+        return None
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="tollgate-data", help="where `tollgate up` wrote endpoints.json")
@@ -62,17 +112,29 @@ def main():
     ap.add_argument("--key", default=None, help="the agent's private key (default DATA/keys/ORG/AGENT.pem)")
     ap.add_argument("--count", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--gate-key", default=None, help="the gate's public key (default: endpoints.json's)")
+    ap.add_argument("--shared-results-topic", action="store_true",
+                    help="results on PREFIXresults (a deployment run with --shared-results-topic)")
     a = ap.parse_args()
 
-    bootstrap, prefix = a.bootstrap, a.topic_prefix
-    if not bootstrap:
+    bootstrap, prefix, gate_pub, shared = a.bootstrap, a.topic_prefix, a.gate_key, a.shared_results_topic
+    if not bootstrap or not gate_pub:
         with open(os.path.join(a.data, "endpoints.json")) as f:
             ep = json.load(f)
-        bootstrap = ep["bootstrap"]
+        bootstrap = bootstrap or ep["bootstrap"]
         prefix = prefix or ep.get("topic_prefix")
+        gate_pub = gate_pub or ep["gate_key"]["public_key"]
+        shared = shared or ep.get("shared_results_topic", False)
     prefix = prefix or "tollgate."
+    gate = gate_key(gate_pub)
     key, key_id = load_signer(a.key or os.path.join(a.data, "keys", a.org, a.agent + ".pem"))
+    results_topic = prefix + "results" + ("" if shared else "." + topic_safe(a.org))
 
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                         "partitioner": "murmur2_random"})
+    # A producer's metadata request makes the org's topic where the broker
+    # creates topics on demand (the embedded one does).
+    producer.list_topics(topic=results_topic, timeout=10)
     # Read results from the start of the topic; our request ids are new.
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
@@ -80,10 +142,7 @@ def main():
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
     })
-    consumer.subscribe([prefix + "results"])
-
-    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
-                         "partitioner": "murmur2_random"})
+    consumer.subscribe([results_topic])
     expected = {}
     calls = [("echo", {"text": f"hello {i}"}, "completed") for i in range(a.count)]
     calls.append(("current_time", {}, "completed"))
@@ -101,19 +160,27 @@ def main():
     producer.flush(30)
 
     got = {}
+    refused = 0
     deadline = time.time() + a.timeout
     while len(got) < len(expected) and time.time() < deadline:
         msg = consumer.poll(0.2)
         if msg is None or msg.error():
             continue
-        res = json.loads(msg.value())
+        res = verify_result(gate, msg, a.org, a.agent)
+        if res is None:
+            refused += 1
+            continue
         rid = res.get("request_id")
+        if res.get("status") == "pending":
+            print(json.dumps({"pending": rid, "approval": res.get("approval")}), file=sys.stderr)
+            continue
         if rid in expected and rid not in got:
             got[rid] = res
     consumer.close()
 
     ok = True
-    summary = {"sent": len(expected), "received": len(got), "statuses": {}, "log_seqs": {}}
+    summary = {"sent": len(expected), "received": len(got), "refused": refused, "topic": results_topic,
+               "statuses": {}, "log_seqs": {}}
     for rid, (tool, want, args) in expected.items():
         res = got.get(rid)
         status = res["status"] if res else "missing"

@@ -1,5 +1,7 @@
 #include "mcp/protocol.h"
 
+#include <random>
+
 #include <algorithm>
 
 #include "core/sha256.h"
@@ -75,7 +77,15 @@ Incoming Parse(const std::string& text) {
 }
 
 std::string RequestIdFor(const std::string& mcp_session, const Json& jsonrpc_id) {
-  return "mcp-" + Sha256Hex(mcp_session + "\n" + jsonrpc_id.dump()).substr(0, 32);
+  // Keyed with a secret of this process: whoever sees a session id (results
+  // carry it) cannot compute the request ids of its calls.
+  static const std::string key = [] {
+    std::random_device rd;
+    std::string k;
+    for (int i = 0; i < 32; ++i) k += static_cast<char>(rd() & 0xff);
+    return k;
+  }();
+  return "mcp-" + Sha256Hex(key + "\n" + mcp_session + "\n" + jsonrpc_id.dump()).substr(0, 32);
 }
 
 namespace {

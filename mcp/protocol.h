@@ -45,7 +45,8 @@ struct Incoming {
 Incoming Parse(const std::string& text);
 
 // The request_id a tools/call becomes: derived from the MCP session (the
-// transport's own, random per connection) and the JSON-RPC id, so a call
+// transport's own, random per connection) and the JSON-RPC id, keyed with
+// a random secret of the process (nobody else can predict it), so a call
 // resent within its session is the same request and is never run twice,
 // while a new session's id 1 is a new request.
 std::string RequestIdFor(const std::string& mcp_session, const Json& jsonrpc_id);

@@ -28,6 +28,7 @@
 #include "deploy/pipeline.h"
 #include "core/schema.h"
 #include "test_util.h"
+#include "tests/results_reader.h"
 
 namespace tollgate {
 namespace {
@@ -54,7 +55,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
     signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    ASSERT_TRUE(Consumer::OpenTail(bus_, bus_.topics.results(), std::chrono::seconds(10), &results_).ok());
+    ASSERT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "", &results_).ok());
     http_ = std::make_unique<httplib::Client>("127.0.0.1", p_->api()->port());
     http_->set_read_timeout(20, 0);
   }
@@ -165,7 +166,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
   std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
-  std::unique_ptr<Consumer> results_;
+  std::unique_ptr<testing::ResultsReader> results_;
   std::map<std::string, std::vector<Json>> results_by_id_;
   std::unique_ptr<httplib::Client> http_;
 };

@@ -105,7 +105,13 @@ class ApproveTest : public ::testing::Test {
     auto ask = MakeAsk(spec, kT0);
     log_.Append(ask.events);
     StageResult r = stage_.Process(Msg(topics_.approve(), ask.flow.ToJson()), Ctx(next_++), log_);
-    EXPECT_TRUE(r.outputs.empty()) << "held, not answered";
+    // Held, not answered: the agent is only told that its call waits.
+    EXPECT_EQ(r.outputs.size(), 1u) << "held, not answered";
+    if (r.outputs.size() == 1) {
+      EXPECT_EQ(r.outputs[0].message.topic, topics_.results());
+      EXPECT_EQ(r.outputs[0].value_json.value("status", ""), "pending");
+      EXPECT_TRUE(r.outputs[0].value_json["result"].is_null());
+    }
     log_.Append(r.events, &stage_);
     return ask.flow.args_hash;
   }
@@ -472,6 +478,59 @@ TEST_F(ApproveTest, AnApproverOfAnotherOrgCannotTouchTheRequest) {
   EXPECT_TRUE(st.approval_pending());
   EXPECT_TRUE(st.grants.empty());
   EXPECT_EQ(history_.size(), 3u) << "org-1's request has only its own events";
+}
+
+// Identities are (org, name) (docs/trust.md, issue 28): org-2's alice is
+// not org-1's and adds nothing to org-1's quorum; a deployment-wide alice
+// cannot exist beside an org's (refused when added, inert if the log had
+// one), so within one org's request a name is one person.
+TEST_F(ApproveTest, ApproversOfOneNameInTwoOrgsAreTwoIdentitiesAndOnlyTheRequestsOrgsCounts) {
+  AskSpec spec;
+  spec.quorum = 2;
+  const std::string hash = Hold(spec);
+  StageResult first = Respond(Response("r1", "approve", "alice", hash));  // org-1's alice
+  ASSERT_EQ(first.events.size(), 1u);
+  EXPECT_EQ(first.events[0].type, "approval.granted");
+  const int64_t at = kT0 + 2'000'000;
+  auto signed_as = [&](const JwtSigner& key, const std::string& org) {
+    Json naming = Response("r1", "approve", "alice", hash);
+    naming["org_id"] = "org-1";
+    Message m = Msg(topics_.approval_responses(), naming);
+    m.headers[kHeaderAuth] = SignResponse(key, "alice", org, "r1", m.value, at / 1'000'000);
+    return m;
+  };
+  Credential theirs;
+  JwtSigner their_key;
+  ASSERT_TRUE(NewSigningKey("approver_key", "org-2", "alice", {"approver"}, "test", &theirs, &their_key).ok());
+  Credential added;
+  ASSERT_TRUE(NewCredential({{"kind", "approver_key"}, {"org_id", "org-2"}, {"identity", "alice"},
+                             {"public_key", theirs.public_key}},
+                            "admin", "", registry_, &added)
+                  .ok())
+      << "org-2 may have an alice too";
+  registry_.Apply(CredentialAddedEvent(added, kT0));
+  StageResult r = Deliver(signed_as(their_key, "org-2"), at);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].data["code"], "E_APPROVER_NOT_ENTITLED");
+  EXPECT_TRUE(State("r1").approval_pending()) << "one of two: org-2's alice counts for nothing here";
+
+  Credential wide;
+  JwtSigner wide_key;
+  ASSERT_TRUE(NewSigningKey("approver_key", "*", "alice", {"approver"}, "test", &wide, &wide_key).ok());
+  Credential refused;
+  EXPECT_EQ(NewCredential({{"kind", "approver_key"}, {"org_id", "*"}, {"identity", "alice"}, {"public_key", wide.public_key}},
+                          "admin", "", registry_, &refused)
+                .code(),
+            errc::kConflict);
+  registry_.Apply(CredentialAddedEvent(wide, kT0));  // as if the log had it anyway
+  StageResult w = Deliver(signed_as(wide_key, "*"), at);
+  ASSERT_EQ(w.events.size(), 1u);
+  EXPECT_EQ(w.events[0].data["code"], "E_UNAUTHENTICATED") << "a name across the deployment-wide line grants nothing";
+  EXPECT_TRUE(State("r1").approval_pending());
+
+  StageResult b = Respond(Response("r1", "approve", "bob", hash));
+  ASSERT_EQ(b.outputs.size(), 1u) << "org-1's second person completes the quorum";
+  EXPECT_EQ(State("r1").grants.size(), 2u);
 }
 
 // request_ids are per org: the same id pending in two orgs is two approvals.

@@ -393,7 +393,8 @@ ResultTally ReadAllResults(const BusConfig& bus, size_t want, milliseconds idle,
   ResultTally t;
   std::unique_ptr<Consumer> c;
   std::string group = "crash-test-final-" + std::to_string(Seed()) + "-" + std::to_string(getpid());
-  Status s = Consumer::Open(bus, group, {bus.topics.results()}, &c);
+  Status s = EnsureTopic(bus, bus.topics.results_for("org-crash"), seconds(10));
+  if (s.ok()) s = Consumer::Open(bus, group, {bus.topics.results_for("org-crash")}, &c);
   EXPECT_TRUE(s.ok()) << s.ToString();
   if (!s.ok()) return t;
   auto deadline = Clock::now() + max_wait;
@@ -595,7 +596,8 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   bus.client_id = "crash-test";
 
   std::unique_ptr<Consumer> live;
-  s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
+  s = EnsureTopic(bus, bus.topics.results_for("org-crash"), seconds(10));
+  if (s.ok()) s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results_for("org-crash")}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
 
   ResultTally seen;
@@ -726,7 +728,7 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   std::cout << "[ results ] identical re-deliveries: " << redelivered.size() << head(redelivered) << "\n";
   EXPECT_TRUE(redelivered.empty()) << redelivered.size() << " results were delivered twice:" << head(redelivered);
   EXPECT_TRUE(duplicated.empty()) << duplicated.size() << " requests have more than one different result on "
-                                  << bus.topics.results() << " (" << all_results.total << " messages for "
+                                  << bus.topics.results_for("org-crash") << " (" << all_results.total << " messages for "
                                   << kRequests << " requests):" << head(duplicated);
   EXPECT_TRUE(not_completed.empty()) << head(not_completed);
   EXPECT_TRUE(foreign.empty()) << "results for requests nobody sent:" << head(foreign);
@@ -807,7 +809,8 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
   pub_bus.extra["message.timeout.ms"] = "3000";
 
   std::unique_ptr<Consumer> live;
-  s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results()}, &live);
+  s = EnsureTopic(bus, bus.topics.results_for("org-crash"), seconds(10));
+  if (s.ok()) s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results_for("org-crash")}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ResultTally seen;
   s = WarmUp(bus, w, 0, *live, seen, up, seconds(60));

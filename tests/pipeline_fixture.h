@@ -14,6 +14,7 @@
 #include "deploy/pipeline.h"
 #include "core/messages.h"
 #include "tests/agent_keys.h"
+#include "tests/results_reader.h"
 #include "tests/test_util.h"
 
 namespace tollgate::testing {
@@ -31,7 +32,7 @@ class PolicyPipelineTest : public ::testing::Test {
     signers_ = std::make_unique<TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    ASSERT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
+    ASSERT_TRUE(ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
   void TearDown() override {
     if (p_) ExpectEveryEventConforms(p_->log().store());
@@ -85,7 +86,7 @@ class PolicyPipelineTest : public ::testing::Test {
   std::unique_ptr<TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
-  std::unique_ptr<Consumer> results_;
+  std::unique_ptr<ResultsReader> results_;
 };
 
 }  // namespace tollgate::testing

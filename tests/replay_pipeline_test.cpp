@@ -19,6 +19,7 @@
 #include "replay/redecide.h"
 #include "replay/timeline.h"
 #include "test_util.h"
+#include "tests/results_reader.h"
 
 namespace tollgate {
 namespace {
@@ -37,7 +38,7 @@ class AgentRun {
     signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     EXPECT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    EXPECT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
+    EXPECT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
   ~AgentRun() {
     results_.reset();
@@ -82,7 +83,7 @@ class AgentRun {
   std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
-  std::unique_ptr<Consumer> results_;
+  std::unique_ptr<testing::ResultsReader> results_;
   std::map<std::string, Json> got_;
 };
 
