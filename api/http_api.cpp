@@ -8,14 +8,19 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
+#include <list>
 #include <optional>
 #include <sstream>
 #include <thread>
 
 #include "api/approval_response.h"
 #include "api/console.h"
+#include "api/metrics.h"
 #include "audit/agent_rules.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
@@ -25,6 +30,7 @@
 #include "core/auth.h"
 #include "core/messages.h"
 #include "core/schema.h"
+#include "core/sha256.h"
 #include "decide/policy_engine.h"
 #include "replay/from_log.h"
 
@@ -47,21 +53,50 @@ bool ParseListen(const std::string& text, std::string* host, int* port) {
 
 namespace {
 
-// Connections served at once; more are answered 503 at once and closed.
-constexpr int kMaxApiConnections = 64;
 // A request (line, headers, body) must arrive within this, however slowly
-// its bytes trickle in; each read and each write also waits at most
-// kApiIoTimeout.
+// its bytes trickle in (its line and headers within the shorter
+// FairShareLimits::header_deadline); each read and each write also waits at
+// most kApiIoTimeout.
 constexpr std::chrono::seconds kApiReadDeadline{10};
 constexpr std::chrono::seconds kApiIoTimeout{5};
+// Connections the kernel completes and holds before the server accepts.
+constexpr int kListenBacklog = 1024;
+// Idle worker threads beyond the busy ones end after this.
+constexpr std::chrono::seconds kIdleWorker{10};
 
-// A socket with a deadline on reading the request: httplib's own stream
+// The connection the calling worker thread serves (set around each
+// request), so that Authorize can charge it to the token it checks.
+struct CurrentConnection {
+  ConnectionBudget* budget = nullptr;
+  uint64_t id = 0;
+  int sock = -1;
+};
+thread_local CurrentConnection tl_conn;
+
+// Whether the client on `sock` has hung up (or reset): what an event
+// stream checks between its writes, so a tools/call whose client left is
+// noticed in well under a second even when nothing is being sent.
+bool PeerGone(int sock) {
+  if (sock < 0) return false;
+  pollfd p{sock, static_cast<short>(POLLIN | POLLRDHUP), 0};
+  int r;
+  do r = ::poll(&p, 1, 0);
+  while (r < 0 && errno == EINTR);
+  if (r <= 0) return false;
+  if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+  char c;
+  return ::recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// A socket with deadlines on reading the request: httplib's own stream
 // times out each read, so a client sending a byte every few seconds would
-// hold its worker for ever.
+// hold its worker for ever. Until the blank line that ends the headers the
+// (shorter) header deadline applies; `on_headers` runs once when it is seen.
 class DeadlineStream : public httplib::Stream {
  public:
-  DeadlineStream(socket_t sock, std::chrono::steady_clock::time_point read_deadline)
-      : sock_(sock), deadline_(read_deadline) {}
+  DeadlineStream(socket_t sock, std::chrono::steady_clock::time_point header_deadline,
+                 std::chrono::steady_clock::time_point read_deadline, std::function<void()> on_headers)
+      : sock_(sock), header_deadline_(header_deadline), deadline_(read_deadline), on_headers_(std::move(on_headers)) {}
   bool is_readable() const override { return pos_ < len_ || Wait(POLLIN, ReadWaitMs()); }
   bool is_writable() const override { return Wait(POLLOUT, static_cast<int>(ToMs(kApiIoTimeout))); }
   ssize_t read(char* ptr, size_t size) override {
@@ -71,6 +106,7 @@ class DeadlineStream : public httplib::Stream {
       if (n <= 0) return n;
       pos_ = 0;
       len_ = static_cast<size_t>(n);
+      ScanForHeadersEnd();
     }
     const size_t n = std::min(size, len_ - pos_);
     std::memcpy(ptr, buf_ + pos_, n);
@@ -90,8 +126,18 @@ class DeadlineStream : public httplib::Stream {
   static int64_t ToMs(D d) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   }
+  // The bytes just received: a CRLF CRLF (or LF LF) ends the headers.
+  void ScanForHeadersEnd() {
+    if (headers_done_) return;
+    for (size_t i = 0; i < len_ && !headers_done_; ++i) {
+      tail_ = (tail_ << 8) | static_cast<unsigned char>(buf_[i]);
+      headers_done_ = (tail_ & 0xffffffffu) == 0x0d0a0d0au || (tail_ & 0xffffu) == 0x0a0au;
+    }
+    if (headers_done_ && on_headers_) on_headers_();
+  }
   int ReadWaitMs() const {
-    const int64_t left = ToMs(deadline_ - std::chrono::steady_clock::now());
+    const auto until = headers_done_ ? deadline_ : std::min(header_deadline_, deadline_);
+    const int64_t left = ToMs(until - std::chrono::steady_clock::now());
     return static_cast<int>(std::max<int64_t>(0, std::min(left, ToMs(kApiIoTimeout))));
   }
   bool Wait(short events, int ms) const {
@@ -122,25 +168,116 @@ class DeadlineStream : public httplib::Stream {
   }
 
   socket_t sock_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point header_deadline_, deadline_;
+  std::function<void()> on_headers_;
+  bool headers_done_ = false;
+  uint32_t tail_ = 0;
   char buf_[4096];
   size_t pos_ = 0, len_ = 0;
 };
 
+// httplib's task queue for the server: a worker thread for every
+// connection (a slow client holds its own worker only), made when none is
+// idle, up to `max` (the fair-share pools' total and a margin); idle ones
+// end after kIdleWorker. At the maximum a connection waits for a worker,
+// and `saturated` runs (it cuts the oldest unauthenticated connection).
+class WorkerPerConnection : public httplib::TaskQueue {
+ public:
+  WorkerPerConnection(size_t max, std::function<void()> saturated) : max_(max), saturated_(std::move(saturated)) {}
+  void enqueue(std::function<void()> fn) override {
+    bool full = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      Reap();
+      jobs_.push_back(std::move(fn));
+      if (idle_ >= jobs_.size()) {
+        cv_.notify_one();
+      } else if (threads_.size() < max_) {
+        auto it = threads_.emplace(threads_.end());
+        *it = std::thread([this, it] { Work(it); });
+      } else {
+        full = true;
+      }
+    }
+    if (full && saturated_) saturated_();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    Reap();
+  }
+ private:
+  using Handle = std::list<std::thread>::iterator;
+  void Work(Handle self) {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      const bool woke = cv_.wait_for(lock, kIdleWorker, [&] { return !jobs_.empty() || stop_; });
+      --idle_;
+      if (jobs_.empty()) {
+        if (stop_) return;  // joined by shutdown()
+        if (!woke) {
+          // Idle too long: hand our handle to the next Reap() and end.
+          finished_.splice(finished_.end(), threads_, self);
+          return;
+        }
+        continue;
+      }
+      std::function<void()> fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      fn();
+      lock.lock();
+    }
+  }
+  // Joins the workers that ended idle (they hold no lock any more).
+  void Reap() {
+    for (auto& t : finished_) t.join();
+    finished_.clear();
+  }
+
+  const size_t max_;
+  const std::function<void()> saturated_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::list<std::function<void()>> jobs_;
+  std::list<std::thread> threads_, finished_;
+  size_t idle_ = 0;
+  bool stop_ = false;
+};
+
 // httplib's Server with the limits a listener open to anyone needs
-// (docs/http_api.md, "Limits"): a worker for every connection it serves
-// (a slow client holds its own worker only), at most kMaxApiConnections
-// served at once, a read deadline per request, one request per connection.
+// (docs/http_api.md, "Limits"): a worker per connection, the connection
+// counted in the fair-share pools from accept to close (charged to its
+// token by Authorize), deadlines on reading the request, one request per
+// connection.
 class GuardedServer : public httplib::Server {
  public:
-  GuardedServer() {
-    new_task_queue = [] { return new httplib::ThreadPool(kMaxApiConnections + 4); };
+  explicit GuardedServer(const FairShareLimits& limits) : budget_(limits) {
+    const size_t max = static_cast<size_t>(std::max(1, limits.total())) + 16;
+    new_task_queue = [this, max] { return new WorkerPerConnection(max, [this] { budget_.EvictOldest(); }); };
     set_write_timeout(kApiIoTimeout.count(), 0);
+    set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_sock_ = sock;
+    });
+  }
+  ConnectionBudget& budget() { return budget_; }
+  // After bind: a listen backlog that a burst of connections does not
+  // overflow (httplib's is 5: past it the kernel drops handshakes, and a
+  // client, an approver's included, waits a second or more for a retry).
+  void WidenBacklog() {
+    if (listen_sock_ != INVALID_SOCKET) ::listen(listen_sock_, kListenBacklog);
   }
 
  private:
   // Overrides httplib's (private virtual): the same, with DeadlineStream
-  // and the connection cap.
+  // and the connection's place in the budget.
   bool process_and_close_socket(socket_t sock) override {
     struct Closer {
       socket_t s;
@@ -149,24 +286,25 @@ class GuardedServer : public httplib::Server {
         ::close(s);
       }
     } closer{sock};
-    if (active_.fetch_add(1) >= kMaxApiConnections) {
-      active_.fetch_sub(1);
-      static const std::string kBody =
-          R"({"error":{"code":"E_BUSY","message":"too many connections; try again"}})" "\n";
-      const std::string busy = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                               "Connection: close\r\nRetry-After: 1\r\nContent-Length: " +
-                               std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
-      ::send(sock, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      return false;
-    }
-    DeadlineStream strm(sock, std::chrono::steady_clock::now() + kApiReadDeadline);
+    // Leaves the budget before the socket is closed (its number is then free).
+    struct Leave {
+      ConnectionBudget& b;
+      uint64_t id;
+      ~Leave() {
+        tl_conn = {};
+        b.Leave(id);
+      }
+    } leave{budget_, budget_.Enter(sock)};
+    tl_conn = {&budget_, leave.id, sock};
+    const auto now = std::chrono::steady_clock::now();
+    DeadlineStream strm(sock, now + budget_.limits().header_deadline, now + kApiReadDeadline,
+                        [this, id = leave.id] { budget_.HeadersDone(id); });
     bool closed = false;
-    bool ok = process_request(strm, /*close_connection=*/true, closed, nullptr);
-    active_.fetch_sub(1);
-    return ok;
+    return process_request(strm, /*close_connection=*/true, closed, nullptr);
   }
 
-  std::atomic<int> active_{0};
+  ConnectionBudget budget_;
+  socket_t listen_sock_ = INVALID_SOCKET;
 };
 
 }  // namespace
@@ -177,7 +315,7 @@ struct ApiServer::Impl {
   std::atomic<int> replays{0};  // replay requests being computed
   std::unique_ptr<Producer> producer;
   std::mutex producer_mu;
-  GuardedServer server;
+  std::unique_ptr<GuardedServer> server;
   std::thread thread;
 };
 
@@ -219,7 +357,19 @@ int StatusFor(const Status& s) {
   return 500;
 }
 
-// The caller, or false after answering 401/403.
+// Whom a connection with this token is charged to: staff (any role beyond
+// agent) or the agent its token is bound to; the token by its digest.
+ConnectionOwner OwnerOf(const Principal& who, const std::string& authorization) {
+  ConnectionOwner owner;
+  owner.token_key = Sha256Hex(authorization);
+  owner.org = who.org_id;
+  owner.agent = who.identity;
+  for (const char* r : {"approver", "auditor", "operator", "admin"}) owner.staff = owner.staff || who.Has(r);
+  return owner;
+}
+
+// The caller, or false after answering 401/403 (or 429/503 when the
+// connection would exceed its identity's share).
 bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
                std::initializer_list<const char*> roles, Principal* who) {
   const std::string h = req.get_header_value("Authorization");
@@ -230,6 +380,15 @@ bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Respon
   if (!BearerPrincipal(o.credentials, o.tokens, h, who)) {
     Error(res, 401, "E_UNAUTHORIZED", "unknown or revoked token");
     return false;
+  }
+  // From here the connection counts against the token (api/fair_share.h).
+  if (tl_conn.budget != nullptr) {
+    Refusal why;
+    if (!tl_conn.budget->Charge(tl_conn.id, OwnerOf(*who, h), &why)) {
+      res.set_header("Retry-After", "1");
+      Error(res, why.status, why.code, why.message);
+      return false;
+    }
   }
   for (const char* r : roles) {
     if (who->Has(r)) return true;
@@ -322,6 +481,47 @@ bool ReplayTargetOf(const ApiOptions& o, const httplib::Request& req, httplib::R
   return ScopedOrg(req, res, who, &t->org_id) && TimeRange(req, res, &t->since_us, &t->until_us);
 }
 
+// GET /v1/approvals's paging (docs/http_api.md): limit= (default 50, at
+// most 500), cursor= (a page's next_cursor: the requested_seq of its last
+// approval), desc=1 (newest first).
+struct ApprovalPaging {
+  size_t limit = 50;
+  uint64_t cursor = 0;  // 0: from the first
+  bool desc = false;
+};
+constexpr size_t kMaxApprovalsPage = 500;
+constexpr size_t kApprovalsPageBytes = 1 << 20;
+
+// False after answering 400 E_INVALID_QUERY.
+bool ApprovalPagingOf(const httplib::Request& req, httplib::Response& res, ApprovalPaging* p) {
+  auto number = [](const std::string& v, uint64_t* out) {
+    if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos) return false;
+    *out = std::stoull(v);
+    return true;
+  };
+  uint64_t n = 0;
+  if (const std::string v = Param(req, "limit"); !v.empty()) {
+    if (!number(v, &n) || n == 0 || n > kMaxApprovalsPage) {
+      Error(res, 400, errc::kInvalidQuery, "limit: a number from 1 to " + std::to_string(kMaxApprovalsPage));
+      return false;
+    }
+    p->limit = n;
+  }
+  if (const std::string v = Param(req, "cursor"); !v.empty()) {
+    if (!number(v, &p->cursor)) {
+      Error(res, 400, errc::kInvalidQuery, "cursor: pass back a next_cursor this endpoint gave");
+      return false;
+    }
+  }
+  const std::string desc = Param(req, "desc");
+  if (!desc.empty() && desc != "0" && desc != "1" && desc != "true" && desc != "false") {
+    Error(res, 400, errc::kInvalidQuery, "desc: 1 or 0");
+    return false;
+  }
+  p->desc = desc == "1" || desc == "true";
+  return true;
+}
+
 // Holds one of the server's max_concurrent_replays slots while a replay is
 // computed (each reads the log on a thread of its own and holds a worker
 // thread), so replays cannot starve approvals; ok() false after answering
@@ -362,23 +562,44 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   Impl* im = api->impl_.get();
   im->options = std::move(options);
   im->store = &store;
+  im->server = std::make_unique<GuardedServer>(im->options.limits);
   Status s = Producer::Open(im->options.bus, "", &im->producer);
   if (!s.ok()) return s;
   const ApiOptions& o = im->options;
-  httplib::Server& svr = im->server;
+  httplib::Server& svr = *im->server;
 
   svr.Get("/healthz", [im](const httplib::Request&, httplib::Response& res) {
     uint64_t seq = 0;
     Digest hash;
     Status st = im->store->ReadHead(&seq, &hash);
-    Reply(res, st.ok() ? 200 : 503, {{"ok", st.ok()}, {"head_seq", seq}});
+    Json body{{"ok", st.ok()}, {"head_seq", seq}};
+    if (im->options.degraded) {
+      if (std::vector<std::string> why = im->options.degraded(); !why.empty()) body["degraded"] = why;
+    }
+    Reply(res, st.ok() ? 200 : 503, body);
+  });
+
+  // The gate's public keys (core/result_signature.h): public, so any
+  // agent can check the results it reads. The newest first.
+  svr.Get("/v1/gate-key", [&o](const httplib::Request&, httplib::Response& res) {
+    std::vector<Credential> keys = o.credentials ? o.credentials->List("gate_key") : std::vector<Credential>{};
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [](const Credential& c) { return c.revoked; }), keys.end());
+    if (keys.empty()) return Error(res, 404, errc::kNotFound, "this deployment registered no gate key");
+    std::sort(keys.begin(), keys.end(), [](const Credential& a, const Credential& b) { return a.added_us > b.added_us; });
+    Json all = Json::array();
+    for (const Credential& c : keys) all.push_back({{"key_id", c.key_id}, {"public_key", c.public_key}, {"alg", "EdDSA"}});
+    Json body = all[0];
+    body["keys"] = all;
+    Reply(res, 200, body);
   });
 
   svr.Get("/metrics", [&o](const httplib::Request& req, httplib::Response& res) {
     if (!o.metrics) return Error(res, 404, errc::kNotFound, "metrics are not served here");
     Principal who;
     if (!o.metrics_public && !Authorize(o, req, res, {"operator", "admin"}, &who)) return;
-    res.set_content(o.metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    // An org's operator or admin sees its org's series only (api/metrics.h).
+    res.set_content(o.metrics_public ? o.metrics() : MetricsVisibleTo(who.org_id, o.metrics()),
+                    "text/plain; version=0.0.4; charset=utf-8");
   });
 
   svr.Get("/v1/approvals", [im, &o](const httplib::Request& req, httplib::Response& res) {
@@ -386,18 +607,34 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!Authorize(o, req, res, {"approver", "admin"}, &who)) return;
     PendingFilter f{"", Param(req, "agent")};
     if (!ScopedOrg(req, res, who, &f.org_id)) return;
+    ApprovalPaging page;
+    if (!ApprovalPagingOf(req, res, &page)) return;
     std::vector<PendingApproval> pending;
     Status st = ListPendingApprovals(*im->store, f, &pending);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+    // In the order approvals were requested (a seq names each), from the
+    // cursor on: a page is at most `limit` of them and about
+    // kApprovalsPageBytes (an approval carries its request's arguments).
+    std::stable_sort(pending.begin(), pending.end(), [&](const PendingApproval& a, const PendingApproval& b) {
+      return page.desc ? a.requested_seq > b.requested_seq : a.requested_seq < b.requested_seq;
+    });
     Json list = Json::array();
+    size_t bytes = 0;
+    std::string next;
     for (const auto& p : pending) {
+      if (page.cursor != 0 && (page.desc ? p.requested_seq >= page.cursor : p.requested_seq <= page.cursor)) continue;
+      if (list.size() >= page.limit || (!list.empty() && bytes >= kApprovalsPageBytes)) {
+        next = std::to_string(list.back()["requested_seq"].get<uint64_t>());
+        break;
+      }
       Json j = p.ToJson();
       const bool listed = p.approvers.empty() ||
                           std::find(p.approvers.begin(), p.approvers.end(), who.identity) != p.approvers.end();
       j["you_may_approve"] = listed && std::find(p.granted_by.begin(), p.granted_by.end(), who.identity) == p.granted_by.end();
+      bytes += j.dump(-1, ' ', false, Json::error_handler_t::replace).size();
       list.push_back(std::move(j));
     }
-    Reply(res, 200, {{"approvals", list}});
+    Reply(res, 200, {{"approvals", list}, {"next_cursor", next}, {"total", pending.size()}});
   });
 
   // The "allow always" rules in force, and their revocation (audit/agent_rules.h).
@@ -602,6 +839,28 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     Reply(res, 200, {{"identity", who.identity}, {"org_id", who.org_id}, {"roles", who.roles}});
   });
 
+  // What the fair-share pools hold (api/fair_share.h): deployment-wide
+  // figures, so an operator or a deployment admin only.
+  svr.Get("/v1/connections", [im, &o](const httplib::Request& req, httplib::Response& res) {
+    Principal who;
+    if (!Authorize(o, req, res, {"operator", "admin"}, &who)) return;
+    if (who.org_id != "*") return Error(res, 403, errc::kForbidden, "deployment-wide figures: a token of org '*' only");
+    const ConnectionBudget& b = im->server->budget();
+    const ConnectionBudget::Usage u = b.usage();
+    Json out{{"connections", {{"unauthenticated", u.unauthenticated}, {"agent", u.agent}, {"staff", u.staff}}},
+             {"refused", {{"identity_cap", u.refused_identity}, {"busy", u.refused_busy}, {"evicted", u.evicted}}},
+             {"limits", b.limits().ToJson()}};
+    if (o.mcp) out["mcp"] = o.mcp->Stats();
+    if (const std::string org = Param(req, "org"); !org.empty()) {
+      out["org"] = {{"org_id", org}, {"agent_connections", b.org_connections(org)}};
+      if (const std::string agent = Param(req, "agent"); !agent.empty()) {
+        out["org"]["agent_id"] = agent;
+        out["org"]["connections_of_agent"] = b.agent_connections(org, agent);
+      }
+    }
+    Reply(res, 200, out);
+  });
+
   ServeConsole(svr);
   // On every response: nothing of ours is sniffed as another type, framed,
   // or given a referrer; API answers may run no script at all.
@@ -684,7 +943,13 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       if (who.org_id == "*") return Error(res, 403, errc::kForbidden, "an agent token names one org");
       mcp::HttpCall call{req.method, req.body,
                          [&req](const std::string& h) { return req.get_header_value(h.c_str()); }, who.org_id,
-                         who.identity};
+                         who.identity, nullptr};
+      // A stream (GET, or a tools/call waiting for its approval) ends once
+      // its client hangs up or its token stops authenticating (revoked).
+      call.gone = [&o, sock = tl_conn.sock, auth = req.get_header_value("Authorization")] {
+        Principal still;
+        return PeerGone(sock) || !BearerPrincipal(o.credentials, o.tokens, auth, &still);
+      };
       mcp::HttpReply r = o.mcp->Handle(call);
       res.status = r.status;
       for (const auto& [k, v] : r.headers) res.set_header(k.c_str(), v);
@@ -742,7 +1007,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     }
     api->port_ = o.port;
   }
-  im->thread = std::thread([im] { im->server.listen_after_bind(); });
+  im->server->WidenBacklog();
+  im->thread = std::thread([im] { im->server->listen_after_bind(); });
   *out = std::move(api);
   return Status::Ok();
 }
@@ -753,10 +1019,10 @@ ApiServer::~ApiServer() {
   // hold the pool's join.
   if (impl_->options.mcp) impl_->options.mcp->Shutdown();
   // stop() only acts on a running server: let the listener thread get there.
-  for (int i = 0; i < 200 && impl_->thread.joinable() && !impl_->server.is_running(); ++i) {
+  for (int i = 0; i < 200 && impl_->thread.joinable() && !impl_->server->is_running(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  impl_->server.stop();
+  impl_->server->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
 }
 

@@ -1,9 +1,13 @@
 // The HTTP API served by `tollgate up` (docs/http_api.md), on cpp-httplib:
 //
-//   GET  /healthz             no token needed: {"ok": true, "head_seq": N}
+//   GET  /healthz             no token needed: {"ok": true, "head_seq": N},
+//                             plus "degraded": [why, ...] when something is
+//   GET  /v1/gate-key         no token needed: the key results are signed
+//                             with {key_id, public_key, alg, keys: [...]}
 //   GET  /metrics             operator, admin (no token with metrics_public):
 //                             Prometheus text format (api/metrics.h)
-//   GET  /v1/approvals        approver, admin: pending approvals (?org= &agent=)
+//   GET  /v1/approvals        approver, admin: pending approvals (?org= &agent=),
+//                             paged (limit=, cursor=, desc=1; next_cursor)
 //   POST /v1/approvals/{id}   approver, admin: {"decision": "approve"|"deny",
 //                             "scope": "once"|"always", "comment", "args_hash"}
 //   GET  /v1/rules            approver, auditor, admin: the "allow always"
@@ -20,6 +24,9 @@
 //   GET  /v1/audit/export     auditor, admin: the records of /v1/audit's
 //                             filters as a selection export (audit/export.h)
 //   GET  /v1/whoami           any token: {identity, org_id, roles}
+//   GET  /v1/connections      operator, admin of org "*": what the fair-share
+//                             pools hold, the refusals, MCP sessions and
+//                             streams (api/fair_share.h)
 //   GET  /, /console/{file}   the web console (api/console.h), no token:
 //                             static files; the page asks for one
 //   GET  /v1/replay/sessions/{id}          auditor, admin: the timeline
@@ -50,6 +57,15 @@
 //
 // Reads go to the log store directly (thread-safe). Bound to 127.0.0.1 by
 // default.
+//
+// Connections are shared fairly (api/fair_share.h, docs/http_api.md
+// "Limits"): a worker thread per connection, counted from accept as
+// unauthenticated (a small pool whose oldest member is cut to make room,
+// 3 s for the request line and headers), then, once a handler has checked
+// the token, against that token, its (org, agent) and its org (429
+// E_TOO_MANY_CONNECTIONS), agents and staff (approver, auditor, operator,
+// admin) in separate pools. An MCP event stream or a waiting tools/call
+// ends when its client hangs up or its token is revoked.
 #pragma once
 
 #include <chrono>
@@ -57,6 +73,7 @@
 #include <memory>
 #include <string>
 
+#include "api/fair_share.h"
 #include "api/tokens.h"
 #include "audit/log_store.h"
 #include "core/credentials.h"
@@ -97,6 +114,12 @@ struct ApiOptions {
   // (no token) only when metrics_public, else an operator or admin token.
   std::function<std::string()> metrics;
   bool metrics_public = false;
+  // What is wrong though the process serves (a stage's consumer group has a
+  // foreign member): /healthz still answers 200 and "ok", and lists these
+  // under "degraded". Null or empty: nothing.
+  std::function<std::vector<std::string>()> degraded;
+  // Connections per pool and identity (api/fair_share.h).
+  FairShareLimits limits;
 };
 
 class ApiServer {

@@ -1,5 +1,7 @@
 #include "approve/approve_stage.h"
 
+#include "core/result_signature.h"
+
 #include <algorithm>
 
 #include "core/auth.h"
@@ -12,6 +14,8 @@ namespace tollgate {
 namespace {
 
 constexpr const char* kTickSource = "approve:tick";
+// The approver an approval.denied of the stage's own names (the pending cap).
+constexpr const char* kCapApprover = "tollgate";
 
 bool IsId(const std::string& s) {
   if (s.empty() || s.size() > kMaxIdBytes) return false;
@@ -139,12 +143,20 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
                                "request " + flow.request_id() + " has no ask decision in the log", errc::kNotInLog,
                                Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
   }
+  // Denied for its agent's pending cap by this very message, read again
+  // after a crash: its result again.
+  if (st.approval_settled && st.approval_settled->data.contains("code") && !st.approval_requested &&
+      SourceOf(st.approval_settled) == ctx.source) {
+    Settle(input.history, *st.approval_settled, false, &r);
+    return r;
+  }
   if (st.terminal() || st.approval_settled) return r;  // settled: its outputs went out then
   {
     std::lock_guard<std::mutex> lock(mu_);
     flows_[RequestKey(flow.request.value("org_id", ""), flow.request_id())] = flow;
   }
   if (st.approval_requested) return r;  // held already (a re-sent copy, or read again)
+  if (DenyOverPendingCap(input, ctx, &r)) return r;
 
   // The log's decision, not the message's, says what approval is needed.
   const Json approval = st.decision->data.value("approval", Json::object());
@@ -174,7 +186,56 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
                                 {"approvers", approvers},
                                 {"timeout_s", timeout_s},
                                 {"source", ctx.source}}));
+  // The agent is told its call waits (docs/approvals.md): a signed,
+  // non-final `pending` message on its results topic; the final result
+  // comes when the approval settles.
+  const Json pending = MakeResult(flow.request, kStatusPending, WithoutProvenance(st.decision->data),
+                                  {{"quorum", quorum},
+                                   {"approvals", 0},
+                                   {"approvers", approvers},
+                                   {"deadline", FormatTime(deadline)}},
+                                  nullptr);
+  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, pending),
+                       static_cast<int>(r.events.size()) - 1, pending});
+  // Counted at once for the agent's cap: the listener folds it only after
+  // the batch is appended, and later asks of this batch must see it (the
+  // fold is idempotent, so applying it again then changes nothing).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Event& e : r.events) {
+      if (e.type == "approval.requested") pending_.Apply(e);
+    }
+  }
   return r;
+}
+
+bool ApproveStage::DenyOverPendingCap(const FlowInput& input, const StageContext& ctx, StageResult* r) {
+  const size_t cap = config_.max_pending_per_agent;
+  if (cap == 0) return false;
+  const Flow& flow = input.flow;
+  const std::string org = flow.request.value("org_id", ""), agent = flow.request.value("agent_id", "");
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = pending_.HeldBy(org, agent);
+  }
+  if (held < cap) return false;
+  const std::string msg = "agent '" + agent + "' already has " + std::to_string(held) +
+                          " calls waiting for approval, the most it may have; this one was not put to approvers";
+  std::vector<Event> with = input.history;
+  with.push_back(FlowEvent(flow, "approval.denied", ctx.now_us,
+                           {{"approver", kCapApprover},
+                            {"scope", "once"},
+                            {"code", errc::kTooManyPending},
+                            {"comment", msg},
+                            {"pending", held},
+                            {"limit", cap},
+                            {"source", ctx.source}},
+                           "pending-cap"));
+  StampTraceparent(RequestTraceparent(input.history), &with.back());
+  r->events.push_back(with.back());
+  Settle(with, with.back(), true, r);
+  return true;
 }
 
 bool ApproveStage::FlowFor(const std::vector<Event>& history, Flow* flow) const {
@@ -233,8 +294,12 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   const std::string msg = expired ? approval.value("comment", "approval expired")
                                   : (withdrawn ? "withdrawn by " : "denied by ") + approval.value("approver", "") +
                                         (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
+  // A denial of the stage's own (the pending cap) carries its code; the
+  // agent may ask again once fewer of its calls wait.
+  const std::string own = settled.type == "approval.denied" ? settled.data.value("code", "") : "";
   const char* code = expired ? errc::kApprovalExpired : withdrawn ? errc::kWithdrawn : errc::kApprovalDenied;
-  result = MakeResult(request, expired ? "expired" : "denied", decision, approval, ToolResultError(code, msg, false));
+  result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
+                      ToolResultError(own.empty() ? code : own, msg, !own.empty()));
   if (!fresh) result["log_seq"] = settled.seq;
   r->outputs.push_back({InTrace(tp, MessageFor(config_.topics.results(), request, result)), index, result});
 }

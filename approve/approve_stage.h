@@ -10,7 +10,10 @@
 //
 // - ask: appends approval.requested (approvers_needed = quorum, approvers,
 //   timeout_s, deadline = the decision.made time + timeout_s, the logged
-//   args_hash) and holds the request. No output.
+//   args_hash) and holds the request. When its agent already has
+//   max_pending_per_agent approvals pending (the fold below, plus the asks
+//   held earlier in the same batch), appends an approval.denied with
+//   code E_TOO_MANY_PENDING instead and sends the `denied` result.
 // - response: judged against the request's events in the log (the runner
 //   overlays the batch in progress, so two responses in one batch see each
 //   other). Refused, as an approval.refused event with a reason code, when
@@ -95,6 +98,10 @@ struct ApproveConfig {
   WebhookOptions webhooks;
   // Unset: every response is refused (fail closed).
   ResponseAuthenticator authenticate;
+  // Calls of one (org, agent) waiting for approval at once; an ask past it
+  // ends `denied` with E_TOO_MANY_PENDING (an approval.denied by approver
+  // "tollgate" with `code`), never shown to approvers. 0: no cap.
+  size_t max_pending_per_agent = 100;
 };
 
 // `text` with the glob metacharacters * ? [ ] \ escaped by a backslash.
@@ -141,6 +148,9 @@ class ApproveStage : public Stage {
  private:
   StageResult ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log);
   StageResult ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log);
+  // An ask past its agent's max_pending_per_agent: its approval.denied
+  // (E_TOO_MANY_PENDING) and `denied` result into *r; false under the cap.
+  bool DenyOverPendingCap(const FlowInput& input, const StageContext& ctx, StageResult* r);
   // Outputs for the event `settled` that ended the approval.
   void Settle(const std::vector<Event>& history, const Event& settled, bool fresh, StageResult* r);
   // The Flow to forward for a granted request: the one seen on the approve

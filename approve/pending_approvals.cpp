@@ -22,9 +22,22 @@ int ApproversNeeded(const Json& data) {
 
 }  // namespace
 
+void PendingApprovals::Erase(const std::string& key) {
+  auto it = held_.find(key);
+  if (it == held_.end()) return;
+  auto n = per_agent_.find({it->second.org_id, it->second.agent_id});
+  if (n != per_agent_.end() && --n->second == 0) per_agent_.erase(n);
+  held_.erase(it);
+}
+
 void PendingApprovals::Finish(const std::string& key) {
-  held_.erase(key);
+  Erase(key);
   finished_.insert(key);
+}
+
+size_t PendingApprovals::HeldBy(const std::string& org_id, const std::string& agent_id) const {
+  auto n = per_agent_.find({org_id, agent_id});
+  return n == per_agent_.end() ? 0 : n->second;
 }
 
 void PendingApprovals::Apply(const Event& e) {
@@ -35,9 +48,11 @@ void PendingApprovals::Apply(const Event& e) {
   if (finished_.count(key)) return;
   auto it = held_.find(key);
   if (e.type == "approval.requested") {
+    if (it == held_.end()) ++per_agent_[{e.org_id, e.agent_id}];
     Held& h = held_[key];
     h.org_id = e.org_id;
     h.request_id = e.request_id;
+    h.agent_id = e.agent_id;
     h.deadline_us = 0;
     ParseTime(e.data.value("deadline", ""), &h.deadline_us);
     h.needed = ApproversNeeded(e.data);
@@ -60,7 +75,7 @@ void PendingApprovals::Apply(const Event& e) {
 }
 
 void PendingApprovals::Forget(const std::string& org_id, const std::string& request_id) {
-  held_.erase(RequestKey(org_id, request_id));
+  Erase(RequestKey(org_id, request_id));
 }
 
 const PendingApprovals::Held* PendingApprovals::Find(const std::string& org_id, const std::string& request_id) const {

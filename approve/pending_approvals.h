@@ -35,7 +35,7 @@ namespace tollgate {
 class PendingApprovals {
  public:
   struct Held {
-    std::string org_id, request_id;
+    std::string org_id, request_id, agent_id;
     int64_t deadline_us = 0;
     int needed = 1;
     std::vector<std::string> granted_by;  // distinct approvers, in log order
@@ -52,6 +52,9 @@ class PendingApprovals {
   // By RequestKey(org, request_id).
   const std::map<std::string, Held>& held() const { return held_; }
   size_t size() const { return held_.size(); }
+  // Pending approvals of one (org, agent): what its cap counts
+  // (ApproveConfig::max_pending_per_agent).
+  size_t HeldBy(const std::string& org_id, const std::string& agent_id) const;
   // The earliest deadline, 0 when nothing is pending.
   int64_t next_deadline_us() const;
   // (org, request_id) of the approvals whose deadline is at or before now.
@@ -59,7 +62,9 @@ class PendingApprovals {
 
  private:
   void Finish(const std::string& key);
+  void Erase(const std::string& key);
   std::map<std::string, Held> held_;
+  std::map<std::pair<std::string, std::string>, size_t> per_agent_;  // (org, agent) -> held
   // Settled or ended: the last 100,000, to ignore their late events (which
   // come soon after or never), so a long run's memory stays bounded.
   RecentSet finished_{100'000};

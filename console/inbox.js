@@ -6,6 +6,26 @@ import { api, explain } from './api.js';
 import { badge, dangerBadge, duration, field, h, jsonBlock, notice, viewLink, when } from './dom.js';
 
 const POLL_MS = 1000;
+// GET /v1/approvals is paged (docs/http_api.md): the newest first, up to
+// MAX_PAGES pages of PAGE each poll; `total` says how many wait in all.
+const PAGE = 100;
+const MAX_PAGES = 10;
+
+async function pendingApprovals() {
+  const approvals = [];
+  let total = 0;
+  let cursor = '';
+  for (let page = 0; page < MAX_PAGES; page++) {
+    const q = new URLSearchParams({ desc: '1', limit: String(PAGE) });
+    if (cursor) q.set('cursor', cursor);
+    const { data } = await api(`/v1/approvals?${q}`);
+    approvals.push(...(data.approvals || []));
+    total = data.total ?? approvals.length;
+    cursor = data.next_cursor || '';
+    if (!cursor) break;
+  }
+  return { approvals, total };
+}
 
 export function renderInbox(main, { me }) {
   const status = h('p', { class: 'muted', 'aria-live': 'polite' }, 'Loading…');
@@ -31,9 +51,9 @@ export function renderInbox(main, { me }) {
     inflight = true;
     clearTimeout(timer);
     try {
-      const { data } = await api('/v1/approvals');
+      const { approvals, total } = await pendingApprovals();
       failure.replaceChildren();
-      const pending = (data.approvals || []).slice().sort((a, b) => b.requested_seq - a.requested_seq);
+      const pending = approvals.slice().sort((a, b) => b.requested_seq - a.requested_seq);
       const seen = new Set();
       for (const p of pending) {
         const key = `${p.org_id}/${p.request_id}`;
@@ -54,7 +74,8 @@ export function renderInbox(main, { me }) {
       // Keep the newest first without rebuilding the cards.
       for (const p of pending) list.append(cards.get(`${p.org_id}/${p.request_id}`).el);
       empty.hidden = pending.length > 0;
-      status.replaceChildren(`${pending.length} pending · updated `, h('time', {}, new Date().toLocaleTimeString()));
+      const shown = total > pending.length ? `${total} pending, the newest ${pending.length} shown` : `${pending.length} pending`;
+      status.replaceChildren(`${shown} · updated `, h('time', {}, new Date().toLocaleTimeString()));
     } catch (e) {
       failure.replaceChildren(notice(`Could not load approvals: ${explain(e)}`, 'error'));
     }

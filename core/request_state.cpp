@@ -99,10 +99,12 @@ Json ResultFromLog(const RequestState& st) {
     const bool expired = st.approval_settled->type == "approval.expired";
     const bool withdrawn = st.approval_settled->data.value("withdrawn", false);
     result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
-                        ToolResultError(expired     ? errc::kApprovalExpired
-                                        : withdrawn ? errc::kWithdrawn
-                                                    : errc::kApprovalDenied,
-                                        approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")), false));
+                        // A denial of the approve stage's own (the pending cap) names its code.
+                        ToolResultError(expired     ? std::string(errc::kApprovalExpired)
+                                        : withdrawn ? std::string(errc::kWithdrawn)
+                                                    : approval.value("code", std::string(errc::kApprovalDenied)),
+                                        approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")),
+                                        !expired && !withdrawn && approval.contains("code")));
     last = st.approval_settled;
   } else {
     result = MakeResult(request, "denied", decision, nullptr,

@@ -49,20 +49,127 @@ std::string SseEvent(const Json& m) {
   return "event: message\ndata: " + m.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
 }
 
+// A refusal for a cap (docs/mcp.md, "Limits"): the code in the message and
+// in error.data, so a client (or its user) can tell which.
+HttpReply LimitFailure(int status, const Json& id, const std::string& code, const std::string& message) {
+  HttpReply r = JsonReply(status, Error(id, kInternalError, code + ": " + message, Json{{"code", code}}));
+  r.headers.emplace_back("Retry-After", "1");
+  return r;
+}
+
 }  // namespace
 
-HttpEndpoint::HttpEndpoint(Gateway gateway, size_t max_sessions)
-    : gw_(std::move(gateway)), max_sessions_(max_sessions) {}
+struct HttpEndpoint::Busy {
+  HttpEndpoint* ep;
+  std::string id;
+  AgentKey who;
+  bool stream;
+  ~Busy() {
+    std::lock_guard<std::mutex> lock(ep->mu_);
+    if (auto it = ep->sessions_.find(id); it != ep->sessions_.end()) {
+      --it->second.busy;
+      it->second.last_used = ep->Now();
+    }
+    if (!stream) {
+      --ep->calls_;
+      return;
+    }
+    --ep->stream_count_;
+    if (auto s = ep->streams_.find(who); s != ep->streams_.end() && --s->second == 0) ep->streams_.erase(s);
+  }
+};
+
+HttpEndpoint::HttpEndpoint(Gateway gateway, HttpEndpointLimits limits)
+    : gw_(std::move(gateway)), limits_(std::move(limits)) {}
+
+HttpEndpoint::Clock::time_point HttpEndpoint::Now() const {
+  return limits_.clock ? limits_.clock() : Clock::now();
+}
 
 size_t HttpEndpoint::sessions() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sessions_.size();
 }
 
+size_t HttpEndpoint::sessions_of(const std::string& org, const std::string& agent) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = by_agent_.find({org, agent});
+  return it == by_agent_.end() ? 0 : it->second.size();
+}
+
+Json HttpEndpoint::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {{"sessions", sessions_.size()},
+          {"streams", stream_count_},
+          {"calls", calls_},
+          {"limits",
+           {{"max_sessions", limits_.max_sessions},
+            {"max_sessions_per_org", limits_.max_sessions_per_org},
+            {"max_sessions_per_agent", limits_.max_sessions_per_agent},
+            {"session_idle_s", limits_.session_idle.count()},
+            {"max_streams_per_agent", limits_.max_streams_per_agent}}}};
+}
+
 void HttpEndpoint::Shutdown() {
   stopping_ = true;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [id, e] : sessions_) e.session->Close();
+}
+
+void HttpEndpoint::EraseLocked(std::map<std::string, Entry>::iterator it) {
+  Entry& e = it->second;
+  e.session->Close();
+  const AgentKey who{e.org, e.agent};
+  if (auto a = by_agent_.find(who); a != by_agent_.end()) {
+    a->second.erase(it->first);
+    if (a->second.empty()) by_agent_.erase(a);
+  }
+  if (auto o = per_org_.find(e.org); o != per_org_.end() && --o->second == 0) per_org_.erase(o);
+  sessions_.erase(it);
+}
+
+bool HttpEndpoint::IdleLocked(const Entry& e, Clock::time_point now) const {
+  return e.busy == 0 && now - e.last_used >= limits_.session_idle;
+}
+
+void HttpEndpoint::ExpireLocked(Clock::time_point now) {
+  last_sweep_ = now;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    auto next = std::next(it);
+    if (IdleLocked(it->second, now)) EraseLocked(it);
+    it = next;
+  }
+}
+
+void HttpEndpoint::ExpireIdle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ExpireLocked(Now());
+}
+
+bool HttpEndpoint::EvictLruLocked(const std::vector<std::string>& ids) {
+  auto best = sessions_.end();
+  for (const std::string& id : ids) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end() || it->second.busy > 0) continue;
+    if (best == sessions_.end() || it->second.last_used < best->second.last_used) best = it;
+  }
+  if (best == sessions_.end()) return false;
+  EraseLocked(best);
+  return true;
+}
+
+std::shared_ptr<HttpEndpoint::Busy> HttpEndpoint::Hold(const std::string& id, const AgentKey& who,
+                                                       bool stream) {
+  // With mu_ held by the caller.
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) ++it->second.busy;
+  if (stream) {
+    ++streams_[who];
+    ++stream_count_;
+  } else {
+    ++calls_;
+  }
+  return std::shared_ptr<Busy>(new Busy{this, id, who, stream});
 }
 
 HttpReply HttpEndpoint::Handle(const HttpCall& call) {
@@ -72,15 +179,19 @@ HttpReply HttpEndpoint::Handle(const HttpCall& call) {
   if (!version.empty() && NegotiateVersion(version) != version) {
     return RpcFailure(400, nullptr, kInvalidRequest, "unsupported MCP-Protocol-Version " + version);
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = Now();
+    if (now - last_sweep_ >= std::chrono::seconds(1)) ExpireLocked(now);
+  }
   if (call.method == "POST") return Post(call);
   if (call.method == "GET") return Get(call);
   if (call.method == "DELETE") {
     HttpReply refused;
     auto s = Find(call, &refused);
     if (!s) return refused;
-    s->Close();
     std::lock_guard<std::mutex> lock(mu_);
-    sessions_.erase(s->id());
+    if (auto it = sessions_.find(s->id()); it != sessions_.end()) EraseLocked(it);
     HttpReply r;
     r.status = 204;
     return r;
@@ -103,29 +214,63 @@ std::shared_ptr<Session> HttpEndpoint::Find(const HttpCall& call, HttpReply* ref
     *refused = RpcFailure(404, nullptr, kInvalidRequest, "no such session; initialize a new one");
     return nullptr;
   }
+  const auto now = Now();
+  if (IdleLocked(it->second, now)) {
+    EraseLocked(it);
+    *refused =
+        RpcFailure(404, nullptr, kInvalidRequest, "the session ended after being idle; initialize a new one");
+    return nullptr;
+  }
+  it->second.last_used = now;
   return it->second.session;
+}
+
+HttpReply HttpEndpoint::Initialize(const HttpCall& call, const Incoming& in) {
+  const std::string id = NewSessionId();
+  auto session = std::make_shared<Session>(gw_, Who{call.org, call.agent, id}, id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const AgentKey who{call.org, call.agent};
+    // The agent's own cap first: at it, its least recently used idle
+    // session makes room, so an agent only ever displaces itself.
+    auto mine = by_agent_.find(who);
+    if (mine != by_agent_.end() && mine->second.size() >= limits_.max_sessions_per_agent &&
+        !EvictLruLocked({mine->second.begin(), mine->second.end()})) {
+      return LimitFailure(429, in.id, "E_TOO_MANY_SESSIONS",
+                          "agent '" + call.agent + "' has " + std::to_string(limits_.max_sessions_per_agent) +
+                              " sessions, each with a stream or call open; end one (DELETE) first");
+    }
+    if (auto o = per_org_.find(call.org); o != per_org_.end() && o->second >= limits_.max_sessions_per_org) {
+      std::vector<std::string> ids;
+      for (const auto& [sid, e] : sessions_) {
+        if (e.org == call.org) ids.push_back(sid);
+      }
+      if (!EvictLruLocked(ids)) {
+        return LimitFailure(429, in.id, "E_TOO_MANY_SESSIONS",
+                            "org '" + call.org + "' has " + std::to_string(limits_.max_sessions_per_org) +
+                                " sessions in use; end one (DELETE) first");
+      }
+    }
+    if (sessions_.size() >= limits_.max_sessions) ExpireLocked(Now());
+    if (sessions_.size() >= limits_.max_sessions) {
+      return LimitFailure(503, in.id, "E_TOO_MANY_SESSIONS",
+                          "the gateway holds as many MCP sessions as it may");
+    }
+    sessions_[id] = {session, call.org, call.agent, Now(), 0};
+    by_agent_[who].insert(id);
+    ++per_org_[call.org];
+  }
+  Json answer;
+  session->Handle(in, [&answer](const Json& m) { answer = m; });
+  HttpReply r = JsonReply(200, answer);
+  r.headers.emplace_back("Mcp-Session-Id", id);
+  return r;
 }
 
 HttpReply HttpEndpoint::Post(const HttpCall& call) {
   Incoming in = Parse(call.body);
   if (in.kind == Incoming::Kind::kInvalid) return RpcFailure(400, in.id, in.error_code, in.error_message);
-
-  if (in.kind == Incoming::Kind::kRequest && in.method == "initialize") {
-    const std::string id = NewSessionId();
-    auto session = std::make_shared<Session>(gw_, Who{call.org, call.agent, id}, id);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (sessions_.size() >= max_sessions_) {
-        return RpcFailure(503, in.id, kInternalError, "too many MCP sessions; end one (DELETE) first");
-      }
-      sessions_[id] = {session, call.org, call.agent};
-    }
-    Json answer;
-    session->Handle(in, [&answer](const Json& m) { answer = m; });
-    HttpReply r = JsonReply(200, answer);
-    r.headers.emplace_back("Mcp-Session-Id", id);
-    return r;
-  }
+  if (in.kind == Incoming::Kind::kRequest && in.method == "initialize") return Initialize(call, in);
 
   HttpReply refused;
   auto session = Find(call, &refused);
@@ -149,12 +294,18 @@ HttpReply HttpEndpoint::Post(const HttpCall& call) {
     if (!meta.is_object()) meta = Json::object();
     meta["traceparent"] = tp;
   }
+  std::shared_ptr<Busy> busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy = Hold(session->id(), {call.org, call.agent}, false);
+  }
   // tools/call: an event stream, so progress can precede the result.
   HttpReply r;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
-  r.stream = [session, in](const std::function<bool(const std::string&)>& write) {
-    session->Handle(in, [&write](const Json& m) { write(SseEvent(m)); });
+  r.stream = [session, in, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
+    session->Handle(
+        in, [&write](const Json& m) { write(SseEvent(m)); }, gone);
   };
   return r;
 }
@@ -166,16 +317,30 @@ HttpReply HttpEndpoint::Get(const HttpCall& call) {
   HttpReply refused;
   auto session = Find(call, &refused);
   if (!session) return refused;
+  std::shared_ptr<Busy> busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const AgentKey who{call.org, call.agent};
+    auto open = streams_.find(who);
+    if (open != streams_.end() && open->second >= limits_.max_streams_per_agent) {
+      return LimitFailure(429, nullptr, "E_TOO_MANY_STREAMS",
+                          "agent '" + call.agent + "' has " + std::to_string(limits_.max_streams_per_agent) +
+                              " event streams open (GET /mcp); close one first");
+    }
+    busy = Hold(session->id(), who, true);
+  }
   HttpReply r;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
-  r.stream = [this, session](const std::function<bool(const std::string&)>& write) {
+  r.stream = [this, session, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
     auto next_keepalive = std::chrono::steady_clock::now();
     while (!stopping_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (sessions_.find(session->id()) == sessions_.end()) return;
       }
+      // A client that hung up, or whose token was revoked, is done.
+      if (gone && gone()) return;
       const auto now = std::chrono::steady_clock::now();
       if (now >= next_keepalive) {
         if (!write(": keepalive\n\n")) return;

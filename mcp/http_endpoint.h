@@ -14,16 +14,20 @@
 //   DELETE ends the session.
 //
 // A session belongs to the (org, agent) of the token that made it: another
-// token naming it gets 404, as an unknown session does. An Origin header
-// that is not this host's or a loopback origin is refused (403): a web page
-// must not drive a local gateway (DNS rebinding).
+// token naming it gets 404, as an unknown session does. Sessions end when
+// idle (HttpEndpointLimits::session_idle) and are capped per agent, per org
+// and in all; GET streams are capped per agent (docs/mcp.md, "Limits"). An
+// Origin header that is not this host's or a loopback origin is refused
+// (403): a web page must not drive a local gateway (DNS rebinding).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,6 +41,11 @@ struct HttpCall {
   std::string body;
   std::function<std::string(const std::string&)> header;  // "" when absent
   std::string org, agent;  // the agent token's binding
+  // While a stream runs: true once the client has hung up or its token no
+  // longer authenticates (revoked). A GET stream then ends; a tools/call
+  // waiting for its result ends and withdraws its pending approval, as
+  // notifications/cancelled does. Null: never.
+  std::function<bool()> gone;
 };
 
 struct HttpReply {
@@ -49,28 +58,74 @@ struct HttpReply {
   std::function<void(const std::function<bool(const std::string&)>& write)> stream;
 };
 
+// What one agent, one org and everyone together may hold (docs/mcp.md,
+// "Limits"). At an agent's or an org's session cap, initialize ends that
+// agent's (org's) least recently used idle session to make room; when none
+// is idle (each has a stream or a call in flight) it is refused, 429
+// E_TOO_MANY_SESSIONS (503 at the global cap).
+struct HttpEndpointLimits {
+  size_t max_sessions = 4096;
+  size_t max_sessions_per_org = 1024;
+  size_t max_sessions_per_agent = 64;
+  // A session with no message, stream or call for this long ends (its id
+  // is then 404, and the client initializes a new one).
+  std::chrono::seconds session_idle{1800};
+  // Open GET event streams of one (org, agent); more: 429 E_TOO_MANY_STREAMS.
+  size_t max_streams_per_agent = 4;
+  // The clock of idleness (tests inject one); steady_clock when null.
+  std::function<std::chrono::steady_clock::time_point()> clock;
+};
+
 class HttpEndpoint {
  public:
-  explicit HttpEndpoint(Gateway gateway, size_t max_sessions = 4096);
+  explicit HttpEndpoint(Gateway gateway, HttpEndpointLimits limits = {});
   HttpReply Handle(const HttpCall& call);
   // Ends every session and stream (before the server stops, so no worker
   // stays in a stream).
   void Shutdown();
+  // Ends the sessions idle longer than session_idle (Handle does this
+  // too, at most once a second).
+  void ExpireIdle();
   size_t sessions() const;
+  // {sessions, streams, calls (tools/call in flight), limits}.
+  Json Stats() const;
+  // Sessions of one (org, agent).
+  size_t sessions_of(const std::string& org, const std::string& agent) const;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  using AgentKey = std::pair<std::string, std::string>;  // (org, agent)
   struct Entry {
     std::shared_ptr<Session> session;
     std::string org, agent;
+    Clock::time_point last_used;
+    int busy = 0;  // streams and calls in flight: never ended for idleness
   };
+  // Holds a session busy while a stream or call runs (released with the
+  // reply's stream, whether or not it ran).
+  struct Busy;
   HttpReply Post(const HttpCall& call);
   HttpReply Get(const HttpCall& call);
+  HttpReply Initialize(const HttpCall& call, const Incoming& in);
   std::shared_ptr<Session> Find(const HttpCall& call, HttpReply* refused);
+  std::shared_ptr<Busy> Hold(const std::string& id, const AgentKey& who, bool stream);
+  Clock::time_point Now() const;
+  // With mu_ held.
+  void EraseLocked(std::map<std::string, Entry>::iterator it);
+  void ExpireLocked(Clock::time_point now);
+  bool IdleLocked(const Entry& e, Clock::time_point now) const;
+  // Ends the least recently used idle session among `ids`; false if none.
+  bool EvictLruLocked(const std::vector<std::string>& ids);
 
   const Gateway gw_;
-  const size_t max_sessions_;
+  const HttpEndpointLimits limits_;
   mutable std::mutex mu_;
   std::map<std::string, Entry> sessions_;
+  std::map<AgentKey, std::set<std::string>> by_agent_;
+  std::map<std::string, size_t> per_org_;
+  std::map<AgentKey, size_t> streams_;
+  size_t stream_count_ = 0, calls_ = 0;
+  Clock::time_point last_sweep_{};
   std::atomic<bool> stopping_{false};
 };
 

@@ -14,6 +14,10 @@ constexpr const char* kInstructions =
     "Every tool call goes through tollgate: it is decided under the policy in force, may wait for a human "
     "approver, and is recorded in a hash-chained audit log. A denied call returns isError with the reason.";
 
+// How long a call whose client gave up may still take to reach its
+// approval before it is withdrawn anyway (CallTool).
+constexpr std::chrono::seconds kHeldWait{10};
+
 std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools", Json::array()).dump()); }
 
 bool SafeName(const std::string& s) {
@@ -102,7 +106,7 @@ std::string CheckArgs(const Json& schema, const Json& args) {
 Session::Session(const Gateway& gateway, Who who, std::string mcp_session_id)
     : gw_(gateway), who_(std::move(who)), mcp_session_(std::move(mcp_session_id)) {}
 
-void Session::Handle(const Incoming& in, const Send& send) {
+void Session::Handle(const Incoming& in, const Send& send, const std::function<bool()>& gone) {
   using Kind = Incoming::Kind;
   if (in.kind == Kind::kInvalid) return send(Error(in.id, in.error_code, in.error_message));
   if (in.kind == Kind::kResponse) return;  // we send no requests
@@ -117,7 +121,7 @@ void Session::Handle(const Incoming& in, const Send& send) {
     return send(list.contains("error") ? Error(in.id, kInternalError, list["error"].get<std::string>())
                                        : Result(in.id, std::move(list)));
   }
-  if (in.method == "tools/call") return CallTool(in, send);
+  if (in.method == "tools/call") return CallTool(in, send, gone);
   send(Error(in.id, kMethodNotFound, "method '" + in.method + "' is not served (this server offers tools only)"));
 }
 
@@ -184,7 +188,7 @@ void Session::Cancel(const Json& params) {
   if (it != in_flight_.end()) *it->second = true;
 }
 
-void Session::CallTool(const Incoming& in, const Send& send) {
+void Session::CallTool(const Incoming& in, const Send& send, const std::function<bool()>& gone) {
   const Json& p = in.params;
   if (!p.contains("name") || !p["name"].is_string() || p["name"].get<std::string>().empty()) {
     return send(Error(in.id, kInvalidParams, "tools/call needs params.name, a non-empty string"));
@@ -226,7 +230,10 @@ void Session::CallTool(const Incoming& in, const Send& send) {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_[key] = cancelled;
   }
-  auto waiter = gw_.pipeline->Expect(who_.org, rid);
+  std::shared_ptr<PipelineClient::Waiter> waiter;
+  if (Status e = gw_.pipeline->Expect(who_.org, who_.agent, rid, &waiter); !e.ok()) {
+    return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot read results: " + e.ToString())));
+  }
   struct Cleanup {
     Session* s;
     std::string key, org, rid;
@@ -257,14 +264,32 @@ void Session::CallTool(const Incoming& in, const Send& send) {
                        {"progress", ++progress},
                        {"message", rid + ": " + where + " (" + std::to_string(waited.count()) + " s)"}}));
   };
-  std::optional<Json> result =
-      waiter->Wait(start + gw_.max_wait, [&] { return cancelled->load() || closed_.load(); }, tick);
+  // A client that hung up (or lost its credentials) gave up as one that
+  // cancels does: its call must not hold a connection, or a pending
+  // approval, until the approval's deadline.
+  bool left = false;
+  std::optional<Json> result = waiter->Wait(
+      start + gw_.max_wait,
+      [&] {
+        if (cancelled->load() || closed_.load()) return true;
+        left = gone && gone();
+        return left;
+      },
+      tick);
   if (result) return send(Result(in.id, CallToolResultOf(*result)));
-  if (closed_.load() && !cancelled->load()) return;
-  if (cancelled->load()) {
+  if (closed_.load() && !cancelled->load() && !left) return;
+  if (cancelled->load() || left) {
     // The client gave up: withdraw the approval it may be waiting for (the
     // approve stage records it, or refuses it on the record when nothing is
-    // pending). No response, as the spec says.
+    // pending). No response, as the spec says. A withdrawal that reached
+    // the approve stage before the ask would find nothing to withdraw, so a
+    // call still in the pipeline is first given a little time to be held
+    // (its signed `pending` message) or to end on its own.
+    bool held = waiter->pending().has_value();
+    if (!held && waiter->Wait(std::chrono::steady_clock::now() + kHeldWait, [&] { return held || closed_.load(); },
+                              [&] { held = waiter->pending().has_value(); })) {
+      return;  // it ended (ran, or was denied): nothing to withdraw
+    }
     Message w;
     if (gw_.withdraw && gw_.withdraw(who_.org, who_.agent, rid, &w).ok()) gw_.pipeline->Publish(w);
     return;

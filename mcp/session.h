@@ -65,8 +65,11 @@ class Session {
 
   // Handles one message; sends its response (if any) and the notifications
   // that belong to it through `send`, then returns. A cancelled call sends
-  // no response (the spec's rule).
-  void Handle(const Incoming& in, const Send& send);
+  // no response (the spec's rule). `gone`, when set, says the client is no
+  // longer there (hung up, or its credentials revoked): a tools/call
+  // waiting for its result then ends and withdraws its pending approval,
+  // as a cancellation does.
+  void Handle(const Incoming& in, const Send& send, const std::function<bool()>& gone = nullptr);
 
   // Whether the agent's tool list now differs from the last one this
   // client was given (by initialize's time or its last tools/list, or the
@@ -82,7 +85,7 @@ class Session {
  private:
   Json Initialize(const Incoming& in);
   Json ListTools(const Incoming& in);
-  void CallTool(const Incoming& in, const Send& send);
+  void CallTool(const Incoming& in, const Send& send, const std::function<bool()>& gone);
   void Cancel(const Json& params);
 
   const Gateway& gw_;
