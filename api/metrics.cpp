@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "core/tool_catalog.h"
 
@@ -46,14 +47,38 @@ std::string Code(const std::string& s) {
   return s;
 }
 
-// A tool that ran: a built-in, cli:NAME, mcp:S/T or an http_request alias
-// (the operator's names: only a call decide allowed runs, and decide knows
-// no other tool).
-std::string ToolLabel(const std::string& tool) {
-  if (FindBuiltinTool(tool) != nullptr) return tool;
-  if (Word(tool) == tool && tool.find('.') == std::string::npos && tool.find('-') == std::string::npos) return tool;
-  if ((tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) && tool.size() <= 80) return tool;
-  return "other";
+constexpr const char* kOther = "other";
+
+// Valid UTF-8 without control characters (what a label value may hold).
+bool PrintableUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    const size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    // No overlong form, surrogate or code point past U+10FFFF.
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+        (c == 0xf4 && c1 > 0x8f)) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// An org as a label value. "other" is the overflow bucket, never an org's
+// own series (an org named "other" counts there, and sees none of it).
+std::string OrgValue(const std::string& org) {
+  if (org.empty() || org == kOther || org.size() > 256 || !PrintableUtf8(org)) return kOther;
+  return org;
 }
 
 // decision.rule's kind: "mode:ask@org" -> mode, "budget:b" -> budget.
@@ -96,34 +121,82 @@ void Metrics::Histogram::Add(double v) {
   ++count;
 }
 
-void Metrics::Count(const std::string& family, Labels labels) { counters_[family][std::move(labels)] += 1; }
+Metrics::Labels Metrics::Bound(const std::string& family, Labels labels) {
+  auto& values = label_values_[family];
+  for (auto& [name, value] : labels) {
+    if (value == kOther) continue;
+    std::set<std::string>& seen = values[name];
+    if (seen.count(value)) continue;
+    if (seen.size() >= kMaxLabelValues) value = kOther;
+    else seen.insert(value);
+  }
+  return labels;
+}
+
+// A label set new to family map `m`, within the family's caps.
+template <typename Map>
+static std::vector<std::pair<std::string, std::string>> Admit(
+    const Map& m, std::vector<std::pair<std::string, std::string>> labels) {
+  if (!m.count(labels) && m.size() >= Metrics::kMaxSeries) {
+    for (auto& [name, value] : labels) value = kOther;
+  }
+  return labels;
+}
+
+void Metrics::Count(const std::string& family, Labels labels, double by) {
+  auto& m = counters_[family];
+  if (!m.count(labels)) labels = Admit(m, Bound(family, std::move(labels)));
+  m[labels] += by;
+}
+
+void Metrics::Measure(const std::string& family, Labels labels, double value) {
+  auto& m = histograms_[family];
+  if (!m.count(labels)) labels = Admit(m, Bound(family, std::move(labels)));
+  m[labels].Add(value);
+}
 
 void Metrics::End(const Event& e, const std::string& outcome) {
   auto it = open_.find(e.org_id + "\n" + e.request_id);
   if (it == open_.end()) return;
-  histograms_["tollgate_request_duration_seconds"][{{"outcome", outcome}}].Add(
-      std::max<int64_t>(0, e.time_us - it->second) / 1e6);
+  Measure("tollgate_request_duration_seconds", {{"outcome", outcome}, {"org", OrgValue(e.org_id)}},
+          std::max<int64_t>(0, e.time_us - it->second) / 1e6);
   open_.erase(it);
+}
+
+// A built-in, or a tool the deployment's catalog holds (a CLI tool, an
+// upstream MCP server's tool, an http_request alias); anything else --
+// mcp:<server>/<whatever an agent made up> -- is "other" at once.
+std::string Metrics::ToolLabel(const std::string& tool) const {
+  if (FindBuiltinTool(tool) != nullptr) return tool;
+  if (tool.empty() || tool.size() > 200 || !PrintableUtf8(tool) || !catalog_ || !catalog_(tool)) return kOther;
+  return tool;
+}
+
+void Metrics::SetToolCatalog(ToolCatalog catalog) {
+  std::lock_guard<std::mutex> lock(mu_);
+  catalog_ = std::move(catalog);
 }
 
 void Metrics::Observe(const std::vector<Event>& events) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Event& e : events) {
-    Count("tollgate_events_appended_total", {{"type", Word(e.type)}});
+    const std::string org = OrgValue(e.org_id);
+    Count("tollgate_events_appended_total", {{"type", Word(e.type)}, {"org", org}});
     if (e.type == "request.received") {
-      Count("tollgate_requests_total", {{"outcome", "received"}});
+      Count("tollgate_requests_total", {{"outcome", "received"}, {"org", org}});
       if (open_.size() < kMaxOpenRequests) open_[e.org_id + "\n" + e.request_id] = e.time_us;
     } else if (e.type == "request.rejected") {
-      Count("tollgate_requests_total", {{"outcome", "rejected"}});
-      Count("tollgate_request_rejections_total", {{"code", Code(e.data.value("code", ""))}});
+      Count("tollgate_requests_total", {{"outcome", "rejected"}, {"org", org}});
+      Count("tollgate_request_rejections_total", {{"code", Code(e.data.value("code", ""))}, {"org", org}});
       End(e, "rejected");
     } else if (e.type == "decision.made") {
       const std::string verdict = Word(e.data.value("verdict", ""));
-      Count("tollgate_decisions_total", {{"verdict", verdict}, {"rule_kind", RuleKind(e.data.value("rule", ""))}});
+      Count("tollgate_decisions_total",
+            {{"verdict", verdict}, {"rule_kind", RuleKind(e.data.value("rule", ""))}, {"org", org}});
       if (verdict == "deny") End(e, "denied");
     } else if (e.type == "approval.requested" || e.type == "approval.granted" || e.type == "approval.denied" ||
                e.type == "approval.expired" || e.type == "approval.refused") {
-      Count("tollgate_approvals_total", {{"outcome", e.type.substr(9)}});
+      Count("tollgate_approvals_total", {{"outcome", e.type.substr(9)}, {"org", org}});
       if (e.type == "approval.denied" || e.type == "approval.expired") End(e, e.type.substr(9));
     } else if (e.type == "execution.completed") {
       const Json& r = e.data.contains("result") ? e.data["result"] : Json::object();
@@ -132,23 +205,17 @@ void Metrics::Observe(const std::vector<Event>& events) {
                                                     ? r["error"].value("code", "")
                                                     : "");
       const std::string tool = ToolLabel(e.tool);
-      Count("tollgate_executions_total", {{"tool", tool}, {"code", code}});
+      Count("tollgate_executions_total", {{"tool", tool}, {"code", code}, {"org", org}});
       if (e.data.contains("duration_ms") && e.data["duration_ms"].is_number()) {
-        histograms_["tollgate_execution_duration_seconds"][{{"tool", tool}}].Add(e.data["duration_ms"].get<double>() / 1e3);
+        Measure("tollgate_execution_duration_seconds", {{"tool", tool}, {"org", org}},
+                e.data["duration_ms"].get<double>() / 1e3);
       }
       End(e, ok ? "completed" : "failed");
       if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number()) {
-        counters_["tollgate_cost_usd_total"][{{"org", OrgLabel(e.org_id)}}] += e.data["cost_usd"].get<double>();
+        Count("tollgate_cost_usd_total", {{"org", org}}, e.data["cost_usd"].get<double>());
       }
     }
   }
-}
-
-std::string Metrics::OrgLabel(const std::string& org) {
-  // Orgs are admin-made (an agent's key belongs to one), but a label set
-  // stays bounded whatever happens: the first kMaxOrgLabels, then "other".
-  if (orgs_.count(org) || (orgs_.size() < kMaxOrgLabels && orgs_.insert(org).second)) return org;
-  return "other";
 }
 
 void MetricsText::Histogram(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
@@ -202,7 +269,9 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
       {"tollgate_stage_workers_busy", &RunnerStats::deferred_running,
        "A stage's pool (execute: tool runs): works running now."},
       {"tollgate_stage_workers_queued", &RunnerStats::deferred_queued,
-       "A stage's pool (execute: tool runs): works waiting for a worker."}};
+       "A stage's pool (execute: tool runs): works waiting for a worker."},
+      {"tollgate_stage_foreign_group_members", &RunnerStats::foreign_members,
+       "1 while a stage's consumer group holds a member that is not this process (docs/trust.md)."}};
   for (const auto& [name, field, help] : gauges) {
     t.Family(name, "gauge", help);
     for (const auto& [stage, r] : runners) t.Sample(name, {{"stage", stage}}, static_cast<double>((r->stats().*field).load()));
@@ -279,6 +348,60 @@ std::string Metrics::Render() const {
   }
   for (const auto& c : collectors) c(t);
   return t.text();
+}
+
+namespace {
+
+// The unescaped value of label `label` of exposition sample line `line`
+// (name{a="x",b="y"} value); false when it has none or is malformed.
+bool LabelOf(std::string_view line, std::string_view label, std::string* out) {
+  size_t i = line.find_first_of("{ ");
+  if (i == std::string_view::npos || line[i] != '{') return false;
+  ++i;
+  while (i < line.size() && line[i] != '}') {
+    const size_t eq = line.find('=', i);
+    if (eq == std::string_view::npos || eq + 1 >= line.size() || line[eq + 1] != '"') return false;
+    const std::string_view name = line.substr(i, eq - i);
+    std::string value;
+    size_t j = eq + 2;
+    for (; j < line.size() && line[j] != '"'; ++j) {
+      if (line[j] == '\\' && j + 1 < line.size()) {
+        ++j;
+        value += line[j] == 'n' ? '\n' : line[j];
+      } else {
+        value += line[j];
+      }
+    }
+    if (j >= line.size()) return false;
+    if (name == label) {
+      *out = std::move(value);
+      return true;
+    }
+    i = j + 1;
+    if (i < line.size() && line[i] == ',') ++i;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string MetricsVisibleTo(const std::string& org_id, const std::string& text) {
+  if (org_id == "*") return text;
+  std::string out;
+  std::string_view rest(text);
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    std::string org;
+    const bool keep = (!line.empty() && line[0] == '#') ||
+                      (org_id != kOther && LabelOf(line, "org", &org) && org == org_id);
+    if (keep) {
+      out.append(line);
+      out += '\n';
+    }
+  }
+  return out;
 }
 
 }  // namespace tollgate

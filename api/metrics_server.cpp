@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "api/metrics.h"
 #include "api/tokens.h"
 
 namespace tollgate {
@@ -17,10 +18,10 @@ struct MetricsServer::Impl {
 
 namespace {
 
-bool MayScrape(const CredentialRegistry* credentials, const std::string& header) {
-  Principal who;
-  return credentials != nullptr && BearerPrincipal(credentials, TokenStore(), header, &who) &&
-         (who.Has("operator") || who.admin());
+// An operator or admin token's principal (*who), or false.
+bool MayScrape(const CredentialRegistry* credentials, const std::string& header, Principal* who) {
+  return credentials != nullptr && BearerPrincipal(credentials, TokenStore(), header, who) &&
+         (who->Has("operator") || who->admin());
 }
 
 }  // namespace
@@ -35,14 +36,17 @@ Status MetricsServer::Start(const std::string& listen, const CredentialRegistry*
   im->host = listen.substr(0, colon);
   const int port = std::atoi(listen.c_str() + colon + 1);
   im->server.Get("/metrics", [credentials, public_access, render](const httplib::Request& req, httplib::Response& res) {
-    if (!public_access && !MayScrape(credentials, req.get_header_value("Authorization"))) {
+    Principal who;
+    if (!public_access && !MayScrape(credentials, req.get_header_value("Authorization"), &who)) {
       res.status = 401;
       res.set_header("WWW-Authenticate", "Bearer");
       res.set_content(R"({"error":{"code":"E_UNAUTHORIZED","message":"an operator or admin token is needed"}})" "\n",
                       "application/json");
       return;
     }
-    res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
+    // An org's operator or admin sees its org's series only.
+    const std::string text = public_access ? render() : MetricsVisibleTo(who.org_id, render());
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   im->port = port == 0 ? im->server.bind_to_any_port(im->host) : (im->server.bind_to_port(im->host, port) ? port : -1);
   if (im->port <= 0) return Status::Error(errc::kLogIO, "cannot listen on " + listen);

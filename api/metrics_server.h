@@ -1,7 +1,8 @@
 // GET /metrics alone, on its own loopback port, for a `tollgate stage`
 // process: each process of the distributed deployment exposes its own
 // runner's figures (docs/operations.md). Access as the API's /metrics: an
-// operator or admin token of the log's credentials, or none when public.
+// operator or admin token of the log's credentials, or none when public;
+// an org's token sees its org's series only (MetricsVisibleTo).
 #pragma once
 
 #include <functional>

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/canonical_json.h"
 #include "core/sha256.h"
@@ -67,6 +68,7 @@ Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
   if (!s.ok()) return s;
   if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) return Bad(path, "expected {\"tokens\": [...]}");
   TokenStore store;
+  std::map<std::string, std::set<std::string>> orgs_of;  // identity -> orgs, for the deployment-wide line
   for (const auto& t : j["tokens"]) {
     if (!t.is_object()) return Bad(path, "a token entry is not an object");
     const std::string hash = t.value("token_sha256", "");
@@ -84,6 +86,15 @@ Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
       p.roles.push_back(role);
     }
     if (p.org_id == "*" && !p.admin()) return Bad(path, "org_id \"*\" is for admin tokens only");
+    // As core/credentials.h: orgs may share a name, never with a
+    // deployment-wide identity.
+    for (const std::string& held : orgs_of[p.identity]) {
+      if ((held == "*") != (p.org_id == "*")) {
+        return Bad(path, "identity '" + p.identity + "' is both deployment-wide and org '" +
+                             (held == "*" ? p.org_id : held) + "''s");
+      }
+    }
+    orgs_of[p.identity].insert(p.org_id);
     store.by_hash_[hash] = std::move(p);
   }
   *out = std::move(store);

@@ -4,8 +4,10 @@
 // never tokens:
 //   {"tokens": [{"token_sha256": "<64 hex>", "identity": "alice",
 //                "org_id": "acme", "roles": ["approver", "auditor"]}]}
-// org_id "*" (admin only) means every org. Roles: agent, approver, auditor,
-// admin (docs/http_api.md says what each may do). A token is 32 random bytes
+// org_id "*" (admin only) means every org. An identity is (org_id,
+// identity): orgs may share a name, never with a deployment-wide identity
+// (core/credentials.h), and a file that does is refused. Roles: agent,
+// approver, auditor, admin, operator (docs/http_api.md says what each may do). A token is 32 random bytes
 // as 64 hex digits; only its hash is kept, so a leaked tokens file grants
 // nothing. Thread-safe after Load.
 #pragma once

@@ -51,7 +51,7 @@ Json MakePolicy(size_t rules) {
           {"deny", deny},
           {"allow", allow},
           {"rules", arg_rules},
-          {"agents", agents},
+          {"orgs", {{"acme", {{"agents", agents}}}}},  // the requests' org (docs/policy.md, "Agents belong to an org")
           {"http_request", {{"allowed_methods", {"GET", "HEAD", "POST", "PUT", "DELETE"}}}},
           {"budgets",
            {{{"name", "session-usd"}, {"scope", "session"}, {"window", "session"}, {"max_usd", 1000}},
@@ -146,7 +146,7 @@ Json RunDecideBench(const DecideBenchOptions& o) {
     Status s = LoadPolicyJson(doc, "bench", &p);
     if (!s.ok()) return {{"error", s.ToString()}};
     pif[k].SetFile(p);
-    reqs[k] = MakeRequests(doc["agents"].size());
+    reqs[k] = MakeRequests(doc["orgs"]["acme"]["agents"].size());
   }
   // A ledger with history: 5,000 settled calls over the past day.
   for (int i = 0; i < 5000; ++i) {
@@ -168,10 +168,12 @@ Json RunDecideBench(const DecideBenchOptions& o) {
   Lat lorgs;
   {
     Json doc = MakePolicy(sizes[0]);
+    const Json agents = doc["orgs"]["acme"]["agents"];
     Json orgs = Json::object();
     for (int i = 0; i < 100; ++i) {
       orgs["org-" + std::to_string(i)] = {{"deny", {"cli:org" + std::to_string(i) + "-forbidden*"}},
-                                          {"mode", i % 2 ? "ask" : "restrict"}};
+                                          {"mode", i % 2 ? "ask" : "restrict"},
+                                          {"agents", agents}};
     }
     doc["orgs"] = std::move(orgs);
     PolicyPtr p;

@@ -159,7 +159,7 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
   auto* tadd = tokens->add_subcommand("add", "create a token; prints it once (the log keeps only its hash)");
   tadd->add_option("--data", tf->data, "data directory")->capture_default_str();
   tadd->add_option("--token-file", tf->token_file, "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
-  tadd->add_option("--identity", tf->identity, "who the token is (unique in the deployment)")->required();
+  tadd->add_option("--identity", tf->identity, "who the token is, in its org (orgs may share a name; none may take a deployment-wide one)")->required();
   tadd->add_option("--org", tf->org, "its org (\"*\": deployment-wide, for a deployment admin)")->required();
   tadd->add_option("--role", tf->roles, "agent, approver, auditor, operator (GET /metrics) or admin (repeatable)")->required();
   tadd->callback([tf, exit_code] {

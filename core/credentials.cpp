@@ -113,9 +113,15 @@ Status NewCredential(const Json& request, const std::string& by, const std::stri
   if (registry.Find(c.key_id, &existing)) {
     return Status::Error(errc::kConflict, "that key is registered already (key_id " + c.key_id + ")");
   }
-  std::string taken;
-  if (c.kind != "agent_key" && registry.IdentityOrg(c.identity, &taken) && taken != c.org_id) {
-    return Status::Error(errc::kConflict, "identity '" + c.identity + "' belongs to another org");
+  // Names are per org; only the deployment-wide line is guarded, so the
+  // message names no other tenant.
+  std::string other;
+  if (c.kind != "agent_key" && registry.IdentityClash(c.org_id, c.identity, &other)) {
+    return Status::Error(errc::kConflict,
+                         c.org_id == "*" ? "identity '" + c.identity + "' is org '" + other +
+                                               "''s; a deployment-wide identity needs a name no org uses"
+                                         : "identity '" + c.identity +
+                                               "' is a deployment-wide identity's name; choose another");
   }
   c.added_us = NowMicros();
   const Event e = CredentialAddedEvent(c, c.added_us);
@@ -177,8 +183,16 @@ void CredentialRegistry::Apply(const Event& e) {
     // A key that does not parse verifies nothing (the entry stays listed).
     if (Ed25519Verifier::FromPublic(c.public_key, v.get()).ok()) entry.verifier = std::move(v);
   }
+  if (c.kind == "agent_key") {
+    agents_.insert(c.org_id + '\0' + c.identity);
+  } else {
+    // NewCredential refuses a name across the deployment-wide line; one in
+    // the log anyway (a hand-made tokens file) grants nothing.
+    std::string other;
+    if (ClashLocked(c.org_id, c.identity, &other)) return;
+    identity_orgs_[c.identity].insert(c.org_id);
+  }
   if (!c.token_sha256.empty()) token_to_key_id_[c.token_sha256] = key_id;
-  identity_org_.emplace(c.kind == "agent_key" ? c.org_id + "/" + c.identity : c.identity, c.org_id);
   by_key_id_.emplace(key_id, std::move(entry));
 }
 
@@ -210,7 +224,7 @@ bool CredentialRegistry::AgentKey(const std::string& org, const std::string& age
 
 bool CredentialRegistry::AgentKnown(const std::string& org, const std::string& agent) const {
   std::shared_lock lock(mu_);
-  return identity_org_.count(org + "/" + agent) > 0;
+  return agents_.count(org + '\0' + agent) > 0;
 }
 
 bool CredentialRegistry::SigningKey(const std::string& key_id, Credential* who, Ed25519Verifier* out) const {
@@ -234,12 +248,21 @@ bool CredentialRegistry::Token(const std::string& token_sha256, Credential* out)
   return true;
 }
 
-bool CredentialRegistry::IdentityOrg(const std::string& identity, std::string* org) const {
+bool CredentialRegistry::ClashLocked(const std::string& org, const std::string& identity, std::string* other) const {
+  auto it = identity_orgs_.find(identity);
+  if (it == identity_orgs_.end()) return false;
+  for (const std::string& held : it->second) {
+    if ((org == "*") != (held == "*")) {
+      *other = held;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool CredentialRegistry::IdentityClash(const std::string& org, const std::string& identity, std::string* other) const {
   std::shared_lock lock(mu_);
-  auto it = identity_org_.find(identity);
-  if (it == identity_org_.end()) return false;
-  *org = it->second;
-  return true;
+  return ClashLocked(org, identity, other);
 }
 
 std::vector<Credential> CredentialRegistry::List(const std::string& kind, const std::string& org) const {

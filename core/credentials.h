@@ -7,15 +7,21 @@
 // anything. Private keys and tokens never reach the log: an agent key is its
 // Ed25519 public key, a token its SHA-256.
 //
-// Identities are unique per deployment: an identity belongs to one org
-// (or to "*", deployment-wide), so a quorum that counts distinct identities
-// counts distinct people. An agent is (org, agent_id).
+// An identity is (org, name): two orgs may both have an `a1` token or an
+// approver `alice`. A deployment-wide name (org "*": the local `admin`, the
+// service key, a deployment operator) is taken in every org at once, so no
+// org identity shares a name with a deployment-wide one. Only an org's own
+// identities and the deployment-wide ones act in that org, so within one
+// org's requests a name is one identity, and a quorum that counts distinct
+// approver names counts distinct people (docs/trust.md). An agent is
+// (org, agent_id).
 //
 // Thread-safe: Apply takes a writer lock, lookups a reader lock.
 #pragma once
 
 #include <map>
 #include <memory>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -92,8 +98,11 @@ class CredentialRegistry {
   bool SigningKey(const std::string& key_id, Credential* who, Ed25519Verifier* out) const;
   // The active token credential whose SHA-256 is `token_sha256`.
   bool Token(const std::string& token_sha256, Credential* out) const;
-  // The identity's org when it is taken (by any credential, even revoked).
-  bool IdentityOrg(const std::string& identity, std::string* org) const;
+  // Whether (org, identity), not an agent key, would share its name with a
+  // credential across the deployment-wide line (any credential, even
+  // revoked): org "*" and an org has that name, or an org and "*" has it.
+  // *other: that credential's org. Agent keys take no name here.
+  bool IdentityClash(const std::string& org, const std::string& identity, std::string* other) const;
 
   // Every credential, optionally of one kind and one org ("" = all).
   std::vector<Credential> List(const std::string& kind = "", const std::string& org = "") const;
@@ -108,7 +117,10 @@ class CredentialRegistry {
   mutable std::shared_mutex mu_;
   std::map<std::string, Entry> by_key_id_;
   std::map<std::string, std::string> token_to_key_id_;
-  std::map<std::string, std::string> identity_org_;
+  // Names of credentials other than agent keys -> the orgs holding them.
+  std::map<std::string, std::set<std::string>> identity_orgs_;
+  std::set<std::string> agents_;  // org '\0' agent_id of every agent key
+  bool ClashLocked(const std::string& org, const std::string& identity, std::string* other) const;
 };
 
 namespace errc {
@@ -119,8 +131,8 @@ inline constexpr const char* kConflict = "E_CONFLICT";
 // public_key}, made by `by`, checked against what `registry` holds: a known
 // kind, a valid Ed25519 public key, not the reserved org, an agent in one
 // org, data the credential.added schema accepts (E_INVALID_QUERY,
-// E_INVALID_KEY, E_SCHEMA_VIOLATION); a key not registered yet and an
-// identity no other org has (E_CONFLICT). For a token, `token` is the new
+// E_INVALID_KEY, E_SCHEMA_VIOLATION); a key not registered yet and a name
+// that does not cross the deployment-wide line (IdentityClash; E_CONFLICT). For a token, `token` is the new
 // token (the caller makes it) and only its hash is kept. Agent keys get the
 // role agent; approver keys approver unless given. Who may add it (the
 // org's scope) is the caller's check. The API and the CLI's local path

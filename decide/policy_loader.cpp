@@ -185,6 +185,17 @@ struct PolicyLoader {
         }
       }
     }
+    // An agent id is an org's: a top-level entry would bind that id in
+    // every org (another org's `a1` would get these rules and aliases), so
+    // it is refused with the spelling that says whose agent it is.
+    if (auto a = doc.find("agents"); a != doc.end() && a->is_object() && !a->empty()) {
+      const std::string id = a->begin().key();
+      return Status::Error(errc::kPolicyInvalid,
+                           Where(lines, "/agents/" + PointerToken(id)) + "/agents/" + PointerToken(id) +
+                               ": an agent entry belongs to one org; a top-level one would apply to agent '" + id +
+                               "' of every org. Write it under its org: orgs.<org>.agents." + id +
+                               " (docs/policy.md, \"Agents belong to an org\")");
+    }
     Status s = SchemaRegistry::Builtin().Validate("policy", doc);
     if (!s.ok()) return Status::Error(errc::kPolicyInvalid, LocateSchemaMessage(lines, s.message()));
     {

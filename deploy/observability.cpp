@@ -1,6 +1,14 @@
 #include "deploy/observability.h"
 
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "core/invocation.h"
 #include "core/log.h"
+#include "deploy/tool_directory.h"
+#include "execute/config.h"
+#include "execute/tools/cli_tool.h"
 
 namespace tollgate {
 
@@ -12,6 +20,70 @@ void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide) {
   for (const BudgetShare& s : decide->BudgetShares(NowMicros())) {
     t.Sample("tollgate_budget_usage_ratio", {{"org", s.org}, {"budget", s.budget}}, s.share);
   }
+}
+
+namespace {
+
+// The alias names of an http_request section, and the exact `tools:` names
+// of a tier (a glob entry names no one tool).
+void PolicyNames(const Json& tier, std::set<std::string>* out) {
+  if (!tier.is_object()) return;
+  if (auto h = tier.find("http_request"); h != tier.end() && h->is_object()) {
+    if (auto a = h->find("aliases"); a != h->end() && a->is_object()) {
+      for (auto it = a->begin(); it != a->end(); ++it) out->insert(it.key());
+    }
+  }
+  if (auto t = tier.find("tools"); t != tier.end() && t->is_object()) {
+    for (auto it = t->begin(); it != t->end(); ++it) {
+      if (it.key().find_first_of("*?[\\") == std::string::npos) out->insert(McpToolPattern(it.key()));
+    }
+  }
+  for (const char* nested : {"agents", "orgs"}) {
+    if (auto n = tier.find(nested); n != tier.end() && n->is_object()) {
+      for (const auto& [id, sub] : n->items()) PolicyNames(sub, out);
+    }
+  }
+}
+
+struct ToolCatalogCache {
+  std::function<PolicyInForce()> policy;
+  std::string tools_dir;
+  std::shared_ptr<const McpUpstreams> upstreams;
+  std::mutex mu;
+  std::set<std::string> names;
+  std::chrono::steady_clock::time_point read_at{};
+  bool read = false;
+
+  bool Has(const std::string& tool) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (names.count(tool)) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (read && now - read_at < std::chrono::seconds(1)) return false;
+    read = true;
+    read_at = now;
+    names.clear();
+    const PolicyInForce p = policy ? policy() : PolicyInForce();
+    if (p.has_policy()) PolicyNames(p.file()->doc(), &names);
+    for (const ToolDescriptor& d : CliToolDescriptors(tools_dir)) names.insert(d.name);
+    if (upstreams) {
+      for (const ToolDescriptor& d : UpstreamDescriptors(upstreams->Describe())) names.insert(d.name);
+    }
+    return names.count(tool) > 0;
+  }
+};
+
+}  // namespace
+
+Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy, const std::string& policy_path,
+                                           const std::string& data_dir,
+                                           std::shared_ptr<const McpUpstreams> upstreams) {
+  auto cache = std::make_shared<ToolCatalogCache>();
+  ExecutePolicy ep;
+  if (!LoadExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
+  cache->policy = std::move(policy);
+  cache->tools_dir = ep.tools_dir;
+  cache->upstreams = std::move(upstreams);
+  return [cache](const std::string& tool) { return cache->Has(tool); };
 }
 
 Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metrics,

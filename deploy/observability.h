@@ -1,8 +1,10 @@
 // What `up` and a stage process add for operators beside their stages
-// (docs/operations.md): the budget gauge read from decide's state, and the
-// OTLP span export fed by the log sink.
+// (docs/operations.md): the budget gauge read from decide's state, the
+// tool catalog /metrics labels tools by, and the OTLP span export fed by
+// the log sink.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,12 +13,25 @@
 #include "audit/log_sink.h"
 #include "core/status.h"
 #include "decide/decide_stage.h"
+#include "decide/policy_in_force.h"
+#include "execute/mcp_upstream.h"
 
 namespace tollgate {
 
 // tollgate_budget_usage_ratio (decide/budget_shares.h) from `decide`'s
 // folded state now; nothing when `decide` is null (decide runs elsewhere).
 void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
+
+// The deployment's tool catalog for Metrics::SetToolCatalog: the tool
+// names and http_request aliases of the policy in force (`policy`), the CLI
+// tools of the execute policy's tools_dir (read from `policy_path`, as
+// deploy/tool_directory.h does) and the tools `upstreams` last listed
+// (null: none; the distributed keeper runs no execute, so it reports
+// upstream MCP tools as "other"). Built-ins are Metrics' own. The names are
+// read again at most once a second, when a name not among them is asked.
+Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy, const std::string& policy_path,
+                                           const std::string& data_dir,
+                                           std::shared_ptr<const McpUpstreams> upstreams = nullptr);
 
 // With `endpoint` set: an OtlpExporter (api/otlp_export.h) listening on
 // `sink`, its counters on `metrics`. E_INVALID_ARGS for an endpoint that

@@ -144,10 +144,14 @@ Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
 
 }  // namespace
 
-Json ExecutePolicy::AgentHttp(const std::string& agent_id) const {
+Json ExecutePolicy::AgentHttp(const std::string& org_id, const std::string& agent_id) const {
   Json merged = http_defaults.is_object() ? http_defaults : Json::object();
-  auto a = agents.find(agent_id);
-  if (a == agents.end() || !a->is_object()) return merged;
+  auto o = orgs.find(org_id);
+  if (o == orgs.end() || !o->is_object()) return merged;
+  auto agents = o->find("agents");
+  if (agents == o->end() || !agents->is_object()) return merged;
+  auto a = agents->find(agent_id);
+  if (a == agents->end() || !a->is_object()) return merged;
   auto h = a->find("http_request");
   if (h == a->end() || !h->is_object()) return merged;
   for (const auto& [k, v] : h->items()) {
@@ -227,8 +231,10 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
   ExecutePolicy p = DefaultExecutePolicy(data_dir);
   if (!policy.is_null() && !policy.is_object()) return Bad("the policy must be a map");
   if (policy.is_object()) {
-    auto agents = policy.find("agents");
-    if (agents != policy.end() && agents->is_object()) p.agents = *agents;
+    // A top-level `agents` entry is refused by decide's loader and never
+    // read here (it would bind an agent id in every org).
+    auto orgs = policy.find("orgs");
+    if (orgs != policy.end() && orgs->is_object()) p.orgs = *orgs;
     auto http = policy.find("http_request");
     if (http != policy.end() && http->is_object()) p.http_defaults = *http;
     auto it = policy.find("execute");

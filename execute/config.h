@@ -1,5 +1,5 @@
 // ExecutePolicy: the parts of the policy file execute owns (contracts.md):
-// the `execute:` section and, per agent, `agents.<agent_id>.http_request`.
+// the `execute:` section and, per agent, `orgs.<org>.agents.<agent_id>.http_request`.
 // Absent file or section: the safe defaults below (docs/tools.md lists every
 // key). Immutable once loaded; shared read-only between worker threads.
 #pragma once
@@ -71,12 +71,14 @@ struct ExecutePolicy {
   std::vector<McpServerSpec> mcp_servers;  // sorted by name
   std::string mcp_dir;             // each stdio server's workspace: <mcp_dir>/<name>
 
-  Json agents = Json::object();    // the policy's `agents` section, for http_request
+  Json orgs = Json::object();      // the policy's `orgs` sections, for their agents' http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)
   // The top-level http_request overridden key by key by
-  // agents.<agent_id>.http_request (as decide reads them; `aliases` add up
-  // by name), or an empty object.
-  Json AgentHttp(const std::string& agent_id) const;
+  // orgs.<org_id>.agents.<agent_id>.http_request (as decide reads them;
+  // `aliases` add up by name), or an empty object. An agent entry is its
+  // org's alone (docs/policy.md, "Agents belong to an org"): another org's
+  // agent of the same id never gets its base_url, headers or aliases.
+  Json AgentHttp(const std::string& org_id, const std::string& agent_id) const;
 };
 
 // The defaults, with paths under `data_dir`.

@@ -42,7 +42,7 @@ ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
   if (call.tool.find(':') != std::string::npos || FindBuiltinTool(call.tool) != nullptr) return call;
   auto alias = std::make_shared<HttpAlias>();
   Status s;
-  if (!FindHttpAlias(policy.AgentHttp(request.value("agent_id", "")), call.tool, alias.get(), &s)) return call;
+  if (!FindHttpAlias(policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", "")), call.tool, alias.get(), &s)) return call;
   Json expanded;
   if (s.ok()) s = ExpandHttpAlias(*alias, call.args, &expanded);
   if (!s.ok()) {
@@ -60,7 +60,7 @@ Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const
   if (!decision.is_object()) return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
   const std::string& tool = call.tool;
   const Json& args = call.args;
-  const Json http = policy.AgentHttp(request.value("agent_id", ""));
+  const Json http = policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", ""));
   std::string method = call.alias ? call.alias->method : http.value("default_method", "GET");
   std::transform(method.begin(), method.end(), method.begin(), ::toupper);
   const std::string inv = BuildInvocation(tool, args, http.value("base_url", ""), method);

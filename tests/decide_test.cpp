@@ -105,7 +105,9 @@ TEST(GlobSet, ReportsTheFirstMatchInListOrderWhateverTheIndexBucket) {
 TEST(PolicyLoad, ErrorsNameTheLine) {
   struct Case { std::string yaml, needle; };
   const Case cases[] = {
-      {"mode: ask\nagents:\n  a1:\n    mode: sideways\n", "line 4: /agents/a1/mode"},
+      {"mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n", "line 6: /orgs/o1/agents/a1/mode"},
+      // An agent entry is an org's: a top-level one is refused, naming its line and the org-qualified spelling.
+      {"mode: ask\nagents:\n  a1:\n    mode: restrict\n", "line 4: /agents/a1: an agent entry belongs to one org"},
       {"mode: ask\ndeny:\n  - \"cli:ok\"\n  - \"cli:[bad\"\n", "line 4:"},
       {"mode: ask\n  deny: [\n", "line 2:"},
       {"mode: ask\nmode: plan\n", "line 2: duplicate key 'mode'"},
@@ -297,32 +299,32 @@ rules:
     verdict: ask
 http_request:
   allowed_methods: [GET, HEAD, POST]
-agents:
-  restricted:
-    mode: restrict
-    allow: ["builtin:echo"]
-  planner:
-    mode: plan
-  narrow:
-    tools: [echo]
-  web:
-    mode: restrict
-    allow: ["http_request:*"]
-    http_request:
-      base_url: https://api.example.com/v1
-      allowed_methods: [GET, POST]
-      hosts: [api.example.com, "*.trusted.org"]
-  web-auto:
-    mode: ask
-    http_request:
-      allowed_methods: [GET, POST, DELETE]
-      auto_approve: true
-  asker:
-    allow: []
-  wild:
-    mode: bypass
-  risky:
-    mode: dangerous
+orgs:
+  o1:
+    agents:
+      restricted:
+        mode: restrict
+        allow: ["builtin:echo"]
+      planner:
+        mode: plan
+      narrow:
+        tools: [echo]
+      web:
+        mode: restrict
+        allow: ["http_request:*"]
+        http_request:
+          base_url: https://api.example.com/v1
+          allowed_methods: [GET, POST]
+          hosts: [api.example.com, "*.trusted.org"]
+      web-auto:
+        mode: ask
+        http_request:
+          allowed_methods: [GET, POST, DELETE]
+          auto_approve: true
+      asker:
+        allow: []
+      risky:
+        mode: dangerous
 )";
 
 // Like kPolicy but the org allows nothing, so tiers and modes decide.
@@ -331,16 +333,18 @@ mode: ask
 approval_threshold: HIGH
 deny: ["*:*password*", "cli:forbidden*"]
 http_request: {allowed_methods: [GET, HEAD, POST, DELETE]}
-agents:
-  web:
-    http_request: {hosts: [api.example.com]}
-  auto:
-    http_request: {auto_approve: true}
-  restricted:
-    mode: restrict
-    allow: ["builtin:echo"]
-  planner:
-    mode: plan
+orgs:
+  o1:
+    agents:
+      web:
+        http_request: {hosts: [api.example.com]}
+      auto:
+        http_request: {auto_approve: true}
+      restricted:
+        mode: restrict
+        allow: ["builtin:echo"]
+      planner:
+        mode: plan
 approvals:
   groups: {ops: [alice, bob], sec: [carol, dave, erin]}
   default: {quorum: 1}
@@ -415,12 +419,18 @@ TEST(Precedence, OrgAllowEverythingStillHonoursDenyRulesGrantsAndModes) {
       {"http method outside allowed_methods", "web", "http_request",
        {{"method", "DELETE"}, {"url", "https://api.example.com/x"}}, "deny", "http.allowed_methods",
        "E_POLICY_DENIED"},
-      {"bypass allows even denied", "wild", "execute_command", {{"command", "rm -rf /"}}, "allow", "mode:bypass",
-       ""},
       {"dangerous honours deny", "risky", "execute_command", {{"command", "rm -rf /"}}, "deny", "org.deny",
        "E_POLICY_DENIED"},
       {"dangerous allows the rest", "risky", "calculate", Json::object(), "allow", "mode:dangerous", ""},
   });
+}
+
+// Bypass is the deployment's alone (an org section or an agent entry, which
+// lives in one, may not set it): it skips even the deny list.
+TEST(Precedence, BypassAllowsEvenWhatIsDenied) {
+  RunTable("mode: bypass\ndeny: [\"bash:rm *\"]\n",
+           {{"bypass allows even denied", "anyone", "execute_command", {{"command", "rm -rf /"}}, "allow",
+             "mode:bypass", ""}});
 }
 
 TEST(Precedence, TiersModesHttpAndThreshold) {
@@ -527,7 +537,6 @@ TEST(Decision, RecordsInvocationReadOnlyChecksAndVersion) {
   EXPECT_EQ(d["invocation"], "http_request:POST https://api.example.com/v1/items");
   EXPECT_EQ(d["read_only"], false);
   EXPECT_EQ(d["policy_version"], pif.version("o1"));
-  EXPECT_EQ(pif.version("o1"), pif.version()) << "one file, no org sections, no agent-local rules: one version";
   std::vector<std::string> path;
   for (const auto& c : d["checks"]) path.push_back(c["check"]);
   EXPECT_EQ(path.front(), "registry");

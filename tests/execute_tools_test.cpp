@@ -353,11 +353,13 @@ TEST(ExecutePolicyTest, ParsesTheExecuteSectionAndRefusesBadValues) {
 http_request:
   allowed_methods: [GET, POST]
   timeout_ms: 9000
-agents:
-  a1:
-    http_request:
-      base_url: http://127.0.0.1:8080/api/
-      timeout_ms: 500
+orgs:
+  o1:
+    agents:
+      a1:
+        http_request:
+          base_url: http://127.0.0.1:8080/api/
+          timeout_ms: 500
 execute:
   workspace_root: /srv/ws
   writes_enabled: false
@@ -380,9 +382,12 @@ execute:
   EXPECT_EQ(p.limits.timeout_ms, 2000);
   EXPECT_EQ(p.limits.processes, 10);
   // The top-level http_request is every agent's default, overridden key by key.
-  EXPECT_EQ(p.AgentHttp("a1")["timeout_ms"], 500);
-  EXPECT_EQ(p.AgentHttp("a1")["allowed_methods"], Json::array({"GET", "POST"}));
-  EXPECT_EQ(p.AgentHttp("a2"), Json({{"allowed_methods", {"GET", "POST"}}, {"timeout_ms", 9000}}));
+  EXPECT_EQ(p.AgentHttp("o1", "a1")["timeout_ms"], 500);
+  EXPECT_EQ(p.AgentHttp("o1", "a1")["allowed_methods"], Json::array({"GET", "POST"}));
+  const Json defaults{{"allowed_methods", {"GET", "POST"}}, {"timeout_ms", 9000}};
+  EXPECT_EQ(p.AgentHttp("o1", "a2"), defaults);
+  // The entry is o1's a1: another org's a1 gets the defaults, never its base_url.
+  EXPECT_EQ(p.AgentHttp("o2", "a1"), defaults);
   EXPECT_EQ(p.tools_dir, "/data/tools");
   ASSERT_TRUE(ExecutePolicyFromJson(Json(), "/data", &p).ok());
   EXPECT_EQ(p.workspace_root, "/data/workspaces") << "absent: safe defaults";

@@ -209,12 +209,12 @@ TEST_F(HttpAliasTest, AnAliasExecuteDoesNotHaveAsDecidedIsRefusedAndNothingRuns)
   Json d = Decide("support", "x1", args);
   ASSERT_EQ(d["verdict"], "allow");
   Json moved = pif_.file()->doc();
-  moved["agents"]["support"]["http_request"]["aliases"]["create_ticket"]["url"] = "admin/{project}";
+  moved["orgs"]["o1"]["agents"]["support"]["http_request"]["aliases"]["create_ticket"]["url"] = "admin/{project}";
   LoadExecute(moved);
   bool started = true;
   EXPECT_EQ(Code(Execute("support", "x1", args, d, &started)), "E_DECISION_MISMATCH");
   EXPECT_FALSE(started);
-  moved["agents"]["support"]["http_request"].erase("aliases");
+  moved["orgs"]["o1"]["agents"]["support"]["http_request"].erase("aliases");
   LoadExecute(moved);
   EXPECT_EQ(Code(Execute("support", "x2", args, Decide("support", "x2", args))), "E_DECISION_MISMATCH");
   EXPECT_TRUE(s.targets().empty());
@@ -229,11 +229,13 @@ TEST_F(HttpAliasTest, TopLevelAliasesServeEveryAgentAndAnAgentsOwnWinByName) {
                            "  aliases:\n"
                            "    status: {method: GET, url: \"status/{service}\", description: Service status}\n"
                            "    search: {method: GET, url: \"search\"}\n"
-                           "agents:\n"
-                           "  special:\n"
-                           "    http_request:\n"
-                           "      aliases:\n"
-                           "        status: {method: GET, url: \"v2/status/{service}\"}\n";
+                           "orgs:\n"
+                           "  o1:\n"
+                           "    agents:\n"
+                           "      special:\n"
+                           "        http_request:\n"
+                           "          aliases:\n"
+                           "            status: {method: GET, url: \"v2/status/{service}\"}\n";
   Load(yaml);
   tool_ = "status";
   Json a = Decide("anyone", "s1", {{"service", "db"}});
@@ -300,7 +302,9 @@ TEST(HttpAliasPolicy, AMalformedAliasIsRefusedWithItsLine) {
       {"a1: {url: /x}", "method"},
   };
   for (const auto& c : cases) {
-    const std::string yaml = "mode: ask\nagents:\n  a:\n    http_request:\n      aliases:\n        " + c.alias + "\n";
+    const std::string yaml =
+        "mode: ask\norgs:\n  o1:\n    agents:\n      a:\n        http_request:\n          aliases:\n            " +
+        c.alias + "\n";
     PolicyPtr p;
     Status s = LoadPolicyYaml(yaml, "p.yaml", &p);
     ASSERT_FALSE(s.ok()) << c.alias;
@@ -320,8 +324,8 @@ namespace {
 // the call with a code, never an exception out of the stage.
 TEST(HttpAliasPolicy, AMalformedAliasInExecutesCopyIsAnErrorNotAThrow) {
   ExecutePolicy p;
-  p.agents = {{"a", {{"http_request", {{"aliases", {{"t1", {{"method", 5}, {"url", "/x"}}}}}}}}}};
-  const Json request{{"agent_id", "a"}, {"tool", "t1"}, {"args", Json::object()}};
+  p.orgs = {{"o1", {{"agents", {{"a", {{"http_request", {{"aliases", {{"t1", {{"method", 5}, {"url", "/x"}}}}}}}}}}}}}};
+  const Json request{{"org_id", "o1"}, {"agent_id", "a"}, {"tool", "t1"}, {"args", Json::object()}};
   ResolvedCall call = ResolveCall(request, p);
   ASSERT_TRUE(call.error.is_object()) << call.tool;
   EXPECT_EQ(call.error["error"]["code"], "E_POLICY_INVALID");

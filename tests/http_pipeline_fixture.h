@@ -31,6 +31,7 @@ class RecordingServer {
         targets_.push_back(req.target);
         methods_.push_back(req.method);
         headers_.push_back(req.headers);
+        bodies_.push_back(req.body);
       }
       if (handler) return handler(req, res);
       res.set_content("ok", "text/plain");
@@ -55,6 +56,10 @@ class RecordingServer {
     std::lock_guard<std::mutex> lock(mu_);
     return methods_;
   }
+  std::vector<std::string> bodies() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bodies_;
+  }
   httplib::Headers last_headers() const {
     std::lock_guard<std::mutex> lock(mu_);
     return headers_.empty() ? httplib::Headers() : headers_.back();
@@ -69,6 +74,7 @@ class RecordingServer {
   std::vector<std::string> targets_;
   std::vector<std::string> methods_;
   std::vector<httplib::Headers> headers_;
+  std::vector<std::string> bodies_;
 };
 
 constexpr int64_t kT0 = 1'795'000'000'000'000;
@@ -98,7 +104,7 @@ class HttpPipelineTest : public ::testing::Test {
     return tollgate::Decide(pif_, BudgetLedger(), DecideInput{&req, kT0});
   }
   Json Request(const std::string& agent, const std::string& rid, const Json& args) const {
-    return {{"request_id", rid}, {"org_id", "o1"}, {"agent_id", agent}, {"session_id", "s1"}, {"tool", tool_},
+    return {{"request_id", rid}, {"org_id", org_}, {"agent_id", agent}, {"session_id", "s1"}, {"tool", tool_},
             {"args", args}};
   }
   // Logs request.received and `decision` as decision.made, sends the flow
@@ -139,6 +145,7 @@ class HttpPipelineTest : public ::testing::Test {
   }
 
   std::string tool_ = "http_request";  // the tool Decide and Execute call
+  std::string org_ = "o1";             // the org they call as (Yaml() puts its agents in o1)
   testing::TempDir dir_;
   Topics topics_;
   PolicyInForce pif_;
@@ -147,11 +154,21 @@ class HttpPipelineTest : public ::testing::Test {
   int offset_ = 0;
 };
 
+// `agent_section` (entries indented by 2, as under a top-level `agents:`)
+// as org o1's agents, the org of every request here.
 inline std::string Yaml(const RecordingServer& s, const std::string& agent_section) {
+  std::string agents;
+  size_t at = 0;
+  while (at < agent_section.size()) {
+    const size_t nl = agent_section.find('\n', at);
+    const size_t end = nl == std::string::npos ? agent_section.size() : nl + 1;
+    agents += "    " + agent_section.substr(at, end - at);
+    at = end;
+  }
   return "mode: ask\n"
          "execute:\n  network:\n    allow_cidrs: [127.0.0.0/8]\n"
-         "agents:\n" +
-         agent_section;
+         "orgs:\n  o1:\n    agents:\n" +
+         agents;
 }
 
 }  // namespace testing

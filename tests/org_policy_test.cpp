@@ -58,10 +58,6 @@ tools:
 budgets:
   - {name: org-day, scope: org, window: day, max_usd: 100}
   - {name: session-calls, scope: session, window: session, max_calls: 50}
-agents:
-  bot:
-    tools: [echo, read_file, write_file, "cli:*"]
-    deny: ["cli:drop*"]
 orgs:
   plain-mode:
     mode: restrict
@@ -116,11 +112,9 @@ TEST(OrgPolicy, AnOrgsSectionChangesThatOrgsVerdictsAndNoOtherOrgs) {
        {{"allower", {"allow", "org.allow:cli:report"}}, {"plain-mode", {"deny", "mode:restrict@org"}}}},
       {"allow replaces: a glob the org dropped", "x", "read_file", {{"path", "notes.txt"}}, -1,
        {"allow", "org.allow:builtin:read_file"}, {{"allower", {"allow", "mode:ask@org"}}}},
-      {"an org's agent entry overrides the deployment's grants", "bot", "read_file", {{"path", "notes.txt"}}, -1,
+      {"an org's agent entry binds that org's agent alone", "bot", "read_file", {{"path", "notes.txt"}}, -1,
        {"allow", "org.allow:builtin:read_file"},
        {{"agency", {"deny", "agent.tools"}}, {"allower", {"allow", "mode:ask@org"}}}},
-      {"an org's agent entry keeps the deployment's agent deny", "bot", "cli:drop-db", Json::object(), -1,
-       {"deny", "agent.deny:cli:drop*"}, {}},
       {"an agent only the org has", "helper", "write_file", {{"path", "n.txt"}}, -1, {"ask", "mode:ask@org"},
        {{"agency", {"allow", "mode:dangerous@agent"}},
         {"plain-mode", {"deny", "mode:restrict@org"}},
@@ -172,9 +166,6 @@ rules:
   - name: writes-ask
     tool: write_file
     verdict: ask
-agents:
-  bot:
-    deny: ["cli:drop*"]
 orgs:
   loose:
     mode: dangerous
@@ -198,7 +189,7 @@ orgs:
       {"x", "read_file", {{"path", "/srv/password"}}, "org.deny:*:*password*"},
       {"x", "execute_command", {{"command", "rm"}, {"args", {"-rf", "/"}}}, "org.deny:bash:rm *"},
       {"x", "read_file", {{"path", "/etc/hosts"}}, "org.rule:rule-0"},
-      {"bot", "cli:drop-db", Json::object(), "agent.deny:cli:drop*"},
+      {"bot", "read_file", {{"path", "/srv/password"}}, "org.deny:*:*password*"},
   };
   for (const char* org : {"default", "loose"}) {
     for (const auto& c : denied) {
@@ -218,7 +209,6 @@ orgs:
   // The effective document shows the union.
   const Json eff = pif.file()->EffectiveDoc("loose");
   EXPECT_EQ(eff["deny"], Json({"*:*password*", "bash:rm *"}));
-  EXPECT_EQ(eff["agents"]["bot"]["deny"], Json({"cli:drop*"}));
   EXPECT_FALSE(eff.contains("orgs"));
 
   // bypass would skip the deny list: refused in a section and in its agents.
@@ -228,8 +218,10 @@ orgs:
   EXPECT_NE(s.message().find("line 4: /orgs/acme/mode: bypass is not allowed"), std::string::npos) << s.message();
   s = LoadPolicyYaml("orgs:\n  acme:\n    agents:\n      a1:\n        mode: bypass\n", "t.yaml", &p);
   EXPECT_NE(s.message().find("line 5: /orgs/acme/agents/a1/mode: bypass"), std::string::npos) << s.message();
-  // A deployment agent in bypass stays the deployment's choice.
-  EXPECT_TRUE(LoadPolicyYaml("agents:\n  a1: {mode: bypass}\norgs:\n  acme: {mode: restrict}\n", "t.yaml", &p).ok());
+  // A top-level agent entry (which would bind a1 in every org) is refused whatever it says.
+  s = LoadPolicyYaml("agents:\n  a1: {mode: bypass}\norgs:\n  acme: {mode: restrict}\n", "t.yaml", &p);
+  EXPECT_NE(s.message().find("line 2: /agents/a1: an agent entry belongs to one org"), std::string::npos)
+      << s.message();
 }
 
 // A request of an org: the version it is decided under.

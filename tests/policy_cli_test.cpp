@@ -35,9 +35,14 @@ TEST(PolicyCli, CheckAcceptsTheDefaultAndRefusesABadFileWithItsLine) {
   EXPECT_EQ(RunTollgate("policy check " TOLLGATE_SOURCE_DIR "/config/default-policy.yaml", &out), 0) << out;
   EXPECT_NE(out.find("ok (file:"), std::string::npos) << out;
   TempDir dir;
-  std::ofstream(dir.sub("bad.yaml")) << "mode: ask\nagents:\n  a1:\n    mode: sideways\n";
+  std::ofstream(dir.sub("bad.yaml")) << "mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n";
   EXPECT_EQ(RunTollgate("policy check " + dir.sub("bad.yaml"), &out), 1);
-  EXPECT_NE(out.find("line 4: /agents/a1/mode"), std::string::npos) << out;
+  EXPECT_NE(out.find("line 6: /orgs/o1/agents/a1/mode"), std::string::npos) << out;
+  // A top-level agent entry would bind a1 in every org: refused, with its line and the spelling to use.
+  std::ofstream(dir.sub("bare.yaml")) << "mode: ask\nagents:\n  a1:\n    mode: restrict\n";
+  EXPECT_EQ(RunTollgate("policy check " + dir.sub("bare.yaml"), &out), 1);
+  EXPECT_NE(out.find("line 4: /agents/a1: an agent entry belongs to one org"), std::string::npos) << out;
+  EXPECT_NE(out.find("orgs.<org>.agents.a1"), std::string::npos) << out;
 }
 
 TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {

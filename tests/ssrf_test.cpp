@@ -122,7 +122,8 @@ class HttpTest : public ::testing::Test, public ToolFixture {
     ASSERT_TRUE(ParseCidr(cidr, &c));
     policy().allow_cidrs = {c};
   }
-  void AgentHttp(Json cfg) { policy().agents["a1"]["http_request"] = std::move(cfg); }
+  // o1's a1, the agent Ctx() runs as.
+  void AgentHttp(Json cfg) { policy().orgs["o1"]["agents"]["a1"]["http_request"] = std::move(cfg); }
   std::string Local(int port, const std::string& path = "/") { return "http://127.0.0.1:" + std::to_string(port) + path; }
 };
 

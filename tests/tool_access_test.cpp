@@ -40,10 +40,13 @@ TEST(ToolAccess, UnderTheDefaultPolicyEchoRunsWriteFileAsksAndAnUnknownToolIsNot
 }
 
 TEST(ToolAccess, AnAgentWithGrantsIsOfferedOnlyThoseTools) {
-  const PolicyInForce pif = Policy("agents:\n  bot: {tools: [echo, read_file]}\nallow: [builtin:echo]\n");
+  const PolicyInForce pif =
+      Policy("orgs:\n  default:\n    agents:\n      bot: {tools: [echo, read_file]}\nallow: [builtin:echo]\n");
   EXPECT_TRUE(AccessOf(pif, "default", "bot", "echo", kNow).callable);
   EXPECT_FALSE(AccessOf(pif, "default", "bot", "get_system_info", kNow).callable);
   EXPECT_TRUE(AccessOf(pif, "default", "other", "get_system_info", kNow).callable);
+  // The entry is the default org's bot's: another org's bot of the same id is not narrowed by it.
+  EXPECT_TRUE(AccessOf(pif, "elsewhere", "bot", "get_system_info", kNow).callable);
 }
 
 TEST(ToolAccess, PlanModeHidesMutatingTools) {

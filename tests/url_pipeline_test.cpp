@@ -150,7 +150,7 @@ TEST_F(UrlPipelineTest, ACallThatIsNotItsDecisionIsRefusedAndNothingRuns) {
   // Execute's policy moved base_url after decide decided.
   Json d2 = Decide("a1", "m2", {{"url", "items"}});
   Json moved = pif_.file()->doc();
-  moved["agents"]["a1"]["http_request"]["base_url"] = s.origin() + "/elsewhere/";
+  moved["orgs"]["o1"]["agents"]["a1"]["http_request"]["base_url"] = s.origin() + "/elsewhere/";
   LoadExecute(moved);
   EXPECT_EQ(Code(Execute("a1", "m2", {{"url", "items"}}, d2)), "E_DECISION_MISMATCH");
   // A file tool whose path is not the decided subject.
@@ -162,8 +162,8 @@ TEST_F(UrlPipelineTest, ACallThatIsNotItsDecisionIsRefusedAndNothingRuns) {
   EXPECT_TRUE(s.targets().empty()) << "nothing was fetched";
 }
 
-// A cross-origin redirect drops every header that carries a credential;
-// a same-origin one keeps them.
+// A cross-origin redirect keeps only the allowlisted headers (Accept, ...);
+// a same-origin one keeps them all.
 TEST_F(UrlPipelineTest, ACrossOriginRedirectDropsCredentialHeaders) {
   RecordingServer s, other;
   s.handler = [&](const httplib::Request& req, httplib::Response& res) {
@@ -174,7 +174,7 @@ TEST_F(UrlPipelineTest, ACrossOriginRedirectDropsCredentialHeaders) {
   Load(Yaml(s, "  a1:\n    mode: dangerous\n"));
   const Json headers{{"Authorization", "Bearer tok-123"}, {"X-Api-Key", "k-123"}, {"Api-Key", "k-456"},
                      {"Cookie", "sid=1"}, {"Proxy-Authorization", "Basic eA=="}, {"X-Auth-Token", "t-1"},
-                     {"X-Trace", "keep-me"}};
+                     {"X-Trace", "t-2"}, {"Accept", "text/plain"}};
   Json args{{"url", s.origin() + "/away"}, {"headers", headers}};
   Json r = Execute("a1", "x1", args, Decide("a1", "x1", args));
   ASSERT_TRUE(r.value("success", false)) << r.dump();
@@ -183,7 +183,8 @@ TEST_F(UrlPipelineTest, ACrossOriginRedirectDropsCredentialHeaders) {
   for (const char* k : {"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization", "X-Auth-Token"}) {
     EXPECT_EQ(h.count(k), 0u) << k << " crossed origins";
   }
-  EXPECT_EQ(h.count("X-Trace"), 1u) << "other headers are kept";
+  EXPECT_EQ(h.count("X-Trace"), 0u) << "any other header may carry a credential: dropped too";
+  EXPECT_EQ(h.count("Accept"), 1u) << "the allowlisted ones are kept";
   args["url"] = s.origin() + "/here";
   r = Execute("a1", "x2", args, Decide("a1", "x2", args));
   ASSERT_TRUE(r.value("success", false)) << r.dump();

@@ -12,9 +12,11 @@
 // - the host must be in the agent's `hosts` list when it has one;
 // - redirects are followed here, each hop checked the same way, at most
 //   execute.network.max_redirects; a cross-origin hop (scheme, host or port
-//   differs) drops every header that carries a credential (Authorization,
-//   Proxy-Authorization, Cookie, X-Api-Key, Api-Key and any name containing
-//   a fragment of DefaultSecretKeyPatterns()) and any userinfo.
+//   differs) keeps only the headers of CrossOriginHeader (credentials have
+//   too many names to list: Ocp-Apim-Subscription-Key, X-Functions-Key, ...)
+//   and no userinfo, and one that would re-send the method and body (307,
+//   308, or 301/302 for a method other than POST) is refused with
+//   E_CROSS_ORIGIN_REDIRECT rather than followed without them.
 // The first URL is args.url resolved against base_url and normalised by
 // core/invocation.h's HttpUrl, the very string decide matched and recorded
 // as the decision's invocation (the stage checks that they are equal before
@@ -31,7 +33,6 @@
 #include <regex>
 
 #include "core/invocation.h"
-#include "core/redact.h"
 #include "core/url.h"
 #include "execute/invocation_check.h"
 #include "execute/net_pin.h"
@@ -54,14 +55,12 @@ std::string Lower(std::string s) {
   return s;
 }
 
-// Whether a header (lower-cased name) may carry a credential: never sent
-// to another origin.
-bool CredentialHeader(const std::string& lower) {
-  for (const char* k : {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}) {
+// Whether a header (lower-cased name) may follow a redirect to another
+// origin: only those that say what the client accepts, nothing about who it
+// is. No body crosses origins, so neither does Content-Type.
+bool CrossOriginHeader(const std::string& lower) {
+  for (const char* k : {"accept", "accept-language", "accept-encoding", "user-agent"}) {
     if (lower == k) return true;
-  }
-  for (const auto& frag : DefaultSecretKeyPatterns()) {
-    if (!frag.empty() && lower.find(frag) != std::string::npos) return true;
   }
   return false;
 }
@@ -143,7 +142,7 @@ class HttpRequest : public BuiltinTool {
   }
 
   Json Run(const Json& args, const ToolContext& ctx) const override {
-    const Json cfg = ctx.policy->AgentHttp(ctx.agent_id);
+    const Json cfg = ctx.policy->AgentHttp(ctx.org_id, ctx.agent_id);
     std::string url_arg, method = cfg.value("default_method", "GET"), body;
     if (!StringArg(args, "url", &url_arg) || url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (string) is required");
     if (!StringArg(args, "method", &method, false)) return ToolFail(errc::kInvalidArgs, "method must be a string");
@@ -180,8 +179,13 @@ class HttpRequest : public BuiltinTool {
       }
       headers[Lower(k)] = {k, v.get<std::string>()};
     }
-    if (args.contains("json")) {
-      body = args["json"].dump();
+    // `data` is the AI Orchestrator seed's name for the JSON payload
+    // (docs/tools.md): the same as `json`, never both.
+    if (args.contains("json") && args.contains("data")) {
+      return ToolFail(errc::kInvalidArgs, "json and data are the same payload: give one");
+    }
+    if (args.contains("json") || args.contains("data")) {
+      body = (args.contains("json") ? args["json"] : args["data"]).dump();
       if (!headers.count("content-type")) headers["content-type"] = {"Content-Type", "application/json"};
     } else if (!StringArg(args, "body", &body, false)) {
       return ToolFail(errc::kInvalidArgs, "body must be a string (or use json)");
@@ -288,16 +292,25 @@ class HttpRequest : public BuiltinTool {
         if (!NormalizeUrl(loc->second, url.full, &next, &why, Userinfo::kDrop)) {
           return ToolFail(errc::kUrlForbidden, "redirect: " + why);
         }
-        const bool cross = next.scheme != url.scheme || next.host != url.host || next.port != url.port;
-        if (cross) {
-          for (auto it = headers.begin(); it != headers.end();) {
-            it = CredentialHeader(it->first) ? headers.erase(it) : std::next(it);
-          }
-        }
         if (status == 303 || ((status == 301 || status == 302) && method == "POST")) {
           method = method == "HEAD" ? "HEAD" : "GET";
           body.clear();
           headers.erase("content-type");
+        }
+        const bool cross = next.scheme != url.scheme || next.host != url.host || next.port != url.port;
+        if (cross && (!body.empty() || !IsReadOnlyMethod(method))) {
+          // The method and body were decided for this origin: not re-sent
+          // to another, and not silently sent without the body either.
+          Json r = ToolFail(errc::kCrossOriginRedirect,
+                            "HTTP " + std::to_string(status) + " redirects this " + method + " to another origin (" +
+                                next.full + "); following it would re-send the request there, so it was not followed");
+          r["data"] = {{"status", status}, {"url", url.full}, {"location", next.full}, {"redirects", hops}};
+          return r;
+        }
+        if (cross) {
+          for (auto it = headers.begin(); it != headers.end();) {
+            it = CrossOriginHeader(it->first) ? std::next(it) : headers.erase(it);
+          }
         }
         url = next;
         continue;
@@ -316,7 +329,9 @@ class HttpRequest : public BuiltinTool {
       const std::string ctype = Lower(rh.count("content-type") ? rh["content-type"] : "");
       const bool want_json = format == "json" || (format == "auto" && ctype.find("json") != std::string::npos);
       Json parsed;
-      if (want_json && !truncated && ParseJson(out.data, &parsed).ok()) {
+      // A server's body is untrusted input: the result (and its event)
+      // wraps it a few levels deeper, and must stay readable.
+      if (want_json && !truncated && ParseInputJson(out.data, &parsed).ok()) {
         data["json"] = parsed;
       } else {
         if (format == "json") data["json_error"] = "the body is not JSON (or was truncated)";

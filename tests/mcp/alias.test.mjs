@@ -32,24 +32,26 @@ mode: ask
 execute:
   network:
     allow_cidrs: [127.0.0.0/8]
-agents:
-  support:
-    rules: [{tools: create_ticket, verdict: allow}]
-    http_request:
-      base_url: "${origin}/api/"
-      aliases:
-        create_ticket:
-          description: Open a ticket in the tracker
-          method: POST
-          url: "projects/{project}/tickets"
-          headers: {Authorization: "Bearer \${env:TOLLGATE_TEST_TICKETS_TOKEN}"}
-          input_schema:
-            type: object
-            required: [project, title]
-            additionalProperties: false
-            properties:
-              project: {type: string}
-              title: {type: string}
+orgs:
+  default:
+    agents:
+      support:
+        rules: [{tools: create_ticket, verdict: allow}]
+        http_request:
+          base_url: "${origin}/api/"
+          aliases:
+            create_ticket:
+              description: Open a ticket in the tracker
+              method: POST
+              url: "projects/{project}/tickets"
+              headers: {Authorization: "Bearer \${env:TOLLGATE_TEST_TICKETS_TOKEN}"}
+              input_schema:
+                type: object
+                required: [project, title]
+                additionalProperties: false
+                properties:
+                  project: {type: string}
+                  title: {type: string}
 ` }).start();
 });
 after(async () => {

@@ -62,7 +62,7 @@ test('Prometheus stores the counters of a run of known size', async () => {
   const text = (await scrape(up.adminToken)).text;
   const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
   assert.equal(lint.status, 0, `promtool check metrics:\n${lint.stdout}${lint.stderr}`);
-  assert.match(text, /^tollgate_decisions_total\{verdict="allow",rule_kind="[a-z.]+"\} \d+$/m);
+  assert.match(text, /^tollgate_decisions_total\{verdict="allow",rule_kind="[a-z.]+",org="default"\} \d+$/m);
 
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(up.dir, 'prom-'));
