@@ -3,33 +3,16 @@
 #include "core/redact.h"
 #include "core/request_state.h"
 #include "core/sha256.h"
+#include "core/unproven.h"
 
 namespace tollgate {
 
 StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, const Message& in,
                                 const StageContext& ctx, const std::string& why, const char* code,
                                 const Json& claimed) {
-  const std::string rid = "k-" + Sha256Hex(ctx.source).substr(0, 24);
-  Json request{{"request_id", rid}, {"org_id", "unknown"}, {"agent_id", in.key.empty() ? "unknown" : in.key},
-               {"session_id", "unknown"}, {"tool", ""}};
-  Event e;
-  e.type = "request.rejected";
-  e.request_id = rid;
-  e.id = MakeRequestEventId("unknown", e.type, rid, ctx.source);
-  e.time_us = ctx.now_us;
-  e.org_id = "unknown";
-  e.agent_id = "unknown";
-  e.session_id = "unknown";
-  const std::string msg = stage + " refused its input: " + why;
-  e.data = {{"error", {{"code", code}, {"message", msg}}}, {"source", ctx.source}, {"stage", stage}};
-  if (claimed.is_object()) e.data["claimed"] = claimed;
-  StageResult r;
-  r.events.push_back(std::move(e));
-  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(code, msg, false));
-  Message out = MessageFor(topics.results(), request, result);
-  out.key = in.key;
-  r.outputs.push_back({std::move(out), 0, std::move(result)});
-  return r;
+  UnprovenRefusal refusal{stage, code, stage + " refused its input: " + why};
+  if (claimed.is_object()) refusal.data["claimed"] = claimed;
+  return RefuseUnproven(topics, in, ctx, refusal);
 }
 
 namespace {

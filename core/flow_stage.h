@@ -20,9 +20,9 @@ namespace tollgate {
 // `code` (E_INVALID_REQUEST, E_NOT_IN_LOG, E_FLOW_MISMATCH) and a rejected
 // result, so nothing vanishes even if an outside client writes to an
 // internal topic. It is filed under org "unknown" and an id derived from the
-// message's Kafka coordinates, never under the request it claims: a forged
-// message must not end, or write into, another request's history. What it
-// claimed is kept in data.claimed.
+// message's bytes (core/unproven.h), never under the request it claims, and
+// so is its result: a forged message must not end, or write into, another
+// request's history. What it claimed is kept in data.claimed.
 StageResult RejectMalformedFlow(const std::string& stage, const Topics& topics, const Message& in,
                                 const StageContext& ctx, const std::string& why,
                                 const char* code = errc::kInvalidRequest, const Json& claimed = nullptr);

@@ -1,13 +1,33 @@
 #include "deploy/identity.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "api/tokens.h"
 #include "audit/credentials_log.h"
 #include "core/messages.h"
+#include "core/sha256.h"
 
 namespace tollgate {
 std::string ServiceKeyPath(const std::string& data_dir) { return data_dir + "/keys/" + kServiceIdentity + ".pem"; }
+
+namespace {
+// 16 hex digits of the key's derivation for `label`.
+std::string SecretPart(const EventsKey& key, const std::string& label) {
+  const std::string d = key.Derive(label);
+  return ToHex(reinterpret_cast<const uint8_t*>(d.data()), std::min<size_t>(8, d.size()));
+}
+}  // namespace
+
+std::string StageGroupId(const EventsKey& key, const std::string& stage) {
+  return "tollgate-" + stage + "-" + SecretPart(key, "consumer-group/" + stage);
+}
+
+std::string StageTransactionalId(const EventsKey& key, const std::string& stage,
+                                 const std::string& instance) {
+  const std::string name = instance.empty() ? stage : stage + "-" + instance;
+  return "tollgate-" + name + "-" + SecretPart(key, "transactional-id/" + name);
+}
 
 Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSink& sink,
                      CredentialRegistry* registry, std::shared_ptr<const JwtSigner>* service_signer,

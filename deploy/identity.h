@@ -17,6 +17,7 @@
 #include "audit/event_log.h"
 #include "core/credentials.h"
 #include "core/stage.h"
+#include "runtime/event_follower.h"
 
 namespace tollgate {
 
@@ -33,5 +34,18 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
 
 // The service key's path in a data directory.
 std::string ServiceKeyPath(const std::string& data_dir);
+
+// The Kafka ids of a stage's runners, with a secret part derived from the
+// deployment key (keys/events.key, 0600 in the data directory; the
+// distributed deployment's --deployment-key): the consumer group
+// "tollgate-<stage>-<16 hex>" and the transactional id
+// "tollgate-<stage>[-<instance>]-<16 hex>". A local process that lacks the
+// key cannot join the group (and swallow its messages) or fence the
+// stage's producer: the embedded broker has no ACLs, and lists no groups.
+// On a real cluster, ACLs do that job (docs/trust.md, "Kafka: consumer
+// groups and ACLs").
+std::string StageGroupId(const EventsKey& key, const std::string& stage);
+std::string StageTransactionalId(const EventsKey& key, const std::string& stage,
+                                 const std::string& instance = "");
 
 }  // namespace tollgate

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "audit/log_audit_reader.h"
+#include "deploy/gate_key.h"
 #include "deploy/identity.h"
 #include "deploy/observability.h"
 #include "deploy/stages.h"
@@ -33,8 +34,8 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
     }
     api.bus = bus;
     // The MCP gateway (/mcp) on the same server, signing with the same key.
-    if (!api.mcp && api.service_signer) {
-      Status s = MakeMcpEndpoint(bus, api.service_signer, store, api.list_tools, &api.mcp);
+    if (!api.mcp && api.service_signer && api.credentials != nullptr) {
+      Status s = MakeMcpEndpoint(bus, api.service_signer, store, *api.credentials, api.list_tools, &api.mcp);
       if (!s.ok()) return s;
     }
     Status s = ApiServer::Start(std::move(api), store, server);
@@ -85,6 +86,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->bus_.topics.prefix = options.topic_prefix;
   p->bus_.partitions = options.partitions;
   p->bus_.latency_first = options.latency_first;
+  p->bus_.topics.shared_results = options.shared_results_topic;
   std::filesystem::create_directories(options.data_dir);
   // The log, keys and workspaces are tollgate's alone (docs/sandbox.md).
   std::error_code mode_ec;
@@ -138,6 +140,15 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     p->sink_->AddListener([reg](const std::vector<Event>& events) { reg->ApplyAll(events); });
   }
   {
+    // The gate's result key, from the deployment key (made on first start).
+    std::shared_ptr<const EventsKey> key;
+    s = EventsKey::Load(options.data_dir + "/keys/events.key", true, &key);
+    if (s.ok()) s = GateSigner(*key, &p->gate_);
+    if (s.ok()) s = RegisterGateKey(*p->gate_, p->credentials_.get(), *p->sink_);
+    if (!s.ok()) return s;
+    p->results_ = std::make_shared<ResultPublisher>(p->bus_, p->gate_);
+  }
+  {
     Metrics* m = p->metrics_.get();
     p->sink_->AddListener([m](const std::vector<Event>& events) { m->Observe(events); });
   }
@@ -173,17 +184,29 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   if (!s.ok()) return s;
   phase("stages");
   p->tools_ = MakeToolDirectory(p->options_.policy_path, options.data_dir, built.policy, built.upstreams);
+  p->metrics_->SetToolCatalog(
+      DeploymentToolCatalog(built.policy, p->options_.policy_path, options.data_dir, built.upstreams));
   const std::function<PolicyInForce()> policy_in_force = built.policy;
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
   p->decide_ = built.decide;
   Pipeline* raw = p.get();
+  // The stages' consumer groups and transactional ids carry a secret of the
+  // data directory (deploy/identity.h): no other local process joins them.
+  std::shared_ptr<const EventsKey> ids_key;
+  s = EventsKey::Load(options.data_dir + "/keys/events.key", true, &ids_key);
+  if (!s.ok()) return s;
   for (auto& stage : p->stages_) {
     RunnerOptions ro;
     ro.bus = p->bus_;
+    ro.group = StageGroupId(*ids_key, stage->name());
+    ro.transactional_id = StageTransactionalId(*ids_key, stage->name());
+    // Each stage is its group's only member here: another one is foreign.
+    ro.sole_member = true;
     ro.incarnation = incarnation;
     ro.max_batch = options.max_batch;
     ro.max_event_bytes = lo.max_event_bytes;
+    ro.results = p->results_;
     ro.on_offset_lost = [raw](const Status&) {
       Status r = raw->ReconcileNow();
       if (!r.ok()) log::Error({"reconciler"}) << "reconcile after offset loss failed: " << r.ToString() << "\n";
@@ -217,11 +240,20 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   ao.service_signer = p->service_signer_;
   ao.metrics = [m = p->metrics_] { return m->Render(); };
   ao.metrics_public = options.metrics_public;
+  ao.degraded = [raw] {
+    std::vector<std::string> why;
+    for (size_t i = 0; i < raw->runners_.size(); ++i) {
+      if (raw->runners_[i]->stats().foreign_members.load() != 0) {
+        why.push_back(raw->stages_[i]->name() + ": its consumer group has a member that is not this process");
+      }
+    }
+    return why;
+  };
   ao.list_tools = [tools = p->tools_](const std::string& org, const std::string& agent, Json* out) {
     return tools->List(org, agent, out);
   };
-  s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", options.brokers.empty()}},
-               &p->api_);
+  s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(),
+               {{"embedded_broker", options.brokers.empty()}, {"gate_key", GateKeyJson(*p->gate_)}}, &p->api_);
   if (!s.ok()) return s;
   phase("api");
   *out = std::move(p);
@@ -232,7 +264,7 @@ Status Pipeline::AppendCredentialEvent(const Event& e) { return AppendOne(*sink_
 
 Status Pipeline::ReconcileNow() {
   std::lock_guard<std::mutex> lock(reconcile_mu_);
-  return Reconcile(log_->store(), *sink_, *reconcile_producer_, bus_.topics, &reconciled_);
+  return Reconcile(log_->store(), *sink_, *reconcile_producer_, bus_.topics, results_.get(), &reconciled_);
 }
 
 uint64_t Pipeline::retries() const {

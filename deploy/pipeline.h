@@ -21,6 +21,7 @@
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "runtime/kafka_bus.h"
+#include "runtime/result_publisher.h"
 #include "runtime/stage_runner.h"
 #include "execute/audit_reader.h"
 
@@ -61,6 +62,10 @@ struct PipelineOptions {
   std::string otlp_endpoint;
   // BusConfig::latency_first for every client of the pipeline.
   bool latency_first = false;
+  // Every org's results on the one topic <prefix>results instead of
+  // <prefix>results.<org> (--shared-results-topic: for consumers written
+  // before per-org topics; a Kafka ACL cannot keep orgs apart there).
+  bool shared_results_topic = false;
 };
 
 // Where the shipped default policy is: $TOLLGATE_DEFAULT_POLICY, else
@@ -116,6 +121,9 @@ class Pipeline {
   // credentials) sees what goes through it. For tests that stand in for a
   // stage.
   EventSink& sink() { return *sink_; }
+  // The gate's result key (deploy/gate_key.h): waiters check results with
+  // its public half.
+  const JwtSigner& gate() const { return *gate_; }
 
  private:
   Pipeline() = default;
@@ -130,6 +138,8 @@ class Pipeline {
   std::unique_ptr<StoreLogView> store_view_;
   std::unique_ptr<CachedLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
+  std::shared_ptr<const JwtSigner> gate_;
+  std::shared_ptr<ResultPublisher> results_;  // every runner's and the reconciler's
   std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;

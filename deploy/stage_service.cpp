@@ -13,7 +13,9 @@
 #include "audit/credentials_log.h"
 #include "audit/log_audit_reader.h"
 #include "core/sha256.h"
+#include "deploy/gate_key.h"
 #include "deploy/identity.h"
+#include "runtime/result_publisher.h"
 
 namespace tollgate {
 
@@ -39,11 +41,11 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   if (p->options_.instance.empty()) p->options_.instance = Sha256Hex(std::string(host) + ":" + abs_data).substr(0, 12);
-  p->transactional_id_ = "tollgate-" + stage + "-" + p->options_.instance;
 
   p->bus_.brokers = po.brokers;
   p->bus_.topics.prefix = po.topic_prefix;
   p->bus_.partitions = po.partitions;
+  p->bus_.topics.shared_results = po.shared_results_topic;
   Status s = EnsureTopics(p->bus_, std::chrono::seconds(30));
   if (!s.ok()) return s;
 
@@ -66,6 +68,12 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
   s = EventsKey::Load(p->options_.deployment_key.empty() ? po.data_dir + "/keys/events.key"
                                                          : p->options_.deployment_key,
                       keeper, &key);
+  if (!s.ok()) return s;
+  // Its Kafka ids carry a secret of the deployment key (deploy/identity.h).
+  p->transactional_id_ = StageTransactionalId(*key, stage, p->options_.instance);
+  // The gate's result key: every process given the deployment key has it.
+  std::shared_ptr<const JwtSigner> gate;
+  s = GateSigner(*key, &gate);
   if (!s.ok()) return s;
   FollowerOptions fo;
   fo.key = key;
@@ -92,6 +100,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     }
     s = SetUpIdentity({po.data_dir, po.tokens_file}, p->log_->store(), *p->topic_sink_, p->credentials_.get(),
                       &p->service_signer_, &p->admin_token_created_);
+    if (s.ok()) s = RegisterGateKey(*gate, p->credentials_.get(), *p->topic_sink_);
     if (!s.ok()) return s;
   } else {
     s = FoldCredentials(p->log_->store(), p->credentials_.get());
@@ -123,9 +132,11 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     ro.max_batch = po.max_batch;
     ro.max_event_bytes = lo.max_event_bytes;
     ro.transactional_id = p->transactional_id_;
+    ro.group = StageGroupId(*key, stage);
     ro.workers = std::max<size_t>(1, p->options_.workers);
     ro.events_topic = p->bus_.topics.events();
     ro.events_key = key;
+    ro.results = std::make_shared<ResultPublisher>(p->bus_, gate);
     EventFollower* follower = p->follower_.get();
     ro.catch_up = [follower] { return follower->CatchUp(); };
     p->runner_ = std::make_unique<StageRunner>(*p->built_.stages[0], *p->sink_, *p->view_, ro);
@@ -172,6 +183,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     // them all (from this process's start).
     {
       auto metrics = std::make_shared<Metrics>();
+      metrics->SetToolCatalog(DeploymentToolCatalog(p->built_.policy, po.policy_path, po.data_dir));
       p->sink_->AddListener([metrics](const std::vector<Event>& events) { metrics->Observe(events); });
       ao.metrics = [metrics] { return metrics->Render(); };
       ao.metrics_public = po.metrics_public;
@@ -183,7 +195,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {
       return tools->List(org, agent, out);
     };
-    s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}},
+    s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}, {"gate_key", GateKeyJson(*gate)}},
                  &p->api_);
     if (!s.ok()) return s;
   }

@@ -45,37 +45,29 @@ std::string TraceFor(const Message& in, const std::string& org_id, const std::st
 
 StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, const Json& partial,
                                 const std::string& request_id, Rejection why) {
-  const Json key(in.key);
-  const Json* agent = Field(partial, "agent_id");
-  // The result goes back to the sender with what it said of itself.
+  // The signer is proven: the refusal is filed under it and its result goes
+  // back to it.
   Json request{{"request_id", request_id},
                {"org_id", SafeId(Field(partial, "org_id"))},
-               {"agent_id", SafeId(agent ? agent : &key)},
+               {"agent_id", SafeId(Field(partial, "agent_id"))},
                {"session_id", SafeId(Field(partial, "session_id"))},
                {"tool", SafeId(Field(partial, "tool"))}};
   if (request["tool"] == kUnknown) request["tool"] = "";
   Event e;
   e.type = "request.rejected";
   e.request_id = request_id;
-  e.org_id = why.unauthenticated ? kUnknown : request["org_id"].get<std::string>();
+  e.org_id = request["org_id"].get<std::string>();
   e.id = MakeRequestEventId(e.org_id, e.type, request_id, why.discriminator);
   e.time_us = ctx.now_us;
-  e.agent_id = why.unauthenticated ? kUnknown : request["agent_id"].get<std::string>();
-  e.session_id = why.unauthenticated ? kUnknown : request["session_id"].get<std::string>();
-  e.tool = why.unauthenticated ? "" : request["tool"].get<std::string>();
+  e.agent_id = request["agent_id"].get<std::string>();
+  e.session_id = request["session_id"].get<std::string>();
+  e.tool = request["tool"].get<std::string>();
   // A refusal's message may quote what the sender sent: no secrets in it.
   (config_.redactor ? *config_.redactor->get() : *DefaultRedactor()).RedactString(&why.message);
   e.data = {{"error", {{"code", why.code}, {"message", why.message}}},
             {"source", ctx.source},
             {"size_bytes", in.value.size()}};
   if (why.extra.is_object()) e.data.update(why.extra);
-  if (why.unauthenticated) {
-    Json claimed = Json::object();
-    for (const char* k : {"request_id", "org_id", "agent_id", "session_id", "tool"}) {
-      if (request[k] != kUnknown && request[k] != "") claimed[k] = request[k];
-    }
-    e.data["claimed"] = std::move(claimed);
-  }
   const std::string tp = TraceFor(in, e.org_id, request_id);
   StampTraceparent(tp, &e);
   StageResult r;
@@ -83,9 +75,31 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
   Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
   Message out = MessageFor(config_.topics.results(), request, result);
   StampTraceparent(tp, &out);
-  if (request["agent_id"] == kUnknown && !in.key.empty()) out.key = in.key;  // back to the sender's partition
   r.outputs.push_back({std::move(out), 0, std::move(result)});
   return r;
+}
+
+StageResult IngestStage::RejectUnproven(const Message& in, const StageContext& ctx, const Json& said,
+                                        const std::string& request_id, const SignedBy& who) {
+  const RefusalLimiter::Verdict verdict =
+      refusals_.Admit(name(), who.code, who.check, ctx.source, in.value.size(), ctx.now_us);
+  if (verdict != RefusalLimiter::Verdict::kLog) return {};  // counted: its summary accounts for it
+  // What it claimed, for the auditor: filed under "unknown", never under it.
+  Json claimed = Json::object();
+  if (Json rid(request_id); SafeId(&rid) != kUnknown && request_id != DerivedRequestId(ctx.source)) {
+    claimed["request_id"] = request_id;
+  }
+  const Json key(in.key);
+  for (const char* k : {"org_id", "agent_id", "session_id", "tool"}) {
+    const Json* v = Field(said, k);
+    if (v == nullptr && std::string(k) == "agent_id") v = &key;
+    const std::string id = SafeId(v);
+    if (id != kUnknown) claimed[k] = id;
+  }
+  UnprovenRefusal why{name(), who.code, who.message,
+                      Json{{"check", who.check}, {"claimed", std::move(claimed)}}};
+  (config_.redactor ? *config_.redactor->get() : *DefaultRedactor()).RedactString(&why.message);
+  return RefuseUnproven(config_.topics, in, ctx, why);
 }
 
 StageResult IngestStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
@@ -136,14 +150,13 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
       who.identity = who.claims.value("agent_id", "");
     }
   }
+  if (!authed && !who.signature_ok) return RejectUnproven(in, ctx, said, request_id, who);
   if (!authed) {
-    Rejection why{who.code, who.message, ctx.source, Json{{"check", who.check}}, !who.signature_ok};
-    if (who.signature_ok) {
-      // The signer is proven (only its time failed): filed under it.
-      said["org_id"] = who.claims.value("org_id", "");
-      said["agent_id"] = who.claims.value("agent_id", "");
-    }
-    return Reject(in, ctx, said, request_id, std::move(why));
+    // The signer is proven (only its time failed): filed under it.
+    said["org_id"] = who.claims.value("org_id", "");
+    said["agent_id"] = who.claims.value("agent_id", "");
+    return Reject(in, ctx, said, request_id,
+                  Rejection{who.code, who.message, ctx.source, Json{{"check", who.check}}});
   }
   said["org_id"] = who.org_id;
   said["agent_id"] = who.identity;

@@ -9,8 +9,11 @@
 // executor) to tollgate.decide. Anything wrong yields request.rejected in
 // the log and a `rejected` result with a specific code. From authentication
 // on, the verified (org, agent) is the request's identity: the body must
-// name the same. A request the signature does not prove is filed under org
-// "unknown" (what it claimed in data.claimed), never under the org it names.
+// name the same. A request the signature does not prove is refused under
+// org "unknown" and an id derived from its bytes, result included
+// (core/unproven.h; what it claimed in data.claimed), never under the ids
+// it names; past a few per window such refusals are counted into a summary
+// (RefusalLimiter, made by Tick) rather than logged one by one.
 // request_ids are scoped by org. A signed request without one gets
 // "j-" + a hash of its signature, so a replayed copy is the same request.
 // The agent's `traceparent` header, when well-formed, is the request's
@@ -34,6 +37,7 @@
 #include "core/message.h"
 #include "core/redact.h"
 #include "core/stage.h"
+#include "core/unproven.h"
 
 namespace tollgate {
 
@@ -52,27 +56,37 @@ struct IngestConfig {
   const CredentialRegistry* credentials = nullptr;
   // How far a signature's iat may lie from the clock.
   int64_t max_skew_us = kDefaultMaxSkewUs;
+  // How many refusals of unproven messages are logged one by one.
+  RefusalLimiter::Options refusal_limits;
 };
 
 class IngestStage : public Stage {
  public:
-  explicit IngestStage(IngestConfig config) : config_(std::move(config)) {}
+  explicit IngestStage(IngestConfig config) : config_(std::move(config)), refusals_(config_.refusal_limits) {}
   std::string name() const override { return "ingest"; }
   std::vector<std::string> input_topics() const override { return {config_.topics.requests()}; }
   std::vector<std::string> output_topics() const override {
     return {config_.topics.decide(), config_.topics.results()};
   }
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
+  // The summaries of counted refusals that are due.
+  StageResult Tick(const StageContext& ctx, const LogView& log) override {
+    return refusals_.Tick(ctx.now_us, log);
+  }
 
  private:
   struct Rejection {
     std::string code, message, discriminator;
-    Json extra = Json::object();  // more event data (check, claimed)
-    bool unauthenticated = false;  // file under org "unknown"
+    Json extra = Json::object();  // more event data (check)
   };
+  // A refusal filed under the proven signer (`partial` names it).
   StageResult Reject(const Message& in, const StageContext& ctx, const Json& partial, const std::string& request_id,
                      Rejection why);
+  // A refusal of what no signature proves: logged, or counted.
+  StageResult RejectUnproven(const Message& in, const StageContext& ctx, const Json& said,
+                             const std::string& request_id, const SignedBy& who);
   IngestConfig config_;
+  RefusalLimiter refusals_;
 };
 
 }  // namespace tollgate

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -19,6 +20,8 @@ namespace tollgate {
 namespace {
 
 constexpr std::chrono::milliseconds kTxnTimeout{30000};
+// 9999-12-31T23:59:59.999Z: the latest record time a refusal records.
+constexpr int64_t kLatestRecordMs = 253402300799999;
 
 int64_t ReadOffset(const std::string& path) {
   if (path.empty()) return 0;
@@ -42,24 +45,6 @@ std::string Hmac(const std::string& key, const std::string& value) {
     out += hex[mac[i] & 15];
   }
   return out;
-}
-
-// The request.rejected every copy appends in place of a message at
-// `source` that is not a sealed event.
-Event RefusedMessage(const std::string& source, int64_t time_us, const std::string& why) {
-  Event e;
-  e.type = "request.rejected";
-  e.org_id = "unknown";
-  e.agent_id = "unknown";
-  e.session_id = "unknown";
-  e.request_id = "k-" + Sha256Hex(source).substr(0, 24);
-  e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, source);
-  e.time_us = time_us;
-  e.data = {{"error", {{"code", "E_EVENT_REFUSED"}, {"message", "the events topic holds a message that is not a "
-                                                                "sealed event: " + ToValidUtf8(why)}}},
-            {"source", source},
-            {"stage", "follower"}};
-  return e;
 }
 
 }  // namespace
@@ -88,6 +73,12 @@ Status EventsKey::Load(const std::string& path, bool create, std::shared_ptr<con
   if (k->key_.size() < 32) return Status::Error(errc::kInvalidRequest, path + " holds fewer than 32 bytes");
   *out = std::move(k);
   return Status::Ok();
+}
+
+std::string EventsKey::Derive(const std::string& label) const {
+  Digest d;
+  (void)DigestFromHex(Hmac(key_, "tollgate/derive/" + label), &d);
+  return std::string(reinterpret_cast<const char*>(d.data()), d.size());
 }
 
 void EventsKey::Seal(Message* m) const { m->headers[kHeaderEventsMac] = Hmac(key_, m->value); }
@@ -132,22 +123,55 @@ int64_t EventFollower::position() const {
 Status EventFollower::CatchUp() {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t start = reader_->position();
+  const RefusalBlock block_before = block_;
   std::vector<Event> events;
+  // The summary of the refusals counted so far, where every copy makes it:
+  // before the next event, or when the block ends.
+  auto summarize = [&] {
+    if (block_.pending.count == 0) return;
+    log::Warn({"follower"}) << block_.pending.count << " more messages that are not sealed events, "
+                            << block_.pending.first_source << " to " << block_.pending.last_source
+                            << ", refused and counted\n";
+    events.push_back(RefusalSummaryEvent(block_.pending, block_.pending.last_time_us));
+    block_.pending = RefusalCount{};
+  };
   Status s = reader_->ReadToEnd(options_.timeout, [&](const Message& m) {
+    if (m.offset / kRefusalBlockOffsets != block_.block) {
+      summarize();
+      block_ = RefusalBlock{m.offset / kRefusalBlockOffsets};
+    }
     Event e;
-    Status d = options_.key && options_.key->Verify(m)
-                   ? EventFromText(m.value, &e)
-                   : Status::Error("E_EVENT_REFUSED", "no valid " + std::string(kHeaderEventsMac));
+    const bool sealed = options_.key && options_.key->Verify(m);
+    Status d = sealed ? EventFromText(m.value, &e)
+                      : Status::Error("E_EVENT_REFUSED", "no valid " + std::string(kHeaderEventsMac));
     if (d.ok()) d = ValidateEnvelope(e);
     if (!d.ok()) {
       ++stats_.foreign;
+      block_.refused = true;
       const std::string source = m.topic + "/" + std::to_string(m.partition) + "/" + std::to_string(m.offset);
-      log::Warn({"follower"}) << source << " is not a sealed event, refused: " << d.ToString() << "\n";
       // Its time is the record's timestamp, not the clock: every copy
       // must append the same bytes.
-      events.push_back(RefusedMessage(source, std::max<int64_t>(1, m.timestamp_ms) * 1000, d.message()));
+      // (Clamped: a producer sets any timestamp it likes, up to INT64_MAX.)
+      const int64_t time_us = std::clamp<int64_t>(m.timestamp_ms, 1, kLatestRecordMs) * 1000;
+      const char* check = sealed ? "event" : "mac";
+      if (block_.logged >= kRefusalsLoggedPerBlock) {
+        if (block_.pending.count == 0) {
+          block_.pending.stage = "follower";
+          block_.pending.code = "E_EVENT_REFUSED";
+        }
+        block_.pending.Add(source, time_us, m.value.size(), check);
+        return Status::Ok();
+      }
+      ++block_.logged;
+      log::Warn({"follower"}) << source << " is not a sealed event, refused: " << d.ToString() << "\n";
+      events.push_back(
+          UnprovenRefusalEvent(m, source, time_us,
+                               {"follower", "E_EVENT_REFUSED",
+                                "the events topic holds a message that is not a sealed event: " + d.message(),
+                                Json{{"check", check}}}));
       return Status::Ok();
     }
+    summarize();
     e.seq = 0;
     e.prev_hash.clear();
     e.hash.clear();
@@ -162,6 +186,7 @@ Status EventFollower::CatchUp() {
     for (size_t i = 0; i < appended.size(); ++i) {
       if (!appended[i].status.ok()) {
         (void)reader_->Seek(start);
+        block_ = block_before;
         return Status::Error(appended[i].status.code(),
                              "following " + events[i].id + ": " + appended[i].status.message());
       }
@@ -173,7 +198,9 @@ Status EventFollower::CatchUp() {
 }
 
 Status EventFollower::SaveOffset() {
-  const int64_t next = reader_->position();
+  // Never inside a block that had a refusal: read again from its start, a
+  // restarted copy counts that block exactly as every other copy did.
+  const int64_t next = block_.refused ? block_.block * kRefusalBlockOffsets : reader_->position();
   if (options_.offset_path.empty() || next == saved_) return Status::Ok();
   const std::string tmp = options_.offset_path + ".tmp";
   {

@@ -16,8 +16,14 @@
 // Not silent about loss or forgery: a message that is not a sealed event
 // (EventsKey; someone else wrote to the topic) is not appended; in its place
 // every copy appends the same request.rejected (org "unknown", code
-// E_EVENT_REFUSED, its topic coordinates), so the copies stay identical and
-// the record shows the attempt. An offset the broker no longer holds is
+// E_EVENT_REFUSED, its topic coordinates; core/unproven.h), so the copies
+// stay identical and the record shows the attempt. Junk is not logged one
+// by one past kRefusalsLoggedPerBlock per kRefusalBlockOffsets offsets: the
+// rest is counted into one summary (data.summary), appended before the
+// next event or when the block ends. Offsets alone settle it, so every copy
+// makes the same summaries at the same place; the offset file never points
+// inside a block that had a refusal (a restarted copy reads it again from
+// its start, re-read events being no-ops). An offset the broker no longer holds is
 // an error (E_OFFSET_LOST) that stops the follower, since the copy can no
 // longer be complete.
 #pragma once
@@ -30,6 +36,7 @@
 #include <string>
 
 #include "core/stage.h"
+#include "core/unproven.h"
 #include "runtime/kafka_bus.h"
 
 namespace tollgate {
@@ -47,12 +54,21 @@ class EventsKey {
   static Status Load(const std::string& path, bool create, std::shared_ptr<const EventsKey>* out);
   void Seal(Message* m) const;
   bool Verify(const Message& m) const;
+  // 32 bytes derived from the key for one purpose (HMAC-SHA256 of
+  // "tollgate/derive/" + label): the gate's result key (deploy/gate_key.h),
+  // so every process given the deployment key signs results alike.
+  std::string Derive(const std::string& label) const;
 
  private:
   std::string key_;
 };
 
 inline constexpr const char* kHeaderEventsMac = "tollgate-events-mac";
+
+// Refused messages of the events topic: per block of this many offsets,
+// the first kRefusalsLoggedPerBlock are logged one by one, the rest counted.
+inline constexpr int64_t kRefusalBlockOffsets = 1024;
+inline constexpr size_t kRefusalsLoggedPerBlock = 10;
 
 struct FollowerOptions {
   BusConfig bus;                      // bus.topics.events() is followed
@@ -89,6 +105,14 @@ class EventFollower {
   mutable std::mutex mu_;
   std::unique_ptr<PartitionReader> reader_;  // guarded by mu_
   int64_t saved_ = -1;                       // guarded by mu_
+  // The refusals of the block of offsets being read (guarded by mu_).
+  struct RefusalBlock {
+    int64_t block = -1;    // offset / kRefusalBlockOffsets
+    bool refused = false;  // a message of it was refused
+    size_t logged = 0;     // refusals logged one by one
+    RefusalCount pending;  // refusals counted, not summarized yet
+  };
+  RefusalBlock block_;
   FollowerStats stats_;
 };
 

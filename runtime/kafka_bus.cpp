@@ -271,6 +271,59 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
   return s;
 }
 
+Status EnsureTopic(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout) {
+  Conf conf(config);
+  Status s;
+  // A producer's metadata request asks the broker to create a missing
+  // topic where it allows that (the embedded broker does; it has no
+  // CreateTopics), so this works on both.
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_PRODUCER, &s);
+  if (!s.ok()) return s;
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> guard(rk, rd_kafka_destroy);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  bool asked = false;
+  for (;;) {
+    const int left = static_cast<int>(std::max<int64_t>(
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count()));
+    int partitions = 0;
+    if (PartitionCount(rk, topic, std::min(left, 2000), &partitions).ok()) return Status::Ok();
+    if (!asked) {
+      asked = true;
+      rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), PartitionsOf(config, topic), -1, nullptr, 0);
+      rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+      rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
+      if (rd_kafka_event_t* ev = rd_kafka_queue_poll(q, std::min(left, 5000))) rd_kafka_event_destroy(ev);
+      rd_kafka_queue_destroy(q);
+      rd_kafka_NewTopic_destroy(nt);
+    }
+    if (std::chrono::steady_clock::now() >= until) {
+      return Status::Error(errc::kKafka, "topic " + topic + " does not exist and could not be created");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Status ListTopics(const BusConfig& config, const std::string& prefix, std::chrono::milliseconds timeout,
+                  std::vector<std::string>* out) {
+  Conf conf(config);
+  Status s;
+  rd_kafka_t* rk = conf.Create(RD_KAFKA_PRODUCER, &s);
+  if (!s.ok()) return s;
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> guard(rk, rd_kafka_destroy);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, nullptr, &md, static_cast<int>(timeout.count()));
+  if (err) return KafkaError("reading topic metadata from " + config.brokers, err);
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    const std::string name = md->topics[i].topic;
+    if (md->topics[i].err == RD_KAFKA_RESP_ERR_NO_ERROR && name.compare(0, prefix.size(), prefix) == 0) {
+      out->push_back(name);
+    }
+  }
+  rd_kafka_metadata_destroy(md);
+  std::sort(out->begin(), out->end());
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------- producer
 
 struct Producer::DeliveryState {
@@ -428,6 +481,22 @@ void RunBeforeAssign(Consumer* c) {
   if (c != nullptr && c->before_assign_) c->before_assign_();
 }
 
+void SetAssigned(Consumer* c, int partitions) {
+  if (c != nullptr) c->assigned_ = partitions;
+}
+
+Status Consumer::Coverage(int* assigned, int* total, std::chrono::milliseconds timeout) const {
+  *assigned = assigned_;
+  *total = 0;
+  for (const std::string& t : topics_) {
+    int n = 0;
+    Status s = PartitionCount(rk_, t, static_cast<int>(timeout.count()), &n);
+    if (!s.ok()) return s;
+    *total += n;
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 // Assignment: start every partition at its committed offset, or at the
@@ -440,9 +509,11 @@ void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partiti
       auto& p = parts->elems[i];
       if (p.offset < 0) p.offset = RD_KAFKA_OFFSET_BEGINNING;
     }
+    SetAssigned(static_cast<Consumer*>(opaque), parts->cnt);
     RunBeforeAssign(static_cast<Consumer*>(opaque));
     rd_kafka_assign(rk, parts);
   } else {
+    SetAssigned(static_cast<Consumer*>(opaque), 0);
     RunBeforeRevoke(static_cast<Consumer*>(opaque));
     rd_kafka_assign(rk, nullptr);
   }
@@ -488,6 +559,7 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
   c->rk_ = conf.Create(RD_KAFKA_CONSUMER, &s);
   if (!s.ok()) return s;
   rd_kafka_poll_set_consumer(c->rk_);
+  c->topics_ = topics;
   auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()));
   for (const auto& t : topics) rd_kafka_topic_partition_list_add(list, t.c_str(), RD_KAFKA_PARTITION_UA);
   rd_kafka_resp_err_t err = rd_kafka_subscribe(c->rk_, list);
@@ -499,6 +571,11 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
 
 Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout,
                           std::unique_ptr<Consumer>* out) {
+  return OpenTail(config, std::vector<std::string>{topic}, timeout, out);
+}
+
+Status Consumer::OpenTail(const BusConfig& config, const std::vector<std::string>& topics,
+                          std::chrono::milliseconds timeout, std::unique_ptr<Consumer>* out) {
   std::unique_ptr<Consumer> c(new Consumer());
   Conf conf(config);
   SetConsumerConf(conf, config, "tollgate-tail");  // never joined: no subscribe, no commits
@@ -507,7 +584,7 @@ Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std
   if (!s.ok()) return s;
   rd_kafka_poll_set_consumer(c->rk_);
   std::vector<PartitionSpan> spans;
-  s = ReadPartitionSpans(c->rk_, {topic}, static_cast<int>(timeout.count()), &spans);
+  s = ReadPartitionSpans(c->rk_, topics, static_cast<int>(timeout.count()), &spans);
   if (!s.ok()) return s;
   auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(spans.size()));
   for (const auto& span : spans) {
@@ -515,7 +592,7 @@ Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std
   }
   rd_kafka_resp_err_t err = rd_kafka_assign(c->rk_, list);
   rd_kafka_topic_partition_list_destroy(list);
-  if (err) return KafkaError("assign " + topic, err);
+  if (err) return KafkaError("assign " + (topics.empty() ? std::string() : topics[0]), err);
   *out = std::move(c);
   return Status::Ok();
 }

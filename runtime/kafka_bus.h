@@ -73,6 +73,15 @@ int32_t PartitionOfKey(const std::string& key, int32_t partitions);
 // Works against the embedded broker and Apache Kafka alike.
 Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout);
 
+// Makes sure `topic` exists (created with PartitionsOf partitions where
+// the broker takes CreateTopics, else by the broker's auto-creation),
+// waiting until its metadata shows it: the per-org results topics, made
+// when an org's first result or first waiter appears.
+Status EnsureTopic(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout);
+// The names of the existing topics that start with `prefix`, sorted.
+Status ListTopics(const BusConfig& config, const std::string& prefix, std::chrono::milliseconds timeout,
+                  std::vector<std::string>* out);
+
 // An idempotent producer (acks=all, murmur2 partitioner so Java clients
 // agree on partitions), optionally transactional.
 class Producer {
@@ -133,6 +142,9 @@ class Consumer {
   // For one-shot readers such as `tollgate submit --wait`; Commit fails.
   static Status OpenTail(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout,
                          std::unique_ptr<Consumer>* out);
+  // The same over several topics.
+  static Status OpenTail(const BusConfig& config, const std::vector<std::string>& topics,
+                         std::chrono::milliseconds timeout, std::unique_ptr<Consumer>* out);
   ~Consumer();
 
   // Up to `max` messages, waiting at most `timeout` for the first.
@@ -155,6 +167,11 @@ class Consumer {
   // committed offsets when the broker refused its offset commit). Set
   // before the first Poll.
   void SetBeforeAssign(std::function<void()> f) { before_assign_ = std::move(f); }
+  // The partitions the group handed this consumer at its last assignment
+  // (0 once they are taken away), and how many its topics have (from the
+  // broker's metadata). Fewer than all: another member is in the group.
+  // Call on the thread in Poll (the before-assign callback).
+  Status Coverage(int* assigned, int* total, std::chrono::milliseconds timeout) const;
   // Per assigned partition: its high watermark as last fetched minus this
   // consumer's position, i.e. messages not read yet (transaction markers
   // count too). Partitions read nothing from yet are left out. For
@@ -172,10 +189,13 @@ class Consumer {
   Consumer() = default;
   friend void RunBeforeRevoke(Consumer* c);
   friend void RunBeforeAssign(Consumer* c);
+  friend void SetAssigned(Consumer* c, int partitions);
   rd_kafka_s* rk_ = nullptr;
   bool closed_ = false;
   std::function<void()> before_revoke_;
   std::function<void()> before_assign_;
+  std::vector<std::string> topics_;  // subscribed to
+  int assigned_ = 0;                 // set by the rebalance callback
 };
 
 // Reads one partition in offset order from a given offset, committed data

@@ -1,5 +1,7 @@
 #include "runtime/stage_runner.h"
 
+#include "runtime/result_publisher.h"
+
 #include "core/log.h"
 #include "core/messages.h"  // error codes
 #include "core/trace.h"
@@ -161,8 +163,27 @@ Status StageRunner::Start() {
     ++stats_.assigned;
     Status r = ReadBackCommitted(RecentLookback());
     if (!r.ok()) log::Warn({stage_.name()}) << "at assignment: " << r.ToString() << "\n";
+    if (options_.sole_member) CheckSoleMember();
   });
   return Status::Ok();
+}
+
+void StageRunner::CheckSoleMember() {
+  int assigned = 0, total = 0;
+  Status s = consumer_->Coverage(&assigned, &total, std::chrono::milliseconds(2000));
+  if (!s.ok()) {
+    log::Warn({stage_.name()}) << "cannot tell whether its group has another member: " << s.ToString() << "\n";
+    return;
+  }
+  const uint64_t foreign = assigned < total ? 1 : 0;
+  if (foreign == stats_.foreign_members.exchange(foreign)) return;
+  if (foreign) {
+    log::Error({stage_.name()}) << "its consumer group " << options_.group << " has a member that is not this process: "
+                                << "it was given " << assigned << " of " << total
+                                << " partitions; the rest go to whoever joined (docs/trust.md)\n";
+  } else {
+    log::Warn({stage_.name()}) << "its consumer group has no other member any more\n";
+  }
 }
 
 void StageRunner::RecordBatch(uint64_t process_us, uint64_t append_us, std::optional<uint64_t> publish_us) {
@@ -177,7 +198,12 @@ void StageRunner::RecordBatch(uint64_t process_us, uint64_t append_us, std::opti
 }
 
 Status StageRunner::ReadBackCommitted(int64_t lookback) {
-  const std::vector<std::string> topics(declared_outputs_.begin(), declared_outputs_.end());
+  std::vector<std::string> topics(declared_outputs_.begin(), declared_outputs_.end());
+  if (options_.results && declared_outputs_.count(options_.bus.topics.results())) {
+    // Results go out on their orgs' topics: read those back.
+    Status s = options_.results->ExistingTopics(&topics);
+    if (!s.ok()) return s;
+  }
   if (topics.empty() || lookback <= 0) {
     stats_.readback_complete = true;
     return Status::Ok();
@@ -610,6 +636,13 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
     if (!o.value_json.is_object()) continue;
     o.value_json["log_seq"] = appended[ev].seq;
     o.message.value = o.value_json.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  // The exact bytes are final now: sign each result and send it to its org.
+  if (options_.results) {
+    for (StageOutput& o : outputs) {
+      Status r = options_.results->Route(&o.message, &o.value_json);
+      if (!r.ok()) return r;
+    }
   }
   DropCommitted(outputs);
   return Status::Ok();

@@ -84,6 +84,11 @@ namespace tollgate {
 struct RunnerOptions {
   BusConfig bus;
   std::string group;             // consumer group; default "tollgate-<stage>"
+  // This runner should be its group's only member (the embedded
+  // deployment): an assignment of fewer than all its input partitions
+  // means another member joined, which it reports (foreign_members, an
+  // error in its log) until it has them all again.
+  bool sole_member = false;
   std::string transactional_id;  // default "tollgate-<stage>"
   std::string incarnation;       // identifies the broker's data; see StageContext::source
   size_t max_batch = 500;
@@ -112,6 +117,11 @@ struct RunnerOptions {
   std::string events_topic;
   std::function<Status()> catch_up;
   std::shared_ptr<const class EventsKey> events_key;  // seals them (runtime/event_follower.h)
+  // Signs every result and sends it to its org's topic
+  // (runtime/result_publisher.h); outputs on Topics::results() are routed
+  // once their log_seq is set, before the read-back check. Null: results
+  // go out as the stage made them (tests of the runner alone).
+  std::shared_ptr<class ResultPublisher> results;
 };
 
 struct RunnerStats {
@@ -150,6 +160,8 @@ struct RunnerStats {
   std::atomic<uint64_t> revoked{0};
   // Times the group handed this stage partitions (each read back first).
   std::atomic<uint64_t> assigned{0};
+  // 1 while a sole_member runner's group holds another member.
+  std::atomic<uint64_t> foreign_members{0};
 };
 
 class StageRunner {
@@ -193,6 +205,8 @@ class StageRunner {
   // Adds to committed_ what the last `lookback` offsets of each output
   // partition hold (at Start(), and after a failed transaction).
   Status ReadBackCommitted(int64_t lookback);
+  // Sets stats_.foreign_members from the assignment just made (and logs a change).
+  void CheckSoleMember();
   // A committed batch's times (µs): the totals and the histograms.
   void RecordBatch(uint64_t process_us, uint64_t append_us, std::optional<uint64_t> publish_us);
   // The lookback for a batch just published: it is near the end of each

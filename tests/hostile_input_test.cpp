@@ -29,6 +29,7 @@
 #include "decide/policy_engine.h"
 #include "execute/config.h"
 #include "test_util.h"
+#include "tests/results_reader.h"
 
 namespace tollgate {
 namespace {
@@ -56,7 +57,7 @@ class Harness {
     signers = std::make_unique<testing::TestSigners>(*p);
     bus.brokers = p->bootstrap();
     if (!Producer::Open(bus, "", &producer).ok()) std::abort();
-    if (!Consumer::OpenTail(bus, bus.topics.results(), std::chrono::seconds(10), &results).ok()) std::abort();
+    if (!testing::ResultsReader::Open(bus, p->gate().public_b64url(), "", &results).ok()) std::abort();
   }
   ~Harness() {
     results.reset();
@@ -132,7 +133,7 @@ class Harness {
   std::unique_ptr<testing::TestSigners> signers;
   BusConfig bus;
   std::unique_ptr<Producer> producer;
-  std::unique_ptr<Consumer> results;
+  std::unique_ptr<testing::ResultsReader> results;
   std::map<std::string, std::vector<Json>> results_by;
 };
 

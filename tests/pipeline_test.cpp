@@ -19,9 +19,11 @@
 #include "audit/audit_query.h"
 #include "audit/verify.h"
 #include "deploy/pipeline.h"
+#include "core/unproven.h"
 #include "core/messages.h"
 #include "core/schema.h"
 #include "test_util.h"
+#include "tests/results_reader.h"
 
 extern char** environ;
 
@@ -42,7 +44,7 @@ class PipelineTest : public ::testing::Test {
     bus_.brokers = p_->bootstrap();
     bus_.extra["message.max.bytes"] = "16000000";
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    ASSERT_TRUE(Consumer::Open(bus_, "test-results", {bus_.topics.results()}, &results_).ok());
+    ASSERT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
   // "" = the shipped default policy.
   virtual std::string PolicyPath() { return ""; }
@@ -128,7 +130,7 @@ class PipelineTest : public ::testing::Test {
   std::unique_ptr<testing::TestSigners> signers_;
   BusConfig bus_;
   std::unique_ptr<Producer> producer_;
-  std::unique_ptr<Consumer> results_;
+  std::unique_ptr<testing::ResultsReader> results_;
   std::vector<Json> results_seen_;
 };
 
@@ -155,8 +157,10 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
   posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
   posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
   std::string bootstrap = p_->bootstrap();
+  const std::string gate = p_->gate().public_b64url();
   const char* argv[] = {"/usr/bin/python3", TOLLGATE_SOURCE_DIR "/examples/agent.py", "--bootstrap",
-                        bootstrap.c_str(), "--key", key_file.c_str(), "--count", "12", "--timeout", "60", nullptr};
+                        bootstrap.c_str(), "--key", key_file.c_str(), "--gate-key", gate.c_str(),
+                        "--count", "12", "--timeout", "60", nullptr};
   pid_t pid;
   ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
@@ -230,27 +234,37 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
 // An unsigned request, and one signed over other bytes, are refused before
 // anything else; the refusal is filed under org "unknown", never under the
 // org the request names, and nothing runs.
+// Its result too speaks for nobody: org "unknown" and an id derived from
+// its bytes (core/unproven.h), never the request_id or agent it names.
 TEST_F(PipelineTest, AnUnsignedOrTamperedRequestIsRejectedAsUnauthenticated) {
-  Send("k-unsigned", Request("unsigned", "echo", {{"x", 1}}, "k-unsigned").dump(), /*sign=*/false);
+  Message unsigned_m;
+  unsigned_m.topic = bus_.topics.requests();
+  unsigned_m.key = "k-unsigned";
+  unsigned_m.value = Request("unsigned", "echo", {{"x", 1}}, "k-unsigned").dump();
   Message m;
   m.topic = bus_.topics.requests();
   m.key = "k-tampered";
   m.value = Request("tampered", "echo", {{"x", 1}}, "k-tampered").dump();
   signers_->SignRequest(&m);
   m.value = Request("tampered", "echo", {{"x", 2}}, "k-tampered").dump();  // not what was signed
-  ASSERT_TRUE(producer_->Send(m).ok());
+  for (const Message* x : {&unsigned_m, &m}) ASSERT_TRUE(producer_->Send(*x).ok());
   ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
-  auto got = Collect(2, /*by_key=*/true);
-  for (const char* key : {"k-unsigned", "k-tampered"}) {
-    ASSERT_EQ(got[key].size(), 1u) << key;
-    const Json& r = got[key][0];
-    EXPECT_EQ(r["status"], "rejected") << key;
-    EXPECT_EQ(r["result"]["error"]["code"], "E_UNAUTHENTICATED") << key << ": " << r.dump();
-    auto events = EventsOf(r["request_id"], "unknown");
-    ASSERT_EQ(events.size(), 1u) << key;
-    EXPECT_EQ(events[0].type, "request.rejected") << key;
-    EXPECT_EQ(events[0].seq, r["log_seq"]) << key;
-    EXPECT_TRUE(EventsOf(r["request_id"], "org-1").empty()) << key << ": filed under the org it names";
+  auto got = Collect(2);
+  for (const Message* x : {&unsigned_m, &m}) {
+    const std::string rid = UnprovenRequestId(*x);
+    ASSERT_EQ(got[rid].size(), 1u) << x->key;
+    const Json& r = got[rid][0];
+    EXPECT_EQ(r["status"], "rejected") << x->key;
+    EXPECT_EQ(r["org_id"], "unknown") << x->key;
+    EXPECT_EQ(r["agent_id"], "unknown") << x->key;
+    EXPECT_EQ(r["result"]["error"]["code"], "E_UNAUTHENTICATED") << x->key << ": " << r.dump();
+    auto events = EventsOf(rid, "unknown");
+    ASSERT_EQ(events.size(), 1u) << x->key;
+    EXPECT_EQ(events[0].type, "request.rejected") << x->key;
+    EXPECT_EQ(events[0].seq, r["log_seq"]) << x->key;
+    for (const char* named : {"unsigned", "tampered"}) {
+      EXPECT_TRUE(EventsOf(named, "org-1").empty()) << x->key << ": filed under the org it names";
+    }
   }
 }
 

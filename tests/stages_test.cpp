@@ -12,6 +12,7 @@
 #include "core/redact.h"
 #include "core/request_state.h"
 #include "core/sha256.h"
+#include "core/unproven.h"
 #include "decide/decide_stage.h"
 #include "tests/test_util.h"
 #include "execute/execute_stage.h"
@@ -186,15 +187,18 @@ TEST_F(IngestTest, RejectionsCarryCodesAndDeterministicIds) {
   StageResult again = tight.Process(Signed(Req()), Ctx(1), log_);
   EXPECT_EQ(again.events[0].id, big.events[0].id);
   EXPECT_NE(tight.Process(Signed(Req()), Ctx(2), log_).events[0].id, big.events[0].id);
-  // With no id to go by (unsigned, none in the body), the request_id is
-  // derived from where the message came from.
+  // Unsigned, its refusal's request_id is derived from its bytes
+  // (core/unproven.h), whatever id it names; its event id from where it
+  // came from too.
   Json anonymous = Req();
   anonymous.erase("request_id");
   StageResult u1 = ingest_.Process(Msg(anonymous), Ctx(5), log_);
   ASSERT_EQ(u1.events.size(), 1u);
-  EXPECT_EQ(u1.events[0].request_id.rfind("k-", 0), 0u) << u1.events[0].request_id;
+  EXPECT_EQ(u1.events[0].request_id, UnprovenRequestId(Msg(anonymous)));
   EXPECT_EQ(ingest_.Process(Msg(anonymous), Ctx(5), log_).events[0].id, u1.events[0].id);
-  EXPECT_NE(ingest_.Process(Msg(anonymous), Ctx(6), log_).events[0].request_id, u1.events[0].request_id);
+  StageResult u2 = ingest_.Process(Msg(anonymous), Ctx(6), log_);
+  EXPECT_EQ(u2.events[0].request_id, u1.events[0].request_id);
+  EXPECT_NE(u2.events[0].id, u1.events[0].id);
 
   Json bad = Req();
   bad["args"] = 7;

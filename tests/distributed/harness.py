@@ -5,11 +5,12 @@ SIGKILL and restarted at will), `tollgate up` for the embedded comparison,
 and an agent fleet that is a real Kafka client (python3-confluent-kafka):
 it signs each request with its agent's key (docs/trust.md), publishes on
 tollgate.requests, approves the calls that ask through the keeper's HTTP API,
-and reads tollgate.results (read_committed).
+and reads its org's results topic, tollgate.results.ORG (read_committed, gate-signed).
 
 Only loopback addresses are used: the embedded broker and every HTTP server
 listen on 127.0.0.1.
 """
+import base64
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import time
 import urllib.request
 
 import jwt
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from confluent_kafka import Consumer, Producer
 from cryptography.hazmat.primitives import serialization
 
@@ -314,7 +316,14 @@ class Fleet:
         self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fleet-%d" % os.getpid(),
                                   "auto.offset.reset": "earliest", "enable.auto.commit": False,
                                   "isolation.level": "read_committed"})
-        self.consumer.subscribe([prefix + "results"])
+        # The org's own results topic (made now if no result made it yet);
+        # only what the gate signed counts (docs/trust.md).
+        topic = prefix + "results." + ORG
+        self.producer.list_topics(topic=topic, timeout=10)
+        self.consumer.subscribe([topic])
+        self.gate = None  # the gate's public key, from GET /v1/gate-key
+        self.refused = 0  # messages on the topic the gate did not sign
+        self.pending = {}  # request_id -> the last signed `pending` message
         self.results = {}  # request_id -> [result, ...] (every copy seen)
         self.approved = set()
 
@@ -357,11 +366,34 @@ class Fleet:
             m = self.consumer.poll(0.05)
             if m is None or m.error():
                 continue
-            res = json.loads(m.value())
+            res = self.verified(m)
+            if res is None:
+                self.refused += 1
+                continue
+            if res.get("status") == "pending":
+                self.pending[res.get("request_id")] = res
+                continue
             # Where each copy came from, to say which stage sent a second.
             res["_seen"] = {"partition": m.partition(), "offset": m.offset(),
                             "source": dict(m.headers() or []).get("tollgate_source", b"").decode()}
             self.results.setdefault(res.get("request_id"), []).append(res)
+
+    def verified(self, m):
+        """The result in message `m` if the gate signed it (PyJWT checks the signature), else None."""
+        if self.gate is None:
+            pub = self.http("GET", "/v1/gate-key")["public_key"]
+            raw = base64.urlsafe_b64decode(pub + "=" * (-len(pub) % 4))
+            self.gate = Ed25519PublicKey.from_public_bytes(raw)
+        token = dict(m.headers() or []).get("tollgate-result-sig")
+        try:
+            claims = jwt.decode(token, self.gate, algorithms=["EdDSA"])
+            res = json.loads(m.value())
+        except Exception:  # no header, a bad signature, bad JSON
+            return None
+        if claims.get("value_sha256") != hashlib.sha256(m.value()).hexdigest() or \
+                any(claims.get(k) != res.get(k) for k in ("org_id", "agent_id", "request_id", "status")):
+            return None
+        return res
 
     def wait_all(self, ids, timeout=120, approve=True):
         deadline = time.time() + timeout

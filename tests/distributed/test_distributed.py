@@ -192,6 +192,11 @@ class DistributedDeployment(unittest.TestCase):
         raw = h.Producer({"bootstrap.servers": self.d.bootstrap})
         raw.produce("tollgate.events", value=forged_bytes)
         raw.produce("tollgate.events", value=forged_bytes, headers=[("tollgate-events-mac", "0" * 64)])
+        # And 1,000 messages of junk: counted into summaries, not 1,000
+        # events in every copy (docs/trust.md).
+        for _ in range(1000):
+            raw.produce("tollgate.events", value=b"junk-bytes!")
+            raw.poll(0)
         # And a well-formed flow for a request ingest never saw, straight to
         # execute: a real one (of an allowed call) with another request id.
         fleet.send({"request_id": "legit", "org_id": h.ORG, "agent_id": "agent-0", "session_id": "s",
@@ -207,10 +212,20 @@ class DistributedDeployment(unittest.TestCase):
         fleet.send({"request_id": "by-attacker", "org_id": h.ORG, "agent_id": "agent-0", "session_id": "s",
                     "tool": "echo", "args": {"text": "hi"}})
         fleet.flush()
-        fleet.wait_all(["by-attacker"], approve=False)
-        res = fleet.results["by-attacker"][0]
-        self.assertEqual(res["status"], "rejected")
-        self.assertEqual(res["result"]["error"]["code"], "E_UNAUTHENTICATED")
+        # ...under org "unknown" and an id of its bytes: nothing answers for
+        # agent-0's request id (docs/trust.md).
+        refusal = h.wait_until(lambda: [e for e in h.log_events(self.scratch.sub("keeper"))
+                                        if e["type"] == "request.rejected" and e["org_id"] == "unknown"
+                                        and e["data"].get("claimed", {}).get("request_id") == "by-attacker"],
+                               30, "ingest's refusal of the attacker's request")[0]
+        self.assertEqual(refusal["data"]["error"]["code"], "E_UNAUTHENTICATED")
+        self.assertTrue(refusal["request_id"].startswith("u-"), refusal["request_id"])
+        res = [r for r in h.read_topic(self.d.bootstrap, "tollgate.results.unknown")
+               if r.get("request_id") == refusal["request_id"]]
+        self.assertEqual([r["status"] for r in res], ["rejected"])
+        # Its org's results topic, read to its end after that transaction.
+        self.assertEqual([r for r in h.read_topic(self.d.bootstrap, "tollgate.results." + h.ORG)
+                          if r.get("request_id") == "by-attacker"], [])
         # ...the forged flow ran nothing, and everything is on the record.
         h.wait_until(lambda: [e for e in h.log_events(self.scratch.sub("keeper"))
                               if e["type"] == "request.rejected" and e["data"].get("stage") == "execute"],
@@ -219,7 +234,8 @@ class DistributedDeployment(unittest.TestCase):
         events = h.log_events(self.scratch.sub("keeper"))
         refused = [e for e in events if e["type"] == "request.rejected"
                    and e["data"]["error"]["code"] == "E_EVENT_REFUSED"]
-        self.assertEqual(len(refused), 2)
+        self.assertEqual(sum(e["data"].get("summary", {}).get("count", 1) for e in refused), 1002)
+        self.assertLessEqual(len(refused), 22, "at most 10 one by one and a summary per 1,024 offsets")
         self.assertNotIn("f" * 32, [e["id"] for e in events])
         flows = [e for e in events if e["type"] == "request.rejected" and e["data"].get("stage") == "execute"]
         self.assertEqual(flows[0]["data"]["error"]["code"], "E_NOT_IN_LOG")
