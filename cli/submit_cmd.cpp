@@ -12,6 +12,7 @@
 #include "deploy/endpoints.h"
 #include "core/messages.h"
 #include "core/result_signature.h"
+#include "core/unproven.h"
 #include "core/trace.h"
 
 namespace tollgate::cli {
@@ -68,10 +69,15 @@ int RunSubmit(SubmitFlags& f) {
   std::unique_ptr<Consumer> consumer;
   std::vector<Ed25519Verifier> gate;
   if (f.wait) {
-    const std::string topic = bus.topics.results_for(f.org);
+    // Its org's topic, and where a refusal of a message nobody proved
+    // (an unregistered key, say) is answered (docs/trust.md).
+    std::vector<std::string> topics = {bus.topics.results_for(f.org)};
+    if (bus.topics.results_for(kUnprovenOrg) != topics[0]) topics.push_back(bus.topics.results_for(kUnprovenOrg));
     Status s = ClientGateKeys(f.data, f.gate_key, &gate);
-    if (s.ok()) s = EnsureTopic(bus, topic, std::chrono::seconds(10));
-    if (s.ok()) s = Consumer::OpenTail(bus, topic, std::chrono::seconds(10), &consumer);
+    for (const std::string& t : topics) {
+      if (s.ok()) s = EnsureTopic(bus, t, std::chrono::seconds(10));
+    }
+    if (s.ok()) s = Consumer::OpenTail(bus, topics, std::chrono::seconds(10), &consumer);
     if (!s.ok()) {
       std::cerr << "tollgate: " << s.ToString() << "\n";
       return 2;
@@ -106,6 +112,8 @@ int RunSubmit(SubmitFlags& f) {
     std::cout << Json{{"request_id", f.request_id}, {"status", "submitted"}}.dump() << std::endl;
     return 0;
   }
+  // The id its refusal would carry were the signature not to hold.
+  const std::string refusal_id = UnprovenRequestId(m);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
   std::vector<Message> batch;
   Json pending;
@@ -115,6 +123,12 @@ int RunSubmit(SubmitFlags& f) {
     for (const auto& m : batch) {
       Json result;
       Status v = VerifyResult(m, gate, {f.org, f.agent, f.request_id}, &result);
+      if (!v.ok() && VerifyResult(m, gate, {kUnprovenOrg, "", refusal_id}, &result).ok()) {
+        std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg << " as "
+                  << refusal_id << ")\n";
+        std::cout << result.dump(2) << std::endl;
+        return 1;
+      }
       if (!v.ok()) {
         // Someone else's result, or a forgery: say so only when it claims ours.
         auto it = m.headers.find(kHeaderRequestId);

@@ -308,6 +308,31 @@ TEST_P(ResultTrustTest, SubmitWaitPrintsThePendingStateAndAcceptsOnlyItsOwnSigne
   EXPECT_EQ(printed["status"], "completed");
 }
 
+// A request nobody proved (its key was never registered) is answered under
+// org "unknown" and the id of its bytes; submit --wait still finds it.
+TEST_P(ResultTrustTest, SubmitWaitFindsTheRefusalOfItsUnprovenRequestUnderUnknown) {
+  Credential c;
+  JwtSigner signer;
+  std::string pem;
+  ASSERT_TRUE(NewSigningKey("agent_key", "o1", "ghost", {"agent"}, "test", &c, &signer, &pem).ok());
+  ASSERT_TRUE(WritePrivateKeyFile(dir_.sub("ghost.pem"), pem).ok());  // never registered
+  testing::ChildProcess submit;
+  ASSERT_TRUE(submit.Start({TOLLGATE_BIN, "submit", "--data", dir_.sub("data"), "--org", "o1", "--agent", "ghost",
+                            "--session", "s", "--tool", "echo", "--key", dir_.sub("ghost.pem"), "--request-id",
+                            "ghost-1", "--wait", "--timeout", "60"},
+                           dir_.sub("ghost.out"), dir_.sub("ghost.err")));
+  auto code = submit.Wait(60s);
+  ASSERT_TRUE(code.has_value()) << submit.err();
+  EXPECT_EQ(*code, 1) << submit.out() << submit.err();
+  const std::string out = submit.out();
+  ASSERT_NE(out.find('{'), std::string::npos) << submit.err();
+  const Json printed = Json::parse(out.substr(out.find('{')));
+  EXPECT_EQ(printed["status"], "rejected");
+  EXPECT_EQ(printed["org_id"], "unknown");
+  EXPECT_NE(printed["request_id"], "ghost-1") << "never under the ids it claimed";
+  EXPECT_EQ(printed["result"]["error"]["code"], "E_UNAUTHENTICATED");
+}
+
 // Kafka agents of two orgs (examples/agent.py: confluent-kafka, and PyJWT
 // checking the gate's signature): each reads its own org's topic, gets
 // every one of its results, and counts a forgery there as refused.

@@ -125,7 +125,10 @@ class StateFoldTest : public ::testing::Test {
       EXPECT_TRUE(ParseJson(out.message.value, &j).ok());
       if (out.message.topic == topics_.approve()) {
         verdict = "ask";
-        EXPECT_TRUE(Run(*approve_, out.message, at).empty()) << "held";
+        // Held: the agent is only told its call waits (a pending message).
+        const std::vector<StageOutput> held = Run(*approve_, out.message, at);
+        EXPECT_EQ(held.size(), 1u) << "held";
+        for (const StageOutput& o : held) EXPECT_EQ(o.value_json.value("status", ""), "pending");
       } else {
         verdict = out.message.topic == topics_.execute() ? "allow" : "deny";
       }
