@@ -31,6 +31,7 @@
 #include "core/messages.h"
 #include "core/schema.h"
 #include "core/sha256.h"
+#include "core/tool_discovery.h"
 #include "decide/policy_engine.h"
 #include "replay/from_log.h"
 
@@ -930,9 +931,15 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (agent_only && agent != who.identity) {
       return Error(res, 403, errc::kForbidden, "an agent token lists its own tools only");
     }
+    // Discovery (core/tool_discovery.h): ?category=&safe_only=&keyword=&format=.
+    ToolQuery q{req.get_param_value("category"), req.get_param_value("safe_only") == "true",
+                req.get_param_value("keyword"), req.get_param_value("format")};
+    if (Status c = CheckToolQuery(q); !c.ok()) return Error(res, 400, c.code(), c.message());
     Json out;
     Status s = o.list_tools(org, agent, &out);
     if (!s.ok()) return Error(res, 503, s.code(), s.message());
+    out["tools"] = DiscoverTools(out.value("tools", Json::array()), q);
+    if (!q.format.empty()) out["format"] = q.format;
     Reply(res, 200, out);
   });
 

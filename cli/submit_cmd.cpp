@@ -1,8 +1,10 @@
-// `tollgate submit`: publish one tool request, optionally wait for its result.
+// `tollgate submit`: publish one tool request, optionally wait for its
+// result; or, with --chain, ADR-012's tool chain (RunChain).
 // Exit code: 0 completed, 1 any other status (denied, failed, rejected,
 // expired), 2 usage or connection error, 3 no final result within
 // --timeout (still awaiting approval: the pending message is printed).
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <random>
 
@@ -47,51 +49,51 @@ std::string RandomId() {
   return buf;
 }
 
-int RunSubmit(SubmitFlags& f) {
+// What one submit needs, opened once (a chain sends several requests).
+struct Client {
   BusConfig bus;
-  if (Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &bus); !s.ok()) {
-    std::cerr << "tollgate: " << s.ToString() << "\n";
-    return 2;
-  }
-  Json args;
-  if (!ParseJson(f.args, &args).ok() || !args.is_object()) {
-    std::cerr << "tollgate: --args must be a JSON object\n";
-    return 2;
-  }
-  if (f.request_id.empty()) f.request_id = RandomId();
-  Json req{{"request_id", f.request_id}, {"org_id", f.org}, {"agent_id", f.agent},
-           {"session_id", f.session},    {"tool", f.tool},  {"args", args}};
-  if (!f.action.empty()) req["action"] = f.action;
-  if (f.cost >= 0) req["estimated_cost_usd"] = f.cost;
+  std::unique_ptr<Consumer> consumer;  // --wait only
+  std::vector<Ed25519Verifier> gate;
+  JwtSigner signer;
+  std::unique_ptr<Producer> producer;
+};
 
+// 0, or the exit code after saying what failed.
+int Open(const SubmitFlags& f, Client* c) {
+  Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &c->bus);
   // Subscribe first, so the result cannot slip past between send and read;
   // only a result the gate signed for this very request counts.
-  std::unique_ptr<Consumer> consumer;
-  std::vector<Ed25519Verifier> gate;
-  if (f.wait) {
+  if (s.ok() && f.wait) {
     // Its org's topic, and where a refusal of a message nobody proved
     // (an unregistered key, say) is answered (docs/trust.md).
-    std::vector<std::string> topics = {bus.topics.results_for(f.org)};
-    if (bus.topics.results_for(kUnprovenOrg) != topics[0]) topics.push_back(bus.topics.results_for(kUnprovenOrg));
-    Status s = ClientGateKeys(f.data, f.gate_key, &gate);
+    std::vector<std::string> topics = {c->bus.topics.results_for(f.org)};
+    if (c->bus.topics.results_for(kUnprovenOrg) != topics[0]) topics.push_back(c->bus.topics.results_for(kUnprovenOrg));
+    s = ClientGateKeys(f.data, f.gate_key, &c->gate);
     for (const std::string& t : topics) {
-      if (s.ok()) s = EnsureTopic(bus, t, std::chrono::seconds(10));
+      if (s.ok()) s = EnsureTopic(c->bus, t, std::chrono::seconds(10));
     }
-    if (s.ok()) s = Consumer::OpenTail(bus, topics, std::chrono::seconds(10), &consumer);
-    if (!s.ok()) {
-      std::cerr << "tollgate: " << s.ToString() << "\n";
-      return 2;
-    }
+    if (s.ok()) s = Consumer::OpenTail(c->bus, topics, std::chrono::seconds(10), &c->consumer);
   }
   // Signed as the agent (docs/trust.md).
-  JwtSigner signer;
-  Status s = AgentSignerFor(f.data, f.org, f.agent, f.key, &signer);
+  if (s.ok()) s = AgentSignerFor(f.data, f.org, f.agent, f.key, &c->signer);
+  if (s.ok()) s = Producer::Open(c->bus, "", &c->producer);
   if (!s.ok()) {
     std::cerr << "tollgate: " << s.ToString() << "\n";
     return 2;
   }
-  Message m = MessageFor(bus.topics.requests(), req, req);
-  m.headers[kHeaderAuth] = SignRequest(signer, f.org, f.agent, f.request_id, m.value, NowMicros() / 1'000'000);
+  return 0;
+}
+
+// Sends one request (tool, args, f's other fields) and, with --wait, reads
+// its result into *out. The exit code as documented at the top.
+int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool, const Json& args,
+              Json* out) {
+  Json req{{"request_id", request_id}, {"org_id", f.org}, {"agent_id", f.agent},
+           {"session_id", f.session},  {"tool", tool},    {"args", args}};
+  if (!f.action.empty()) req["action"] = f.action;
+  if (f.cost >= 0) req["estimated_cost_usd"] = f.cost;
+  Message m = MessageFor(c.bus.topics.requests(), req, req);
+  m.headers[kHeaderAuth] = SignRequest(c.signer, f.org, f.agent, request_id, m.value, NowMicros() / 1'000'000);
   if (!f.traceparent.empty()) {
     // Ingest drops a malformed one (agents' headers are not trusted); a
     // person typing it is told.
@@ -100,16 +102,14 @@ int RunSubmit(SubmitFlags& f) {
     }
     m.headers[kHeaderTraceparent] = f.traceparent;
   }
-  std::unique_ptr<Producer> producer;
-  s = Producer::Open(bus, "", &producer);
-  if (s.ok()) s = producer->Send(m);
-  if (s.ok()) s = producer->Flush(std::chrono::seconds(f.timeout_s));
+  Status s = c.producer->Send(m);
+  if (s.ok()) s = c.producer->Flush(std::chrono::seconds(f.timeout_s));
   if (!s.ok()) {
     std::cerr << "tollgate: cannot publish: " << s.ToString() << "\n";
     return 2;
   }
   if (!f.wait) {
-    std::cout << Json{{"request_id", f.request_id}, {"status", "submitted"}}.dump() << std::endl;
+    *out = Json{{"request_id", request_id}, {"status", "submitted"}};
     return 0;
   }
   // The id its refusal would carry were the signature not to hold.
@@ -119,20 +119,20 @@ int RunSubmit(SubmitFlags& f) {
   Json pending;
   while (std::chrono::steady_clock::now() < deadline) {
     batch.clear();
-    consumer->Poll(100, std::chrono::milliseconds(200), &batch);
+    c.consumer->Poll(100, std::chrono::milliseconds(200), &batch);
     for (const auto& m : batch) {
       Json result;
-      Status v = VerifyResult(m, gate, {f.org, f.agent, f.request_id}, &result);
-      if (!v.ok() && VerifyResult(m, gate, {kUnprovenOrg, "", refusal_id}, &result).ok()) {
+      Status v = VerifyResult(m, c.gate, {f.org, f.agent, request_id}, &result);
+      if (!v.ok() && VerifyResult(m, c.gate, {kUnprovenOrg, "", refusal_id}, &result).ok()) {
         std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg << " as "
                   << refusal_id << ")\n";
-        std::cout << result.dump(2) << std::endl;
+        *out = std::move(result);
         return 1;
       }
       if (!v.ok()) {
         // Someone else's result, or a forgery: say so only when it claims ours.
         auto it = m.headers.find(kHeaderRequestId);
-        if (it != m.headers.end() && it->second == f.request_id) {
+        if (it != m.headers.end() && it->second == request_id) {
           std::cerr << "tollgate: ignored a message claiming to be this result: " << v.message() << "\n";
         }
         continue;
@@ -143,17 +143,80 @@ int RunSubmit(SubmitFlags& f) {
         pending = std::move(result);
         continue;
       }
-      std::cout << result.dump(2) << std::endl;
-      return result.value("status", "") == "completed" ? 0 : 1;
+      const bool completed = result.value("status", "") == "completed";
+      *out = std::move(result);
+      return completed ? 0 : 1;
     }
   }
   if (!pending.is_null()) {
-    std::cout << pending.dump(2) << std::endl;
-    std::cerr << "tollgate: " << f.request_id << " is still waiting for approval after " << f.timeout_s << " s\n";
+    *out = std::move(pending);
+    std::cerr << "tollgate: " << request_id << " is still waiting for approval after " << f.timeout_s << " s\n";
     return 3;
   }
-  std::cerr << "tollgate: no result for " << f.request_id << " within " << f.timeout_s << " s\n";
+  std::cerr << "tollgate: no result for " << request_id << " within " << f.timeout_s << " s\n";
   return 3;
+}
+
+int RunSubmit(SubmitFlags& f) {
+  Json args;
+  if (!ParseJson(f.args, &args).ok() || !args.is_object()) {
+    std::cerr << "tollgate: --args must be a JSON object\n";
+    return 2;
+  }
+  if (f.request_id.empty()) f.request_id = RandomId();
+  Client c;
+  if (int rc = Open(f, &c); rc != 0) return rc;
+  Json out;
+  const int rc = SubmitOne(f, c, f.request_id, f.tool, args, &out);
+  if (!out.is_null()) std::cout << (f.wait ? out.dump(2) : out.dump()) << std::endl;
+  return rc;
+}
+
+// ADR-012's execute_tool_chain: the steps of FILE ([{tool_name, params}],
+// or {executions: [...], stop_on_error}) one after another, each its own
+// request (decided, approved, logged like any), each waited for; the
+// results as one JSON array. With stop_on_error (the default) the chain
+// ends at the first step that does not complete; the exit code is that of
+// the last step sent.
+int RunChain(SubmitFlags& f, const std::string& file, bool stop_on_error) {
+  Json chain;
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (!in || !ParseJson(text, &chain).ok()) {
+    std::cerr << "tollgate: --chain " << file << " is not a JSON file\n";
+    return 2;
+  }
+  if (chain.is_object()) {
+    stop_on_error = chain.value("stop_on_error", stop_on_error);
+    chain = chain.value("executions", Json());
+  }
+  if (!chain.is_array() || chain.empty() || chain.size() > 100) {
+    std::cerr << "tollgate: a chain is a list of 1 to 100 {tool_name, params}\n";
+    return 2;
+  }
+  for (const Json& step : chain) {
+    if (!step.is_object() || !step.contains("tool_name") || !step["tool_name"].is_string() ||
+        !step.value("params", Json::object()).is_object()) {
+      std::cerr << "tollgate: each step of a chain is {tool_name: string, params: object}\n";
+      return 2;
+    }
+  }
+  f.wait = true;
+  Client c;
+  if (int rc = Open(f, &c); rc != 0) return rc;
+  const std::string base = f.request_id.empty() ? RandomId() : f.request_id;
+  Json results = Json::array();
+  int rc = 0;
+  for (size_t i = 0; i < chain.size(); ++i) {
+    Json out;
+    rc = SubmitOne(f, c, base + "-" + std::to_string(i + 1), chain[i]["tool_name"], chain[i].value("params", Json::object()),
+                   &out);
+    results.push_back(out.is_null() ? Json{{"request_id", base + "-" + std::to_string(i + 1)}, {"status", "unknown"}}
+                                    : out);
+    if (rc != 0 && stop_on_error) break;
+  }
+  std::cout << results.dump(2) << std::endl;
+  return rc;
 }
 
 }  // namespace
@@ -182,7 +245,13 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--org", f->org, "org id")->capture_default_str();
   cmd->add_option("--agent", f->agent, "agent id")->required();
   cmd->add_option("--session", f->session, "session id")->required();
-  cmd->add_option("--tool", f->tool, "tool, e.g. echo, http_request, cli:code-search")->required();
+  auto* tool = cmd->add_option("--tool", f->tool, "tool, e.g. echo, http_request, cli:code-search");
+  auto chain = std::make_shared<std::string>();
+  auto keep_going = std::make_shared<bool>(false);
+  auto* chain_opt = cmd->add_option(
+      "--chain", *chain, "a tool chain (ADR-012): a JSON file of [{tool_name, params}] run in order, each waited for");
+  chain_opt->excludes(tool);
+  cmd->add_flag("--continue-on-error", *keep_going, "with --chain: run every step even after one fails");
   cmd->add_option("--args", f->args, "arguments as a JSON object")->capture_default_str();
   cmd->add_option("--action", f->action, "optional action");
   cmd->add_option("--cost", f->cost, "estimated cost in USD");
@@ -194,7 +263,16 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--gate-key", f->gate_key,
                   "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
   cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();
-  cmd->callback([f, exit_code] { *exit_code = RunSubmit(*f); });
+  cmd->callback([f, exit_code, chain, keep_going] {
+    if (!chain->empty()) {
+      *exit_code = RunChain(*f, *chain, !*keep_going);
+    } else if (f->tool.empty()) {
+      std::cerr << "tollgate: submit needs --tool (or --chain FILE)\n";
+      *exit_code = 2;
+    } else {
+      *exit_code = RunSubmit(*f);
+    }
+  });
 }
 
 }  // namespace tollgate::cli

@@ -14,7 +14,8 @@ namespace {
 
 struct ToolsFlags {
   std::string data = kDefaultDataDir, token_file, org = "default", agent;
-  bool json = false;
+  std::string category, keyword, format;  // discovery (core/tool_discovery.h)
+  bool json = false, safe_only = false;
 };
 
 int RunToolsList(const ToolsFlags& f) {
@@ -31,13 +32,19 @@ int RunToolsList(const ToolsFlags& f) {
   int status = 0;
   Json reply;
   Status s = ApiCall(url, token, "GET",
-                     "/v1/tools?org=" + EncodeQueryParam(f.org) + "&agent=" + EncodeQueryParam(f.agent), "", &status,
-                     &reply);
+                     "/v1/tools?org=" + EncodeQueryParam(f.org) + "&agent=" + EncodeQueryParam(f.agent) +
+                         "&category=" + EncodeQueryParam(f.category) + "&keyword=" + EncodeQueryParam(f.keyword) +
+                         "&format=" + EncodeQueryParam(f.format) + (f.safe_only ? "&safe_only=true" : ""),
+                     "", &status, &reply);
   if (!s.ok()) {
     std::cerr << "tollgate: " << s.ToString() << "\n";
     return 1;
   }
-  if (f.json || !isatty(STDOUT_FILENO)) {
+  if (status != 200) {
+    std::cerr << "tollgate: " << reply.value("error", Json::object()).dump() << "\n";
+    return 1;
+  }
+  if (f.json || !f.format.empty() || !isatty(STDOUT_FILENO)) {
     std::cout << reply.dump(2) << std::endl;
     return 0;
   }
@@ -68,6 +75,11 @@ void AddToolsCommands(CLI::App& app, int* exit_code) {
   list->add_option("--agent", f->agent, "the agent")->required();
   list->add_option("--token-file", f->token_file, "API token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
   list->add_flag("--json", f->json, "the API's JSON (the default when stdout is not a terminal)");
+  list->add_option("--category", f->category, "only tools of this category (filesystem, network, system, qa, ...)");
+  list->add_flag("--safe-only", f->safe_only, "only tools of danger SAFE");
+  list->add_option("--keyword", f->keyword, "only tools whose name or description holds this (any case)");
+  list->add_option("--format", f->format, "the tools as mcp, openai (function calling) or anthropic (tool use) JSON")
+      ->check(CLI::IsMember({"mcp", "openai", "anthropic"}));
   list->callback([f, exit_code] { *exit_code = RunToolsList(*f); });
 }
 

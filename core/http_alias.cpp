@@ -1,6 +1,7 @@
 #include "core/http_alias.h"
 
 #include <algorithm>
+#include <map>
 
 #include "core/tool_catalog.h"
 #include "core/url.h"
@@ -114,6 +115,31 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
   return Status::Ok();
 }
 
+const HttpAlias* FindBuiltinHttpAlias(std::string_view name) {
+  static const auto* kAliases = [] {
+    auto* m = new std::map<std::string, HttpAlias, std::less<>>();
+    static const std::pair<const char*, const char*> kMethods[] = {
+        {"http_get", "GET"},       {"http_post", "POST"}, {"http_put", "PUT"},
+        {"http_delete", "DELETE"}, {"fetch_url", "GET"},  {"extract_links", "GET"}};
+    for (const auto& [n, method] : kMethods) {
+      HttpAlias a;
+      a.name = n;
+      a.method = method;
+      a.builtin = true;
+      a.send = "json";
+      if (const ToolFacts* t = FindBuiltinTool(n)) a.description = std::string(t->description);
+      a.input_schema = Json::parse(InputSchemaOf(n));
+      // Ours: a schema that does not compile leaves the alias out, and the
+      // call is then refused as an unknown one (kaizen_tools_test catches it).
+      if (!JsonSchema::Compile(a.input_schema, &a.schema).ok()) continue;
+      m->emplace(n, std::move(a));
+    }
+    return m;
+  }();
+  auto it = kAliases->find(name);
+  return it == kAliases->end() ? nullptr : &it->second;
+}
+
 bool FindHttpAlias(const Json& http_section, const std::string& name, HttpAlias* out, Status* error) {
   if (!http_section.is_object()) return false;
   auto aliases = http_section.find("aliases");
@@ -128,6 +154,15 @@ Status ExpandHttpAlias(const HttpAlias& a, const Json& args, Json* http_args) {
   if (!args.is_object()) return Status::Error(kInvalidArgs, "the arguments must be an object");
   if (Status s = a.schema->Validate(args); !s.ok()) {
     return Status::Error(kInvalidArgs, "the arguments do not fit " + a.name + "'s input_schema: " + s.message());
+  }
+  if (a.builtin) {
+    // Validated above: url a string, headers an object of strings, data
+    // an object or a string.
+    Json out{{"url", args["url"]}, {"method", a.method}};
+    if (args.contains("headers")) out["headers"] = args["headers"];
+    if (auto d = args.find("data"); d != args.end()) out[d->is_string() ? "body" : "json"] = *d;
+    *http_args = std::move(out);
+    return Status::Ok();
   }
   Json rest = args;
   std::string url;

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/canonical_json.h"
@@ -37,6 +38,10 @@ struct HttpAlias {
     bool placeholder = false;
   };
   std::vector<UrlPart> url_parts;
+  // A built-in alias (FindBuiltinHttpAlias): Kaizen's http_get and kin.
+  // The agent gives the url, headers and data; only the method is fixed,
+  // and it is no grant: allowed_methods, hosts and every rule still hold.
+  bool builtin = false;
 };
 
 // Builds `out` from the policy's entry for `name` (already checked against
@@ -48,11 +53,23 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
 // when it has none of that name. A malformed entry is *error (and true).
 bool FindHttpAlias(const Json& http_section, const std::string& name, HttpAlias* out, Status* error);
 
+// Kaizen's built-in aliases, defined here rather than in a policy file:
+// http_get, fetch_url, extract_links (GET), http_post (POST), http_put
+// (PUT), http_delete (DELETE); null for any other name. Each has its
+// catalog row (danger, category) and its schema (core/tool_schemas.cpp);
+// a policy's `tools:` entry of its name changes its danger as for any
+// built-in. Decide and execute resolve them as they resolve a configured
+// alias, so the call is decided and sent as `http_request:METHOD url`.
+const HttpAlias* FindBuiltinHttpAlias(std::string_view name);
+
 // The http_request arguments ({url, method, json | query}) of a call to `a`
 // with the agent's `args`. E_INVALID_ARGS naming the field when the args do
 // not fit input_schema, a placeholder is missing, empty, "." or "..", or a
 // query value is not a scalar. Placeholder values are percent-encoded (all
 // but A-Z a-z 0-9 - . _ ~), so they never add a path segment or a query.
+// A built-in alias gives {url, method, headers?, json | body?}: its args'
+// url and headers as they are, `data` as the body (a string as is, an
+// object as JSON).
 Status ExpandHttpAlias(const HttpAlias& a, const Json& args, Json* http_args);
 
 }  // namespace tollgate

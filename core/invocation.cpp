@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/messages.h"
+#include "core/tool_catalog.h"
 
 namespace tollgate {
 namespace {
@@ -14,6 +15,11 @@ std::string Str(const Json& args, const char* key) {
 }
 }  // namespace
 
+std::string HttpUrlArg(const Json& args) {
+  const std::string url = Str(args, "url");
+  return url.empty() ? Str(args, "path") : url;
+}
+
 std::string HttpMethod(const Json& args, const std::string& default_method) {
   std::string m = Str(args, "method");
   if (m.empty()) m = default_method.empty() ? "GET" : default_method;
@@ -22,12 +28,12 @@ std::string HttpMethod(const Json& args, const std::string& default_method) {
 }
 
 bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why) {
-  const std::string raw = Str(args, "url");
+  const std::string raw = HttpUrlArg(args);
   // base_url names a directory: "https://h/v1" resolves "items" to /v1/items.
   std::string base = base_url;
   if (!base.empty() && base.find_first_of("?#") == std::string::npos && base.back() != '/') base += '/';
   if (raw.empty() || !NormalizeUrl(raw, base, url, why)) {
-    if (raw.empty()) *why = "url (string) is required";
+    if (raw.empty()) *why = "url (or path) is required";
     *out = raw;
     return false;
   }
@@ -40,6 +46,8 @@ bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std:
   }
   return true;
 }
+
+bool IsCommandTool(std::string_view tool) { return tool == "execute_command" || tool == "bash_command"; }
 
 std::string CommandLine(const Json& args) {
   std::string cmd = Str(args, "command");
@@ -54,8 +62,29 @@ std::string CommandLine(const Json& args) {
   return cmd;
 }
 
+bool IsCommandArgv(const Json& args) {
+  if (args.is_object() && args.contains("args")) return true;
+  // The characters that make a word more than a program name to sh.
+  return Str(args, "command").find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") == std::string::npos;
+}
+
+ShellLine CommandCallOf(const Json& args) {
+  if (!IsCommandArgv(args)) return ParseShellLine(Str(args, "command"));
+  ShellLine line;
+  line.kind = ShellLine::Kind::kOk;
+  SimpleCommand c;
+  c.argv.push_back(Str(args, "command"));
+  if (args.is_object() && args.contains("args") && args["args"].is_array()) {
+    for (const auto& a : args["args"]) {
+      if (a.is_string()) c.argv.push_back(a.get<std::string>());
+    }
+  }
+  line.commands.push_back(std::move(c));
+  return line;
+}
+
 std::string FilePathArg(const Json& args) {
-  for (const char* k : {"path", "directory", "dir"}) {
+  for (const char* k : {"path", "directory", "dir", "base"}) {  // base: search_directory
     std::string p = Str(args, k);
     if (!p.empty()) return p;
   }
@@ -70,7 +99,7 @@ std::string BuildInvocation(const std::string& tool, const Json& args, const std
     HttpUrl(args, base_url, &u, &url, &why);
     return "http_request:" + HttpMethod(args, default_method) + " " + url;
   }
-  if (tool == "execute_command") return "bash:" + CommandLine(args);
+  if (IsCommandTool(tool)) return "bash:" + CommandLine(args);
   if (tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) return tool;
   return "builtin:" + tool;
 }
@@ -87,6 +116,8 @@ namespace tollgate {
 
 std::string McpToolPattern(const std::string& pattern) {
   if (pattern.rfind("mcp__", 0) != 0 || pattern.size() == 5) return pattern;
+  // Kaizen's builtin server is tollgate's own built-ins, never an upstream.
+  if (std::string_view b = CanonicalToolName(pattern); b.size() != pattern.size()) return std::string(b);
   const std::string rest = pattern.substr(5);
   const auto sep = rest.find("__");
   if (sep != std::string::npos && sep > 0) return "mcp:" + rest.substr(0, sep) + "/" + rest.substr(sep + 2);

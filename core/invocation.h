@@ -4,7 +4,7 @@
 // invocation differs from its decision's byte for byte: E_DECISION_MISMATCH).
 //
 //   http_request     "http_request:METHOD " + HttpUrl(args, base_url)
-//   execute_command  "bash:" + CommandLine(args)
+//   execute_command  "bash:" + CommandLine(args) (and bash_command: IsCommandTool)
 //   cli:NAME         "cli:NAME"
 //   mcp:SERVER/TOOL  "mcp:SERVER/TOOL" (an upstream MCP server's tool)
 //   anything else    "builtin:" + tool
@@ -13,8 +13,10 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "core/canonical_json.h"
+#include "core/shell_line.h"
 #include "core/url.h"
 
 namespace tollgate {
@@ -22,6 +24,9 @@ namespace tollgate {
 // args.method upper-cased; `default_method` (the policy's
 // http_request.default_method, upper-cased) when absent.
 std::string HttpMethod(const Json& args, const std::string& default_method = "GET");
+// http_request's target as the call gives it: args.url, else args.path (the
+// MVP seed's name for the same thing); "" when neither is a string.
+std::string HttpUrlArg(const Json& args);
 // args.url resolved against `base_url` (may be empty; its path is taken as a
 // directory, i.e. a missing trailing '/' is added) and normalised
 // (core/url.h), with args.query's pairs appended in key order (non-string
@@ -30,7 +35,20 @@ std::string HttpMethod(const Json& args, const std::string& default_method = "GE
 bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why);
 // args.command, then each string of args.args, joined by single spaces.
 std::string CommandLine(const Json& args);
-// args.path, args.directory or args.dir: the first non-empty string.
+// The tools whose call is a command (execute_command, Kaizen's bash_command):
+// one invocation form ("bash:" + the line) and one policy for both.
+bool IsCommandTool(std::string_view tool);
+// execute_command's two forms. An argv (args.args given, or args.command
+// one bare word): the program runs with exactly those arguments, no shell.
+// Otherwise args.command is a command line (core/shell_line.h), run by a
+// shell the gate starts, and every simple command in it is what a policy
+// must hold for (docs/policy.md, "Command lines").
+bool IsCommandArgv(const Json& args);
+// The simple commands of an execute_command call: an argv form is the one
+// command {command, args...} (kOk), a line is ParseShellLine(command).
+ShellLine CommandCallOf(const Json& args);
+// args.path, args.directory, args.dir or args.base (search_directory's): the
+// first non-empty string.
 std::string FilePathArg(const Json& args);
 // The invocation string (above).
 std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url,
@@ -40,7 +58,9 @@ std::string FileSubject(const std::string& tool, const Json& args);
 
 // A policy's tool name or glob in the MCP clients' spelling rewritten to
 // ours: "mcp__S__T" -> "mcp:S/T", "mcp__S" -> "mcp:S/*", "mcp__*" ->
-// "mcp:*". Anything else is returned as is.
+// "mcp:*"; "mcp__kaizen_builtin__X" (Kaizen's builtin server: tollgate's
+// own built-ins; CanonicalToolName) -> "X". Anything else is returned as
+// is (the policy compiler refuses other mcp__kaizen_builtin spellings).
 std::string McpToolPattern(const std::string& pattern);
 
 }  // namespace tollgate

@@ -29,11 +29,42 @@ Json ToolResultOk(Json data, double duration_ms) {
   return Json{{"success", true}, {"data", std::move(data)}, {"error", nullptr}, {"meta", {{"duration_ms", duration_ms}}}};
 }
 
+const char* ErrorAlias(std::string_view code) {
+  // seed name -> tollgate's earlier name for the same condition.
+  static constexpr std::pair<std::string_view, const char*> kAliases[] = {
+      {"E_WRITE_DISABLED", "E_WRITES_DISABLED"}, {"E_HTTP_ERROR", "E_HTTP"},
+      {"E_HTTP_METHOD", "E_METHOD_NOT_ALLOWED"},  {"E_CALC_ERROR", "E_INVALID_ARGS"},
+      {"E_DIR_NOT_FOUND", "E_FILE_NOT_FOUND"},    {"E_PATH_NOT_FOUND", "E_FILE_NOT_FOUND"},
+      {"E_PERMISSION", "E_PATH_FORBIDDEN"},       {"E_INVALID_PATH", "E_INVALID_ARGS"},
+      {"E_READ_ERROR", "E_TOOL_EXEC"},            {"E_WRITE_ERROR", "E_TOOL_EXEC"},
+      {"E_LIST_ERROR", "E_TOOL_EXEC"},            {"E_SEARCH_ERROR", "E_TOOL_EXEC"},
+      {"E_AUDIT_ERROR", "E_TOOL_EXEC"},
+  };
+  for (const auto& [seed, old] : kAliases) {
+    if (seed == code) return old;
+  }
+  return nullptr;
+}
+
+bool SeedRecoverable(std::string_view code) {
+  return code == "E_FILE_NOT_FOUND" || code == "E_DIR_NOT_FOUND" || code == "E_PATH_NOT_FOUND";
+}
+
+Json ToolResultErrorAs(const std::string& code, const std::string& alias, const std::string& message,
+                       bool recoverable) {
+  Json r = ToolResultError(code, message, recoverable);
+  if (alias.empty() || alias == code) {
+    r["error"].erase("alias");
+  } else {
+    r["error"]["alias"] = alias;
+  }
+  return r;
+}
+
 Json ToolResultError(const std::string& code, const std::string& message, bool recoverable, double duration_ms) {
-  return Json{{"success", false},
-              {"data", nullptr},
-              {"error", {{"code", code}, {"message", message}, {"recoverable", recoverable}}},
-              {"meta", {{"duration_ms", duration_ms}}}};
+  Json error{{"code", code}, {"message", message}, {"recoverable", recoverable || SeedRecoverable(code)}};
+  if (const char* alias = ErrorAlias(code)) error["alias"] = alias;
+  return Json{{"success", false}, {"data", nullptr}, {"error", std::move(error)}, {"meta", {{"duration_ms", duration_ms}}}};
 }
 
 Json Flow::ToJson() const {

@@ -22,9 +22,12 @@ inline constexpr const char* kDuplicateRequest = "E_DUPLICATE_REQUEST";
 inline constexpr const char* kRequestLost = "E_REQUEST_LOST";
 inline constexpr const char* kPolicyDenied = "E_POLICY_DENIED";
 inline constexpr const char* kUnknownTool = "E_UNKNOWN_TOOL";
+// A tool's args do not fit its schema (core/tool_args.h), or the tool refuses them.
+inline constexpr const char* kInvalidArgs = "E_INVALID_ARGS";
 // write_file / delete_file while execute.writes_enabled is false: decide
 // denies them (they could not run), execute refuses any that get through.
-inline constexpr const char* kWritesDisabled = "E_WRITES_DISABLED";
+// The AI Orchestrator seed's name; tollgate's first, E_WRITES_DISABLED, is its alias.
+inline constexpr const char* kWritesDisabled = "E_WRITE_DISABLED";
 inline constexpr const char* kApprovalDenied = "E_APPROVAL_DENIED";
 inline constexpr const char* kApprovalExpired = "E_APPROVAL_EXPIRED";
 inline constexpr const char* kWithdrawn = "E_WITHDRAWN";  // the agent withdrew its pending call
@@ -46,16 +49,42 @@ inline constexpr const char* kFlowMismatch = "E_FLOW_MISMATCH";
 inline constexpr const char* kOutputTooLarge = "E_OUTPUT_TOO_LARGE";
 // A decision whose invocation or subject is over kMaxInvocationBytes: denied.
 inline constexpr const char* kInvocationTooLarge = "E_INVOCATION_TOO_LARGE";
+// The AI Orchestrator seed's file, audit and calculate codes (docs/errors.md).
+// Not found: recoverable wherever they are made (SeedRecoverable).
+inline constexpr const char* kDirNotFound = "E_DIR_NOT_FOUND";    // a directory on the path is missing
+inline constexpr const char* kPathNotFound = "E_PATH_NOT_FOUND";  // a component is a file, not a directory
+inline constexpr const char* kPermission = "E_PERMISSION";        // the OS said EACCES / EPERM
+inline constexpr const char* kInvalidPath = "E_INVALID_PATH";     // empty, NUL, names no file
+inline constexpr const char* kReadError = "E_READ_ERROR";
+inline constexpr const char* kWriteError = "E_WRITE_ERROR";
+inline constexpr const char* kListError = "E_LIST_ERROR";
+inline constexpr const char* kSearchError = "E_SEARCH_ERROR";
+inline constexpr const char* kAuditError = "E_AUDIT_ERROR";
+inline constexpr const char* kCalcError = "E_CALC_ERROR";
 }  // namespace errc
+
+// The name tollgate gave a condition before a seed named it `code`
+// (E_WRITE_DISABLED -> E_WRITES_DISABLED, ...; docs/errors.md "Aliases"), or
+// nullptr when `code` has none. Old callers match error.alias.
+const char* ErrorAlias(std::string_view code);
+// Whether a seed calls `code` recoverable whoever makes it (E_FILE_NOT_FOUND,
+// E_DIR_NOT_FOUND, E_PATH_NOT_FOUND).
+bool SeedRecoverable(std::string_view code);
 
 // Header names: core/message.h.
 
 // IsFileTool (the built-ins that act on one workspace path): core/tool_catalog.h.
 
-// ToolResult: {success, data, error: {code, message, recoverable} | null, meta: {duration_ms, ...}}.
+// ToolResult: {success, data, error: {code, message, recoverable, alias?} | null, meta: {duration_ms, ...}}.
+// ToolResultError sets error.alias to ErrorAlias(code) when there is one, and
+// recoverable when the seed says so (SeedRecoverable).
 Json ToolResultOk(Json data, double duration_ms);
 Json ToolResultError(const std::string& code, const std::string& message, bool recoverable,
                      double duration_ms = 0);
+// The same with an explicit alias (the old code, when it depended on the
+// call, e.g. E_AUDIT_ERROR for what was the log's own code); "" = none.
+Json ToolResultErrorAs(const std::string& code, const std::string& alias, const std::string& message,
+                       bool recoverable);
 
 // The flow message on the decide, approve and execute topics:
 // {"request": <normalised request, args NOT redacted>, "received_at": "...",

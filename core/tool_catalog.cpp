@@ -12,10 +12,10 @@ constexpr ToolFacts kTools[] = {
     {"echo",            R::kReadOnly, false, true,  D::kSafe,   "utility",    "Return the args unchanged."},
     {"current_time",    R::kReadOnly, false, true,  D::kSafe,   "utility",    "The current UTC time."},
     {"calculate",       R::kReadOnly, false, true,  D::kSafe,   "utility",    "Evaluate an arithmetic expression safely."},
-    {"read_file",       R::kReadOnly, true,  false, D::kLow,    "filesystem", "Read a file in the agent's workspace."},
+    {"read_file",       R::kReadOnly, true,  false, D::kSafe,   "filesystem", "Read a file in the agent's workspace."},
     {"write_file",      R::kMutates,  true,  false, D::kMedium, "filesystem",
      "Write or append to a file in the agent's workspace."},
-    {"list_directory",  R::kReadOnly, true,  false, D::kLow,    "filesystem", "List a directory in the agent's workspace."},
+    {"list_directory",  R::kReadOnly, true,  false, D::kSafe,   "filesystem", "List a directory in the agent's workspace."},
     {"file_exists",     R::kReadOnly, true,  false, D::kSafe,   "filesystem",
      "Whether a path exists in the agent's workspace."},
     {"delete_file",     R::kMutates,  true,  false, D::kHigh,   "filesystem",
@@ -30,6 +30,48 @@ constexpr ToolFacts kTools[] = {
      "Read this agent's own audit entries (session or agent)."},
     {"get_system_info", R::kReadOnly, false, false, D::kLow,    "system",
      "OS, CPU count, memory and uptime of the executor."},
+    // The AI Orchestrator seed's (docs/tools.md, "The AI Orchestrator's tools").
+    {"get_datetime",    R::kReadOnly, false, true,  D::kSafe,   "utility",
+     "The current date and time (UTC) as ISO 8601, date, time and Unix timestamp."},
+    {"list_llm_models", R::kReadOnly, false, false, D::kLow,    "system",
+     "The configured LLM models, grouped as general, code, vision, embedding and cloud."},
+    {"search_directory", R::kReadOnly, true, false, D::kLow,    "filesystem",
+     "Find directories by name (exact or partial) in the agent's workspace, 3 levels deep, 5 at most."},
+    {"git_status",      R::kReadOnly, false, false, D::kLow,    "qa",
+     "git status of the agent's workspace, in the sandbox."},
+    {"git_diff",        R::kReadOnly, false, false, D::kLow,    "qa",
+     "git diff (or git diff --staged) of the agent's workspace, in the sandbox."},
+    {"run_tests",       R::kMutates,  false, false, D::kHigh,   "qa",
+     "Run the workspace's tests (pytest for backend, npm test for frontend) in the sandbox."},
+    {"run_lint",        R::kMutates,  false, false, D::kHigh,   "qa",
+     "Lint the workspace (ruff for backend, npm run lint for frontend) in the sandbox."},
+    {"run_format",      R::kMutates,  false, false, D::kHigh,   "qa",
+     "Check (or apply) formatting: black for backend, npm run format or prettier for frontend."},
+    {"run_build",       R::kMutates,  false, false, D::kHigh,   "qa",
+     "Build the workspace (Python byte-compile for backend, npm run build for frontend) in the sandbox."},
+    {"run_typecheck",   R::kMutates,  false, false, D::kHigh,   "qa",
+     "Type-check the workspace (mypy for backend, the project's tsc for frontend) in the sandbox."},
+    // Kaizen's (docs/tools.md, "Kaizen's tools"): http_request with a fixed
+    // method (core/http_alias.h, FindBuiltinHttpAlias), and execute_command's
+    // line mode. Danger as the seed's TOOL_DANGER_LEVELS.
+    {"http_get",        R::kReadOnly, false, false, D::kSafe,   "network",
+     "HTTP GET request (http_request with method GET)."},
+    {"http_post",       R::kMutates,  false, false, D::kMedium, "network",
+     "HTTP POST request; data (a dict or a string) is the body."},
+    {"http_put",        R::kMutates,  false, false, D::kMedium, "network",
+     "HTTP PUT request; data (a dict or a string) is the body."},
+    {"http_delete",     R::kMutates,  false, false, D::kHigh,   "network",    "HTTP DELETE request."},
+    {"fetch_url",       R::kReadOnly, false, false, D::kSafe,   "web",        "Fetch a URL's content (GET)."},
+    {"extract_links",   R::kReadOnly, false, false, D::kSafe,   "web",
+     "The absolute URLs of the <a href> links of an HTML page (GET)."},
+    {"bash_command",    R::kMutates,  false, false, D::kHigh,   "shell",
+     "Run a command line, checked command by command, in the sandbox (execute_command's line mode)."},
+};
+
+// The tools Kaizen's builtin MCP server offers, as mcp__kaizen_builtin__<name>.
+constexpr std::string_view kKaizenBuiltins[] = {
+    "read_file", "write_file", "delete_file", "list_directory", "file_exists", "http_get",
+    "http_post", "http_put",   "http_delete", "fetch_url",      "extract_links", "bash_command",
 };
 
 }  // namespace
@@ -51,6 +93,16 @@ bool IsFileTool(std::string_view tool) {
 bool RunsInline(std::string_view tool) {
   const ToolFacts* t = FindBuiltinTool(tool);
   return t != nullptr && t->runs_inline;
+}
+
+std::string_view CanonicalToolName(std::string_view name) {
+  constexpr std::string_view kPrefix = "mcp__kaizen_builtin__";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return name;
+  const std::string_view rest = name.substr(kPrefix.size());
+  for (std::string_view k : kKaizenBuiltins) {
+    if (k == rest) return rest;
+  }
+  return name;
 }
 
 bool IsReadOnlyMethod(std::string_view method) { return method == "GET" || method == "HEAD" || method == "OPTIONS"; }

@@ -33,7 +33,7 @@ enum class Reads : uint8_t {
 struct ToolFacts {
   std::string_view name;
   Reads reads;
-  // Acts on one workspace path (args.path, args.directory or args.dir):
+  // Acts on one workspace path (args.path, args.directory, args.dir or args.base):
   // decide also matches its deny and allow globs against "TOOL:PATH", and an
   // "allow always" for it pins that path (core/invocation.h, FileSubject).
   bool file_tool;
@@ -61,6 +61,17 @@ bool RunsInline(std::string_view tool);
 // The JSON Schema of a built-in's arguments, as JSON text
 // (core/tool_schemas.cpp); {"type":"object"} for any other name.
 std::string_view InputSchemaOf(std::string_view name);
+
+// Kaizen's MCP naming (docs/tools.md, "Kaizen's tools"): the built-in X for
+// "mcp__kaizen_builtin__X" when X is one of the twelve tools of Kaizen's
+// builtin server (read_file, write_file, delete_file, list_directory,
+// file_exists, http_get, http_post, http_put, http_delete, fetch_url,
+// extract_links, bash_command); any other name unchanged. Ingest and the
+// MCP gateway apply it where a request enters, so decide, execute, the log
+// and replay only ever see the built-in's own name. "kaizen_builtin" is
+// therefore never an upstream MCP server's name.
+inline constexpr std::string_view kKaizenBuiltinServer = "kaizen_builtin";
+std::string_view CanonicalToolName(std::string_view name);
 
 // GET, HEAD and OPTIONS only read. `method` is upper case.
 bool IsReadOnlyMethod(std::string_view method);

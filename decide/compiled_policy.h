@@ -67,6 +67,7 @@ struct Rule {
   Condition when;
   std::string verdict;  // allow | deny | ask
   std::string reason;
+  int priority = 0;     // higher matches first (the compiler sorts, stably)
 };
 
 // The org's top level or one agent's entry.

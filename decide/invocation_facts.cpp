@@ -52,7 +52,7 @@ const HttpAlias* EffectiveHttp::FindAlias(const std::string& tool) const {
     auto it = m->find(tool);
     if (it != m->end()) return &it->second;
   }
-  return nullptr;
+  return FindBuiltinHttpAlias(tool);  // Kaizen's http_get and kin: no policy alias has their names
 }
 
 std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f) {
@@ -114,8 +114,14 @@ void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subje
     f->method = HttpMethod(*f->http_args, f->alias ? f->alias->method : DefaultMethodOf(&http));
     std::string ignored;
     f->url_ok = HttpUrl(*f->http_args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
-  } else if (tool == "execute_command") {
+  } else if (IsCommandTool(tool)) {
     f->command = CommandName(CommandLine(*f->args));
+    f->command_line = !IsCommandArgv(*f->args);
+    f->line = CommandCallOf(*f->args);
+    for (const auto& c : f->line.commands) {
+      const auto slash = c.argv[0].rfind('/');
+      f->command_names.push_back(slash == std::string::npos ? c.argv[0] : c.argv[0].substr(slash + 1));
+    }
   } else if (IsFileTool(tool)) {
     *subject = FileSubject(tool, *f->args);
     if (!subject->empty()) f->file_path = subject->substr(tool.size() + 1);
@@ -142,9 +148,20 @@ bool RuleMatches(const Rule& r, const InvocationFacts& f) {
     for (const auto& p : w.file_prefixes) any = any || UnderPrefix(f.file_path, p);
     if (!any) return false;
   }
-  if (!w.commands.empty() &&
-      (f.command.empty() || std::find(w.commands.begin(), w.commands.end(), f.command) == w.commands.end())) {
-    return false;
+  if (!w.commands.empty()) {
+    auto named = [&](const std::string& n) {
+      return !n.empty() && std::find(w.commands.begin(), w.commands.end(), n) != w.commands.end();
+    };
+    if (r.verdict == "allow") {
+      if (!f.line.ok() || f.command_names.empty()) return false;
+      for (const auto& n : f.command_names) {
+        if (!named(n)) return false;
+      }
+    } else {
+      bool any = named(f.command);
+      for (const auto& n : f.command_names) any = any || named(n);
+      if (!any) return false;
+    }
   }
   return true;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/canonical_json.h"
+#include "core/shell_line.h"
 #include "core/url.h"
 #include "decide/compiled_policy.h"
 
@@ -23,7 +24,8 @@ struct EffectiveHttp {
   bool auto_approve = false;
   const HttpConfig* hosts_from = nullptr;             // null: any host
   const std::map<std::string, HttpAlias>* aliases[2] = {nullptr, nullptr};  // the agent's, then the org's
-  // The alias named `tool`, or null.
+  // The alias named `tool` (the agent's, the org's, then a built-in one:
+  // FindBuiltinHttpAlias), or null.
   const HttpAlias* FindAlias(const std::string& tool) const;
 };
 // `agent` may be null (an agent with no entry).
@@ -53,7 +55,13 @@ struct InvocationFacts {
   bool url_ok = false;
   std::string url_error;   // why not url_ok
   std::string file_path;   // file tools, normalised
-  std::string command;     // execute_command: the command name
+  std::string command;     // execute_command: the command name (the line's first word)
+  // execute_command: its simple commands (CommandCallOf, core/invocation.h),
+  // whether they come from a command line rather than an argv, and their
+  // names (argv[0] without its directory) for `when: command` rules.
+  ShellLine line;
+  bool command_line = false;
+  std::vector<std::string> command_names;
   // (The second subject of file tools, "<tool>:<path>", is Decision::subject.)
 };
 
@@ -71,7 +79,10 @@ std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f);
 // "/etc//x" or "/srv/../etc/x" cannot dodge a deny glob.
 void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subject);
 
-// Whether rule `r`'s tools and `when:` conditions all match.
+// Whether rule `r`'s tools and `when:` conditions all match. A `command`
+// condition holds for a deny or ask rule when any simple command of the
+// call is named, for an allow rule when every one is (and the line could
+// be analysed).
 bool RuleMatches(const Rule& r, const InvocationFacts& f);
 
 }  // namespace tollgate

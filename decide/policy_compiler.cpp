@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/invocation.h"
+#include "core/tool_catalog.h"
 #include "core/url.h"
 #include "decide/compiled_policy.h"
 
@@ -57,11 +58,36 @@ struct Compiler {
     return false;
   }
 
-  bool Globs(const Json& arr, const std::string& ptr, GlobSet* out) {
+  // Kaizen's mcp__kaizen_builtin__X names the built-in X (core/tool_catalog.h):
+  // accepted where a tool name goes, as a literal one of its twelve tools.
+  // In deny, allow and notify (invocation globs: builtin:read_file,
+  // http_request:DELETE *, bash:ls *) or as a glob it would match nothing,
+  // silently: refused instead.
+  bool KaizenName(const std::string& p, const std::string& ptr, bool invocation) {
+    static const std::string kServer = "mcp__" + std::string(kKaizenBuiltinServer);
+    if (p.rfind(kServer, 0) != 0 || (p.size() > kServer.size() && p.compare(kServer.size(), 2, "__") != 0)) {
+      return true;
+    }
+    if (invocation) {
+      return Fail(ptr, "'" + p +
+                           "' is a tool name; deny, allow and notify match invocations (builtin:read_file, "
+                           "http_request:DELETE https://..., bash:ls *)");
+    }
+    if (CanonicalToolName(p).size() == p.size()) {
+      return Fail(ptr, "'" + p +
+                           "': mcp__kaizen_builtin__ names one of Kaizen's twelve built-ins by name "
+                           "(read_file, http_get, bash_command, ...), not a glob");
+    }
+    return true;
+  }
+
+  bool Globs(const Json& arr, const std::string& ptr, GlobSet* out, bool invocations = false) {
     if (!arr.is_array()) return true;
     for (size_t i = 0; i < arr.size(); ++i) {
       std::string err;
-      if (!out->Add(McpToolPattern(arr[i].get<std::string>()), &err)) return Fail(ptr + "/" + std::to_string(i), err);
+      const std::string at = ptr + "/" + std::to_string(i);
+      if (!KaizenName(arr[i].get<std::string>(), at, invocations)) return false;
+      if (!out->Add(McpToolPattern(arr[i].get<std::string>()), &err)) return Fail(at, err);
     }
     return true;
   }
@@ -125,20 +151,22 @@ struct Compiler {
     for (size_t i = 0; i < arr.size(); ++i) {
       const Json& r = arr[i];
       const std::string rp = ptr + "/" + std::to_string(i);
-      if (r.contains("priority")) {
-        return Fail(rp + "/priority", "rules have no priority: they match in list order and the first match wins; "
-                                      "put this rule above the ones it should beat");
+      if (r.contains("priority") && !r["priority"].is_number_integer()) {
+        return Fail(rp + "/priority", "priority must be an integer (higher matches first)");
       }
       Rule rule;
+      rule.priority = r.value("priority", 0);
       rule.name = r.value("name", "rule-" + std::to_string(i));
       rule.verdict = r.value("verdict", "ask");
       rule.reason = r.value("reason", "");
       for (const auto& t : Strings(r, "tools")) {
         std::string err;
+        if (!KaizenName(t, rp + "/tools", false)) return false;
         if (!rule.tools.Add(McpToolPattern(t), &err)) return Fail(rp + "/tools", err);
       }
       for (const auto& t : Strings(r, "tool")) {
         std::string err;
+        if (!KaizenName(t, rp + "/tool", false)) return false;
         if (!rule.tools.Add(McpToolPattern(t), &err)) return Fail(rp + "/tool", err);
       }
       if (r.contains("when")) {
@@ -159,6 +187,9 @@ struct Compiler {
       }
       out->push_back(std::move(rule));
     }
+    // Kaizen's PermissionRule priority: higher first; equal priorities (and
+    // a file without any) keep list order.
+    std::stable_sort(out->begin(), out->end(), [](const Rule& a, const Rule& b) { return a.priority > b.priority; });
     return true;
   }
 
@@ -167,9 +198,9 @@ struct Compiler {
       t->has_mode = true;
       if (!ParseMode(j["mode"].get<std::string>(), &t->mode)) return Fail(ptr + "/mode", "unknown mode");
     }
-    if (j.contains("deny") && !Globs(j["deny"], ptr + "/deny", &t->deny)) return false;
-    if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow)) return false;
-    if (j.contains("notify") && !Globs(j["notify"], ptr + "/notify", &t->notify)) return false;
+    if (j.contains("deny") && !Globs(j["deny"], ptr + "/deny", &t->deny, true)) return false;
+    if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow, true)) return false;
+    if (j.contains("notify") && !Globs(j["notify"], ptr + "/notify", &t->notify, true)) return false;
     if (j.contains("rules") && !Rules(j["rules"], ptr + "/rules", &t->rules)) return false;
     if (j.contains("tools") && j["tools"].is_array()) {
       t->has_grants = true;
@@ -235,6 +266,7 @@ struct Compiler {
     }
     if (doc.contains("tools")) {
       for (const auto& [raw_name, spec] : doc["tools"].items()) {
+        if (!KaizenName(raw_name, "/tools/" + PointerToken(raw_name), false)) return false;
         const std::string name = McpToolPattern(raw_name);
         ToolSpec t;
         if (const ToolFacts* b = FindBuiltinTool(name)) t = CatalogSpec(*b);

@@ -10,6 +10,7 @@
 
 #include "core/invocation.h"
 #include "core/messages.h"
+#include "core/shell_line.h"
 #include "decide/compiled_policy.h"
 #include "decide/invocation_facts.h"
 
@@ -232,6 +233,25 @@ bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* 
   return false;
 }
 
+// "N simple commands: [git status] [git diff]" for decision.checks, each
+// command and the whole cut short so a long line stays a readable detail.
+std::string CommandsDetail(const ShellLine& line) {
+  std::string out = std::to_string(line.commands.size()) +
+                    (line.commands.size() == 1 ? " simple command" : " simple commands");
+  if (!line.ok()) out += " before the construct";
+  out += ":";
+  for (const auto& c : line.commands) {
+    std::string one = JoinArgv(c.argv);
+    if (one.size() > 120) one = one.substr(0, 117) + "...";
+    if (out.size() + one.size() > 1000) {
+      out += " ...";
+      break;
+    }
+    out += " [" + one + "]";
+  }
+  return out;
+}
+
 // Whether an executor can run `tool`: a built-in, a CLI tool, or a tool of
 // a declared upstream MCP server. A policy's tools: entry (or pattern) that
 // names anything else makes it known, but nothing could run it.
@@ -328,10 +348,42 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
        std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating") +
            (f.alias ? ", alias of http_request" : ""));
 
+  // 1b. a command line (execute_command given a line, not an argv): the
+  // policy holds for each simple command in it (docs/policy.md, "Command
+  // lines"). A line no shell would run, or one redirecting to a file outside
+  // the workspace, could never run (execute refuses both): denied now. A
+  // line that cannot be analysed statically is never allowed (9b).
+  const bool is_line = f.command_line;
+  const bool unanalysable = is_line && f.line.kind == ShellLine::Kind::kUnanalysable;
+  std::vector<std::string> command_keys;  // "bash:" + each simple command's argv
+  if (is_line) {
+    if (f.line.kind == ShellLine::Kind::kInvalid) {
+      Step(d, "command", "deny", f.line.reason);
+      Finish(d, "deny", "the command line is not valid: " + f.line.reason, "command:invalid", errc::kInvalidArgs);
+      return;
+    }
+    for (const auto& sc : f.line.commands) {
+      command_keys.push_back("bash:" + JoinArgv(sc.argv));
+      for (const auto& r : sc.redirections) {
+        if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
+          Step(d, "command", "deny", "redirection " + r.op + " " + r.target);
+          Finish(d, "deny",
+                 "'" + JoinArgv(sc.argv) + "' redirects " + r.op + " '" + r.target +
+                     "': a command line may redirect only to workspace-relative paths without '..' and /dev/null",
+                 "command:redirect", errc::kPolicyDenied);
+          return;
+        }
+      }
+    }
+    Step(d, "command", unanalysable ? "unanalysable" : "pass",
+         unanalysable ? f.line.reason + "; " + CommandsDetail(f.line) : CommandsDetail(f.line));
+  }
+
   // Notify globs only annotate.
   for (const Tier* t : {&c.org, agent}) {
     if (t == nullptr) continue;
     int n = MatchSubjects(t->notify, inv, d->subject);
+    for (size_t k = 0; n < 0 && k < command_keys.size(); ++k) n = t->notify.FirstMatch(command_keys[k]);
     if (n >= 0) d->notify.push_back(t->notify.at(n).pattern());
   }
 
@@ -358,21 +410,28 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     if (d->verdict == "ask") ResolveApproval(c, f, spec.danger, d);
   };
 
-  // 2. bypass
-  if (mode == Mode::kBypass) {
+  // 2. bypass (not for a line that cannot be analysed: 9b)
+  if (mode == Mode::kBypass && unanalysable) {
+    Step(d, "mode", "pass", "bypass allows no command line that cannot be analysed");
+  } else if (mode == Mode::kBypass) {
     Step(d, "mode", "allow", std::string("bypass (") + mode_from + ")");
     return finish_allow_or_ask("allow", "mode bypass allows every call", std::string("mode:bypass@") + mode_from);
   }
 
-  // 3. deny lists: org ∪ agent. Nothing overrides a deny.
+  // 3. deny lists: org ∪ agent, on the invocation and on each simple
+  // command of a line. Nothing overrides a deny.
   for (const Tier* t : {&c.org, agent}) {
     if (t == nullptr) continue;
     int i = MatchSubjects(t->deny, inv, d->subject);
+    std::string what = i < 0 ? "" : "'" + (t->deny.at(i).Match(inv) ? inv : d->subject) + "'";
+    for (size_t k = 0; i < 0 && k < command_keys.size(); ++k) {
+      i = t->deny.FirstMatch(command_keys[k]);
+      if (i >= 0) what = "simple command " + std::to_string(k + 1) + " of the line, '" + command_keys[k] + "',";
+    }
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
       Step(d, "deny", "deny", pat);
-      const std::string& what = t->deny.at(i).Match(inv) ? inv : d->subject;
-      Finish(d, "deny", "'" + what + "' matches deny pattern '" + pat + "'",
+      Finish(d, "deny", what + " matches deny pattern '" + pat + "'",
              std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
       return;
     }
@@ -392,8 +451,10 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     }
   }
 
-  // 5. dangerous: bypass that honoured deny.
-  if (mode == Mode::kDangerous) {
+  // 5. dangerous: bypass that honoured deny (not for a line that cannot be analysed).
+  if (mode == Mode::kDangerous && unanalysable) {
+    Step(d, "mode", "pass", "dangerous allows no command line that cannot be analysed");
+  } else if (mode == Mode::kDangerous) {
     Step(d, "mode", "allow", std::string("dangerous (") + mode_from + ")");
     return finish_allow_or_ask("allow", "mode dangerous allows every call not denied",
                                std::string("mode:dangerous@") + mode_from);
@@ -427,11 +488,13 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     return;
   }
 
-  // 9. http: methods (an alias's own method is the operator's grant) and hosts.
+  // 9. http: methods (a configured alias's own method is the operator's
+  // grant; a built-in alias's is not) and hosts.
   if (is_http) {
     static const std::vector<std::string> kDefaultMethods = {"GET", "HEAD"};
     const auto& methods = http.methods ? *http.methods : kDefaultMethods;
-    if (f.alias == nullptr && std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
+    if ((f.alias == nullptr || f.alias->builtin) &&
+        std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
       Step(d, "http", "deny", "method " + f.method);
       Finish(d, "deny", "method " + f.method + " is not in allowed_methods for agent '" + *f.agent + "'",
              "http.allowed_methods", errc::kPolicyDenied);
@@ -452,6 +515,22 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     Step(d, "http", "pass", f.method + " " + f.url.host);
   }
 
+  // 9b. a command line that cannot be analysed statically: never allowed.
+  // It asks (an approver reads the line), or is denied under restrict.
+  if (unanalysable) {
+    if (mode == Mode::kRestrict) {
+      Step(d, "command", "deny", f.line.reason);
+      Finish(d, "deny", "mode restrict: '" + inv + "' cannot be analysed statically (" + f.line.reason + ")",
+             std::string("mode:restrict@") + mode_from, errc::kPolicyDenied);
+      return;
+    }
+    Step(d, "command", "ask", f.line.reason);
+    return finish_allow_or_ask("ask",
+                               "'" + inv + "' cannot be analysed statically (" + f.line.reason +
+                                   "): it is never allowed without an approver",
+                               "command:unanalysable");
+  }
+
   // 10. argument-level ask, then allow rules (agent tier first).
   for (const char* want : {"ask", "allow"}) {
     for (const Tier* t : {agent, static_cast<const Tier*>(&c.org)}) {
@@ -470,7 +549,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   {
     const GlobSet* sets[3] = {local, agent ? &agent->allow : nullptr, &c.org.allow};
     const char* names[3] = {"agent_local", "agent", "org"};
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < 3 && !is_line; ++k) {
       if (sets[k] == nullptr) continue;
       int i = MatchSubjects(*sets[k], inv, d->subject);
       if (i >= 0) {
@@ -480,7 +559,48 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
                                    std::string(names[k]) + ".allow:" + pat);
       }
     }
-    Step(d, "allow", "pass", "no allow pattern matches");
+    // A line: a pattern naming exactly this line (an "allow always"
+    // approval), else every simple command matching some allow pattern.
+    for (int k = 0; k < 3 && is_line; ++k) {
+      if (sets[k] == nullptr) continue;
+      for (size_t i = 0; i < sets[k]->size(); ++i) {
+        const Glob& g = sets[k]->at(i);
+        if (g.literal_prefix() == inv && g.Match(inv)) {
+          Step(d, "allow", "allow", g.pattern());
+          return finish_allow_or_ask("allow", "the line matches allow pattern '" + g.pattern() + "' exactly",
+                                     std::string(names[k]) + ".allow:" + g.pattern());
+        }
+      }
+    }
+    if (is_line) {
+      std::vector<std::string> rules;
+      std::string unmatched;
+      for (const auto& key : command_keys) {
+        std::string rule;
+        for (int k = 0; k < 3 && rule.empty(); ++k) {
+          if (sets[k] == nullptr) continue;
+          const int i = sets[k]->FirstMatch(key);
+          if (i >= 0) rule = std::string(names[k]) + ".allow:" + sets[k]->at(i).pattern();
+        }
+        if (rule.empty()) {
+          unmatched = key;
+          break;
+        }
+        if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+      }
+      if (unmatched.empty()) {
+        std::string joined;
+        for (const auto& r : rules) joined += (joined.empty() ? "" : " + ") + r;
+        Step(d, "allow", "allow", joined);
+        return finish_allow_or_ask("allow",
+                                   "each of the line's " + std::to_string(command_keys.size()) +
+                                       " simple commands matches an allow pattern",
+                                   joined);
+      }
+      Step(d, "allow", "pass", "'" + unmatched + "' matches no allow pattern");
+    } else {
+      Step(d, "allow", "pass", "no allow pattern matches");
+    }
   }
 
   // 12. restrict: only what is allowed runs.

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "core/invocation.h"
 #include "decide/compiled_policy.h"
 #include "decide/invocation_facts.h"
 
@@ -12,7 +13,7 @@ bool StartsWith(const std::string& s, const char* prefix) { return s.rfind(prefi
 
 // Tools whose invocation string or file subject is built from arguments.
 bool InvocationHasArgs(const std::string& tool) {
-  return tool == "http_request" || tool == "execute_command" || IsFileTool(tool);
+  return tool == "http_request" || IsCommandTool(tool) || IsFileTool(tool);
 }
 
 }  // namespace

@@ -61,6 +61,15 @@ std::shared_ptr<ToolDirectory> MakeToolDirectory(const std::string& policy_path,
       std::move(policy));
 }
 
+namespace {
+// A built-in's catalog category (filesystem, network, ...); another tool's
+// is its kind: cli, mcp, or network for an http_request alias.
+std::string CategoryOf(const ToolDescriptor& t) {
+  if (const ToolFacts* f = FindBuiltinTool(t.name); f != nullptr && t.source == "builtin") return std::string(f->category);
+  return t.source == "http" ? "network" : t.source;
+}
+}  // namespace
+
 Status ToolDirectory::List(const std::string& org, const std::string& agent, Json* out) const {
   const PolicyInForce policy = policy_();
   if (!policy.has_policy()) return Status::Error("E_NO_POLICY", "no policy is in force");
@@ -78,6 +87,7 @@ Status ToolDirectory::List(const std::string& org, const std::string& agent, Jso
                     {"description", t.description},
                     {"input_schema", t.input_schema},
                     {"source", t.source},
+                    {"category", CategoryOf(t)},
                     {"danger", DangerName(a.danger)},
                     {"read_only", a.read_only},
                     {"asks", a.asks},

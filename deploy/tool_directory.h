@@ -25,8 +25,9 @@ class ToolDirectory {
   ToolDirectory(ToolsFn tools, PolicyFn policy) : tools_(std::move(tools)), policy_(std::move(policy)) {}
 
   // {"org_id", "agent_id", "policy_version", "tools": [{"name",
-  // "description", "input_schema", "source", "danger", "read_only",
-  // "asks", "depends_on_arguments"}]}, sorted by name, callable tools only.
+  // "description", "input_schema", "source", "category", "danger",
+  // "read_only", "asks", "depends_on_arguments"}]}, sorted by name,
+  // callable tools only (core/tool_discovery.h filters and formats them).
   Status List(const std::string& org, const std::string& agent, Json* out) const;
 
  private:

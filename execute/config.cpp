@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/url.h"
 #include "execute/tool.h"
 
 namespace tollgate {
@@ -101,6 +102,9 @@ Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
     const std::string at = "mcp_servers." + name;
     if (name.empty() || name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
       return Bad(at + ": a server name is 1-64 of a-z, 0-9, _ and -");
+    }
+    if (name == kKaizenBuiltinServer) {
+      return Bad(at + ": kaizen_builtin is reserved: mcp__kaizen_builtin__X names tollgate's built-in X");
     }
     if (!j.is_object()) return Bad(at + " must be a map");
     for (const auto& [k, v] : j.items()) {
@@ -227,6 +231,32 @@ Status YamlToJson(const std::string& text, Json* out) {
   return Status::Ok();
 }
 
+// The settings of the AI Orchestrator seed's tools (config.h).
+static Status SeedToolSettings(const Json& sec, ExecutePolicy* p) {
+  Status s = Strings(sec, "llm_models", &p->llm_models);
+  if (s.ok()) s = Strings(sec, "search_allowed_bases", &p->search_allowed_bases);
+  if (s.ok()) s = Number(sec, "llm_models_timeout_ms", &p->llm_models_timeout_ms, 1, 600000);
+  if (s.ok()) s = Limits(sec.value("qa_limits", Json()), &p->qa_limits);
+  if (!s.ok()) return s;
+  for (const auto& m : p->llm_models) {
+    if (m.empty() || m.size() > 256) return Bad("llm_models: a model name is 1-256 characters");
+  }
+  if (sec.contains("llm_models_url") && !sec["llm_models_url"].is_null()) {
+    NormalUrl u;
+    std::string why;
+    if (!sec["llm_models_url"].is_string() || !NormalizeUrl(sec["llm_models_url"].get<std::string>(), "", &u, &why)) {
+      return Bad("llm_models_url must be an http(s) URL");
+    }
+    p->llm_models_url = sec["llm_models_url"];
+  }
+  for (auto& b : p->search_allowed_bases) {
+    if (b.empty() || b[0] != '/') return Bad("search_allowed_bases: not an absolute path: " + b);
+    const std::string normal = std::filesystem::path(b).lexically_normal().string();
+    b = normal.size() > 1 && normal.back() == '/' ? normal.substr(0, normal.size() - 1) : normal;
+  }
+  return Status::Ok();
+}
+
 Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, ExecutePolicy* out) {
   ExecutePolicy p = DefaultExecutePolicy(data_dir);
   if (!policy.is_null() && !policy.is_object()) return Bad("the policy must be a map");
@@ -263,6 +293,8 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
     if (!cmd.is_object()) return Bad("commands must be a map");
     s = Strings(cmd, "allow", &p.command_allowlist);
     if (s.ok()) s = Strings(cmd, "block", &p.interpreter_blocklist);
+    if (s.ok()) s = Strings(cmd, "admin_agents", &p.admin_agents);
+    if (s.ok()) s = Strings(cmd, "admin_allow", &p.admin_allowlist);
     if (s.ok()) s = Limits(cmd.value("limits", Json()), &p.limits);
     if (s.ok()) s = Limits(sec.value("cli_limits", Json()), &p.cli_limits);
     if (!s.ok()) return s;
@@ -284,6 +316,8 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
       if (!s.ok()) return s;
     }
     s = McpServers(sec.value("mcp_servers", Json()), &p.mcp_servers);
+    if (!s.ok()) return s;
+    s = SeedToolSettings(sec, &p);
     if (!s.ok()) return s;
   }
   // Relative paths are taken from where tollgate started, once: a CLI tool

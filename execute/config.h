@@ -55,6 +55,12 @@ struct ExecutePolicy {
   // absolute paths. The blocklist wins over the allowlist.
   std::vector<std::string> command_allowlist;
   std::vector<std::string> interpreter_blocklist;
+  // execute_command's role admin (docs/tools.md): never the agent's own
+  // word. Only the agents listed here ("ORG/AGENT") may take it, and they
+  // may then run admin_allowlist's programs besides the allowlist (the
+  // blocklist still wins). commands.admin_agents / commands.admin_allow.
+  std::vector<std::string> admin_agents;
+  std::vector<std::string> admin_allowlist;
   SandboxLimits limits;
   // As root, children run under this user (RLIMIT_NPROC counts per real
   // uid, and root ignores it); "" keeps the current user.
@@ -70,6 +76,19 @@ struct ExecutePolicy {
   SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
   std::vector<McpServerSpec> mcp_servers;  // sorted by name
   std::string mcp_dir;             // each stdio server's workspace: <mcp_dir>/<name>
+
+  // The AI Orchestrator seed's tools (docs/tools.md, "The AI Orchestrator's tools").
+  // list_llm_models: these names, and/or those an Ollama-compatible server
+  // lists at GET <llm_models_url>/api/tags (under the SSRF guard: allow_cidrs).
+  std::vector<std::string> llm_models;
+  std::string llm_models_url;      // "" = none; an http(s) URL, checked at load
+  int llm_models_timeout_ms = 5000;
+  // search_directory: absolute host directories it may search besides the
+  // agent's workspace (each lexically normal, no "..").
+  std::vector<std::string> search_allowed_bases;
+  // The QA tools (run_tests, run_lint, ...): no address-space limit by
+  // default (node reserves more than any sane RLIMIT_AS), 2 minutes.
+  SandboxLimits qa_limits{120000, 120, 0, 256, 1024, 256, 64 << 10};
 
   Json orgs = Json::object();      // the policy's `orgs` sections, for their agents' http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)

@@ -117,6 +117,9 @@ Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const 
     result = ToolResultError(errc::kToolExec, "the tool returned no ToolResult", false);
   }
   if (!result["meta"].is_object()) result["meta"] = Json::object();
+  // The seed's meta.sandbox: false unless the tool said it ran in the
+  // sandbox; a tool's meta.command is its own.
+  if (!result["meta"].contains("sandbox") || !result["meta"]["sandbox"].is_boolean()) result["meta"]["sandbox"] = false;
   result["meta"]["duration_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

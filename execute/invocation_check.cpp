@@ -39,6 +39,19 @@ ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
   ResolvedCall call;
   call.tool = request.value("tool", "");
   if (request.contains("args") && request["args"].is_object()) call.args = request["args"];
+  // A built-in alias (Kaizen's http_get and kin) keeps its name: its own
+  // registry entry runs http_request with the expansion, as a plain call
+  // (its method is no grant), and adds Kaizen's fields.
+  if (const HttpAlias* b = FindBuiltinHttpAlias(call.tool)) {
+    Json expanded;
+    Status s = ExpandHttpAlias(*b, call.args, &expanded);
+    if (!s.ok()) {
+      call.error = ToolResultError(s.code(), s.message(), false);
+      return call;
+    }
+    call.args = std::move(expanded);
+    return call;
+  }
   if (call.tool.find(':') != std::string::npos || FindBuiltinTool(call.tool) != nullptr) return call;
   auto alias = std::make_shared<HttpAlias>();
   Status s;
@@ -63,7 +76,8 @@ Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const
   const Json http = policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", ""));
   std::string method = call.alias ? call.alias->method : http.value("default_method", "GET");
   std::transform(method.begin(), method.end(), method.begin(), ::toupper);
-  const std::string inv = BuildInvocation(tool, args, http.value("base_url", ""), method);
+  const std::string as = FindBuiltinHttpAlias(tool) ? "http_request" : tool;  // http_get and kin
+  const std::string inv = BuildInvocation(as, args, http.value("base_url", ""), method);
   const std::string decided = decision.value("invocation", "");
   if (!SameInvocation(decided, inv)) {
     return ToolResultError(errc::kDecisionMismatch,

@@ -14,7 +14,9 @@
 //
 // An http_request alias (core/http_alias.h) runs as the http_request it
 // expands to under execute's own view of the agent's aliases, so an alias
-// execute does not have, or has otherwise, is a mismatch too.
+// execute does not have, or has otherwise, is a mismatch too. A built-in
+// alias (FindBuiltinHttpAlias: Kaizen's http_get and kin) is checked as
+// the http_request it expands to and run by its own registry entry.
 #pragma once
 
 #include <memory>
@@ -28,7 +30,8 @@ namespace tollgate {
 
 // The call as execute runs it.
 struct ResolvedCall {
-  std::string tool;                       // the request's tool; "http_request" for an alias
+  std::string tool;                       // the request's tool; "http_request" for a configured alias
+                                          // (a built-in one, http_get..., keeps its name)
   Json args = Json::object();             // its arguments (an alias's expansion)
   std::shared_ptr<const HttpAlias> alias;  // null unless the request names an alias
   Json error;  // null, or the ToolResult ending a call that cannot be formed (nothing runs)

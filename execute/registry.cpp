@@ -40,6 +40,20 @@ void ToolRegistry::RegisterBuiltins() {
   Register(MakeExecuteCommand());
   Register(MakeGetAuditLog());
   Register(MakeGetSystemInfo());
+  Register(MakeGetDatetime());
+  Register(MakeListLlmModels());
+  Register(MakeSearchDirectory());
+  Register(MakeGitStatus());
+  Register(MakeGitDiff());
+  Register(MakeRunTests());
+  Register(MakeRunLint());
+  Register(MakeRunFormat());
+  Register(MakeRunBuild());
+  Register(MakeRunTypecheck());
+  for (const char* k : {"http_get", "http_post", "http_put", "http_delete", "fetch_url", "extract_links"}) {
+    Register(MakeKaizenHttpTool(k));
+  }
+  Register(MakeBashCommand());
 }
 
 void ToolRegistry::Register(std::unique_ptr<Tool> tool) {

@@ -21,7 +21,9 @@ class ToolRegistry {
  public:
   explicit ToolRegistry(std::string tools_dir = "") : tools_dir_(std::move(tools_dir)) {}
   // echo, current_time, calculate, the file tools, http_request,
-  // execute_command, get_audit_log, get_system_info.
+  // execute_command, get_audit_log, get_system_info, and the AI
+  // Orchestrator seed's get_datetime, list_llm_models, search_directory
+  // and QA tools.
   void RegisterBuiltins();
   void Register(std::unique_ptr<Tool> tool);
   // Rescans the tools dir; returns how many CLI tools are now known.

@@ -25,17 +25,18 @@ namespace tollgate {
 // Stable tool error codes (docs/errors.md). The pipeline's own codes
 // (E_TOOL_EXEC, E_OUTCOME_UNKNOWN) are in core/messages.h.
 namespace errc {
-inline constexpr const char* kInvalidArgs = "E_INVALID_ARGS";
 inline constexpr const char* kFileNotFound = "E_FILE_NOT_FOUND";
 inline constexpr const char* kPathForbidden = "E_PATH_FORBIDDEN";
 inline constexpr const char* kTooLarge = "E_TOO_LARGE";
 inline constexpr const char* kUrlForbidden = "E_URL_FORBIDDEN";
 // A redirect to another origin that would re-send the method and body (http_request).
 inline constexpr const char* kCrossOriginRedirect = "E_CROSS_ORIGIN_REDIRECT";
-inline constexpr const char* kMethodNotAllowed = "E_METHOD_NOT_ALLOWED";
+// The seed's names; the old E_METHOD_NOT_ALLOWED and E_HTTP are their
+// error.alias (core/messages.h ErrorAlias).
+inline constexpr const char* kMethodNotAllowed = "E_HTTP_METHOD";
 inline constexpr const char* kHttpTimeout = "E_HTTP_TIMEOUT";
 inline constexpr const char* kHttpStatus = "E_HTTP_STATUS";
-inline constexpr const char* kHttp = "E_HTTP";
+inline constexpr const char* kHttp = "E_HTTP_ERROR";
 inline constexpr const char* kCmdNotAllowed = "E_CMD_NOT_ALLOWED";
 inline constexpr const char* kTimeout = "E_TIMEOUT";
 inline constexpr const char* kSandbox = "E_SANDBOX_UNAVAILABLE";

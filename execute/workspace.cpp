@@ -55,11 +55,12 @@ Status PathError(int err, const std::string& rel) {
       return Status::Error(errc::kPathForbidden, "path leaves the workspace (.., absolute or symlink): " + rel);
     case EACCES:
     case EPERM:
-      return Status::Error(errc::kPathForbidden, "permission denied: " + rel);
+      return Status::Error(errc::kPermission, "permission denied: " + rel);
     case ENOTDIR:
-      return Status::Error(errc::kFileNotFound, "a component is not a directory: " + rel);
+      return Status::Error(errc::kPathNotFound, "a component is not a directory: " + rel);
     case EISDIR:
-      return Status::Error(errc::kInvalidArgs, "is a directory: " + rel);
+      // The tool's own I/O error (write_file onto a directory: E_WRITE_ERROR).
+      return Status::Error(errc::kToolExec, "is a directory: " + rel);
     case EEXIST:
       return Status::Error(errc::kInvalidArgs, "already exists: " + rel);
     case ENAMETOOLONG:
@@ -110,7 +111,7 @@ Status Workspace::Open(const std::string& root, const std::string& org_id, const
 }
 
 Status OpenBeneathFd(int dir_fd, const std::string& rel, int flags, int mode, int* fd) {
-  if (rel.find('\0') != std::string::npos) return Status::Error(errc::kInvalidArgs, "path holds a NUL byte");
+  if (rel.find('\0') != std::string::npos) return Status::Error(errc::kInvalidPath, "path holds a NUL byte");
   if (rel.size() > 4096) return Status::Error(errc::kInvalidArgs, "path too long");
   const std::string p = rel.empty() ? "." : rel;
   int f = Openat2(dir_fd, p.c_str(), flags, mode);
@@ -133,7 +134,7 @@ Status Workspace::OpenParent(const std::string& rel, bool create_parents, int* d
   std::string dir = slash == std::string::npos ? "." : p.substr(0, slash);
   if (dir.empty()) dir = "/";  // "/x": absolute, refused by openat2 below
   *leaf = slash == std::string::npos ? p : p.substr(slash + 1);
-  if (!PlainName(*leaf)) return Status::Error(errc::kInvalidArgs, "path must name a file: " + rel);
+  if (!PlainName(*leaf)) return Status::Error(errc::kInvalidPath, "path must name a file: " + rel);
   if (create_parents && dir != ".") {
     // mkdir one component at a time, each beneath the last opened directory.
     int cur = -1;

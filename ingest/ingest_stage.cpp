@@ -5,6 +5,8 @@
 #include "core/request_state.h"
 #include "core/schema.h"
 #include "core/sha256.h"
+#include "core/tool_args.h"
+#include "core/tool_catalog.h"
 #include "core/trace.h"
 
 namespace tollgate {
@@ -190,6 +192,16 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
     return Reject(in, ctx, said, request_id, std::move(why));
   }
 
+  // 3. The tool's name as tollgate knows it: Kaizen's mcp__kaizen_builtin__X
+  // is the built-in X from here on (core/tool_catalog.h, CanonicalToolName),
+  // so decide, execute, the log and replay see one name; the name the agent
+  // used is kept in request.received's `tool_called`.
+  const std::string tool_called = doc["tool"].get<std::string>();
+  doc["tool"] = std::string(CanonicalToolName(tool_called));
+  // Its contract: its args fit its schema (core/tool_args.h).
+  s = CheckToolArgs(doc["tool"].get<std::string>(), doc["args"]);
+  if (!s.ok()) return reject(s.code().c_str(), s.message(), ctx.source);
+
   // The normalised request: the contract's fields, request_id filled in.
   Json request{{"request_id", request_id}, {"org_id", doc["org_id"]}, {"agent_id", doc["agent_id"]},
                {"session_id", doc["session_id"]}, {"tool", doc["tool"]}, {"args", doc["args"]}};
@@ -202,6 +214,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   if (!s.ok()) return reject(errc::kInvalidRequest, s.message(), ctx.source);
   const std::string content_hash = Sha256Hex(canon);
 
+  // 4. Seen before? De-duplication by request_id, from the log (the header).
   std::vector<Event> history;
   s = log.EventsOfRequest(request["org_id"], request_id, &history);
   if (!s.ok()) {
@@ -236,8 +249,9 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   // A request rejected before under this id (say, invalid then fixed) was
   // never received, so the id is still free.
 
-  // Secrets by key and by value (docs/redaction.md); the flow forwarded
-  // below keeps them for the executor, content_hash covers them.
+  // 5. Received: secrets redacted by key and by value (docs/redaction.md);
+  // the flow forwarded below keeps them for the executor, content_hash
+  // covers them.
   Json logged = request;
   std::vector<std::string> redacted;
   const std::shared_ptr<const Redactor> redactor = config_.redactor ? config_.redactor->get() : nullptr;
@@ -263,6 +277,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
             {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted},
             {"signed_by", who.key_id}};
   if (!who.via.empty()) e.data["via"] = who.via;
+  if (tool_called != request["tool"]) e.data["tool_called"] = tool_called;
   const std::string tp = TraceFor(in, e.org_id, request_id);
   StampTraceparent(tp, &e);
   StageResult r;

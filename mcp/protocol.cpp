@@ -102,6 +102,8 @@ Json CallToolResultOf(const Json& r) {
   // The trace the call ran in (the agent's, or the one ingest started), so
   // the agent can join its own spans to ours.
   if (r.contains("traceparent") && r["traceparent"].is_string()) meta["traceparent"] = r["traceparent"];
+  // The ToolResult's meta (duration, and a command's line and sandbox).
+  if (tool_result.contains("meta") && tool_result["meta"].is_object()) meta["io.tollgate/tool_meta"] = tool_result["meta"];
   Json out;
   if (status == "completed" && tool_result.value("success", false)) {
     const Json data = tool_result.contains("data") ? tool_result["data"] : Json(nullptr);
@@ -125,8 +127,15 @@ Json CallToolResultOf(const Json& r) {
     if (message.empty() && decision.is_object()) message = decision.value("reason", "");
     if (code.empty()) code = "E_" + (status.empty() ? std::string("UNKNOWN") : status);
     out["content"] = Json::array({Text(code + ": " + message)});
-    out["structuredContent"] = {{"status", status}, {"error", {{"code", code}, {"message", message}}},
-                                {"decision", decision}};
+    // The whole ToolResult error (recoverable, alias, suggestions: the
+    // seeds' fields) and any data a failed tool still returned (a command's
+    // output), beside what decided it.
+    error["code"] = code;
+    error["message"] = message;
+    out["structuredContent"] = {{"status", status}, {"error", std::move(error)}, {"decision", decision}};
+    if (tool_result.contains("data") && !tool_result["data"].is_null()) {
+      out["structuredContent"]["data"] = tool_result["data"];
+    }
     out["isError"] = true;
   }
   out["_meta"] = std::move(meta);

@@ -20,13 +20,6 @@ constexpr std::chrono::seconds kHeldWait{10};
 
 std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools", Json::array()).dump()); }
 
-bool SafeName(const std::string& s) {
-  for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.')) return false;
-  }
-  return !s.empty();
-}
-
 const char* JsonType(const Json& v) {
   if (v.is_string()) return "string";
   if (v.is_boolean()) return "boolean";
@@ -50,27 +43,6 @@ bool TypeMatches(const Json& want, const Json& v) {
 }
 
 }  // namespace
-
-std::string ClientToolName(const std::string& tool) {
-  if (SafeName(tool)) return tool;
-  if (tool.rfind("cli:", 0) == 0) return "cli__" + tool.substr(4);
-  if (tool.rfind("mcp:", 0) == 0) {
-    const std::string rest = tool.substr(4);
-    const size_t slash = rest.find('/');
-    if (slash != std::string::npos) return "mcp__" + rest.substr(0, slash) + "__" + rest.substr(slash + 1);
-  }
-  return tool;
-}
-
-std::string ToolFromClientName(const std::string& name) {
-  if (name.rfind("cli__", 0) == 0) return "cli:" + name.substr(5);
-  if (name.rfind("mcp__", 0) == 0) {
-    const std::string rest = name.substr(5);
-    const size_t sep = rest.find("__");
-    if (sep != std::string::npos && sep > 0) return "mcp:" + rest.substr(0, sep) + "/" + rest.substr(sep + 2);
-  }
-  return name;
-}
 
 std::string MetaTraceparent(const Json& params) {
   if (!params.is_object()) return "";
@@ -139,7 +111,7 @@ Json Session::Initialize(const Incoming& in) {
           {"instructions", kInstructions}};
 }
 
-Json Session::ListTools(const Incoming&) {
+Json Session::ListTools(const Incoming& in) {
   Json list;
   Status s = gw_.list_tools ? gw_.list_tools(who_.org, who_.agent, &list)
                             : Status::Error("E_UNAVAILABLE", "no tool directory");
@@ -148,8 +120,17 @@ Json Session::ListTools(const Incoming&) {
     std::lock_guard<std::mutex> lock(mu_);
     seen_ = Fingerprint(list);
   }
+  // Discovery's filters, when the client gives them (a tollgate extension
+  // of tools/list's params; docs/mcp.md "Discovery"): category, safe_only,
+  // keyword.
+  ToolQuery q;
+  if (in.params.is_object()) {
+    if (in.params.contains("category") && in.params["category"].is_string()) q.category = in.params["category"];
+    if (in.params.contains("keyword") && in.params["keyword"].is_string()) q.keyword = in.params["keyword"];
+    q.safe_only = in.params.value("safe_only", Json(false)) == Json(true);
+  }
   Json tools = Json::array();
-  for (const Json& t : list.value("tools", Json::array())) {
+  for (const Json& t : DiscoverTools(list.value("tools", Json::array()), q)) {
     const std::string name = t.value("name", "");
     const bool read_only = t.value("read_only", false);
     Json schema = t.value("input_schema", Json::object());

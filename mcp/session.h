@@ -21,6 +21,7 @@
 #include <string>
 
 #include "core/canonical_json.h"
+#include "core/tool_discovery.h"
 #include "core/message.h"
 #include "core/status.h"
 #include "mcp/pipeline_client.h"
@@ -100,11 +101,8 @@ class Session {
   std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight_;
 };
 
-// MCP tool names clients and models accept are [A-Za-z0-9_.-]; ours with
-// ':' and '/' are offered as their aliases (cli:x -> cli__x,
-// mcp:s/t -> mcp__s__t), and either form is accepted in tools/call.
-std::string ClientToolName(const std::string& tool);
-std::string ToolFromClientName(const std::string& name);
+// Tool names offered to clients: ClientToolName / ToolFromClientName
+// (core/tool_discovery.h); either form is accepted in tools/call.
 
 // A tools/call's params._meta.traceparent when it is a well-formed W3C
 // traceparent (core/trace.h), else "".

@@ -47,9 +47,10 @@ TEST_F(ToolsTest, CalculateEvaluatesAndRefusesWhatIsNotArithmetic) {
                           "1; 2", "sqrt(-1)", "10 ^ 400", "", "pow(1)", "1 // 0", "2 *** 2"}) {
     Json r = calc(bad);
     EXPECT_FALSE(r["success"]) << bad;
-    EXPECT_EQ(Code(r), "E_INVALID_ARGS") << bad;
+    EXPECT_EQ(Code(r), "E_CALC_ERROR") << bad;
+    EXPECT_EQ(r["error"]["alias"], "E_INVALID_ARGS") << bad;
   }
-  EXPECT_EQ(Code(calc(std::string(200, '(') + "1" + std::string(200, ')'))), "E_INVALID_ARGS") << "depth capped";
+  EXPECT_EQ(Code(calc(std::string(200, '(') + "1" + std::string(200, ')'))), "E_CALC_ERROR") << "depth capped";
 }
 
 TEST_F(ToolsTest, WriteReadAppendListExistsDelete) {
@@ -144,8 +145,8 @@ TEST_F(ToolsTest, CapsAndWriteSwitch) {
   EXPECT_EQ(Code(Call("write_file", {{"path", "w"}, {"content", std::string(11, 'x')}})), "E_TOO_LARGE");
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/w"));
   policy().writes_enabled = false;
-  EXPECT_EQ(Code(Call("write_file", {{"path", "w"}, {"content", "x"}})), "E_WRITES_DISABLED");
-  EXPECT_EQ(Code(Call("delete_file", {{"path", "big"}})), "E_WRITES_DISABLED");
+  EXPECT_EQ(Code(Call("write_file", {{"path", "w"}, {"content", "x"}})), "E_WRITE_DISABLED");
+  EXPECT_EQ(Code(Call("delete_file", {{"path", "big"}})), "E_WRITE_DISABLED");
   EXPECT_TRUE(std::filesystem::exists(workspace() + "/big"));
 }
 
@@ -253,7 +254,7 @@ TEST_F(ToolsTest, GetAuditLogIsScopedByTheEnvelopeNotTheArgs) {
   EXPECT_EQ(Code(Call("get_audit_log", {{"session_id", "other"}})), "E_FORBIDDEN");
   EXPECT_TRUE(fake.last.is_null()) << "refused before any query";
   audit_ = nullptr;
-  EXPECT_EQ(Code(Call("get_audit_log", Json::object())), "E_TOOL_EXEC");
+  EXPECT_EQ(Code(Call("get_audit_log", Json::object())), "E_AUDIT_ERROR");
 }
 
 // The seeds' last_n: the newest N, oldest first, with their count.

@@ -38,6 +38,8 @@ class RecordingServer {
     };
     server_.Get(".*", h);
     server_.Post(".*", h);
+    server_.Put(".*", h);
+    server_.Delete(".*", h);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));

@@ -106,7 +106,8 @@ TEST_F(LivePolicyTest, ALiveEditOfTheExecuteSectionAppliesToTheNextCall) {
   Edit(PolicyText("[]", false));
   r = Call("write-2", "write_file", {{"path", "b.txt"}, {"content", "two"}});
   EXPECT_EQ(r["status"], "denied") << r.dump();
-  EXPECT_EQ(r["result"]["error"]["code"], "E_WRITES_DISABLED") << r.dump();
+  EXPECT_EQ(r["result"]["error"]["code"], "E_WRITE_DISABLED") << r.dump();
+  EXPECT_EQ(r["result"]["error"]["alias"], "E_WRITES_DISABLED") << "the old name, for old callers";
   EXPECT_EQ(r["decision"]["rule"], "registry:writes-disabled") << r.dump();
   EXPECT_EQ(server.hits(), 1);
 }

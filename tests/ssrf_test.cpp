@@ -146,9 +146,9 @@ TEST_F(HttpTest, EveryLoopbackFormIsRefusedAndNothingConnects) {
     EXPECT_FALSE(r["success"]) << url;
     const std::string code = Code(r);
     // A name that does not resolve here (ip6-localhost on some hosts) fails
-    // as E_HTTP; everything that resolves must be refused as forbidden.
+    // as E_HTTP_ERROR; everything that resolves must be refused as forbidden.
     const bool may_not_resolve = url.find("ip6-") != std::string::npos || url.find("1.:") != std::string::npos;
-    EXPECT_TRUE(code == "E_URL_FORBIDDEN" || (code == "E_HTTP" && may_not_resolve))
+    EXPECT_TRUE(code == "E_URL_FORBIDDEN" || (code == "E_HTTP_ERROR" && may_not_resolve))
         << url << " -> " << r.dump();
   }
   for (const char* url : {"file:///etc/passwd", "gopher://127.0.0.1/", "ftp://127.0.0.1/", "dict://127.0.0.1:11211/",
@@ -177,11 +177,11 @@ TEST_F(HttpTest, AllowedLocalServerWorksWithAgentConfig) {
   EXPECT_NE(s.last_query.find("q=a b"), std::string::npos);
   r = Call("http_request", {{"url", "items"}, {"method", "POST"}, {"json", {{"x", 1}}}});
   EXPECT_EQ(r["data"]["json"]["method"], "POST");
-  EXPECT_EQ(Code(Call("http_request", {{"url", "items"}, {"method", "DELETE"}})), "E_METHOD_NOT_ALLOWED");
+  EXPECT_EQ(Code(Call("http_request", {{"url", "items"}, {"method", "DELETE"}})), "E_HTTP_METHOD");
   EXPECT_EQ(s.hits(), 2);
   // Defaults: GET and HEAD only.
   AgentHttp(Json::object());
-  EXPECT_EQ(Code(Call("http_request", {{"url", Local(s.port())}, {"method", "POST"}})), "E_METHOD_NOT_ALLOWED");
+  EXPECT_EQ(Code(Call("http_request", {{"url", Local(s.port())}, {"method", "POST"}})), "E_HTTP_METHOD");
 }
 
 TEST_F(HttpTest, TheAgentsHostsListIsRecheckedOnEveryHop) {

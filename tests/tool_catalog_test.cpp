@@ -105,7 +105,7 @@ TEST(ToolCatalog, InlineToolsArePureReadOnlyAndTouchNoFiles) {
     EXPECT_EQ(t.reads, Reads::kReadOnly) << t.name;
     EXPECT_FALSE(t.file_tool) << t.name;
   }
-  EXPECT_EQ(inline_tools, (std::set<std::string>{"echo", "current_time", "calculate"}));
+  EXPECT_EQ(inline_tools, (std::set<std::string>{"echo", "current_time", "calculate", "get_datetime"}));
 }
 
 TEST(ToolCatalog, CliToolsAndUnknownNamesAreNotBuiltins) {

@@ -1,10 +1,13 @@
 // calculate {expression}: arithmetic by a small recursive-descent parser —
 // never eval. Numbers, + - * / % ^ (right-associative; ** the same, as in
-// Python), // (floor division, as in Python), unary +/-,
+// Python), // (floor division) and % (the divisor's sign) as in Python, unary +/-,
 // parentheses, the constants pi and e, and the functions sqrt abs sin cos tan
 // asin acos atan log (base 10) ln log2 exp floor ceil round min max pow.
-// Bounded: 1000 characters, nesting depth 64; a non-finite result is an
-// error (E_INVALID_ARGS).
+// Bounded: 1000 characters, nesting depth 64. An expression that does not
+// evaluate (syntax, division by zero, a non-finite result, too long or deep)
+// is E_CALC_ERROR (the AI Orchestrator seed's; alias E_INVALID_ARGS).
+// data: {expression, result}; the result is an integer when it is one
+// exactly (the seed's "(2 + 3) * 4 ** 2" is 80, not 80.0).
 #include <cctype>
 #include <cmath>
 #include <numbers>
@@ -80,7 +83,10 @@ class Parser {
       } else if (Eat('%')) {
         double d = Unary();
         if (d == 0) return Fail("modulo by zero");
-        v = std::fmod(v, d);
+        // Python's: the sign of the divisor, so a // b * b + a % b == a.
+        double r = std::fmod(v, d);
+        if (r != 0 && ((r < 0) != (d < 0))) r += d;
+        v = r;
       } else break;
     }
     return v;
@@ -182,13 +188,15 @@ class Calculate : public BuiltinTool {
   Calculate() : BuiltinTool("calculate") {}
   Json Run(const Json& args, const ToolContext&) const override {
     std::string expr;
-    if (!StringArg(args, "expression", &expr) || expr.empty() || expr.size() > 1000) {
-      return ToolFail(errc::kInvalidArgs, "expression (1 to 1000 characters) is required");
-    }
+    if (!StringArg(args, "expression", &expr)) return ToolFail(errc::kInvalidArgs, "expression (string) is required");
+    if (expr.empty() || expr.size() > 1000) return ToolFail(errc::kCalcError, "expression must be 1 to 1000 characters");
     double v = 0;
     std::string err;
-    if (!Parser(expr).Parse(&v, &err)) return ToolFail(errc::kInvalidArgs, err);
-    if (!std::isfinite(v)) return ToolFail(errc::kInvalidArgs, "the result is not a finite number");
+    if (!Parser(expr).Parse(&v, &err)) return ToolFail(errc::kCalcError, err);
+    if (!std::isfinite(v)) return ToolFail(errc::kCalcError, "the result is not a finite number");
+    // Exact integers (within a double's 2^53) as integers; -0 is 0.
+    constexpr double kExact = 9007199254740992.0;
+    if (v == std::trunc(v) && std::fabs(v) <= kExact) return ToolOk({{"expression", expr}, {"result", static_cast<int64_t>(v)}});
     return ToolOk({{"expression", expr}, {"result", v}});
   }
 };

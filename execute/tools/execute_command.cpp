@@ -1,22 +1,39 @@
-// execute_command {command, args?: [string], stdin?: string, timeout_ms?}:
-// runs one allowlisted program with an argv — never a shell, so `;`, `|`,
-// `$(...)` are plain bytes in an argument. Refused (E_CMD_NOT_ALLOWED): a
-// command not on execute.commands.allow, anything on the interpreter
-// blocklist (checked on the name and on the resolved file, so a symlink
-// named `ls` to bash is caught), options that make a program run another
-// (find -exec, tar --to-command, sort --compress-prog: GNU abbreviations
-// included), and destructive patterns (rm -rf /, mkfs, dd of=/dev/...,
-// shutdown). Runs in the agent's workspace under RunSandboxed
-// (execute/sandbox.h: bubblewrap, no network, the workspace the only
-// writable path). Mutating (no way to know it is not).
+// execute_command {command, args?: [string], stdin?: string, timeout?: s,
+// timeout_ms?, role?: viewer|operator|admin} in two forms (docs/tools.md):
+// - an argv (args given, or command one bare word): the program runs with
+//   exactly those arguments, no shell, so `;`, `|`, `$(...)` are plain bytes;
+// - a command line (the seeds' "pytest tests/ -v", "git log | head -5"):
+//   read by core/shell_line.h exactly as decide read it. A line it cannot
+//   analyse statically ($(...), $X, eval, here-docs...) never runs
+//   unexamined: only under decide's ask for it (rule command:unanalysable),
+//   granted by an approver, and then as written. One command without
+//   redirections runs as an argv;
+//   otherwise /bin/dash runs the line re-rendered with every word
+//   single-quoted and each program by its path (`set -f`, no expansion of
+//   any kind), so each argv is exactly the one checked.
+// Every simple command is checked. Refused (E_CMD_NOT_ALLOWED): a command
+// not on execute.commands.allow (the role's: a viewer only a few read-only
+// ones, an admin granted by the policy also commands.admin_allow),
+// anything on the interpreter blocklist (checked on the name and on the
+// resolved file, so a symlink named `ls` to bash is caught), options that
+// make a program run another (find -exec, tar --to-command, sort
+// --compress-prog: GNU abbreviations included), and destructive patterns
+// (rm -rf /, mkfs, dd of=/dev/..., shutdown). A redirection outside the
+// workspace: E_PATH_FORBIDDEN. Runs in the agent's workspace under
+// RunSandboxed (execute/sandbox.h: bubblewrap, no network, the workspace
+// the only writable path). Mutating (no way to know it is not).
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <set>
 
+#include "core/invocation.h"
+#include "core/shell_line.h"
 #include "execute/sandbox.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/tools.h"
@@ -155,84 +172,294 @@ std::string DestructiveReason(const std::vector<std::string>& argv) {
 
 namespace {
 
+enum class Role { kViewer, kOperator, kAdmin };
+
+// What a viewer may run (and only if the allowlist names it too): programs
+// that read, and git's reading subcommands.
+bool ViewerMay(const std::vector<std::string>& argv, std::string* why) {
+  static const std::set<std::string> kReaders = {
+      "ls",        "cat",    "head", "tail",  "wc",    "grep",   "cut", "tr",       "echo",
+      "date",      "pwd",    "true", "false", "stat",  "du",     "df",  "basename", "dirname",
+      "sha256sum", "md5sum", "diff", "file",  "uname", "whoami", "id",  "seq"};
+  static const std::set<std::string> kGitReads = {"status", "diff",     "log",      "show",
+                                                  "blame",  "ls-files", "rev-parse"};
+  const std::string cmd = Basename(argv[0]);
+  if (cmd == "git") {
+    if (argv.size() < 2 || kGitReads.count(argv[1]) == 0) {
+      *why = "role viewer runs only git " +
+             std::string("status, diff, log, show, blame, ls-files and rev-parse");
+      return false;
+    }
+    for (const auto& a : argv) {
+      if (a.rfind("--output", 0) == 0) {
+        *why = "role viewer: git " + argv[1] + " " + a + " writes a file";
+        return false;
+      }
+    }
+    return true;
+  }
+  if (kReaders.count(cmd) == 0) {
+    *why =
+        "role viewer runs only read-only commands (ls, cat, head, tail, wc, grep, git status/diff/log...); "
+        "'" +
+        cmd + "' is not one";
+    return false;
+  }
+  return true;
+}
+
+// Whether `argv` may run for `role`: null with *path (the program as found
+// in kSafePath) and *resolved (its real file), or the refusal.
+Json CheckCommand(const std::vector<std::string>& argv, Role role, const ExecutePolicy& p, std::string* path,
+                  std::string* resolved) {
+  const std::string& command = argv[0];
+  if (command.empty()) return ToolFail(errc::kInvalidArgs, "a command name is empty");
+  if (command[0] == '-') return ToolFail(errc::kInvalidArgs, "command cannot start with '-'");
+  if (argv.size() > 257) return ToolFail(errc::kInvalidArgs, "a command has at most 256 arguments");
+  for (const auto& a : argv) {
+    if (a.size() > 4096) return ToolFail(errc::kInvalidArgs, "each argument is at most 4096 bytes");
+  }
+  // Allowlist on the name as given (the role's); blocklist on the name and the file.
+  auto listed = [&](const std::vector<std::string>& l) {
+    return std::find(l.begin(), l.end(), command) != l.end();
+  };
+  if (!listed(p.command_allowlist) && !(role == Role::kAdmin && listed(p.admin_allowlist))) {
+    return ToolFail(errc::kCmdNotAllowed, "'" + ToValidUtf8(command) + "' is not on the command allowlist" +
+                                              (role == Role::kAdmin ? " or commands.admin_allow" : ""));
+  }
+  std::string why;
+  if (role == Role::kViewer && !ViewerMay(argv, &why))
+    return ToolFail(errc::kCmdNotAllowed, ToValidUtf8(why));
+  *path = FindProgram(command);
+  if (path->empty()) return ToolFail(errc::kCmdNotAllowed, "'" + ToValidUtf8(command) + "' is not installed");
+  char real[PATH_MAX];
+  *resolved = realpath(path->c_str(), real) ? real : *path;
+  for (const auto& b : p.interpreter_blocklist) {
+    if (MatchesBlocked(Basename(command), b) || MatchesBlocked(Basename(*resolved), b)) {
+      return ToolFail(errc::kCmdNotAllowed,
+                      "'" + ToValidUtf8(command) + "' (" + *resolved + ") is an interpreter or launcher");
+    }
+  }
+  // The rules of the name as given and of the file it resolves to (an
+  // allowlisted /opt/tools/srt -> /usr/bin/sort is sort).
+  std::string refused = RefusedOption(argv);
+  if (refused.empty() && Basename(*resolved) != Basename(command)) {
+    std::vector<std::string> as_resolved = argv;
+    as_resolved[0] = *resolved;
+    refused = RefusedOption(as_resolved);
+  }
+  if (!refused.empty()) {
+    return ToolFail(errc::kCmdNotAllowed,
+                    "option " + ToValidUtf8(refused) + " of " + Basename(command) + " runs another program");
+  }
+  why = DestructiveReason(argv);
+  if (!why.empty()) return ToolFail(errc::kCmdNotAllowed, "destructive command refused: " + why);
+  return nullptr;
+}
+
+// The role asked for (default operator); admin only for an agent the
+// execute policy lists. Null, or the refusal.
+Json ReadRole(const Json& args, const ToolContext& ctx, Role* role) {
+  *role = Role::kOperator;
+  if (!args.contains("role")) return nullptr;
+  const Json& r = args["role"];
+  if (!r.is_string()) return ToolFail(errc::kInvalidArgs, "role must be viewer, operator or admin");
+  const std::string name = r.get<std::string>();
+  if (name == "viewer") {
+    *role = Role::kViewer;
+  } else if (name == "admin") {
+    const auto& granted = ctx.policy->admin_agents;
+    if (std::find(granted.begin(), granted.end(), ctx.org_id + "/" + ctx.agent_id) == granted.end()) {
+      return ToolFail(errc::kCmdNotAllowed,
+                      "role admin is not granted to agent '" + ctx.org_id + "/" + ctx.agent_id +
+                          "': only the policy grants it (execute.commands.admin_agents)");
+    }
+    *role = Role::kAdmin;
+  } else if (name != "operator") {
+    return ToolFail(errc::kInvalidArgs, "role must be viewer, operator or admin");
+  }
+  return nullptr;
+}
+
+// The timeout in ms: the seed's `timeout` (seconds, default 30) and/or
+// tollgate's timeout_ms, never above the policy's limit. -1 when invalid.
+int64_t TimeoutMs(const Json& args, int64_t limit_ms, Json* err) {
+  int64_t t = limit_ms;
+  const bool has_ms = args.contains("timeout_ms"), has_s = args.contains("timeout");
+  if (has_ms) {
+    if (!args["timeout_ms"].is_number_integer() || args["timeout_ms"].get<int64_t>() < 1) {
+      *err = ToolFail(errc::kInvalidArgs, "timeout_ms must be a positive integer");
+      return -1;
+    }
+    t = std::min(t, args["timeout_ms"].get<int64_t>());
+  }
+  if (has_s) {
+    if (!args["timeout"].is_number_integer() || args["timeout"].get<int64_t>() < 1) {
+      *err = ToolFail(errc::kInvalidArgs, "timeout must be a positive integer (seconds)");
+      return -1;
+    }
+    t = std::min(t, std::min<int64_t>(args["timeout"].get<int64_t>(), 86400) * 1000);
+  }
+  if (!has_ms && !has_s) t = std::min<int64_t>(t, 30000);
+  return t;
+}
+
+// The shell a command line runs under: dash (POSIX, no brace expansion);
+// the gate starts it, an agent never names one.
+std::string Dash() {
+  for (const char* d : {"/usr/bin/dash", "/bin/dash"}) {
+    if (access(d, X_OK) == 0) return d;
+  }
+  return "";
+}
+
+// Whether the sandbox shows `path` without a bind of its own (the system
+// directories, execute/sandbox.h).
+bool UnderSystem(const std::string& path) {
+  for (const char* d : {"/usr/", "/bin/", "/sbin/"}) {
+    if (path.rfind(d, 0) == 0) return true;
+  }
+  return false;
+}
+
+// Whether `decision` asked an approver about a line that cannot be analysed
+// (decide's step 9b): execute runs an ask only once it was granted.
+bool ApprovedUnanalysable(const Json& decision) {
+  return decision.is_object() && decision.value("verdict", "") == "ask" &&
+         decision.value("rule", "") == "command:unanalysable";
+}
+
 class ExecuteCommand : public BuiltinTool {
  public:
   ExecuteCommand() : BuiltinTool("execute_command") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
-    const ExecutePolicy& p = *ctx.policy;
-    std::string command, stdin_data;
+    std::string command;
     if (!StringArg(args, "command", &command) || command.empty()) {
-      return ToolFail(errc::kInvalidArgs, "command (string) is required; arguments go in args");
+      return ToolFail(errc::kInvalidArgs,
+                      "command (string) is required: a program with args, or a command line");
     }
-    if (!StringArg(args, "stdin", &stdin_data, false)) return ToolFail(errc::kInvalidArgs, "stdin must be a string");
-    if (command.find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") != std::string::npos) {
-      return ToolFail(errc::kCmdNotAllowed, "command must be a program name, not a shell line (no shell runs): " +
-                                                ToValidUtf8(command));
-    }
-    if (command[0] == '-') return ToolFail(errc::kInvalidArgs, "command cannot start with '-'");
-    std::vector<std::string> argv{command};
-    if (args.contains("args")) {
-      const Json& a = args["args"];
-      if (!a.is_array() || a.size() > 256) return ToolFail(errc::kInvalidArgs, "args must be a list of at most 256 strings");
-      for (const auto& x : a) {
-        if (!x.is_string() || x.get<std::string>().size() > 4096 ||
-            x.get<std::string>().find('\0') != std::string::npos) {
-          return ToolFail(errc::kInvalidArgs, "each arg must be a string of at most 4096 bytes, without NUL");
+    const bool argv_form = IsCommandArgv(args);
+    const std::string shown = argv_form ? CommandLine(args) : command;
+    bool ran = false;
+    Json result = RunCall(args, ctx, command, argv_form, &ran);
+    if (!result.contains("meta") || !result["meta"].is_object()) result["meta"] = Json::object();
+    result["meta"]["command"] = ToValidUtf8(shown);
+    result["meta"]["sandbox"] = ran;
+    return result;
+  }
+
+ private:
+  Json RunCall(const Json& args, const ToolContext& ctx, const std::string& command, bool argv_form,
+               bool* ran) const {
+    const ExecutePolicy& p = *ctx.policy;
+    std::string stdin_data;
+    if (!StringArg(args, "stdin", &stdin_data, false))
+      return ToolFail(errc::kInvalidArgs, "stdin must be a string");
+    Role role;
+    if (Json err = ReadRole(args, ctx, &role); !err.is_null()) return err;
+    Json err;
+    const int64_t timeout_ms = TimeoutMs(args, p.limits.timeout_ms, &err);
+    if (timeout_ms < 0) return err;
+
+    // What runs: its simple commands, each checked (the same reading decide made).
+    ShellLine line;
+    if (argv_form) {
+      if (args.contains("args")) {
+        const Json& a = args["args"];
+        if (!a.is_array() || a.size() > 256)
+          return ToolFail(errc::kInvalidArgs, "args must be a list of at most 256 strings");
+        for (const auto& x : a) {
+          if (!x.is_string() || x.get<std::string>().size() > 4096 ||
+              x.get<std::string>().find('\0') != std::string::npos) {
+            return ToolFail(errc::kInvalidArgs,
+                            "each arg must be a string of at most 4096 bytes, without NUL");
+          }
         }
-        argv.push_back(x.get<std::string>());
+      }
+      if (command.find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") != std::string::npos) {
+        return ToolFail(
+            errc::kCmdNotAllowed,
+            "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
+      }
+      line = CommandCallOf(args);
+    } else {
+      line = ParseShellLine(command);
+      if (line.kind == ShellLine::Kind::kInvalid) {
+        return ToolFail(errc::kInvalidArgs, "the command line is not valid: " + line.reason);
+      }
+      // A line that cannot be analysed runs only as a human approved it:
+      // decide asked (it never allows one) and the invocation check made
+      // sure this is the line approved. What the parser saw is still checked.
+      if (line.kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
+        return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" +
+                                                  line.reason +
+                                                  "), so its commands cannot be checked: it runs only "
+                                                  "once an approver granted it");
       }
     }
-    // Allowlist on the name as given; blocklist on the name and the file.
-    if (std::find(p.command_allowlist.begin(), p.command_allowlist.end(), command) == p.command_allowlist.end()) {
-      return ToolFail(errc::kCmdNotAllowed, "'" + command + "' is not on the command allowlist");
-    }
-    const std::string path = FindProgram(command);
-    if (path.empty()) return ToolFail(errc::kCmdNotAllowed, "'" + command + "' is not installed");
-    char real[PATH_MAX];
-    const std::string resolved = realpath(path.c_str(), real) ? real : path;
-    for (const auto& b : p.interpreter_blocklist) {
-      if (MatchesBlocked(Basename(command), b) || MatchesBlocked(Basename(resolved), b)) {
-        return ToolFail(errc::kCmdNotAllowed, "'" + command + "' (" + resolved + ") is an interpreter or launcher");
+    std::vector<std::string> paths;
+    for (const auto& c : line.commands) {
+      std::string path, resolved;
+      if (Json refused = CheckCommand(c.argv, role, p, &path, &resolved); !refused.is_null()) return refused;
+      for (const auto& r : c.redirections) {
+        if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
+          return ToolFail(errc::kPathForbidden,
+                          "redirection " + r.op + " '" + ToValidUtf8(r.target) +
+                              "': only workspace-relative paths without '..' and /dev/null");
+        }
+        if (role == Role::kViewer && r.writes() && r.names_file() && r.target != "/dev/null") {
+          return ToolFail(errc::kCmdNotAllowed, "role viewer: the redirection " + r.op + " writes a file");
+        }
       }
+      paths.push_back(path);
     }
-    // The rules of the name as given and of the file it resolves to (an
-    // allowlisted /opt/tools/srt -> /usr/bin/sort is sort).
-    std::string refused = RefusedOption(argv);
-    if (refused.empty() && Basename(resolved) != Basename(command)) {
-      std::vector<std::string> as_resolved = argv;
-      as_resolved[0] = resolved;
-      refused = RefusedOption(as_resolved);
-    }
-    if (!refused.empty()) {
-      return ToolFail(errc::kCmdNotAllowed, "option " + ToValidUtf8(refused) + " of " + Basename(command) +
-                                                " runs another program");
-    }
-    const std::string why = DestructiveReason(argv);
-    if (!why.empty()) return ToolFail(errc::kCmdNotAllowed, "destructive command refused: " + why);
 
     Workspace ws;
-    Json err;
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
     ProcessSpec spec;
-    spec.path = path;
-    spec.argv = argv;
-    spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "TZ=UTC"};
+    static const SimpleCommand kNone;
+    const SimpleCommand& only = line.commands.empty() ? kNone : line.commands[0];
+    if (!line.ok()) {
+      // Approved as written: the line itself, not a rendering of a parse.
+      spec.path = Dash();
+      if (spec.path.empty()) return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
+      spec.argv = {"dash", "-c", "set -f; " + command};
+    } else if (line.commands.size() == 1 && only.redirections.empty()) {
+      // One command: run it with its argv, no shell at all.
+      spec.path = paths[0];
+      spec.argv = only.argv;
+    } else {
+      // A line: dash runs it rendered with every word single-quoted and each
+      // program by its path, so each argv is exactly the one checked.
+      for (size_t i = 0; i < paths.size(); ++i) {
+        if (!UnderSystem(paths[i])) {
+          return ToolFail(errc::kCmdNotAllowed,
+                          "'" + ToValidUtf8(line.commands[i].argv[0]) + "' (" + paths[i] +
+                              ") is outside /usr, /bin and /sbin: a line of several commands "
+                              "runs system programs only (run it alone, with args)");
+        }
+      }
+      spec.path = Dash();
+      if (spec.path.empty())
+        return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
+      spec.argv = {"dash", "-c", "set -f; " + RenderShellLine(line, paths)};
+    }
+    spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+                "TZ=UTC"};
     spec.cwd_fd = ws.fd();
     spec.workspace = ws.path();
     spec.stdin_data = stdin_data;
     spec.limits = p.limits;
-    if (args.contains("timeout_ms")) {
-      if (!args["timeout_ms"].is_number_integer() || args["timeout_ms"].get<int64_t>() < 1) {
-        return ToolFail(errc::kInvalidArgs, "timeout_ms must be a positive integer");
-      }
-      spec.limits.timeout_ms = static_cast<int>(std::min<int64_t>(spec.limits.timeout_ms, args["timeout_ms"].get<int64_t>()));
-    }
-    spec.run_dir = ctx.policy->run_dir;
+    spec.limits.timeout_ms = static_cast<int>(timeout_ms);
+    spec.run_dir = p.run_dir;
     spec.run_as = p.run_as;
     ProcessResult r;
     Status s = RunSandboxed(spec, &r);
     if (!s.ok()) return FailFrom(s);
+    *ran = true;
+    // tollgate's fields and the seeds' (returncode: the AI Orchestrator's name).
     Json data{{"exit_code", r.exit_code},
+              {"returncode", r.exit_code},
               {"stdout", ToValidUtf8(r.out)},
               {"stderr", ToValidUtf8(r.err)},
               {"stdout_truncated", r.out_truncated},
@@ -241,7 +468,8 @@ class ExecuteCommand : public BuiltinTool {
     if (r.signal != 0) data["signal"] = r.signal;
     Json result;
     if (r.timed_out) {
-      result = ToolFail(errc::kTimeout, "killed after " + std::to_string(spec.limits.timeout_ms) + " ms", true);
+      result =
+          ToolFail(errc::kTimeout, "killed after " + std::to_string(spec.limits.timeout_ms) + " ms", true);
     } else if (r.signal != 0) {
       result = ToolFail(errc::kToolExec, "killed by signal " + std::to_string(r.signal) +
                                              " (a resource limit: CPU, memory, file size)");

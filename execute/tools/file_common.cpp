@@ -106,6 +106,12 @@ Status CheckPathLimits(const std::string& rel) {
   return Status::Ok();
 }
 
+Status CheckFilePath(const std::string& rel) {
+  if (rel.empty()) return Status::Error(errc::kInvalidPath, "path is empty");
+  if (rel.find('\0') != std::string::npos) return Status::Error(errc::kInvalidPath, "path holds a NUL byte");
+  return Status::Ok();
+}
+
 std::string ToolPath(const std::string& rel) { return NormalizePath(rel); }
 
 }  // namespace tollgate

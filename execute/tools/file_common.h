@@ -20,6 +20,9 @@ Status ReadCapped(int fd, size_t cap, std::string* out);
 std::string Base64Encode(const std::string& in);
 bool Base64Decode(const std::string& in, std::string* out);
 
+// A path a file tool acts on must name something: "" or one holding a NUL
+// byte is E_INVALID_PATH.
+Status CheckFilePath(const std::string& rel);
 // Limits on an agent's path, checked before anything is created: at most
 // 4096 bytes, 255 bytes a component, 256 components (E_PATH_FORBIDDEN).
 inline constexpr size_t kMaxPathBytes = 4096, kMaxPathComponentBytes = 255, kMaxPathComponents = 256;

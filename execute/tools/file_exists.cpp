@@ -1,5 +1,6 @@
-// file_exists {path}: {exists, type?}. A path outside the workspace is
-// E_PATH_FORBIDDEN, not "false": the agent learns nothing about the host.
+// file_exists {path}: {exists, type?, output ("true" | "false", Kaizen's)}.
+// A path outside the workspace is E_PATH_FORBIDDEN, not "false": the agent
+// learns nothing about the host.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,17 +20,21 @@ class FileExists : public BuiltinTool {
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string path;
     if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");
+    if (Status p = CheckFilePath(path); !p.ok()) return FailFrom(p);
     Workspace ws;
     Json err;
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
     int fd = -1;
     Status s = ws.OpenBeneath(path, O_PATH, 0, &fd);
-    if (!s.ok() && s.code() == errc::kFileNotFound) return ToolOk({{"path", path}, {"exists", false}});
-    if (!s.ok()) return FailFrom(s);
+    // Missing, or under something that is not a directory: not there.
+    if (!s.ok() && (s.code() == errc::kFileNotFound || s.code() == errc::kPathNotFound)) {
+      return ToolOk({{"path", path}, {"exists", false}, {"output", "false"}});
+    }
+    if (!s.ok()) return FailFrom(s.code() == errc::kToolExec ? Status::Error(errc::kReadError, s.message()) : s);
     struct stat st{};
     fstat(fd, &st);
     close(fd);
-    return ToolOk({{"path", path}, {"exists", true}, {"type", EntryType(st.st_mode)}});
+    return ToolOk({{"path", path}, {"exists", true}, {"type", EntryType(st.st_mode)}, {"output", "true"}});
   }
 };
 

@@ -1,7 +1,11 @@
 // get_audit_log {session_id?, request_id?, tool?, types?, verdict?, since?,
 // until?, limit?, cursor?, descending?, last_n?, scope? ("session" default |
-// "agent")}: the calling agent's own entries, with their `count`. last_n
-// (the seeds' name) is the newest N, oldest first. Org and agent (and, for scope
+// "agent")}: the calling agent's own entries as `events` and (the AI
+// Orchestrator seed's name) `entries`, with their `count`. last_n (the
+// seed's) is the newest N, oldest first; with none of limit, cursor,
+// descending, since and until it defaults to 20, as in the seed (the other
+// filters narrow those 20). A log that cannot be read is E_AUDIT_ERROR
+// (alias: the log's own code). Org and agent (and, for scope
 // "session", the session) come from the request envelope; args cannot widen
 // them: naming another session needs scope "agent", and the query always
 // carries the caller's org and agent.
@@ -12,11 +16,13 @@
 namespace tollgate {
 namespace {
 
+constexpr int64_t kDefaultLastN = 20;  // the seed's default
+
 class GetAuditLogTool : public BuiltinTool {
  public:
   GetAuditLogTool() : BuiltinTool("get_audit_log") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
-    if (ctx.audit == nullptr) return ToolFail(errc::kToolExec, "the audit log is not readable from this executor");
+    if (ctx.audit == nullptr) return ToolFail(errc::kAuditError, "the audit log is not readable from this executor");
     std::string scope = "session";
     if (!StringArg(args, "scope", &scope, false) || (scope != "session" && scope != "agent")) {
       return ToolFail(errc::kInvalidArgs, "scope must be session or agent");
@@ -42,6 +48,11 @@ class GetAuditLogTool : public BuiltinTool {
         if (args.contains(k)) return ToolFail(errc::kInvalidArgs, std::string("last_n and ") + k + " do not go together");
       }
       last_n = args["last_n"].get<int64_t>();
+    } else if (!args.contains("limit") && !args.contains("cursor") && !args.contains("descending") &&
+               !args.contains("since") && !args.contains("until")) {
+      last_n = kDefaultLastN;
+    }
+    if (last_n > 0) {
       q["limit"] = last_n;
       q["descending"] = true;
     }
@@ -59,14 +70,17 @@ class GetAuditLogTool : public BuiltinTool {
     Json page;
     Status s = ctx.audit->Query(ctx.org_id, q, &page);
     if (!s.ok()) {
-      const bool bad = s.code() == "E_INVALID_QUERY";
-      return ToolFail(bad ? errc::kInvalidArgs : s.code(), s.message(), !bad);
+      if (s.code() == "E_INVALID_QUERY") return ToolFail(errc::kInvalidArgs, s.message());
+      if (s.code() == "E_FORBIDDEN") return ToolFail(s.code(), s.message());  // a refusal, not a read error
+      return ToolResultErrorAs(errc::kAuditError, s.code(), s.message(), true);
     }
     if (last_n > 0 && page.contains("events") && page["events"].is_array()) {
       std::reverse(page["events"].begin(), page["events"].end());
       page.erase("next_cursor");  // the newest N are all that was asked
     }
-    page["count"] = page.contains("events") && page["events"].is_array() ? page["events"].size() : 0;
+    if (!page.contains("events") || !page["events"].is_array()) page["events"] = Json::array();
+    page["count"] = page["events"].size();
+    page["entries"] = page["events"];
     return ToolOk(page);
   }
 };

@@ -22,6 +22,10 @@
 // as the decision's invocation (the stage checks that they are equal before
 // running; execute/invocation_check.h); curl sends it as is (PATH_AS_IS).
 // default_query pairs the call does not set are appended after that.
+// The answer (data, also on E_HTTP_STATUS): status and the AI Orchestrator
+// seed's status_code, the MVP's ok (2xx) and data (the parsed JSON, else the
+// text), url, headers (a fixed few), body (always, as text, capped at
+// max_response_chars), json (when parsed), truncated, redirects.
 // Read-only for GET, HEAD and OPTIONS; mutating otherwise.
 #include <curl/curl.h>
 #include <netdb.h>
@@ -144,7 +148,10 @@ class HttpRequest : public BuiltinTool {
   Json Run(const Json& args, const ToolContext& ctx) const override {
     const Json cfg = ctx.policy->AgentHttp(ctx.org_id, ctx.agent_id);
     std::string url_arg, method = cfg.value("default_method", "GET"), body;
-    if (!StringArg(args, "url", &url_arg) || url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (string) is required");
+    // The MVP seed's `path` is the same argument: relative to base_url or absolute.
+    if (args.contains("url") && args.contains("path")) return ToolFail(errc::kInvalidArgs, "give url or path, not both");
+    url_arg = HttpUrlArg(args);
+    if (url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (or path) is required as a string");
     if (!StringArg(args, "method", &method, false)) return ToolFail(errc::kInvalidArgs, "method must be a string");
     method = Upper(method);
     if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
@@ -304,7 +311,8 @@ class HttpRequest : public BuiltinTool {
           Json r = ToolFail(errc::kCrossOriginRedirect,
                             "HTTP " + std::to_string(status) + " redirects this " + method + " to another origin (" +
                                 next.full + "); following it would re-send the request there, so it was not followed");
-          r["data"] = {{"status", status}, {"url", url.full}, {"location", next.full}, {"redirects", hops}};
+          r["data"] = {{"status", status},       {"status_code", status}, {"url", url.full},
+                       {"location", next.full}, {"redirects", hops}};
           return r;
         }
         if (cross) {
@@ -319,7 +327,11 @@ class HttpRequest : public BuiltinTool {
       // 4. The response.
       bool truncated = out.truncated;
       std::string text = TruncateChars(ToValidUtf8(out.data), max_chars, &truncated);
-      Json data{{"status", status}, {"url", url.full}, {"truncated", truncated}};
+      Json data{{"status", status},
+                {"status_code", status},
+                {"ok", status >= 200 && status < 300},
+                {"url", url.full},
+                {"truncated", truncated}};
       Json keep = Json::object();
       for (const char* k : {"content-type", "content-length", "location", "etag", "last-modified", "retry-after"}) {
         if (rh.count(k)) keep[k] = ToValidUtf8(rh[k]);
@@ -333,10 +345,12 @@ class HttpRequest : public BuiltinTool {
       // wraps it a few levels deeper, and must stay readable.
       if (want_json && !truncated && ParseInputJson(out.data, &parsed).ok()) {
         data["json"] = parsed;
+        data["data"] = std::move(parsed);
       } else {
         if (format == "json") data["json_error"] = "the body is not JSON (or was truncated)";
-        data["body"] = text;
+        data["data"] = text;
       }
+      data["body"] = std::move(text);
       if (status >= 400) {
         Json r = ToolFail(errc::kHttpStatus, "HTTP " + std::to_string(status), status >= 500 || status == 429);
         r["data"] = data;

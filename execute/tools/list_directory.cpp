@@ -1,5 +1,8 @@
 // list_directory {path?}: the entries of a workspace directory (name, type,
-// size), sorted, capped at execute.max_list_entries (truncated: true).
+// the AI Orchestrator seed's is_dir, size for files), sorted, capped at
+// execute.max_list_entries (truncated: true), with their `count` and
+// Kaizen's `output` (the names). A missing directory is E_DIR_NOT_FOUND
+// with suggestions (path_recovery.h).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,6 +11,7 @@
 #include <algorithm>
 
 #include "execute/tools/file_common.h"
+#include "execute/tools/path_recovery.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -32,11 +36,11 @@ class ListDirectory : public BuiltinTool {
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
     int fd = -1;
     Status s = ws.OpenBeneath(path, O_RDONLY | O_DIRECTORY, 0, &fd);
-    if (!s.ok()) return FailFrom(s);
+    if (!s.ok()) return FailPath(ws, path, s, true, errc::kListError);
     DIR* d = fdopendir(fd);
     if (d == nullptr) {
       close(fd);
-      return ToolFail(errc::kToolExec, "cannot read directory " + path);
+      return ToolFail(errc::kListError, "cannot read directory " + path);
     }
     Json entries = Json::array();
     bool truncated = false;
@@ -49,14 +53,18 @@ class ListDirectory : public BuiltinTool {
       }
       struct stat st{};
       if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-      Json entry{{"name", ToValidUtf8(n)}, {"type", EntryType(st.st_mode)}};
+      Json entry{{"name", ToValidUtf8(n)}, {"type", EntryType(st.st_mode)}, {"is_dir", S_ISDIR(st.st_mode)}};
       if (S_ISREG(st.st_mode)) entry["size"] = st.st_size;
       entries.push_back(std::move(entry));
     }
     closedir(d);
     std::sort(entries.begin(), entries.end(),
               [](const Json& a, const Json& b) { return a["name"].get<std::string>() < b["name"].get<std::string>(); });
-    return ToolOk({{"path", path}, {"entries", entries}, {"truncated", truncated}});
+    Json names = Json::array();
+    for (const auto& e : entries) names.push_back(e["name"]);
+    const size_t count = entries.size();
+    return ToolOk({{"path", path}, {"entries", std::move(entries)}, {"count", count}, {"output", std::move(names)},
+                   {"truncated", truncated}});
   }
 };
 

@@ -1,6 +1,10 @@
 // search_files {pattern, path?, max_results?}: workspace paths (relative to
 // `path`) matching a glob (fnmatch; `*` also crosses `/`, so "*.txt" finds
-// them at any depth). Never follows symlinks; capped in results and depth.
+// them at any depth), with `count`, `pattern` and `path`. At most 100
+// matches unless max_results says otherwise (the AI Orchestrator seed's
+// default), never more than execute.max_search_results. Never follows
+// symlinks; capped in results and depth. A missing directory is
+// E_DIR_NOT_FOUND with suggestions (path_recovery.h).
 #include <dirent.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -10,6 +14,7 @@
 #include <algorithm>
 
 #include "execute/tools/file_common.h"
+#include "execute/tools/path_recovery.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -53,6 +58,8 @@ void WalkDir(int dir_fd, const std::string& prefix, int depth, Walk* w) {
   closedir(d);
 }
 
+constexpr size_t kDefaultMaxResults = 100;
+
 class SearchFiles : public BuiltinTool {
  public:
   SearchFiles() : BuiltinTool("search_files") {}
@@ -64,12 +71,12 @@ class SearchFiles : public BuiltinTool {
     if (!StringArg(args, "path", &path, false)) return ToolFail(errc::kInvalidArgs, "path must be a string");
     Walk w;
     w.pattern = pattern;
-    w.max_results = ctx.policy->max_search_results;
+    w.max_results = std::min(kDefaultMaxResults, ctx.policy->max_search_results);
     if (args.contains("max_results")) {
       if (!args["max_results"].is_number_integer() || args["max_results"].get<int64_t>() < 1) {
         return ToolFail(errc::kInvalidArgs, "max_results must be a positive integer");
       }
-      w.max_results = std::min<size_t>(w.max_results, args["max_results"].get<int64_t>());
+      w.max_results = std::min<size_t>(ctx.policy->max_search_results, args["max_results"].get<int64_t>());
     }
     w.max_depth = ctx.policy->max_search_depth;
     Workspace ws;
@@ -77,10 +84,12 @@ class SearchFiles : public BuiltinTool {
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
     int fd = -1;
     Status s = ws.OpenBeneath(path, O_RDONLY | O_DIRECTORY, 0, &fd);
-    if (!s.ok()) return FailFrom(s);
+    if (!s.ok()) return FailPath(ws, path, s, true, errc::kSearchError);
     WalkDir(fd, "", 0, &w);
     std::sort(w.found.begin(), w.found.end());
-    return ToolOk({{"path", path}, {"pattern", pattern}, {"matches", w.found}, {"truncated", w.truncated}});
+    const size_t count = w.found.size();
+    return ToolOk({{"path", path}, {"pattern", pattern}, {"matches", std::move(w.found)}, {"count", count},
+                   {"truncated", w.truncated}});
   }
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "execute/tool.h"
 
@@ -20,5 +21,21 @@ std::unique_ptr<Tool> MakeHttpRequest();
 std::unique_ptr<Tool> MakeExecuteCommand();
 std::unique_ptr<Tool> MakeGetAuditLog();
 std::unique_ptr<Tool> MakeGetSystemInfo();
+// The AI Orchestrator seed's (get_datetime.cpp, list_llm_models.cpp,
+// search_directory.cpp, qa_tools.cpp).
+std::unique_ptr<Tool> MakeGetDatetime();
+std::unique_ptr<Tool> MakeListLlmModels();
+std::unique_ptr<Tool> MakeSearchDirectory();
+std::unique_ptr<Tool> MakeGitStatus();
+std::unique_ptr<Tool> MakeGitDiff();
+std::unique_ptr<Tool> MakeRunTests();
+std::unique_ptr<Tool> MakeRunLint();
+std::unique_ptr<Tool> MakeRunFormat();
+std::unique_ptr<Tool> MakeRunBuild();
+std::unique_ptr<Tool> MakeRunTypecheck();
+// Kaizen's (kaizen_http.cpp, bash_command.cpp): `name` is one of http_get,
+// http_post, http_put, http_delete, fetch_url, extract_links.
+std::unique_ptr<Tool> MakeKaizenHttpTool(std::string_view name);
+std::unique_ptr<Tool> MakeBashCommand();
 
 }  // namespace tollgate

@@ -1,6 +1,8 @@
 // write_file {path, content, append?, encoding? ("utf-8"|"base64"),
 // create_dirs? (default true)}: writes (or appends to) a file in the
-// workspace. Mutating; refused with E_WRITES_DISABLED when writes are off.
+// workspace; answers bytes_written and appended, and the AI Orchestrator
+// seed's size (the bytes written) and mode ("write" | "append"). Mutating;
+// refused with E_WRITE_DISABLED (alias E_WRITES_DISABLED) when writes are off.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <cerrno>
 
 #include "execute/tools/file_common.h"
+#include "execute/tools/path_recovery.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -21,6 +24,7 @@ class WriteFile : public BuiltinTool {
     std::string path, content, encoding = "utf-8";
     if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");
     if (!StringArg(args, "content", &content)) return ToolFail(errc::kInvalidArgs, "content (string) is required");
+    if (Status p = CheckFilePath(path); !p.ok()) return FailFrom(p);
     if (!StringArg(args, "encoding", &encoding, false) || (encoding != "utf-8" && encoding != "base64")) {
       return ToolFail(errc::kInvalidArgs, "encoding must be utf-8 or base64");
     }
@@ -44,14 +48,14 @@ class WriteFile : public BuiltinTool {
     int dir = -1;
     std::string leaf;
     Status s = ws.OpenParent(path, create_dirs, &dir, &leaf);
-    if (!s.ok()) return FailFrom(s);
+    if (!s.ok()) return FailPath(ws, path, s, false, errc::kWriteError);
     // The leaf is resolved beneath its directory too: a symlink named like
     // the file cannot lead out.
     int fd = -1;
     const int flags = O_WRONLY | O_CREAT | O_NOCTTY | O_NONBLOCK | (append ? O_APPEND : O_TRUNC);
     s = OpenBeneathFd(dir, leaf, flags, 0644, &fd);
     close(dir);
-    if (!s.ok()) return FailFrom(s);
+    if (!s.ok()) return FailPath(ws, path, s, false, errc::kWriteError);
     if (append) {
       struct stat st{};
       fstat(fd, &st);
@@ -67,12 +71,16 @@ class WriteFile : public BuiltinTool {
       if (n < 0) {
         int e = errno;
         close(fd);
-        return FailFrom(PathError(e, path));
+        return FailPath(ws, path, PathError(e, path), false, errc::kWriteError);
       }
       done += static_cast<size_t>(n);
     }
     close(fd);
-    return ToolOk({{"path", path}, {"bytes_written", done}, {"appended", append}});
+    return ToolOk({{"path", path},
+                   {"size", done},
+                   {"mode", append ? "append" : "write"},
+                   {"bytes_written", done},
+                   {"appended", append}});
   }
 };
 

@@ -109,7 +109,8 @@ test('a wrong token is refused at login with a clear message', async () => {
 test('an approver sees a pending write_file, approves it, and it leaves the inbox and completes', async () => {
   await login(tokenA);
   const key = 'sk-proj-AAAAbbbbCCCCddddEEEE1234';
-  const rid = submit('default', 'console-s1', 'write_file', { path: 'notes/a.txt', content: 'hello', api_key: key });
+  // A secret inside an argument (write_file takes path and content only).
+  const rid = submit('default', 'console-s1', 'write_file', { path: 'notes/a.txt', content: `hello ${key}` });
   await browser.until('the card', `return ${cardOf(rid)}`);
   const text = await browser.run(`return ${cardOf(rid)}.textContent`);
   assert.ok(!text.includes(key), 'a secret in the arguments is not shown');
@@ -148,7 +149,7 @@ test('a decision made elsewhere leaves every open inbox', async () => {
 
 test('arguments holding HTML and script are shown as text and no script runs', async () => {
   const evil = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>';
-  const rid = submit('default', 'console-s3', 'write_file', { path: `x"><svg onload=window.__pwned=3>`, content: evil, link: 'javascript:window.__pwned=4' });
+  const rid = submit('default', 'console-s3', 'write_file', { path: `x"><svg onload=window.__pwned=3>`, content: `${evil} javascript:window.__pwned=4` });
   await browser.until('the card', `return ${cardOf(rid)}`);
   const card = await browser.run(`const c = ${cardOf(rid)}; return { text: c.textContent, html: c.querySelectorAll('script, img, svg, iframe, [onerror], [onload]').length, links: [...c.querySelectorAll('a')].map((a) => a.getAttribute('href')) };`);
   // As JSON text: the quotes are escaped, the markup is not interpreted.
