@@ -10,7 +10,8 @@
 // are not built-ins (cli:, mcp:, http_request aliases) pass here; their
 // own contracts are checked by decide (aliases) or their server (mcp:).
 //
-// Schemas are compiled once, on first use; CheckToolArgs is thread-safe.
+// Schemas are compiled once, on first use; both are thread-safe. Execute
+// applies CheckArgsShape to cli: and mcp: tools before it runs them.
 #pragma once
 
 #include <string_view>
@@ -21,5 +22,13 @@
 namespace tollgate {
 
 Status CheckToolArgs(std::string_view tool, const Json& args);
+
+// The shape check of a schema that is not ours (an upstream MCP server's
+// inputSchema, a CLI tool's schema.json): required arguments present, no
+// argument the schema does not name when it closes additionalProperties,
+// each named one of its declared JSON type. Nothing else of the schema is
+// read (no patterns: an upstream's regex is not compiled here). "" when
+// the args fit, else what is wrong, naming the argument.
+std::string CheckArgsShape(const Json& schema, const Json& args);
 
 }  // namespace tollgate

@@ -4,6 +4,7 @@
 #include "core/event.h"
 #include "core/messages.h"
 #include "core/sha256.h"
+#include "core/tool_args.h"
 #include "core/trace.h"
 
 namespace tollgate::mcp {
@@ -20,28 +21,6 @@ constexpr std::chrono::seconds kHeldWait{10};
 
 std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools", Json::array()).dump()); }
 
-const char* JsonType(const Json& v) {
-  if (v.is_string()) return "string";
-  if (v.is_boolean()) return "boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
-  if (v.is_number()) return "number";
-  if (v.is_object()) return "object";
-  if (v.is_array()) return "array";
-  return "null";
-}
-
-bool TypeMatches(const Json& want, const Json& v) {
-  if (want.is_array()) {
-    for (const Json& w : want) {
-      if (TypeMatches(w, v)) return true;
-    }
-    return false;
-  }
-  if (!want.is_string()) return true;
-  const std::string t = want, got = JsonType(v);
-  return t == got || (t == "number" && got == "integer");
-}
-
 }  // namespace
 
 std::string MetaTraceparent(const Json& params) {
@@ -51,28 +30,6 @@ std::string MetaTraceparent(const Json& params) {
   auto tp = meta->find("traceparent");
   if (tp == meta->end() || !tp->is_string() || !IsValidTraceparent(tp->get_ref<const std::string&>())) return "";
   return tp->get<std::string>();
-}
-
-std::string CheckArgs(const Json& schema, const Json& args) {
-  if (!schema.is_object()) return "";
-  if (auto req = schema.find("required"); req != schema.end() && req->is_array()) {
-    for (const Json& k : *req) {
-      if (k.is_string() && !args.contains(k.get<std::string>())) return "missing required argument '" + k.get<std::string>() + "'";
-    }
-  }
-  const Json props = schema.value("properties", Json::object());
-  const bool closed = schema.value("additionalProperties", Json(true)) == Json(false);
-  for (auto it = args.begin(); it != args.end(); ++it) {
-    auto p = props.is_object() ? props.find(it.key()) : props.end();
-    if (!props.is_object() || p == props.end()) {
-      if (closed) return "unknown argument '" + it.key() + "'";
-      continue;
-    }
-    if (p->is_object() && p->contains("type") && !TypeMatches((*p)["type"], it.value())) {
-      return "argument '" + it.key() + "' must be of type " + (*p)["type"].dump() + ", not " + JsonType(it.value());
-    }
-  }
-  return "";
 }
 
 Session::Session(const Gateway& gateway, Who who, std::string mcp_session_id)
@@ -185,7 +142,7 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   if (gw_.list_tools && gw_.list_tools(who_.org, who_.agent, &list).ok()) {
     for (const Json& t : list.value("tools", Json::array())) {
       if (t.value("name", "") != tool) continue;
-      std::string why = CheckArgs(t.value("input_schema", Json::object()), args);
+      std::string why = CheckArgsShape(t.value("input_schema", Json::object()), args);
       if (!why.empty()) return send(Error(in.id, kInvalidParams, "invalid arguments for " + tool + ": " + why));
     }
   }

@@ -108,9 +108,7 @@ class Session {
 // traceparent (core/trace.h), else "".
 std::string MetaTraceparent(const Json& params);
 
-// Top-level check of `args` against a tool's input schema: required
-// properties present, declared properties of the declared JSON type, no
-// undeclared ones when additionalProperties is false. "" when it holds.
-std::string CheckArgs(const Json& schema, const Json& args);
+// A call's args are checked against the listed tool's schema with
+// CheckArgsShape (core/tool_args.h) before it is submitted.
 
 }  // namespace tollgate::mcp

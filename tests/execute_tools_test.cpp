@@ -330,6 +330,26 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
   EXPECT_FALSE(reg.Find("cli:fails"));
 }
 
+// A CLI tool's schema.json is its contract on every path: an argument it
+// does not take, or one of the wrong type, is refused before it runs.
+TEST_F(ToolsTest, ACliToolsSchemaRefusesArgumentsItDoesNotTakeBeforeItRuns) {
+  const std::string tools = dir().sub("tools");
+  ToolRegistry reg(tools);
+  MakeCliTool(tools, "report", "#!/bin/sh\ncat >/dev/null\necho ran > ran.txt\necho '{\"ok\":1}'\n", "Reports.");
+  std::ofstream(tools + "/report/schema.json")
+      << R"({"type":"object","properties":{"days":{"type":"integer"}},"required":["days"],"additionalProperties":false})";
+  ASSERT_EQ(reg.Reload(), 1u);
+  auto t = reg.Find("cli:report");
+  Json r = t->Run({{"days", 7}, {"format", "pdf"}}, Ctx());
+  EXPECT_EQ(Code(r), "E_INVALID_ARGS");
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown argument 'format'"), std::string::npos) << r.dump();
+  EXPECT_EQ(Code(t->Run({{"days", "seven"}}, Ctx())), "E_INVALID_ARGS");
+  EXPECT_EQ(Code(t->Run(Json::object(), Ctx())), "E_INVALID_ARGS") << "days is required";
+  EXPECT_FALSE(std::filesystem::exists(workspace() + "/ran.txt")) << "refused before it ran";
+  EXPECT_TRUE(t->Run({{"days", 7}}, Ctx())["success"]);
+  EXPECT_TRUE(std::filesystem::exists(workspace() + "/ran.txt"));
+}
+
 // A tool that exits without reading its stdin: writing the args to it
 // fails with EPIPE. That is the tool's failure, reported as such; it must
 // not raise SIGPIPE in tollgate (whose default would end every stage).

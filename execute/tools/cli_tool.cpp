@@ -7,18 +7,33 @@
 // workspace: bubblewrap, no network (a tool that needs one goes through
 // http_request and its address rules), its own directory read-only
 // (docs/sandbox.md). Read-only only when decide's decision says so
-// (decision.read_only); otherwise mutating — fail closed.
+// (decision.read_only); otherwise mutating — fail closed. Args that do not
+// fit its schema.json (shape, core/tool_args.h) are E_INVALID_ARGS.
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
 
+#include "core/tool_args.h"
 #include "execute/sandbox.h"
 #include "execute/tools/cli_tool.h"
 #include "execute/tools/file_common.h"
 
 namespace tollgate {
 namespace {
+
+// <dir>/schema.json beside a tool's `run`, when it is an object schema;
+// else {"type": "object"} (anything goes).
+Json SchemaBeside(const std::string& run_path) {
+  std::ifstream f(std::filesystem::path(run_path).parent_path() / "schema.json");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  Json schema;
+  if (f && ParseInputJson(ss.str(), &schema).ok() && schema.is_object() && schema.value("type", "") == "object") {
+    return schema;
+  }
+  return {{"type", "object"}};
+}
 
 class CliTool : public Tool {
  public:
@@ -31,6 +46,11 @@ class CliTool : public Tool {
     return it != decision.end() && it->is_boolean() && it->get<bool>();
   }
   Json Run(const Json& args, const ToolContext& ctx) const override {
+    // Its schema.json (the operator's), shape only (core/tool_args.h).
+    const Json schema = SchemaBeside(path_);
+    if (const std::string why = CheckArgsShape(schema, args); !why.empty()) {
+      return ToolFail(errc::kInvalidArgs, "invalid arguments for " + name() + ": " + why);
+    }
     Workspace ws;
     Json err;
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
@@ -133,16 +153,7 @@ std::vector<ToolDescriptor> CliToolDescriptors(const std::string& dir) {
     d.name = tool->name();
     d.source = "cli";
     d.description = FirstParagraph(tool->description());
-    const std::string base = dir + "/" + d.name.substr(4);
-    std::ifstream f(base + "/schema.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    Json schema;
-    if (f && ParseInputJson(ss.str(), &schema).ok() && schema.is_object() && schema.value("type", "") == "object") {
-      d.input_schema = std::move(schema);
-    } else {
-      d.input_schema = {{"type", "object"}};
-    }
+    d.input_schema = SchemaBeside(dir + "/" + d.name.substr(4) + "/run");
     out.push_back(std::move(d));
   }
   return out;

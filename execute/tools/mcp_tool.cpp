@@ -6,6 +6,8 @@
 // so (the policy's `tools:` entry), otherwise mutating — fail closed.
 #include "execute/tools/mcp_tool.h"
 
+#include "core/tool_args.h"
+
 namespace tollgate {
 namespace {
 
@@ -21,6 +23,17 @@ class McpTool : public Tool {
   }
   Json Run(const Json& args, const ToolContext&) const override {
     if (!args.is_object()) return ToolFail(errc::kInvalidArgs, "an MCP tool's arguments are an object");
+    // The server's listed inputSchema, shape only (core/tool_args.h): on
+    // every path, not just MCP's gateway, an argument the tool does not take
+    // is refused here rather than left for the server to ignore.
+    const Json described = upstreams_->Describe();
+    if (described.contains(server_) && described[server_].contains("tools") && described[server_]["tools"].is_array()) {
+      for (const Json& t : described[server_]["tools"]) {
+        if (!t.is_object() || t.value("name", "") != tool_) continue;
+        const std::string why = CheckArgsShape(t.value("inputSchema", Json::object()), args);
+        if (!why.empty()) return ToolFail(errc::kInvalidArgs, "invalid arguments for " + name() + ": " + why);
+      }
+    }
     return upstreams_->Call(server_, tool_, args);
   }
 

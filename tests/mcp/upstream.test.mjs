@@ -13,7 +13,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { Up, TOLLGATE, waitFor } from './harness.mjs';
+import { Up, TOLLGATE, cli, waitFor } from './harness.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const everything = path.join(here, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js');
@@ -246,4 +246,23 @@ test('a tool list nested 200,000 levels deep is refused, saying why', async () =
   assert.match(r.content[0].text, /lister.*refuses.*E_JSON_TOO_DEEP/);
   assert.match(up.stderr, /upstream MCP server 'lister' sent a message tollgate refuses/, 'and it is logged');
   await client.close();
+});
+
+// The upstream's inputSchema holds on the Kafka path too (execute checks
+// its shape, core/tool_args.h): a call missing a required argument is
+// refused before it reaches the server.
+test('a Kafka call missing an upstream tools required argument never reaches it', async () => {
+  const before = calls().length;
+  let out;
+  try {
+    out = cli(['submit', '--data', up.data, '--org', 'default', '--agent', 'up-agent', '--session', 'kafka-up',
+      '--tool', 'mcp:counting/shout', '--args', '{"txt":"typo"}', '--wait']);
+  } catch (e) {
+    out = e.stdout;
+  }
+  const r = JSON.parse(out);
+  assert.equal(r.status, 'failed', out);
+  assert.equal(r.result.error.code, 'E_INVALID_ARGS');
+  assert.match(r.result.error.message, /missing required argument 'text'/);
+  assert.equal(calls().length, before, 'the server saw nothing');
 });
