@@ -100,7 +100,7 @@ TEST_F(RedirectTest, AHopToAnotherOriginKeepsOnlyTheAllowlistedHeaders) {
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_EQ(r["data"]["body"], "home");
   ASSERT_EQ(b.seen().size(), 1u);
-  const auto& crossed = b.seen()[0].headers;
+  const auto crossed = b.seen()[0].headers;  // a copy: seen() returns a temporary
   for (const char* k : {"Authorization", "X-Functions-Key", "Ocp-Apim-Subscription-Key", "Cookie",
                         "X-Custom-Credential", "X-Trace"}) {
     EXPECT_EQ(crossed.count(k), 0u) << k << " crossed to another origin";

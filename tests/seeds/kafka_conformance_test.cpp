@@ -124,10 +124,12 @@ class SeedConformance : public testing::PolicyPipelineTest {
     std::cout << suite.Coverage(served) << "\n";
   }
 
-  RecordingServer server_;
   std::mutex mu_;
   Json got_ = Json::object();  // what the server received last
   std::string workspace_;
+  // Last, so it is destroyed first: its handler (a /slow request may still
+  // be in it) uses mu_ and got_.
+  RecordingServer server_;
 };
 
 // Every suite in tests/seeds, on one pipeline (starting one is most of the cost).
