@@ -41,11 +41,25 @@ bool WebhookNotifier::Enqueue(const Json& body) {
         all = false;
         continue;
       }
-      queue_.push_back({url, text});
+      queue_.push_back({url, text, {}, nullptr});
     }
   }
   cv_.notify_one();
   return all;
+}
+
+bool WebhookNotifier::EnqueueTo(const std::string& url, std::string body, std::vector<std::string> headers,
+                                std::function<void(bool ok)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.size() >= options_.max_queue) {
+      ++dropped;
+      return false;
+    }
+    queue_.push_back({url, std::move(body), std::move(headers), std::move(done)});
+  }
+  cv_.notify_one();
+  return true;
 }
 
 bool WebhookNotifier::Post(const Delivery& d, std::string* error) {
@@ -56,6 +70,7 @@ bool WebhookNotifier::Post(const Delivery& d, std::string* error) {
   }
   curl_slist* headers = curl_slist_append(nullptr, "Content-Type: application/json");
   headers = curl_slist_append(headers, ("User-Agent: " + options_.user_agent).c_str());
+  for (const auto& h : d.headers) headers = curl_slist_append(headers, h.c_str());
   curl_easy_setopt(curl, CURLOPT_URL, d.url.c_str());
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, d.body.c_str());
@@ -102,6 +117,7 @@ void WebhookNotifier::Loop() {
       if (cv_.wait_for(wait, backoff, [this] { return stopping_; })) break;
       backoff = std::min(backoff * 2, options_.max_backoff);
     }
+    if (d.done) d.done(ok);
     if (ok) {
       ++delivered;
     } else {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,11 @@ class WebhookNotifier {
 
   // Queues `body` for every URL; false if some delivery had to be dropped.
   bool Enqueue(const Json& body);
+  // Queues one delivery of `body` (sent as is) to `url` with more headers
+  // ("Name: value"); `done(ok)` is called on the sender thread once it was
+  // delivered or given up (not when dropped: then false is returned).
+  bool EnqueueTo(const std::string& url, std::string body, std::vector<std::string> headers,
+                 std::function<void(bool ok)> done = nullptr);
 
   std::atomic<uint64_t> delivered{0};
   std::atomic<uint64_t> failed{0};
@@ -54,6 +60,8 @@ class WebhookNotifier {
   struct Delivery {
     std::string url;
     std::string body;
+    std::vector<std::string> headers;
+    std::function<void(bool ok)> done;
   };
   void Loop();
   // One POST; true on a 2xx answer.

@@ -47,7 +47,17 @@ bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std:
   return true;
 }
 
-bool IsCommandTool(std::string_view tool) { return tool == "execute_command" || tool == "bash_command"; }
+bool IsCommandTool(std::string_view tool) {
+  return tool == "execute_command" || tool == "bash_command" || tool == "bash";
+}
+
+std::string ActionOf(const Json& request) {
+  if (!request.is_object()) return "";
+  if (auto a = request.find("args"); a != request.end()) {
+    if (std::string act = Str(*a, "action"); !act.empty()) return act;
+  }
+  return Str(request, "action");
+}
 
 std::string CommandLine(const Json& args) {
   std::string cmd = Str(args, "command");
@@ -92,7 +102,7 @@ std::string FilePathArg(const Json& args) {
 }
 
 std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url,
-                            const std::string& default_method) {
+                            const std::string& default_method, const std::string& action) {
   if (tool == "http_request") {
     NormalUrl u;
     std::string url, why;
@@ -101,10 +111,14 @@ std::string BuildInvocation(const std::string& tool, const Json& args, const std
   }
   if (IsCommandTool(tool)) return "bash:" + CommandLine(args);
   if (tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) return tool;
-  return "builtin:" + tool;
+  return "builtin:" + tool + (action.empty() ? "" : ":" + action);
 }
 
-std::string FileSubject(const std::string& tool, const Json& args) {
+std::string FileSubject(const std::string& tool, const Json& args, const std::string& action) {
+  if (!action.empty() && tool != "http_request" && !IsCommandTool(tool) && tool.rfind("cli:", 0) != 0 &&
+      tool.rfind("mcp:", 0) != 0) {
+    return "builtin:" + tool;
+  }
   if (!IsFileTool(tool)) return "";
   const std::string p = FilePathArg(args);
   return p.empty() ? "" : tool + ":" + NormalizePath(p);
@@ -115,6 +129,13 @@ std::string FileSubject(const std::string& tool, const Json& args) {
 namespace tollgate {
 
 std::string McpToolPattern(const std::string& pattern) {
+  if (pattern.rfind("mcp:", 0) == 0 && pattern.find('/') == std::string::npos) {
+    // Duragent's spelling, mcp:SERVER:TOOL.
+    if (const auto sep = pattern.find(':', 4); sep != std::string::npos && sep > 4) {
+      return "mcp:" + pattern.substr(4, sep - 4) + "/" + pattern.substr(sep + 1);
+    }
+    return pattern;
+  }
   if (pattern.rfind("mcp__", 0) != 0 || pattern.size() == 5) return pattern;
   // Kaizen's builtin server is tollgate's own built-ins, never an upstream.
   if (std::string_view b = CanonicalToolName(pattern); b.size() != pattern.size()) return std::string(b);

@@ -7,9 +7,12 @@
 //   execute_command  "bash:" + CommandLine(args) (and bash_command: IsCommandTool)
 //   cli:NAME         "cli:NAME"
 //   mcp:SERVER/TOOL  "mcp:SERVER/TOOL" (an upstream MCP server's tool)
-//   anything else    "builtin:" + tool
+//   anything else    "builtin:" + tool, + ":" + ACTION when the call has one
+//                    (ActionOf: Duragent's `builtin:web:search`)
 // File tools also have a subject, "TOOL:" + NormalizePath(FilePathArg(args))
-// (empty when the call has no path). Pure, thread-safe.
+// (empty when the call has no path); a built-in called with an action has
+// the subject "builtin:TOOL", so a glob on the tool holds for every action.
+// Deny and allow globs match either string. Pure, thread-safe.
 #pragma once
 
 #include <string>
@@ -35,7 +38,8 @@ std::string HttpUrlArg(const Json& args);
 bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why);
 // args.command, then each string of args.args, joined by single spaces.
 std::string CommandLine(const Json& args);
-// The tools whose call is a command (execute_command, Kaizen's bash_command):
+// The tools whose call is a command (execute_command, Kaizen's bash_command,
+// Duragent's bash):
 // one invocation form ("bash:" + the line) and one policy for both.
 bool IsCommandTool(std::string_view tool);
 // execute_command's two forms. An argv (args.args given, or args.command
@@ -50,11 +54,16 @@ ShellLine CommandCallOf(const Json& args);
 // args.path, args.directory, args.dir or args.base (search_directory's): the
 // first non-empty string.
 std::string FilePathArg(const Json& args);
-// The invocation string (above).
+// A request's action: args.action when it is a string (Duragent's built-ins
+// take it there), else the request's own top-level `action`, else "".
+// Ingest refuses a request whose two differ.
+std::string ActionOf(const Json& request);
+// The invocation string (above). `action` is ActionOf(request).
 std::string BuildInvocation(const std::string& tool, const Json& args, const std::string& base_url,
-                            const std::string& default_method = "GET");
-// "TOOL:normalised path" for file tools with a path, else "".
-std::string FileSubject(const std::string& tool, const Json& args);
+                            const std::string& default_method = "GET", const std::string& action = "");
+// "TOOL:normalised path" for file tools with a path; "builtin:TOOL" for a
+// built-in called with an action; else "".
+std::string FileSubject(const std::string& tool, const Json& args, const std::string& action = "");
 
 // A policy's tool name or glob in the MCP clients' spelling rewritten to
 // ours: "mcp__S__T" -> "mcp:S/T", "mcp__S" -> "mcp:S/*", "mcp__*" ->

@@ -2,6 +2,8 @@
 // token recognition (XCU 2.3) feeding a simple-command builder (2.9.1).
 #include "core/shell_line.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cstring>
 
@@ -348,6 +350,69 @@ std::string RenderShellLine(const ShellLine& line, const std::vector<std::string
     if (!c.next.empty()) out += " " + c.next + (i + 1 < line.commands.size() ? " " : "");
   }
   return out;
+}
+
+namespace {
+
+struct FilterSpec {
+  std::string_view name;
+  std::string_view flags;      // short options without a value
+  std::string_view valued;     // short options taking a value
+  int min_operands, max_operands;
+  bool numeric_option = false;  // head -5, tail -20
+};
+
+// Options that read a file, write one, recurse or run a program are absent
+// on purpose (grep -f -r, sort -o -T, --anything).
+constexpr FilterSpec kFilters[] = {
+    {"head", "qvz", "nc", 0, 0, true},   {"tail", "qvzrfF", "nc", 0, 0, true}, {"wc", "lwcmL", "", 0, 0},
+    {"sort", "rnufhVbMgsz", "kt", 0, 0}, {"uniq", "cduiz", "fsw", 0, 0},       {"grep", "ivncEFwxoqhHsz", "mABCe", 0, 1},
+    {"cut", "szn", "dfcb", 0, 0},        {"tr", "dscCt", "", 1, 2},            {"cat", "nbsAETv", "", 0, 0},
+    {"tac", "", "", 0, 0},               {"rev", "", "", 0, 0},                {"nl", "", "bnwsvi", 0, 0},
+};
+
+bool FilterArgsOk(const FilterSpec& f, const std::vector<std::string>& argv) {
+  int operands = 0;
+  bool pattern_given = false, options_done = false;
+  for (size_t k = 1; k < argv.size(); ++k) {
+    const std::string& w = argv[k];
+    if (options_done || w.size() < 2 || w[0] != '-') {
+      if (w != "-") ++operands;  // "-" is standard input
+      continue;
+    }
+    if (w == "--") {
+      options_done = true;
+      continue;
+    }
+    if (w[1] == '-') return false;  // no long options
+    if (f.numeric_option && std::all_of(w.begin() + 1, w.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    for (size_t j = 1; j < w.size(); ++j) {
+      const char c = w[j];
+      if (f.flags.find(c) != std::string_view::npos) continue;
+      if (f.valued.find(c) == std::string_view::npos) return false;
+      if (c == 'e') pattern_given = true;
+      if (j + 1 == w.size() && ++k >= argv.size()) return false;  // its value is the next word
+      break;  // the rest of the word is its value
+    }
+  }
+  // grep reads its pattern as its one operand unless -e gave it.
+  const int max = f.name == "grep" && !pattern_given ? 1 : f.max_operands;
+  const int min = f.name == "grep" && !pattern_given ? 1 : f.min_operands;
+  return operands >= min && operands <= max;
+}
+
+}  // namespace
+
+bool IsPipeFilter(const ShellLine& line, size_t i) {
+  if (i == 0 || i >= line.commands.size() || line.commands[i - 1].next != "|") return false;
+  const SimpleCommand& c = line.commands[i];
+  if (!c.redirections.empty() || c.argv.empty()) return false;
+  std::string name = c.argv[0];
+  if (name == "egrep" || name == "fgrep") name = "grep";
+  for (const FilterSpec& f : kFilters) {
+    if (f.name == name) return FilterArgsOk(f, c.argv);
+  }
+  return false;
 }
 
 }  // namespace tollgate

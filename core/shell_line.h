@@ -71,6 +71,17 @@ std::string JoinArgv(const std::vector<std::string>& argv);
 // /dev/null.
 bool IsWorkspaceRedirectTarget(std::string_view target);
 
+// Whether simple command i of `line` is a pure text filter of a pipe: its
+// input comes from the command before it through `|`, it has no
+// redirections, and its argv is one of a fixed table of filters (head,
+// tail, wc, sort, uniq, grep, cut, tr, cat, tac, rev, nl) with only the
+// short options that read no file and write nothing (no long options, no
+// -f/-o/-r/-T) and no file operand (grep's one pattern, tr's sets). Such a
+// command only reshapes the output the command before it made, so an allow
+// glob holding for that command holds for it too (docs/policy.md, "Command
+// lines": `git status | head` under `bash:git *`).
+bool IsPipeFilter(const ShellLine& line, size_t i);
+
 // `word` single-quoted for sh: exactly that word, no expansion of any kind.
 std::string ShellQuote(std::string_view word);
 

@@ -74,6 +74,12 @@ std::string CheckArgsShape(const Json& schema, const Json& args) {
   return "";
 }
 
+bool ToolTakesAction(std::string_view tool) {
+  if (FindBuiltinTool(tool) == nullptr) return false;
+  const Json schema = Json::parse(InputSchemaOf(tool));
+  return schema.contains("properties") && schema["properties"].contains("action");
+}
+
 Status CheckToolArgs(std::string_view tool, const Json& args) {
   if (FindBuiltinTool(tool) == nullptr) return Status::Ok();
   auto it = Compiled().find(tool);

@@ -23,6 +23,10 @@ namespace tollgate {
 
 Status CheckToolArgs(std::string_view tool, const Json& args);
 
+// Whether a built-in's schema names an `action` argument (Duragent's web,
+// schedule, background_process, session, memory).
+bool ToolTakesAction(std::string_view tool);
+
 // The shape check of a schema that is not ours (an upstream MCP server's
 // inputSchema, a CLI tool's schema.json): required arguments present, no
 // argument the schema does not name when it closes additionalProperties,

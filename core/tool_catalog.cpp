@@ -66,6 +66,22 @@ constexpr ToolFacts kTools[] = {
      "The absolute URLs of the <a href> links of an HTML page (GET)."},
     {"bash_command",    R::kMutates,  false, false, D::kHigh,   "shell",
      "Run a command line, checked command by command, in the sandbox (execute_command's line mode)."},
+    // Duragent's (docs/tools.md, "Duragent's tools"). A call's action is
+    // part of its invocation: builtin:TOOL:ACTION (core/invocation.h).
+    {"bash",            R::kMutates,  false, false, D::kHigh,   "shell",
+     "Execute a shell command line in the sandbox, checked command by command."},
+    {"reload_tools",    R::kReadOnly, false, false, D::kLow,    "tools",
+     "Re-scan the tool directories and register newly discovered tools."},
+    {"web",             R::kReadOnly, false, false, D::kLow,    "web",
+     "Web search (search: a configured search API) and URL fetching as Markdown (fetch)."},
+    {"schedule",        R::kByAction, false, false, D::kMedium, "schedule",
+     "Create, list and cancel scheduled tool calls of this agent and session.", "list"},
+    {"background_process", R::kByAction, false, false, D::kHigh, "process",
+     "Spawn and manage long-running processes in the agent's sandbox.", "list,status,log,capture"},
+    {"session",         R::kReadOnly, false, false, D::kLow,    "session",
+     "List and read this agent's other sessions, from the log."},
+    {"memory",          R::kByAction, false, false, D::kLow,    "memory",
+     "The agent's memory: recall, remember, reflect and update_world, folded from the log.", "recall"},
 };
 
 // The tools Kaizen's builtin MCP server offers, as mcp__kaizen_builtin__<name>.
@@ -103,6 +119,18 @@ std::string_view CanonicalToolName(std::string_view name) {
     if (k == rest) return rest;
   }
   return name;
+}
+
+bool ToolFacts::read_only(std::string_view action) const {
+  if (reads != Reads::kByAction) return read_only();
+  if (action.empty()) return false;
+  std::string_view rest = read_actions;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == action) return true;
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  return false;
 }
 
 bool IsReadOnlyMethod(std::string_view method) { return method == "GET" || method == "HEAD" || method == "OPTIONS"; }

@@ -28,6 +28,7 @@ enum class Reads : uint8_t {
   kMutates,   // every call may change something
   kReadOnly,  // no call changes anything
   kByMethod,  // http_request: read-only when its method IsReadOnlyMethod
+  kByAction,  // Duragent's built-ins: read-only when args.action is in read_actions
 };
 
 struct ToolFacts {
@@ -44,9 +45,14 @@ struct ToolFacts {
   std::string_view category;
   // One line, what `tollgate tools` and the registry's List() show.
   std::string_view description;
+  // kByAction: the read-only actions, comma-separated ("list,status").
+  std::string_view read_actions = {};
 
-  // The answer when the call is not known: kByMethod counts as mutating.
+  // The answer when the call is not known: kByMethod and kByAction count
+  // as mutating.
   bool read_only() const { return reads == Reads::kReadOnly; }
+  // The answer for a call with this action (core/invocation.h, ActionOf).
+  bool read_only(std::string_view action) const;
 };
 
 // Every built-in, in the order execute registers them.

@@ -58,6 +58,13 @@ bool ReadSnapshot(const std::string& path, uint64_t head_seq, const ReadEventFn&
       if (n.is_string()) state.mutable_executors().cli[executor].insert(n.get<std::string>());
     }
   }
+  const Json written = body.value("agent_written", Json::object());
+  for (const auto& [agent, tools] : written.items()) {
+    if (!tools.is_object()) continue;
+    for (const auto& [name, sha] : tools.items()) {
+      if (sha.is_string()) state.mutable_executors().agent_written[agent][name] = sha.get<std::string>();
+    }
+  }
   if (!s.ok()) {
     *why = s.ToString();
     return false;
@@ -116,6 +123,7 @@ Status WriteDecideSnapshot(const std::string& path, const DecideState& state, ui
   Json executors = Json::object();
   for (const auto& [executor, names] : state.executors().cli) executors[executor] = names;
   body["executors"] = std::move(executors);
+  body["agent_written"] = state.executors().agent_written;
   if (state.policy().has_policy()) {
     body["policy"] = {{"doc", state.policy().file()->doc()}, {"source", state.policy().file()->source()}};
   }

@@ -24,6 +24,12 @@ Status DecideState::Apply(const Event& e) {
     }
     return Status::Ok();
   }
+  if (e.type == "execution.completed" && e.tool == "reload_tools") {
+    const Json& r = e.data.contains("result") ? e.data["result"] : Json();
+    if (r.is_object() && r.value("success", false) && r.contains("data") && r["data"].is_object()) {
+      executors_.ApplyReload(e.org_id, e.agent_id, r["data"].value("tools", Json::array()));
+    }
+  }
   if (e.type != "policy.updated") {
     ledger_.Apply(e);
     return Status::Ok();

@@ -59,7 +59,7 @@ std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f) {
   f->alias = http.FindAlias(*f->tool);
   if (f->alias == nullptr) {
     if (*f->tool == "http_request") f->http_args = f->args;
-    return BuildInvocation(*f->tool, *f->args, BaseUrlOf(&http), DefaultMethodOf(&http));
+    return BuildInvocation(*f->tool, *f->args, BaseUrlOf(&http), DefaultMethodOf(&http), f->action);
   }
   f->alias_status = ExpandHttpAlias(*f->alias, *f->args, &f->alias_args);
   if (!f->alias_status.ok()) return "http_request:" + f->alias->method + " " + f->alias->url;
@@ -80,7 +80,7 @@ const std::string& DefaultMethodOf(const EffectiveHttp* http) {
 std::string InvocationOf(const Policy* policy, const Json& request) {
   const std::string tool = request.value("tool", "");
   const Json& args = request.contains("args") ? request["args"] : Json::object();
-  if (policy == nullptr) return BuildInvocation(tool, args, BaseUrlOf(nullptr));
+  if (policy == nullptr) return BuildInvocation(tool, args, BaseUrlOf(nullptr), "GET", ActionOf(request));
   const auto& c = policy->compiled(request.value("org_id", ""));
   auto it = c.agents.find(request.value("agent_id", ""));
   EffectiveHttp h = HttpFor(c, it == c.agents.end() ? nullptr : &it->second);
@@ -103,6 +103,7 @@ InvocationFacts ReadEnvelope(const Json& req) {
   f.tool = str("tool");
   auto ait = req.find("args");
   f.args = ait != req.end() ? &*ait : &kEmptyArgs;
+  f.action = ActionOf(req);
   return f;
 }
 
@@ -114,17 +115,23 @@ void ParseArgs(const EffectiveHttp& http, InvocationFacts* f, std::string* subje
     f->method = HttpMethod(*f->http_args, f->alias ? f->alias->method : DefaultMethodOf(&http));
     std::string ignored;
     f->url_ok = HttpUrl(*f->http_args, BaseUrlOf(&http), &f->url, &ignored, &f->url_error);
-  } else if (IsCommandTool(tool)) {
+  } else if (IsCommandTool(tool) || (tool == "background_process" && f->action == "spawn")) {
+    // background_process spawn runs a command line too: the same checks
+    // hold for each of its simple commands (docs/policy.md, "Command lines").
+    const bool spawn = !IsCommandTool(tool);
+    if (spawn) *subject = FileSubject(tool, *f->args, f->action);
     f->command = CommandName(CommandLine(*f->args));
-    f->command_line = !IsCommandArgv(*f->args);
-    f->line = CommandCallOf(*f->args);
+    f->command_line = spawn || !IsCommandArgv(*f->args);
+    f->line = spawn ? ParseShellLine(CommandLine(*f->args)) : CommandCallOf(*f->args);
     for (const auto& c : f->line.commands) {
       const auto slash = c.argv[0].rfind('/');
       f->command_names.push_back(slash == std::string::npos ? c.argv[0] : c.argv[0].substr(slash + 1));
     }
   } else if (IsFileTool(tool)) {
-    *subject = FileSubject(tool, *f->args);
-    if (!subject->empty()) f->file_path = subject->substr(tool.size() + 1);
+    *subject = FileSubject(tool, *f->args, f->action);
+    if (!subject->empty() && f->action.empty()) f->file_path = subject->substr(tool.size() + 1);
+  } else {
+    *subject = FileSubject(tool, *f->args, f->action);  // "builtin:TOOL" for an action call
   }
 }
 

@@ -43,6 +43,7 @@ struct InvocationFacts {
   const std::string* request_id;
   const std::string* tool;
   const Json* args;  // {} when absent
+  std::string action;  // ActionOf(request) (core/invocation.h)
   // An http_request alias (core/http_alias.h) is decided as the
   // http_request it expands to: `http_args` are then its arguments.
   const HttpAlias* alias = nullptr;

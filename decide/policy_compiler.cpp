@@ -193,6 +193,22 @@ struct Compiler {
     return true;
   }
 
+  // `notify`: a list of globs, or Duragent's object form (its patterns
+  // when enabled; its deliveries are read by deploy/notify_deliveries.h).
+  bool Notify(const Json& n, const std::string& ptr, GlobSet* out) {
+    if (!n.is_object()) return Globs(n, ptr, out, true);
+    if (n.contains("deliveries")) {
+      for (size_t i = 0; i < n["deliveries"].size(); ++i) {
+        const Json& d = n["deliveries"][i];
+        if (d.value("type", "") == "webhook" && !d.contains("url")) {
+          return Fail(ptr + "/deliveries/" + std::to_string(i), "a webhook delivery needs a url");
+        }
+      }
+    }
+    if (!n.value("enabled", true) || !n.contains("patterns")) return true;
+    return Globs(n["patterns"], ptr + "/patterns", out, true);
+  }
+
   bool TierFrom(const Json& j, const std::string& ptr, Tier* t) {
     if (j.contains("mode")) {
       t->has_mode = true;
@@ -200,7 +216,7 @@ struct Compiler {
     }
     if (j.contains("deny") && !Globs(j["deny"], ptr + "/deny", &t->deny, true)) return false;
     if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow, true)) return false;
-    if (j.contains("notify") && !Globs(j["notify"], ptr + "/notify", &t->notify, true)) return false;
+    if (j.contains("notify") && !Notify(j["notify"], ptr + "/notify", &t->notify)) return false;
     if (j.contains("rules") && !Rules(j["rules"], ptr + "/rules", &t->rules)) return false;
     if (j.contains("tools") && j["tools"].is_array()) {
       t->has_grants = true;
@@ -250,6 +266,14 @@ struct Compiler {
   }
 
   bool Compile(const Json& doc, Policy::Compiled* c) {
+    // Duragent's file (docs/policy.md, "Duragent policy files"): with no
+    // mode, dangerous (its default); its ask asks for any call not allowed,
+    // whatever the danger, so the threshold is SAFE unless the file says.
+    if (doc.value("apiVersion", "").rfind("duragent/", 0) == 0) {
+      c->threshold = DangerLevel::kSafe;
+      c->org.has_mode = true;
+      c->org.mode = Mode::kDangerous;
+    }
     if (doc.contains("approval_threshold") &&
         !ParseDanger(doc["approval_threshold"].get<std::string>(), &c->threshold)) {
       return Fail("/approval_threshold", "unknown danger level");

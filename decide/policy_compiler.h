@@ -6,6 +6,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "core/canonical_json.h"
 #include "core/status.h"
@@ -27,6 +28,13 @@ std::string PointerToken(const std::string& key);
 // "line N: " for the deepest known ancestor of `ptr`, or "at PTR: " (""
 // for the root). `lines` may be null.
 std::string Where(const LineMap* lines, std::string ptr);
+
+// YAML text to JSON with the line of every JSON pointer (the loader's
+// reader: duplicate keys, alias bombs and depth refused with a line).
+Status ParsePolicyYaml(std::string_view text, Json* doc, LineMap* lines);
+// Validates and compiles an already parsed document (LoadPolicyYaml's
+// second half): what the Duragent layout (decide/duragent_policy.h) uses.
+Status LoadPolicyDocument(const Json& doc, const std::string& source, const LineMap* lines, PolicyPtr* out);
 
 // Compiles `doc` (the deployment's document, or an org's effective one
 // with `origins` mapping its pointers back to the file; may be null) into

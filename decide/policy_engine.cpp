@@ -16,6 +16,17 @@
 
 namespace tollgate {
 
+void ExecutorTools::ApplyReload(const std::string& org, const std::string& agent, const Json& tools) {
+  std::map<std::string, std::string>& mine = agent_written[org + "/" + agent];
+  mine.clear();
+  if (!tools.is_array()) return;
+  for (const Json& t : tools) {
+    if (!t.is_object() || t.value("source", "") != "agent_written") continue;
+    const std::string name = t.value("name", ""), sha = t.value("sha256", "");
+    if (name.rfind("cli:", 0) == 0 && name.size() > 4 && !sha.empty()) mine[name.substr(4)] = sha;
+  }
+}
+
 bool IsBuiltinTool(std::string_view tool, bool* read_only) {
   const ToolFacts* b = FindBuiltinTool(tool);
   if (b == nullptr) return false;
@@ -38,6 +49,7 @@ void Decision::Clear() {
   budgets.clear();
   invocation.clear();
   subject.clear();
+  tool_sha256.clear();
   read_only = false;
   checks.clear();
   quorum = 1;
@@ -55,6 +67,7 @@ Json Decision::ToJson() const {
             {"invocation", invocation},
             {"read_only", read_only}};
   if (!subject.empty()) j["subject"] = subject;
+  if (!tool_sha256.empty()) j["tool_sha256"] = tool_sha256;
   if (!error_code.empty()) j["error_code"] = error_code;
   if (has_reservation) {
     j["reservation"] = {{"usd", static_cast<double>(reserve_micros) / 1e6},
@@ -272,7 +285,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   d->received_at = FormatTime(in.received_at_us);
 
   if (!pif.has_policy()) {
-    d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(nullptr));
+    d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(nullptr), "GET", f.action);
     Step(d, "policy", "deny", "no policy in force");
     Finish(d, "deny", "no policy is in force", "policy:none", errc::kNoPolicy);
     return;
@@ -297,6 +310,10 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   ToolSpec spec;
   const bool known = FindToolSpec(c, *f.tool, &spec) || (f.alias && FindToolSpec(c, "http_request", &spec));
   if (is_http) spec.read_only = IsReadOnlyMethod(f.method);
+  if (const ToolFacts* b = FindBuiltinTool(*f.tool); b != nullptr && b->reads == Reads::kByAction &&
+                                                     c.tools.find(*f.tool) == c.tools.end()) {
+    spec.read_only = b->read_only(f.action);  // Duragent's: schedule list reads, create does not
+  }
   d->danger = spec.danger;
   d->read_only = spec.read_only;
   if (!known) {
@@ -317,7 +334,11 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   }
   // A CLI tool no executor has (once they have said what they hold) could
   // never run either.
-  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 &&
+  const std::string* written = in.executors == nullptr || f.tool->rfind("cli:", 0) != 0
+                                   ? nullptr
+                                   : in.executors->AgentWritten(*f.org, *f.agent, f.tool->substr(4));
+  if (written != nullptr) d->tool_sha256 = *written;  // an agent-written tool runs only these bytes
+  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 && written == nullptr &&
       !in.executors->HasCli(f.tool->substr(4))) {
     std::string held;
     for (const auto& [executor, names] : in.executors->cli) {
@@ -575,7 +596,11 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     if (is_line) {
       std::vector<std::string> rules;
       std::string unmatched;
-      for (const auto& key : command_keys) {
+      for (size_t ci = 0; ci < command_keys.size(); ++ci) {
+        const std::string& key = command_keys[ci];
+        // A pure filter of a pipe (`git status | head`) is covered by the
+        // command whose output it reshapes (core/shell_line.h, IsPipeFilter).
+        if (IsPipeFilter(f.line, ci)) continue;
         std::string rule;
         for (int k = 0; k < 3 && rule.empty(); ++k) {
           if (sets[k] == nullptr) continue;

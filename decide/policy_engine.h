@@ -147,6 +147,20 @@ struct ExecutorTools {
     }
     return false;
   }
+  // The agent-written CLI tools each agent's last reload_tools found
+  // (docs/tools.md, "Tool declarations"): "org/agent" -> name -> the
+  // sha256 of its file, which a decision binds the call to.
+  std::map<std::string, std::map<std::string, std::string>> agent_written;
+  // Its sha256 when (org, agent)'s last reload found an agent-written
+  // `name`, else null.
+  const std::string* AgentWritten(const std::string& org, const std::string& agent, const std::string& name) const {
+    auto a = agent_written.find(org + "/" + agent);
+    if (a == agent_written.end()) return nullptr;
+    auto n = a->second.find(name);
+    return n == a->second.end() ? nullptr : &n->second;
+  }
+  // Folds the execution.completed of a successful reload_tools call.
+  void ApplyReload(const std::string& org, const std::string& agent, const Json& tools);
 };
 
 struct DecideInput {
@@ -182,6 +196,9 @@ struct Decision {
   // and allow globs match; empty for other tools. What an "allow always"
   // approval pins, so that it allows that path and no other.
   std::string subject;
+  // cli:NAME written by the agent itself: the sha256 of the file its last
+  // reload_tools found; execute runs only those bytes.
+  std::string tool_sha256;
   bool read_only = false;
   std::vector<DecisionCheck> checks;
   // When verdict is ask.

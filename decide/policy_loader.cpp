@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "core/schema.h"
 #include "core/sha256.h"
 #include "decide/compiled_policy.h"
+#include "decide/duragent_policy.h"
 #include "decide/org_merge.h"
 #include "decide/policy_compiler.h"
 
@@ -320,23 +322,35 @@ Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out
   return PolicyLoader::Load(doc, source, nullptr, out);
 }
 
-Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out) {
+Status ParsePolicyYaml(std::string_view text, Json* doc, LineMap* lines) {
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
+  YamlBudget budget;
+  Status s = YamlToJson(root, "", doc, lines, 0, &budget);
+  if (!s.ok()) return s;
+  if (doc->is_null()) *doc = Json::object();  // an empty file: every default
+  return Status::Ok();
+}
+
+Status LoadPolicyDocument(const Json& doc, const std::string& source, const LineMap* lines, PolicyPtr* out) {
+  return PolicyLoader::Load(doc, source, lines, out);
+}
+
+Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out) {
   Json doc;
   LineMap lines;
-  YamlBudget budget;
-  Status s = YamlToJson(root, "", &doc, &lines, 0, &budget);
+  Status s = ParsePolicyYaml(text, &doc, &lines);
   if (!s.ok()) return s;
-  if (doc.is_null()) doc = Json::object();  // an empty file: every default
   return PolicyLoader::Load(doc, source, &lines, out);
 }
 
 Status LoadPolicyFile(const std::string& path, PolicyPtr* out) {
+  // A directory is a Duragent workspace (decide/duragent_policy.h).
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) return LoadDuragentLayout(path, out);
   std::ifstream f(path, std::ios::binary);
   if (!f) return Status::Error(errc::kPolicyInvalid, "cannot read policy file '" + path + "'");
   std::stringstream ss;

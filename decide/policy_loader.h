@@ -42,7 +42,9 @@ using PolicyPtr = std::shared_ptr<const Policy>;
 // with "line N: ..." naming the offending place. `source` (a path) is kept
 // for policy.updated.
 Status LoadPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out);
-// As above from a file (E_POLICY_INVALID also when it cannot be read).
+// As above from a file (E_POLICY_INVALID also when it cannot be read). A
+// directory is a Duragent workspace, translated into one document
+// (decide/duragent_policy.h).
 Status LoadPolicyFile(const std::string& path, PolicyPtr* out);
 // From the JSON document (the "policy" of a policy.updated event).
 Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out);

@@ -3,16 +3,64 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "core/sha256.h"
+#include "decide/duragent_policy.h"
 
 namespace tollgate {
 
+void PolicyFileWatch::Refused(const Status& s, const PolicyInForce& in_force) {
+  policy_ = nullptr;
+  error_ = s.message();
+  log::Error({"decide"}) << "policy file refused: " << path_ << ": " << s.message()
+            << (in_force.has_policy() ? "; the policy in force stays (" + in_force.version() + ")"
+                                      : std::string("; no policy in force"))
+            << "\n";
+}
+
+// A Duragent workspace: every file of the layout is stat'ed; when any
+// changed (or appeared, or went), all are read and hashed, and loaded when
+// the bytes differ.
+void PolicyFileWatch::PollLayout(const PolicyInForce& in_force) {
+  std::string stamp;
+  const std::vector<std::string> files = DuragentLayoutFiles(path_);
+  for (const auto& f : files) {
+    struct stat st {};
+    stamp += f;
+    stamp += ::stat(f.c_str(), &st) != 0 ? std::string("|-\n")
+                                         : "|" + std::to_string(st.st_mtim.tv_sec) + "." +
+                                               std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_size) + "\n";
+  }
+  if (stamp == layout_stamp_) return;
+  layout_stamp_ = stamp;
+  std::string all;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    if (in) ss << in.rdbuf();
+    all += Sha256Hex(f) + (in ? Sha256Hex(ss.str()) : std::string("-"));
+  }
+  const std::string h = Sha256Hex(all);
+  if (h == bytes_hash_) return;
+  bytes_hash_ = h;
+  PolicyPtr p;
+  Status s = LoadDuragentLayout(path_, &p);
+  if (s.ok() && validate_) s = validate_(p->doc());
+  if (s.ok()) {
+    policy_ = std::move(p);
+    error_.clear();
+    return;
+  }
+  Refused(s, in_force);
+}
+
 void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   if (path_.empty()) return;
+  if (std::error_code ec; std::filesystem::is_directory(path_, ec)) return PollLayout(in_force);
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
     if (error_.empty()) {
@@ -47,12 +95,7 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
     error_.clear();
     return;
   }
-  policy_ = nullptr;
-  error_ = s.message();
-  log::Error({"decide"}) << "policy file refused: " << path_ << ": " << s.message()
-            << (in_force.has_policy() ? "; the policy in force stays (" + in_force.version() + ")"
-                                      : std::string("; no policy in force"))
-            << "\n";
+  Refused(s, in_force);
 }
 
 }  // namespace tollgate

@@ -1,7 +1,9 @@
 // The policy file as decide's Tick sees it (docs/policy.md, "Versions"):
 // its mtime and size are checked, and its bytes read and hashed only when
 // they changed; a file whose bytes changed is loaded and validated, and an
-// empty one (a write in progress) is refused. A file
+// empty one (a write in progress) is refused. A directory is a Duragent
+// workspace (decide/duragent_policy.h): any of its files changing reloads
+// it. A file
 // that is refused (it does not load, or fails `validate`) is reported on
 // stderr and its policy dropped; a missing one is reported once and the
 // last valid policy seen stays. Either way the policy in force stays: the
@@ -32,11 +34,14 @@ class PolicyFileWatch {
   const std::string& error() const { return error_; }
 
  private:
+  void PollLayout(const PolicyInForce& in_force);  // `path` is a Duragent workspace
+  void Refused(const Status& s, const PolicyInForce& in_force);
   std::string path_;
   Validate validate_;
   int64_t mtime_ns_ = -1;
   int64_t size_ = -1;
   std::string bytes_hash_;
+  std::string layout_stamp_;  // a workspace's files' paths, mtimes and sizes
   PolicyPtr policy_;
   std::string error_;
 };

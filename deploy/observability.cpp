@@ -1,4 +1,5 @@
 #include "deploy/observability.h"
+#include "deploy/policy_source.h"
 
 #include <chrono>
 #include <mutex>
@@ -79,7 +80,7 @@ Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy
                                            std::shared_ptr<const McpUpstreams> upstreams) {
   auto cache = std::make_shared<ToolCatalogCache>();
   ExecutePolicy ep;
-  if (!LoadExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
+  if (!LoadDeploymentExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
   cache->policy = std::move(policy);
   cache->tools_dir = ep.tools_dir;
   cache->upstreams = std::move(upstreams);

@@ -10,7 +10,9 @@
 
 #include "audit/log_audit_reader.h"
 #include "deploy/gate_key.h"
+#include "deploy/duragent_local_rules.h"
 #include "deploy/identity.h"
+#include "deploy/notify_deliveries.h"
 #include "deploy/observability.h"
 #include "deploy/stages.h"
 
@@ -161,6 +163,11 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   s = p->ReconcileNow();
   if (!s.ok()) return s;
   phase("reconcile");
+  if (options.replay_from.empty()) {
+    // Scheduled calls fire from the process that writes the log (deploy/scheduler.h).
+    s = Scheduler::Start(p->log_->store(), *p->sink_, {p->bus_, p->service_signer_}, &p->scheduler_);
+    if (!s.ok()) return s;
+  }
 
   const Topics& topics = p->bus_.topics;
   // The redaction rules in force (the policy's redact section), for every
@@ -187,6 +194,36 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   p->metrics_->SetToolCatalog(
       DeploymentToolCatalog(built.policy, p->options_.policy_path, options.data_dir, built.upstreams));
   const std::function<PolicyInForce()> policy_in_force = built.policy;
+  // Duragent's notify deliveries, and "allow always" written into a
+  // Duragent workspace (deploy/notify_deliveries.h, duragent_local_rules.h).
+  {
+    std::shared_ptr<const EventsKey> key;
+    s = EventsKey::Load(options.data_dir + "/keys/events.key", true, &key);
+    NotifyOptions no;
+    no.data_dir = options.data_dir;
+    no.policy = built.policy;
+    no.view = p->store_view_.get();
+    const std::string derived = s.ok() ? key->Derive("notify-webhook") : "";
+    if (s.ok()) {
+      s = NotifyDefaultSecret(options.data_dir, ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
+                              &no.default_secret);
+    }
+    if (s.ok()) s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
+    if (!s.ok()) return s;
+    NotifyDeliveries* n = p->notify_.get();
+    p->sink_->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
+    p->sink_->AddListener(DuragentLocalRulesListener(p->options_.policy_path, built.policy));
+    p->metrics_->AddCollector([n](MetricsText& t) {
+      t.Family("tollgate_notify_deliveries_total", "counter", "Notify deliveries after a call ran, by type and outcome.");
+      t.Sample("tollgate_notify_deliveries_total", {{"type", "log"}, {"outcome", "delivered"}}, static_cast<double>(n->logged.load()));
+      t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "delivered"}},
+               static_cast<double>(n->webhooks_delivered.load()));
+      t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "failed"}},
+               static_cast<double>(n->webhooks_failed.load()));
+      t.Sample("tollgate_notify_deliveries_total", {{"type", "any"}, {"outcome", "dropped"}},
+               static_cast<double>(n->dropped.load()));
+    });
+  }
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;
   p->decide_ = built.decide;
@@ -255,6 +292,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
   s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(),
                {{"embedded_broker", options.brokers.empty()}, {"gate_key", GateKeyJson(*p->gate_)}}, &p->api_);
   if (!s.ok()) return s;
+  if (p->api_) p->notify_->SetConsoleBase(p->api_->url());
   phase("api");
   *out = std::move(p);
   return Status::Ok();
@@ -298,7 +336,9 @@ void Pipeline::Stop() {
 
 Pipeline::~Pipeline() {
   api_.reset();  // it reads the log
+  scheduler_.reset();
   Stop();
+  notify_.reset();  // reads the log; nothing appends once the runners stopped
   runners_.clear();
   reconcile_producer_.reset();
   log_.reset();

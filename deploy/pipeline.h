@@ -18,6 +18,7 @@
 #include "audit/log_sink.h"
 #include "deploy/endpoints.h"  // WriteEndpoints, for its callers
 #include "deploy/reconciler.h"
+#include "deploy/scheduler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "runtime/kafka_bus.h"
@@ -107,6 +108,7 @@ class Pipeline {
   Status ReconcileNow();
   ApproveStage& approve() { return *approve_; }
   ApiServer* api() { return api_.get(); }  // null without http_listen
+  Scheduler* scheduler() { return scheduler_.get(); }  // null when replaying
   // What GET /metrics serves (api/metrics.h).
   Metrics& metrics() { return *metrics_; }
   // This start created data_dir/admin.token (first start with the API).
@@ -138,6 +140,8 @@ class Pipeline {
   std::unique_ptr<StoreLogView> store_view_;
   std::unique_ptr<CachedLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
+  std::unique_ptr<Scheduler> scheduler_;  // fires scheduled calls (none when replaying)
+  std::unique_ptr<class NotifyDeliveries> notify_;  // deploy/notify_deliveries.h
   std::shared_ptr<const JwtSigner> gate_;
   std::shared_ptr<ResultPublisher> results_;  // every runner's and the reconciler's
   std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log

@@ -162,6 +162,10 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       log::Info({stage}) << "metrics at " << p->metrics_->url() << "\n";
     }
   } else {
+    // Scheduled calls fire from the process that writes the log
+    // (deploy/scheduler.h); it folds what the follower appends.
+    s = Scheduler::Start(p->log_->store(), *p->sink_, {p->bus_, p->service_signer_}, &p->scheduler_);
+    if (!s.ok()) return s;
     // The keeper follows continuously: the audit log is current without a
     // batch to trigger it.
     StageService* raw = p.get();
@@ -205,6 +209,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
 
 void StageService::Stop() {
   stop_.store(true);
+  scheduler_.reset();
   if (runner_) runner_->Stop();
   for (auto& t : threads_) {
     if (t.joinable()) t.join();

@@ -76,6 +76,7 @@ class StageService {
   std::unique_ptr<CachedLogView> view_;
   std::unique_ptr<EventFollower> follower_;
   std::unique_ptr<TopicEventSink> topic_sink_;  // the keeper's writers
+  std::unique_ptr<Scheduler> scheduler_;        // the keeper fires scheduled calls
   std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
   bool admin_token_created_ = false;

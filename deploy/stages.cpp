@@ -1,4 +1,5 @@
 #include "deploy/stages.h"
+#include "deploy/policy_source.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -127,7 +128,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
         }
       }
       if (!in_force.has_policy() || !s.ok()) {
-        s = LoadExecutePolicy(options.policy_path, options.data_dir, policy.get());
+        s = LoadDeploymentExecutePolicy(options.policy_path, options.data_dir, policy.get());
         if (!s.ok()) return s;
         if (!options.tools_dir.empty()) policy->tools_dir = options.tools_dir;
         if (!options.workspace_root.empty()) policy->workspace_root = options.workspace_root;

@@ -1,4 +1,5 @@
 #include "deploy/tool_directory.h"
+#include "deploy/policy_source.h"
 
 #include <algorithm>
 
@@ -47,7 +48,7 @@ std::shared_ptr<ToolDirectory> MakeToolDirectory(const std::string& policy_path,
                                                  ToolDirectory::PolicyFn policy,
                                                  std::shared_ptr<const McpUpstreams> upstreams) {
   ExecutePolicy ep;
-  if (!LoadExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
+  if (!LoadDeploymentExecutePolicy(policy_path, data_dir, &ep).ok()) ep = DefaultExecutePolicy(data_dir);
   const std::string dir = ep.tools_dir;
   return std::make_shared<ToolDirectory>(
       [dir, upstreams] {

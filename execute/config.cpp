@@ -257,6 +257,84 @@ static Status SeedToolSettings(const Json& sec, ExecutePolicy* p) {
   return Status::Ok();
 }
 
+// The settings of Duragent's web, session and memory tools (config.h).
+static Status DuragentToolSettings(const Json& sec, ExecutePolicy* p) {
+  auto section = [&](const char* name, std::initializer_list<const char*> keys, Json* out) -> Status {
+    *out = sec.value(name, Json::object());
+    if (out->is_null()) *out = Json::object();
+    if (!out->is_object()) return Bad(std::string(name) + " must be a map");
+    for (const auto& [k, v] : out->items()) {
+      bool known = false;
+      for (const char* key : keys) known = known || k == key;
+      if (!known) return Bad(std::string(name) + ": unknown key " + k);
+    }
+    return Status::Ok();
+  };
+  auto url = [](const Json& j, const char* key, const std::string& at, std::string* out) -> Status {
+    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+    NormalUrl u;
+    std::string why;
+    if (!j[key].is_string() || !NormalizeUrl(j[key].get<std::string>(), "", &u, &why)) {
+      return Bad(at + " must be an http(s) URL");
+    }
+    *out = j[key];
+    return Status::Ok();
+  };
+  auto str = [](const Json& j, const char* key, const std::string& at, std::string* out) -> Status {
+    if (!j.contains(key) || j[key].is_null()) return Status::Ok();
+    if (!j[key].is_string()) return Bad(at + " must be a string");
+    *out = j[key];
+    return Status::Ok();
+  };
+  Json web, session, memory;
+  Status s = section("web", {"search_url", "api_key", "timeout_ms"}, &web);
+  if (s.ok()) s = section("session", {"scope"}, &session);
+  if (s.ok()) s = section("memory", {"llm"}, &memory);
+  if (s.ok()) s = url(web, "search_url", "web.search_url", &p->web_search_url);
+  if (s.ok()) s = str(web, "api_key", "web.api_key", &p->web_api_key);
+  if (s.ok()) s = Number(web, "timeout_ms", &p->web_timeout_ms, 1, 120000);
+  if (s.ok()) s = str(session, "scope", "session.scope", &p->session_scope);
+  if (!s.ok()) return s;
+  if (p->session_scope != "agent" && p->session_scope != "org") return Bad("session.scope must be agent or org");
+  Json llm = memory.value("llm", Json::object());
+  if (llm.is_null()) return Status::Ok();
+  if (!llm.is_object()) return Bad("memory.llm must be a map");
+  for (const auto& [k, v] : llm.items()) {
+    if (k != "url" && k != "model" && k != "api_key" && k != "timeout_ms") return Bad("memory.llm: unknown key " + k);
+  }
+  s = url(llm, "url", "memory.llm.url", &p->memory_llm_url);
+  if (s.ok()) s = str(llm, "model", "memory.llm.model", &p->memory_llm_model);
+  if (s.ok()) s = str(llm, "api_key", "memory.llm.api_key", &p->memory_llm_api_key);
+  if (s.ok()) s = Number(llm, "timeout_ms", &p->memory_llm_timeout_ms, 1, 600000);
+  if (!s.ok()) return s;
+  if (!p->memory_llm_url.empty() && p->memory_llm_model.empty()) return Bad("memory.llm.model is required with url");
+  return Status::Ok();
+}
+
+namespace {
+// declared_tools: {agent: {tool: {command, description?, readme?}}}, the
+// agent.yaml declarations as decide's loader translated them (absolute
+// paths inside the Duragent directory).
+Status DeclaredTools(const Json& j, std::map<std::string, std::map<std::string, ExecutePolicy::DeclaredTool>>* out) {
+  if (!j.is_object()) return Bad("declared_tools must be a map");
+  for (const auto& [agent, tools] : j.items()) {
+    if (!tools.is_object()) return Bad("declared_tools." + agent + " must be a map");
+    for (const auto& [name, t] : tools.items()) {
+      if (!t.is_object() || !t.contains("command") || !t["command"].is_string() ||
+          t["command"].get<std::string>().empty() || t["command"].get<std::string>()[0] != '/') {
+        return Bad("declared_tools." + agent + "." + name + ".command must be an absolute path");
+      }
+      ExecutePolicy::DeclaredTool d;
+      d.command = t["command"];
+      d.description = t.value("description", "");
+      d.readme = t.value("readme", "");
+      (*out)[agent][name] = std::move(d);
+    }
+  }
+  return Status::Ok();
+}
+}  // namespace
+
 Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, ExecutePolicy* out) {
   ExecutePolicy p = DefaultExecutePolicy(data_dir);
   if (!policy.is_null() && !policy.is_object()) return Bad("the policy must be a map");
@@ -279,6 +357,11 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
       if (!sec["tools_dir"].is_string()) return Bad("tools_dir must be a path");
       p.tools_dir = sec["tools_dir"];
     }
+    if (sec.contains("agents_dir")) {
+      if (!sec["agents_dir"].is_string()) return Bad("agents_dir must be a path");
+      p.agents_dir = sec["agents_dir"];
+    }
+    if (Status d = DeclaredTools(sec.value("declared_tools", Json::object()), &p.declared_tools); !d.ok()) return d;
     if (sec.contains("writes_enabled")) {
       if (!sec["writes_enabled"].is_boolean()) return Bad("writes_enabled must be true or false");
       p.writes_enabled = sec["writes_enabled"];
@@ -297,6 +380,15 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
     if (s.ok()) s = Strings(cmd, "admin_allow", &p.admin_allowlist);
     if (s.ok()) s = Limits(cmd.value("limits", Json()), &p.limits);
     if (s.ok()) s = Limits(sec.value("cli_limits", Json()), &p.cli_limits);
+    if (s.ok()) {
+      const Json bg = sec.value("background", Json::object());
+      if (!bg.is_object()) return Bad("background must be a map");
+      s = Number(bg, "max_per_agent", &p.background.max_per_agent, 1, 64);
+      if (s.ok()) s = Number(bg, "output_bytes", &p.background.output_bytes, 4096, 64 << 20);
+      if (s.ok()) s = Number(bg, "max_lifetime_s", &p.background.max_lifetime_s, 1, 7 * 86400);
+      if (s.ok()) s = Number(bg, "pids", &p.background.pids, 1, 65536);
+      if (s.ok()) s = Number(bg, "memory_mb", &p.background.memory_mb, 16, 1 << 20);
+    }
     if (!s.ok()) return s;
     if (cmd.contains("run_as")) {
       if (!cmd["run_as"].is_string()) return Bad("commands.run_as must be a user name or \"\"");
@@ -319,11 +411,13 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
     if (!s.ok()) return s;
     s = SeedToolSettings(sec, &p);
     if (!s.ok()) return s;
+    s = DuragentToolSettings(sec, &p);
+    if (!s.ok()) return s;
   }
   // Relative paths are taken from where tollgate started, once: a CLI tool
   // runs from its workspace, where the same relative path means something
   // else ("cannot exec ... No such file" under `up --data data1`).
-  for (std::string* d : {&p.workspace_root, &p.tools_dir, &p.run_dir, &p.mcp_dir}) {
+  for (std::string* d : {&p.workspace_root, &p.tools_dir, &p.agents_dir, &p.run_dir, &p.mcp_dir}) {
     std::error_code ec;
     if (!d->empty()) *d = std::filesystem::absolute(*d, ec).lexically_normal().string();
   }

@@ -4,6 +4,7 @@
 // key). Immutable once loaded; shared read-only between worker threads.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,11 +70,33 @@ struct ExecutePolicy {
   std::vector<Cidr> allow_cidrs;   // execute.network.allow_cidrs
   int max_redirects = 5;
 
-  std::string tools_dir;           // CLI tools: <tools_dir>/<name>/run
+  std::string tools_dir;           // CLI tools: <tools_dir>/<name>/run (Duragent's workspace tools)
+  // Duragent's layout (docs/tools.md, "Tool declarations"): each agent's
+  // own tools at <agents_dir>/<agent_id>/tools/<name>/run, and the tools
+  // its agent.yaml declares (agent -> tool name -> its command, an absolute
+  // path, description and readme). Both win over tools_dir's.
+  std::string agents_dir;
+  struct DeclaredTool {
+    std::string command, description, readme;
+    bool operator==(const DeclaredTool&) const = default;
+  };
+  std::map<std::string, std::map<std::string, DeclaredTool>> declared_tools;
   // Where running children's process groups are recorded (see
   // KillLeftovers in execute/sandbox.h); "" = not recorded.
   std::string run_dir;
   SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
+  // background_process (execute.background, docs/tools.md): live processes
+  // per org and agent, each one's output ring, wall-clock lifetime (then
+  // killed), RLIMIT_NPROC under the agent's uid, and RLIMIT_AS.
+  struct BackgroundLimits {
+    int max_per_agent = 4;
+    size_t output_bytes = 1 << 20;
+    int max_lifetime_s = 3600;
+    int pids = 64;
+    size_t memory_mb = 512;
+    bool operator==(const BackgroundLimits&) const = default;
+  };
+  BackgroundLimits background;
   std::vector<McpServerSpec> mcp_servers;  // sorted by name
   std::string mcp_dir;             // each stdio server's workspace: <mcp_dir>/<name>
 
@@ -89,6 +112,21 @@ struct ExecutePolicy {
   // The QA tools (run_tests, run_lint, ...): no address-space limit by
   // default (node reserves more than any sane RLIMIT_AS), 2 minutes.
   SandboxLimits qa_limits{120000, 120, 0, 256, 1024, 256, 64 << 10};
+
+  // Duragent's web, session and memory tools (docs/tools.md, "web",
+  // "session", "memory"); keys execute.web, execute.session, execute.memory.
+  // web search: a Brave Search API endpoint and its key. The key may hold
+  // ${env:NAME}, expanded at each call; unset or empty = not configured.
+  std::string web_search_url = "https://api.search.brave.com/res/v1/web/search";
+  std::string web_api_key = "${env:BRAVE_API_KEY}";
+  int web_timeout_ms = 30000;
+  // session: whose sessions an agent may list and read: "agent" (its own)
+  // or "org" (any agent's of its org); never another org's.
+  std::string session_scope = "agent";
+  // memory reflect: an OpenAI-compatible chat-completions URL (the full
+  // .../chat/completions), "" = not configured; api_key may hold ${env:NAME}.
+  std::string memory_llm_url, memory_llm_model, memory_llm_api_key;
+  int memory_llm_timeout_ms = 30000;
 
   Json orgs = Json::object();      // the policy's `orgs` sections, for their agents' http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)

@@ -91,7 +91,7 @@ Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const 
                            std::shared_ptr<const ExecutePolicy> pol) const {
   if (!pol) pol = policy();
   const std::string& name = call.tool;
-  auto tool = registry_.Find(name);
+  auto tool = registry_.FindFor(name, request.value("org_id", ""), request.value("agent_id", ""), *pol);
   auto t0 = std::chrono::steady_clock::now();
   Json result;
   if (!tool) {
@@ -107,6 +107,7 @@ Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const 
     tc.decision = decision;
     tc.audit = config_.audit;
     tc.alias = call.alias.get();
+    tc.registry = &registry_;
     try {
       result = tool->Run(call.args, tc);
     } catch (const std::exception& e) {
@@ -184,7 +185,7 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   // to later calls).
   std::shared_ptr<const ExecutePolicy> pol = policy();
   const ResolvedCall call = ResolveCall(flow.request, *pol);
-  auto tool = registry_.Find(call.tool);
+  auto tool = registry_.FindFor(call.tool, flow.request.value("org_id", ""), flow.request.value("agent_id", ""), *pol);
   // The flow's decision: ReadFlow checked it is the log's, and unlike the
   // log's copy its request-derived fields are not redacted.
   Json decision = DecisionFromLog(flow.decision);
@@ -252,16 +253,18 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
 
 StageResult ExecuteStage::Tick(const StageContext& ctx, const LogView&) {
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_reload_ >= config_.reload_interval) {
+  if (now - last_reload_ >= config_.reload_interval || !operator_cli_known_) {
     last_reload_ = now;
     registry_.Reload();
+    operator_cli_ = registry_.OperatorCliNames(*policy());
+    operator_cli_known_ = true;
   }
   // Tell decide which CLI tools this executor has (docs/tools.md, "CLI
   // tools"), until the log says so: a cli:NAME no executor has is then
   // denied at decide instead of being sent to approvers first. The id is
   // the content's, so a repeat appends nothing.
   StageResult r;
-  std::vector<std::string> names = registry_.CliNames();
+  const std::vector<std::string>& names = operator_cli_;
   std::lock_guard<std::mutex> lock(announced_mu_);
   if (executor_id_.empty()) {
     char host[256] = {};

@@ -94,6 +94,9 @@ class ExecuteStage : public Stage {
   ToolRegistry registry_;
   std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   std::chrono::steady_clock::time_point last_reload_ = std::chrono::steady_clock::now();
+  // What it announces (ToolRegistry::OperatorCliNames), as of the last rescan.
+  std::vector<std::string> operator_cli_;
+  bool operator_cli_known_ = false;
   // The tools.available this executor last saw appended (its CLI tools, as
   // decide knows them); Tick appends a new one when the directory differs.
   std::mutex announced_mu_;

@@ -77,14 +77,15 @@ Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const
   std::string method = call.alias ? call.alias->method : http.value("default_method", "GET");
   std::transform(method.begin(), method.end(), method.begin(), ::toupper);
   const std::string as = FindBuiltinHttpAlias(tool) ? "http_request" : tool;  // http_get and kin
-  const std::string inv = BuildInvocation(as, args, http.value("base_url", ""), method);
+  const std::string action = ActionOf(request);
+  const std::string inv = BuildInvocation(as, args, http.value("base_url", ""), method, action);
   const std::string decided = decision.value("invocation", "");
   if (!SameInvocation(decided, inv)) {
     return ToolResultError(errc::kDecisionMismatch,
                            "the call was decided as '" + decided + "' but would run as '" + inv + "'; it was not run",
                            false);
   }
-  const std::string subject = FileSubject(tool, args);
+  const std::string subject = FileSubject(tool, args, action);
   const std::string decided_subject = decision.value("subject", "");
   if (!SameInvocation(decided_subject, subject)) {
     return ToolResultError(errc::kDecisionMismatch,

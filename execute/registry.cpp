@@ -1,5 +1,8 @@
 #include "execute/registry.h"
 
+#include <filesystem>
+#include <set>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -22,6 +25,15 @@ const ToolFacts& CatalogRow(std::string_view name) {
 }  // namespace
 
 BuiltinTool::BuiltinTool(std::string_view name) : facts_(CatalogRow(name)) {}
+
+bool BuiltinTool::ReadOnly(const Json& args, const Json& decision) const {
+  if (facts_.reads != Reads::kByAction) return facts_.read_only();
+  // Both must say so: the action's row and decide's answer for this call.
+  const auto d = decision.is_object() ? decision.find("read_only") : decision.end();
+  const bool decided = decision.is_object() && d != decision.end() && d->is_boolean() && d->get<bool>();
+  return decided && args.is_object() && args.contains("action") && args["action"].is_string() &&
+         facts_.read_only(args["action"].get<std::string>());
+}
 
 void ToolRegistry::RegisterBuiltins() {
   // The one list of built-ins. A new tool: its row in core/tool_catalog.cpp,
@@ -53,7 +65,14 @@ void ToolRegistry::RegisterBuiltins() {
   for (const char* k : {"http_get", "http_post", "http_put", "http_delete", "fetch_url", "extract_links"}) {
     Register(MakeKaizenHttpTool(k));
   }
-  Register(MakeBashCommand());
+  Register(MakeBashCommand("bash_command"));
+  Register(MakeBashCommand("bash"));
+  Register(MakeReloadTools());
+  Register(MakeWeb());
+  Register(MakeSchedule());
+  Register(MakeBackgroundProcess());
+  Register(MakeSession());
+  Register(MakeMemory());
 }
 
 void ToolRegistry::Register(std::unique_ptr<Tool> tool) {
@@ -99,6 +118,87 @@ std::shared_ptr<const Tool> ToolRegistry::Find(const std::string& name) const {
   if (it != builtins_.end()) return it->second;
   it = cli_.find(name);
   return it != cli_.end() ? it->second : nullptr;
+}
+
+namespace {
+
+// Whether the policy lists (org, agent) under orgs.<org>.agents: its
+// agent.yaml and agent directory are that org's agent's alone.
+bool ListedAgent(const ExecutePolicy& p, const std::string& org, const std::string& agent) {
+  const auto o = p.orgs.find(org);
+  if (o == p.orgs.end() || !o->is_object()) return false;
+  const auto a = o->find("agents");
+  return a != o->end() && a->is_object() && a->contains(agent);
+}
+
+// A real directory (not a symlink an agent planted).
+bool RealDir(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::directory;
+}
+
+// The CLI tools of (org, agent) in precedence order, first of a name wins.
+std::vector<CliToolFile> AgentCliFiles(const ExecutePolicy& p, const std::string& org, const std::string& agent) {
+  std::vector<CliToolFile> out;
+  if (ListedAgent(p, org, agent)) {
+    if (auto d = p.declared_tools.find(agent); d != p.declared_tools.end()) {
+      for (const auto& [name, t] : d->second) out.push_back(DeclaredToolFile(name, t.command, t.description, t.readme));
+    }
+    if (!p.agents_dir.empty() && !agent.empty() && agent.find('/') == std::string::npos && agent != "." && agent != "..") {
+      for (auto& f : ScanToolDir(p.agents_dir + "/" + agent + "/tools", CliSource::kAgent, false)) out.push_back(std::move(f));
+    }
+  }
+  if (!p.tools_dir.empty()) {
+    for (auto& f : ScanToolDir(p.tools_dir, CliSource::kWorkspace, false)) out.push_back(std::move(f));
+  }
+  const std::string ws = p.workspace_root + "/" + org + "/" + agent;
+  if (!p.workspace_root.empty() && RealDir(ws) && RealDir(ws + "/tools")) {
+    for (auto& f : ScanToolDir(ws + "/tools", CliSource::kAgentWritten, true)) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<const Tool> ToolRegistry::FindFor(const std::string& name, const std::string& org,
+                                                  const std::string& agent, const ExecutePolicy& policy) const {
+  if (name.rfind("cli:", 0) != 0) return Find(name);
+  for (CliToolFile& f : AgentCliFiles(policy, org, agent)) {
+    if ("cli:" + f.name == name) return MakeCliTool(std::move(f));
+  }
+  return nullptr;
+}
+
+Json ToolRegistry::AgentTools(const std::string& org, const std::string& agent, const ExecutePolicy& policy,
+                              std::vector<std::string>* shadowed) const {
+  std::map<std::string, Json> seen;
+  for (const CliToolFile& f : AgentCliFiles(policy, org, agent)) {
+    const std::string name = "cli:" + f.name;
+    if (seen.count(name)) {
+      if (f.source == CliSource::kAgentWritten && shadowed != nullptr) shadowed->push_back(name);
+      continue;
+    }
+    seen[name] = {{"name", name}, {"source", CliSourceName(f.source)}, {"description", FirstParagraph(f.readme)},
+                  {"sha256", f.sha256}};
+  }
+  Json out = Json::array();
+  for (auto& [n, j] : seen) out.push_back(std::move(j));
+  return out;
+}
+
+std::vector<std::string> ToolRegistry::OperatorCliNames(const ExecutePolicy& policy) const {
+  std::set<std::string> names;
+  for (const std::string& n : CliNames()) names.insert(n);
+  for (const auto& [agent, tools] : policy.declared_tools) {
+    for (const auto& [n, t] : tools) names.insert(n);
+  }
+  std::error_code ec;
+  if (!policy.agents_dir.empty()) {
+    for (const auto& a : std::filesystem::directory_iterator(policy.agents_dir, ec)) {
+      for (const auto& f : ScanToolDir(a.path().string() + "/tools", CliSource::kAgent, false)) names.insert(f.name);
+    }
+  }
+  return {names.begin(), names.end()};
 }
 
 Json ToolRegistry::List() const {

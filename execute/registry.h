@@ -31,10 +31,28 @@ class ToolRegistry {
   // The upstream MCP servers whose tools "mcp:<server>/<tool>" Find serves.
   void SetUpstreams(std::shared_ptr<const McpUpstreams> upstreams);
   std::shared_ptr<const McpUpstreams> upstreams() const;
-  // Null when unknown.
+  // Null when unknown. CLI tools: the tools dir's only (FindFor sees more).
   std::shared_ptr<const Tool> Find(const std::string& name) const;
-  // The CLI tools' names (without "cli:"), sorted.
+  // `name` as agent (org, agent) sees it (docs/tools.md, "Tool
+  // declarations"): a built-in or an upstream's as Find; a CLI tool by
+  // Duragent's precedence: the agent's agent.yaml declarations
+  // (policy.declared_tools), its directory (<agents_dir>/<agent>/tools),
+  // the tools dir, then the agent's own workspace `tools/` (agent-written:
+  // never shadowing the others). Declarations and the agent's directory
+  // count only for an agent the policy lists under orgs.<org>.agents.
+  std::shared_ptr<const Tool> FindFor(const std::string& name, const std::string& org, const std::string& agent,
+                                      const ExecutePolicy& policy) const;
+  // Every CLI tool agent (org, agent) sees now, by that precedence:
+  // [{name: "cli:X", source, description, sha256}], sorted by name; an
+  // agent-written tool an operator's shadows is left out and named in
+  // *shadowed. What reload_tools returns and decide folds.
+  Json AgentTools(const std::string& org, const std::string& agent, const ExecutePolicy& policy,
+                  std::vector<std::string>* shadowed = nullptr) const;
+  // The CLI tools' names (without "cli:"), sorted: the tools dir's.
   std::vector<std::string> CliNames() const;
+  // Those and every declared tool and agent directory tool of `policy`
+  // (what this executor announces in tools.available).
+  std::vector<std::string> OperatorCliNames(const ExecutePolicy& policy) const;
   const std::string& tools_dir() const { return tools_dir_; }
   // [{"name", "description", "kind"}], sorted by name; then each upstream
   // server's tools as it last listed them (kind "mcp").

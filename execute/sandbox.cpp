@@ -352,7 +352,11 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     };
     setpgid(0, 0);
     signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
-    if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) fail(1);
+    if (spec.terminal >= 0) {
+      if (dup2(spec.terminal, 0) < 0 || dup2(spec.terminal, 1) < 0 || dup2(spec.terminal, 2) < 0) fail(1);
+    } else if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
+      fail(1);
+    }
     if (fchdir(spec.cwd_fd) != 0) fail(2);
     if (switch_user) {
       // The stage (see kStage): a private mount namespace, so nothing here
@@ -456,6 +460,9 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
                                                : "exec " + bwrap;
     return Status::Error(started[0] == 5 || started[0] == 4 ? errc::kSandbox : errc::kToolExec,
                          "cannot " + step + " for " + spec.path + ": " + std::strerror(started[1]));
+  }
+  if (spec.terminal >= 0) {  // the program talks through its terminal only
+    CloseFd(in[1]), CloseFd(out[0]), CloseFd(err[0]);
   }
   fcntl(in[1], F_SETFL, O_NONBLOCK);
   fcntl(out[0], F_SETFL, O_NONBLOCK);

@@ -53,6 +53,11 @@ struct ProcessSpec {
   // The host's network inside the sandbox (bwrap --share-net); off for
   // every tool. Only an upstream MCP server declared with `network: true`.
   bool share_net = false;
+  // StartSandboxed only: when >= 0, a terminal (a pty's slave end) that
+  // becomes the program's stdin, stdout and stderr instead of pipes (the
+  // child's in/out/err are then -1). bwrap's --new-session still detaches
+  // it as the controlling terminal: it is the program's stdio, not a ctty.
+  int terminal = -1;
 };
 
 struct ProcessResult {

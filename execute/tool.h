@@ -22,6 +22,8 @@
 
 namespace tollgate {
 
+class ToolRegistry;
+
 // Stable tool error codes (docs/errors.md). The pipeline's own codes
 // (E_TOOL_EXEC, E_OUTCOME_UNKNOWN) are in core/messages.h.
 namespace errc {
@@ -61,6 +63,9 @@ struct ToolContext {
   // http_request run for an alias (core/http_alias.h): its method is
   // allowed and its headers are added; null otherwise.
   const HttpAlias* alias = nullptr;
+  // The executor's registry (reload_tools reads the agent's tool set); null
+  // outside the execute stage.
+  const ToolRegistry* registry = nullptr;
 };
 
 class Tool {
@@ -87,7 +92,8 @@ class BuiltinTool : public Tool {
   explicit BuiltinTool(std::string_view name);
   std::string name() const override { return std::string(facts_.name); }
   std::string description() const override { return std::string(facts_.description); }
-  bool ReadOnly(const Json&, const Json&) const override { return facts_.read_only(); }
+  // kByAction tools: decide's answer for this call (decision.read_only).
+  bool ReadOnly(const Json& args, const Json& decision) const override;
 
  private:
   const ToolFacts& facts_;

@@ -3,6 +3,7 @@
 #include "core/messages.h"
 #include "core/redact.h"
 #include "core/request_state.h"
+#include "core/schedules.h"
 #include "core/schema.h"
 #include "core/sha256.h"
 #include "core/tool_args.h"
@@ -191,6 +192,21 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
                   ctx.source, Json{{"check", "claims"}}};
     return Reject(in, ctx, said, request_id, std::move(why));
   }
+  // A scheduled call (core/schedules.h) is believed only as far as the log
+  // bears it out: the successful create of that schedule, same call.
+  if (ClaimsScheduled(doc, request_id)) {
+    std::vector<Event> create;
+    if (const std::string rid = CreateRequestNamedBy(doc); !rid.empty()) {
+      if (Status read = log.EventsOfRequest(who.org_id, rid, &create); !read.ok()) {
+        StageResult r;
+        r.error = read;
+        return r;
+      }
+    }
+    if (Status ok = CheckScheduledRequest(doc, request_id, create, ctx.now_us); !ok.ok()) {
+      return reject(ok.code().c_str(), ok.message(), ctx.source);
+    }
+  }
 
   // 3. The tool's name as tollgate knows it: Kaizen's mcp__kaizen_builtin__X
   // is the built-in X from here on (core/tool_catalog.h, CanonicalToolName),
@@ -198,6 +214,16 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   // used is kept in request.received's `tool_called`.
   const std::string tool_called = doc["tool"].get<std::string>();
   doc["tool"] = std::string(CanonicalToolName(tool_called));
+  // The request's own `action` and args.action name one action: a tool that
+  // takes it as an argument (Duragent's) gets it there, and two that
+  // differ are refused, so decide and execute see one (core/invocation.h).
+  if (doc.contains("action") && doc["action"].is_string() && doc["args"].is_object()) {
+    const Json& act = doc["action"];
+    if (doc["args"].contains("action") && doc["args"]["action"] != act) {
+      return reject(errc::kInvalidArgs, "the request's action and args.action differ", ctx.source);
+    }
+    if (ToolTakesAction(doc["tool"].get<std::string>())) doc["args"]["action"] = act;
+  }
   // Its contract: its args fit its schema (core/tool_args.h).
   s = CheckToolArgs(doc["tool"].get<std::string>(), doc["args"]);
   if (!s.ok()) return reject(s.code().c_str(), s.message(), ctx.source);

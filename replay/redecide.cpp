@@ -167,6 +167,7 @@ void Redecider::Fold(DecisionInput& input) {
         it->second.completed = true;
         it->second.cost_usd = e.data.value("cost_usd", 0.0);
       }
+      if (e.tool == "reload_tools") parse_data();  // the agent's tool set then (ExecutorTools::ApplyReload)
     }
     st.fold.Apply(e);
     return;

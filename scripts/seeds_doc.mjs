@@ -26,8 +26,11 @@ function tables() {
     const shown = all.filter((i) => by.has(i)).length;
     const elsewhere = suite.elsewhere ?? {};
     out += `\n### ${suite.title} (\`${suite.seed}\`, suite \`tests/seeds/${file}\`)\n\n`;
+    const runners = suite.runner === 'duragent'
+      ? 'Kafka, on a Duragent directory: \`duragent_conformance_test\`'
+      : 'Kafka: \`seed_conformance_test\`; MCP: \`Mcp.SeedConformance\`';
     out += `${shown} of ${all.length} documented items shown by the suite's ${suite.examples.length} examples ` +
-      `(Kafka: \`seed_conformance_test\`; MCP: \`Mcp.SeedConformance\`), ${Object.keys(elsewhere).length} elsewhere.\n\n`;
+      `(${runners}), ${Object.keys(elsewhere).length} elsewhere.\n\n`;
     out += '| kind | item | shown by |\n|---|---|---|\n';
     for (const i of all) {
       const [kind, name] = [i.slice(0, i.indexOf(':')), i.slice(i.indexOf(':') + 1)];

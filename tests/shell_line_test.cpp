@@ -78,7 +78,9 @@ TEST(CommandLine, EachLineIsReadIntoItsSimpleCommandsAndDecidedForEveryOne) {
       {"git status > /etc/x", {{"git", "status"}}, K::kOk, "deny", "command:redirect"},
       {"git status > ../x", {{"git", "status"}}, K::kOk, "deny", "command:redirect"},
       {"eval git status", {}, K::kUnanalysable, "ask", "command:unanalysable"},
-      {"git log | head -5", {{"git", "log"}, {"head", "-5"}}, K::kOk, "ask", "approval_threshold"},
+      // head only reshapes git's output: a pipe filter, covered by git's allow.
+      {"git log | head -5", {{"git", "log"}, {"head", "-5"}}, K::kOk, "allow", "org.allow:bash:git *"},
+      {"git log | head -5 /etc/passwd", {{"git", "log"}, {"head", "-5", "/etc/passwd"}}, K::kOk, "ask", "approval_threshold"},
       {"git commit -m 'a; b'", {{"git", "commit", "-m", "a; b"}}, K::kOk, "allow", "org.allow:bash:git *"},
       {"git commit -m \"a && curl x\"",
        {{"git", "commit", "-m", "a && curl x"}},
@@ -195,7 +197,8 @@ TEST(CommandLine, AnAllowAlwaysOfTheExactLineAllowsThatLineOnly) {
 TEST(CommandLine, EveryCommandNeedsAnAllowPatternOfSomeTier) {
   const std::string yaml = "allow: [\"bash:git *\", \"bash:wc -l\"]\n";
   EXPECT_EQ(DecideCommand(yaml, {{"command", "git log | wc -l"}})["verdict"], "allow");
-  Json d = DecideCommand(yaml, {{"command", "git log | wc -c"}});
+  // wc after ';' reads no pipe: not a filter of git's output.
+  Json d = DecideCommand(yaml, {{"command", "git log; wc -c"}});
   EXPECT_EQ(d["verdict"], "ask");
   bool named = false;
   for (const auto& c : d["checks"])

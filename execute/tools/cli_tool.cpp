@@ -1,5 +1,5 @@
-// CLI tools: an operator drops an executable at <tools_dir>/<name>/run (with
-// README.md as its description); agents call it as `cli:<name>`. The call's
+// CLI tools: an operator drops an executable at <tools_dir>/<name>/run (or
+// run.*, with README.md as its description); agents call it as `cli:<name>`. The call's
 // args go to its stdin as JSON; it prints one JSON value on stdout: a
 // ToolResult ({"success": ..., "data": ..., "error": ..., "meta": {...}},
 // meta.cost_usd is the call's actual cost) or any other JSON, taken as data.
@@ -9,11 +9,19 @@
 // (docs/sandbox.md). Read-only only when decide's decision says so
 // (decision.read_only); otherwise mutating — fail closed. Args that do not
 // fit its schema.json (shape, core/tool_args.h) are E_INVALID_ARGS.
+// An agent-written tool (CliSource::kAgentWritten) runs only when its bytes
+// are the ones decide bound the call to (decision.tool_sha256), from a
+// private copy the agent cannot change in between (E_DECISION_MISMATCH).
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 
 #include <fstream>
 #include <sstream>
 
+#include "core/sha256.h"
 #include "core/tool_args.h"
 #include "execute/sandbox.h"
 #include "execute/tools/cli_tool.h"
@@ -35,28 +43,84 @@ Json SchemaBeside(const std::string& run_path) {
   return {{"type", "object"}};
 }
 
+// The whole file, when it is a regular file of at most 1 MiB (no symlink).
+bool ReadSmallFile(const std::string& path, std::string* out) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) return false;
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return static_cast<bool>(f) || out->empty();
+}
+
+// A private read-only copy of an agent-written tool's verified bytes: the
+// agent's later writes cannot change what runs. Removed with its object.
+class PrivateCopy {
+ public:
+  bool Make(const std::string& bytes, const std::string& leaf) {
+    char tmpl[] = "/tmp/tollgate-cli-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return false;
+    dir_ = tmpl;
+    path_ = dir_ + "/" + leaf;
+    std::ofstream f(path_, std::ios::binary);
+    f << bytes;
+    f.close();
+    return f && chmod(path_.c_str(), 0555) == 0 && chmod(dir_.c_str(), 0555) == 0;
+  }
+  ~PrivateCopy() {
+    if (dir_.empty()) return;
+    chmod(dir_.c_str(), 0700);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& dir() const { return dir_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string dir_, path_;
+};
+
 class CliTool : public Tool {
  public:
-  CliTool(std::string name, std::string path, std::string description)
-      : name_(std::move(name)), path_(std::move(path)), description_(std::move(description)) {}
-  std::string name() const override { return "cli:" + name_; }
-  std::string description() const override { return description_; }
+  explicit CliTool(CliToolFile f) : f_(std::move(f)) {}
+  std::string name() const override { return "cli:" + f_.name; }
+  std::string description() const override { return f_.readme; }
   bool ReadOnly(const Json&, const Json& decision) const override {
     auto it = decision.find("read_only");
     return it != decision.end() && it->is_boolean() && it->get<bool>();
   }
   Json Run(const Json& args, const ToolContext& ctx) const override {
     // Its schema.json (the operator's), shape only (core/tool_args.h).
-    const Json schema = SchemaBeside(path_);
+    const Json schema = SchemaBeside(f_.run_path);
     if (const std::string why = CheckArgsShape(schema, args); !why.empty()) {
       return ToolFail(errc::kInvalidArgs, "invalid arguments for " + name() + ": " + why);
     }
     Workspace ws;
     Json err;
     if (!OpenWorkspace(ctx, &ws, &err)) return err;
+    std::string program = f_.run_path;
+    std::string visible = std::filesystem::path(f_.run_path).parent_path().string();
+    PrivateCopy copy;
+    if (f_.source == CliSource::kAgentWritten) {
+      const std::string decided = ctx.decision.is_object() ? ctx.decision.value("tool_sha256", "") : "";
+      std::string bytes;
+      if (!ReadSmallFile(f_.run_path, &bytes)) return ToolFail(errc::kToolExec, name() + " is gone or unreadable");
+      if (decided.empty() || Sha256Hex(bytes) != decided) {
+        return ToolFail(errc::kDecisionMismatch,
+                        name() + " is an agent-written tool whose file is not the one decided (call reload_tools, "
+                                 "then call it again); it was not run");
+      }
+      if (!copy.Make(bytes, std::filesystem::path(f_.run_path).filename().string())) {
+        return ToolFail(errc::kToolExec, "could not stage " + name());
+      }
+      program = copy.path();
+      visible = copy.dir();
+    }
     ProcessSpec spec;
-    spec.path = path_;
-    spec.argv = {path_};
+    spec.path = f_.interpreter.empty() ? program : f_.interpreter;
+    spec.argv = f_.interpreter.empty() ? std::vector<std::string>{program}
+                                       : std::vector<std::string>{f_.interpreter, program};
     spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "TZ=UTC",
                 "TOLLGATE_WORKSPACE=" + ws.path(), "TOLLGATE_REQUEST_ID=" + ctx.request_id,
                 "TOLLGATE_ORG_ID=" + ctx.org_id, "TOLLGATE_AGENT_ID=" + ctx.agent_id,
@@ -64,7 +128,7 @@ class CliTool : public Tool {
     spec.cwd_fd = ws.fd();
     spec.workspace = ws.path();
     // The tool's own directory (its README, data files beside `run`).
-    spec.read_only = {std::filesystem::path(path_).parent_path().string()};
+    spec.read_only = {visible};
     spec.stdin_data = args.dump();
     spec.limits = ctx.policy->cli_limits;
     spec.run_dir = ctx.policy->run_dir;
@@ -98,7 +162,7 @@ class CliTool : public Tool {
   }
 
  private:
-  std::string name_, path_, description_;
+  CliToolFile f_;
 };
 
 bool ValidName(const std::string& n) {
@@ -109,26 +173,106 @@ bool ValidName(const std::string& n) {
   return true;
 }
 
+// The interpreter of a non-executable run.* file: its #! line's program
+// (python3, sh, bash, node; /usr/bin/env X too), else its extension's.
+std::string InterpreterOf(const std::string& path, const std::string& bytes) {
+  std::string want;
+  if (bytes.rfind("#!", 0) == 0) {
+    std::string line = bytes.substr(2, bytes.find('\n') == std::string::npos ? std::string::npos : bytes.find('\n') - 2);
+    std::istringstream in(line);
+    std::string prog, arg;
+    in >> prog >> arg;
+    want = prog.substr(prog.rfind('/') + 1);
+    if (want == "env") want = arg;
+  } else {
+    const std::string ext = std::filesystem::path(path).extension().string();
+    want = ext == ".py" ? "python3" : ext == ".sh" ? "sh" : ext == ".js" ? "node" : "";
+  }
+  if (want == "python") want = "python3";
+  if (want != "python3" && want != "sh" && want != "bash" && want != "node") return "";
+  return FindProgram(want);
+}
+
+// <tool dir>'s `run`, else its first `run.*` by name: a regular file (no
+// symlink), executable unless `allow_interpreter` finds it one.
+bool FindRun(const std::filesystem::path& tool_dir, bool allow_interpreter, CliToolFile* f) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(tool_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == "run" || (n.rfind("run.", 0) == 0 && n.size() > 4)) names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());  // "run" sorts before "run.*"
+  for (const std::string& n : names) {
+    const std::string path = (tool_dir / n).string();
+    std::string bytes;
+    if (!ReadSmallFile(path, &bytes)) continue;
+    std::string interpreter;
+    if (access(path.c_str(), X_OK) != 0) {
+      if (!allow_interpreter || (interpreter = InterpreterOf(path, bytes)).empty()) continue;
+    }
+    f->run_path = path;
+    f->interpreter = interpreter;
+    f->sha256 = Sha256Hex(bytes);
+    return true;
+  }
+  return false;
+}
+
+std::string ReadmeOf(const std::string& path) {
+  std::string text;
+  if (path.empty() || !ReadSmallFile(path, &text)) return "";
+  return ToValidUtf8(text.substr(0, 4000));
+}
+
 }  // namespace
 
-std::vector<std::unique_ptr<Tool>> DiscoverCliTools(const std::string& dir) {
-  std::vector<std::unique_ptr<Tool>> out;
+const char* CliSourceName(CliSource s) {
+  switch (s) {
+    case CliSource::kDeclared: return "declared";
+    case CliSource::kAgent: return "agent";
+    case CliSource::kWorkspace: return "workspace";
+    case CliSource::kAgentWritten: return "agent_written";
+  }
+  return "workspace";
+}
+
+std::vector<CliToolFile> ScanToolDir(const std::string& dir, CliSource source, bool allow_interpreter) {
+  std::vector<CliToolFile> out;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!ValidName(name) || !entry.is_directory(ec)) continue;
-    const std::string run = entry.path().string() + "/run";
-    if (access(run.c_str(), X_OK) != 0 || !std::filesystem::is_regular_file(run, ec)) continue;
-    std::ifstream readme(entry.path().string() + "/README.md");
-    std::stringstream ss;
-    ss << readme.rdbuf();
-    std::string desc = ss.str().substr(0, 4000);
-    out.push_back(std::make_unique<CliTool>(name, run, ToValidUtf8(desc)));
+    if (!ValidName(name) || !entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    CliToolFile f;
+    f.name = name;
+    f.source = source;
+    if (!FindRun(entry.path(), allow_interpreter, &f)) continue;
+    f.readme = ReadmeOf(entry.path().string() + "/README.md");
+    out.push_back(std::move(f));
   }
+  std::sort(out.begin(), out.end(), [](const CliToolFile& a, const CliToolFile& b) { return a.name < b.name; });
   return out;
 }
 
-namespace {
+CliToolFile DeclaredToolFile(const std::string& name, const std::string& command, const std::string& description,
+                             const std::string& readme_path) {
+  CliToolFile f;
+  f.name = name;
+  f.run_path = command;
+  f.source = CliSource::kDeclared;
+  std::string bytes;
+  if (ReadSmallFile(command, &bytes)) f.sha256 = Sha256Hex(bytes);
+  f.readme = description.empty() ? ReadmeOf(readme_path) : ToValidUtf8(description.substr(0, 4000));
+  return f;
+}
+
+std::unique_ptr<Tool> MakeCliTool(CliToolFile file) { return std::make_unique<CliTool>(std::move(file)); }
+
+std::vector<std::unique_ptr<Tool>> DiscoverCliTools(const std::string& dir) {
+  std::vector<std::unique_ptr<Tool>> out;
+  for (CliToolFile& f : ScanToolDir(dir, CliSource::kWorkspace, false)) out.push_back(MakeCliTool(std::move(f)));
+  return out;
+}
 
 std::string FirstParagraph(const std::string& text) {
   std::istringstream in(text);
@@ -143,8 +287,6 @@ std::string FirstParagraph(const std::string& text) {
   }
   return ToValidUtf8(para.substr(0, 1000));
 }
-
-}  // namespace
 
 std::vector<ToolDescriptor> CliToolDescriptors(const std::string& dir) {
   std::vector<ToolDescriptor> out;

@@ -35,6 +35,7 @@
 #include "core/invocation.h"
 #include "core/shell_line.h"
 #include "execute/sandbox.h"
+#include "execute/tools/execute_command.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/tools.h"
 
@@ -329,6 +330,113 @@ bool ApprovedUnanalysable(const Json& decision) {
          decision.value("rule", "") == "command:unanalysable";
 }
 
+}  // namespace
+
+Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, ProcessSpec* out) {
+  const ExecutePolicy& p = *ctx.policy;
+  std::string command;
+  if (!StringArg(args, "command", &command) || command.empty()) {
+    return ToolFail(errc::kInvalidArgs, "command (string) is required: a program with args, or a command line");
+  }
+  const bool argv_form = IsCommandArgv(args);
+  Role role;
+  if (Json err = ReadRole(args, ctx, &role); !err.is_null()) return err;
+  Json err;
+
+  // What runs: its simple commands, each checked (the same reading decide made).
+  ShellLine line;
+  if (argv_form) {
+    if (args.contains("args")) {
+      const Json& a = args["args"];
+      if (!a.is_array() || a.size() > 256)
+        return ToolFail(errc::kInvalidArgs, "args must be a list of at most 256 strings");
+      for (const auto& x : a) {
+        if (!x.is_string() || x.get<std::string>().size() > 4096 ||
+            x.get<std::string>().find('\0') != std::string::npos) {
+          return ToolFail(errc::kInvalidArgs,
+                          "each arg must be a string of at most 4096 bytes, without NUL");
+        }
+      }
+    }
+    if (command.find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") != std::string::npos) {
+      return ToolFail(
+          errc::kCmdNotAllowed,
+          "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
+    }
+    line = CommandCallOf(args);
+  } else {
+    line = ParseShellLine(command);
+    if (line.kind == ShellLine::Kind::kInvalid) {
+      return ToolFail(errc::kInvalidArgs, "the command line is not valid: " + line.reason);
+    }
+    // A line that cannot be analysed runs only as a human approved it:
+    // decide asked (it never allows one) and the invocation check made
+    // sure this is the line approved. What the parser saw is still checked.
+    if (line.kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
+      return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" +
+                                                line.reason +
+                                                "), so its commands cannot be checked: it runs only "
+                                                "once an approver granted it");
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& c : line.commands) {
+    std::string path, resolved;
+    if (Json refused = CheckCommand(c.argv, role, p, &path, &resolved); !refused.is_null()) return refused;
+    for (const auto& r : c.redirections) {
+      if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
+        return ToolFail(errc::kPathForbidden,
+                        "redirection " + r.op + " '" + ToValidUtf8(r.target) +
+                            "': only workspace-relative paths without '..' and /dev/null");
+      }
+      if (role == Role::kViewer && r.writes() && r.names_file() && r.target != "/dev/null") {
+        return ToolFail(errc::kCmdNotAllowed, "role viewer: the redirection " + r.op + " writes a file");
+      }
+    }
+    paths.push_back(path);
+  }
+
+  if (!OpenWorkspace(ctx, ws, &err)) return err;
+  ProcessSpec& spec = *out;
+  static const SimpleCommand kNone;
+  const SimpleCommand& only = line.commands.empty() ? kNone : line.commands[0];
+  if (!line.ok()) {
+    // Approved as written: the line itself, not a rendering of a parse.
+    spec.path = Dash();
+    if (spec.path.empty()) return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
+    spec.argv = {"dash", "-c", "set -f; " + command};
+  } else if (line.commands.size() == 1 && only.redirections.empty()) {
+    // One command: run it with its argv, no shell at all.
+    spec.path = paths[0];
+    spec.argv = only.argv;
+  } else {
+    // A line: dash runs it rendered with every word single-quoted and each
+    // program by its path, so each argv is exactly the one checked.
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (!UnderSystem(paths[i])) {
+        return ToolFail(errc::kCmdNotAllowed,
+                        "'" + ToValidUtf8(line.commands[i].argv[0]) + "' (" + paths[i] +
+                            ") is outside /usr, /bin and /sbin: a line of several commands "
+                            "runs system programs only (run it alone, with args)");
+      }
+    }
+    spec.path = Dash();
+    if (spec.path.empty())
+      return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
+    spec.argv = {"dash", "-c", "set -f; " + RenderShellLine(line, paths)};
+  }
+  spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws->path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+              "TZ=UTC"};
+  spec.cwd_fd = ws->fd();
+  spec.workspace = ws->path();
+  spec.limits = p.limits;
+  spec.run_dir = p.run_dir;
+  spec.run_as = p.run_as;
+  return nullptr;
+}
+
+namespace {
+
 class ExecuteCommand : public BuiltinTool {
  public:
   ExecuteCommand() : BuiltinTool("execute_command") {}
@@ -341,7 +449,7 @@ class ExecuteCommand : public BuiltinTool {
     const bool argv_form = IsCommandArgv(args);
     const std::string shown = argv_form ? CommandLine(args) : command;
     bool ran = false;
-    Json result = RunCall(args, ctx, command, argv_form, &ran);
+    Json result = RunCall(args, ctx, &ran);
     if (!result.contains("meta") || !result["meta"].is_object()) result["meta"] = Json::object();
     result["meta"]["command"] = ToValidUtf8(shown);
     result["meta"]["sandbox"] = ran;
@@ -349,110 +457,19 @@ class ExecuteCommand : public BuiltinTool {
   }
 
  private:
-  Json RunCall(const Json& args, const ToolContext& ctx, const std::string& command, bool argv_form,
-               bool* ran) const {
+  Json RunCall(const Json& args, const ToolContext& ctx, bool* ran) const {
     const ExecutePolicy& p = *ctx.policy;
     std::string stdin_data;
     if (!StringArg(args, "stdin", &stdin_data, false))
       return ToolFail(errc::kInvalidArgs, "stdin must be a string");
-    Role role;
-    if (Json err = ReadRole(args, ctx, &role); !err.is_null()) return err;
     Json err;
     const int64_t timeout_ms = TimeoutMs(args, p.limits.timeout_ms, &err);
     if (timeout_ms < 0) return err;
-
-    // What runs: its simple commands, each checked (the same reading decide made).
-    ShellLine line;
-    if (argv_form) {
-      if (args.contains("args")) {
-        const Json& a = args["args"];
-        if (!a.is_array() || a.size() > 256)
-          return ToolFail(errc::kInvalidArgs, "args must be a list of at most 256 strings");
-        for (const auto& x : a) {
-          if (!x.is_string() || x.get<std::string>().size() > 4096 ||
-              x.get<std::string>().find('\0') != std::string::npos) {
-            return ToolFail(errc::kInvalidArgs,
-                            "each arg must be a string of at most 4096 bytes, without NUL");
-          }
-        }
-      }
-      if (command.find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") != std::string::npos) {
-        return ToolFail(
-            errc::kCmdNotAllowed,
-            "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
-      }
-      line = CommandCallOf(args);
-    } else {
-      line = ParseShellLine(command);
-      if (line.kind == ShellLine::Kind::kInvalid) {
-        return ToolFail(errc::kInvalidArgs, "the command line is not valid: " + line.reason);
-      }
-      // A line that cannot be analysed runs only as a human approved it:
-      // decide asked (it never allows one) and the invocation check made
-      // sure this is the line approved. What the parser saw is still checked.
-      if (line.kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
-        return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" +
-                                                  line.reason +
-                                                  "), so its commands cannot be checked: it runs only "
-                                                  "once an approver granted it");
-      }
-    }
-    std::vector<std::string> paths;
-    for (const auto& c : line.commands) {
-      std::string path, resolved;
-      if (Json refused = CheckCommand(c.argv, role, p, &path, &resolved); !refused.is_null()) return refused;
-      for (const auto& r : c.redirections) {
-        if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
-          return ToolFail(errc::kPathForbidden,
-                          "redirection " + r.op + " '" + ToValidUtf8(r.target) +
-                              "': only workspace-relative paths without '..' and /dev/null");
-        }
-        if (role == Role::kViewer && r.writes() && r.names_file() && r.target != "/dev/null") {
-          return ToolFail(errc::kCmdNotAllowed, "role viewer: the redirection " + r.op + " writes a file");
-        }
-      }
-      paths.push_back(path);
-    }
-
     Workspace ws;
-    if (!OpenWorkspace(ctx, &ws, &err)) return err;
     ProcessSpec spec;
-    static const SimpleCommand kNone;
-    const SimpleCommand& only = line.commands.empty() ? kNone : line.commands[0];
-    if (!line.ok()) {
-      // Approved as written: the line itself, not a rendering of a parse.
-      spec.path = Dash();
-      if (spec.path.empty()) return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
-      spec.argv = {"dash", "-c", "set -f; " + command};
-    } else if (line.commands.size() == 1 && only.redirections.empty()) {
-      // One command: run it with its argv, no shell at all.
-      spec.path = paths[0];
-      spec.argv = only.argv;
-    } else {
-      // A line: dash runs it rendered with every word single-quoted and each
-      // program by its path, so each argv is exactly the one checked.
-      for (size_t i = 0; i < paths.size(); ++i) {
-        if (!UnderSystem(paths[i])) {
-          return ToolFail(errc::kCmdNotAllowed,
-                          "'" + ToValidUtf8(line.commands[i].argv[0]) + "' (" + paths[i] +
-                              ") is outside /usr, /bin and /sbin: a line of several commands "
-                              "runs system programs only (run it alone, with args)");
-        }
-      }
-      spec.path = Dash();
-      if (spec.path.empty())
-        return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
-      spec.argv = {"dash", "-c", "set -f; " + RenderShellLine(line, paths)};
-    }
-    spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
-                "TZ=UTC"};
-    spec.cwd_fd = ws.fd();
-    spec.workspace = ws.path();
+    if (Json refused = PrepareCommand(args, ctx, &ws, &spec); !refused.is_null()) return refused;
     spec.stdin_data = stdin_data;
-    spec.limits = p.limits;
     spec.limits.timeout_ms = static_cast<int>(timeout_ms);
-    spec.run_dir = p.run_dir;
-    spec.run_as = p.run_as;
     ProcessResult r;
     Status s = RunSandboxed(spec, &r);
     if (!s.ok()) return FailFrom(s);

@@ -36,6 +36,14 @@ std::unique_ptr<Tool> MakeRunTypecheck();
 // Kaizen's (kaizen_http.cpp, bash_command.cpp): `name` is one of http_get,
 // http_post, http_put, http_delete, fetch_url, extract_links.
 std::unique_ptr<Tool> MakeKaizenHttpTool(std::string_view name);
-std::unique_ptr<Tool> MakeBashCommand();
+// `name` is bash_command (Kaizen's) or bash (Duragent's).
+std::unique_ptr<Tool> MakeBashCommand(std::string_view name);
+// Duragent's (docs/tools.md, "Duragent's tools"), one file each.
+std::unique_ptr<Tool> MakeReloadTools();
+std::unique_ptr<Tool> MakeWeb();
+std::unique_ptr<Tool> MakeSchedule();
+std::unique_ptr<Tool> MakeBackgroundProcess();
+std::unique_ptr<Tool> MakeSession();
+std::unique_ptr<Tool> MakeMemory();
 
 }  // namespace tollgate

@@ -44,6 +44,9 @@ std::set<std::string> SeedSuite::Covers(const Json& ex) const {
   std::set<std::string> c{"tools:" + tool, "names:" + ex["tool"].get<std::string>()};
   if (expect.contains("danger")) c.insert("danger:" + tool);
   for (const auto& [k, v] : ex["args"].items()) c.insert("params:" + tool + "." + k);
+  if (ex["args"].contains("action") && ex["args"]["action"].is_string()) {
+    c.insert("actions:" + tool + "." + ex["args"]["action"].get<std::string>());
+  }
   for (const Json& f : expect.value("data", Json::array())) c.insert("fields:" + tool + "." + f.get<std::string>());
   if (expect.contains("success")) c.insert("contract:success");
   if (expect.contains("data")) c.insert("contract:data");

@@ -17,6 +17,7 @@ export function covers(suite, ex) {
   const c = new Set([`tools:${tool}`, `names:${ex.tool}`]);
   if ('danger' in e) c.add(`danger:${tool}`);
   for (const k of Object.keys(ex.args)) c.add(`params:${tool}.${k}`);
+  if (typeof ex.args.action === 'string') c.add(`actions:${tool}.${ex.args.action}`);
   for (const f of e.data ?? []) c.add(`fields:${tool}.${f}`);
   if ('success' in e) c.add('contract:success');
   if ('data' in e) c.add('contract:data');
