@@ -19,6 +19,7 @@ struct StageFlags {
   std::string durability = "sync";
   std::string log_format = "json";
   bool check = false;
+  bool no_notify = false;
 };
 
 int RunStage(StageFlags& f) {
@@ -33,6 +34,7 @@ int RunStage(StageFlags& f) {
     return 2;
   }
   if (f.service.stage != "audit") f.service.pipeline.http_listen.clear();
+  f.service.notify = !f.no_notify;
   if (f.check) {
     // Validates the invocation without starting anything (compose test).
     const PipelineOptions& po = f.service.pipeline;
@@ -132,6 +134,8 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--max-request-bytes", f->service.pipeline.max_request_bytes, "ingest only: larger requests are rejected")
       ->capture_default_str();
+  cmd->add_flag("--no-notify", f->no_notify,
+                "audit only: send no notify deliveries from this keeper (with several keepers, let one send them)");
   cmd->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   cmd->callback([f, exit_code] { *exit_code = RunStage(*f); });
 }

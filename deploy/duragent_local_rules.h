@@ -7,7 +7,8 @@
 // (`tollgate rules revoke`) removed from it, for an agent of the layout's
 // org whose directory exists. The decide watch then reloads the workspace
 // and logs the new version. The logged agent-local rule stays as it is.
-// Only the process that owns the log registers it (`tollgate up`).
+// Only the process that owns the log registers it (`tollgate up`, or the
+// distributed deployment's keeper, given decide's --policy DIR).
 #pragma once
 
 #include <functional>

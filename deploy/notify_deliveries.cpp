@@ -125,6 +125,8 @@ Status NotifyDeliveries::Start(NotifyOptions options, const LogStore& store, uin
   std::unique_ptr<NotifyDeliveries> n(new NotifyDeliveries(std::move(options)));
   // The state: "seen SEQ" and "claim SEQ KEY" lines, the last seen wins.
   std::vector<std::pair<uint64_t, std::string>> claims;
+  std::error_code state_ec;
+  const bool had_state = std::filesystem::exists(StatePath(n->options_.data_dir), state_ec);
   {
     std::ifstream in(StatePath(n->options_.data_dir));
     std::string word, key;
@@ -152,14 +154,20 @@ Status NotifyDeliveries::Start(NotifyOptions options, const LogStore& store, uin
   }
   n->seen_written_ = n->seen_;
   n->thread_ = std::thread([raw = n.get()] { raw->Loop(); });
-  // Completions a previous run did not deliver (bounded).
-  const uint64_t start = std::max(from + 1, head_seq > kCatchUpEvents ? head_seq - kCatchUpEvents : 1);
+  // Completions a previous run did not deliver (bounded). Taking the past
+  // as delivered, only the recent decisions are read: a call decided
+  // before this start and completed after it is still delivered.
+  const bool past_delivered = !had_state && !n->options_.catch_up_without_state;
+  const uint64_t start = past_delivered ? (head_seq > kRescanMargin ? head_seq - kRescanMargin + 1 : 1)
+                                        : std::max(from + 1, head_seq > kCatchUpEvents ? head_seq - kCatchUpEvents : 1);
   if (n->seen_ > 0 || head_seq > 0) {
     std::vector<Event> batch;
     for (uint64_t seq = start; seq <= head_seq; ++seq) {
       Event e;
       if (!store.ReadEvent(seq, &e).ok()) continue;
-      if (e.type == "decision.made" || e.type == "execution.completed") batch.push_back(std::move(e));
+      if (e.type == "decision.made" || (e.type == "execution.completed" && !past_delivered)) {
+        batch.push_back(std::move(e));
+      }
       if (batch.size() >= 256) {
         n->OnAppended(batch);
         batch.clear();
@@ -192,6 +200,17 @@ void NotifyDeliveries::NoteSeen(uint64_t seq, bool force) {
     std::fclose(f);
     seen_written_ = seen_;
   }
+}
+
+void WriteNotifyMetrics(MetricsText& t, const NotifyDeliveries& n) {
+  t.Family("tollgate_notify_deliveries_total", "counter", "Notify deliveries after a call ran, by type and outcome.");
+  t.Sample("tollgate_notify_deliveries_total", {{"type", "log"}, {"outcome", "delivered"}}, static_cast<double>(n.logged.load()));
+  t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "delivered"}},
+           static_cast<double>(n.webhooks_delivered.load()));
+  t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "failed"}},
+           static_cast<double>(n.webhooks_failed.load()));
+  t.Sample("tollgate_notify_deliveries_total", {{"type", "any"}, {"outcome", "dropped"}},
+           static_cast<double>(n.dropped.load()));
 }
 
 void NotifyDeliveries::OnAppended(const std::vector<Event>& events) {

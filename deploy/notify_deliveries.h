@@ -14,7 +14,8 @@
 // delivery, across restarts: a claim is appended to <data>/notify.state
 // before anything is sent, and at start the completions after the state's
 // `seen` seq (at most kCatchUpEvents of them) that were not claimed are
-// delivered. Thread-safe.
+// delivered. Run by the process that owns the log: `tollgate up`, or the
+// distributed deployment's keeper (deploy/stage_service.h). Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -28,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/metrics.h"
 #include "approve/webhook.h"
 #include "audit/log_store.h"
 #include "core/event.h"
@@ -44,6 +46,12 @@ struct NotifyOptions {
   const LogView* view = nullptr;           // the request's events (outlives this)
   WebhookOptions webhook;                  // retries, timeouts (urls unused)
   size_t max_queue = 1000;                 // calls waiting for the worker
+  // No notify.state yet (a new data dir). true: the log's unclaimed
+  // completions (the last kCatchUpEvents) are delivered (`up`: its log and
+  // state are made together). false: the log as it is now counts as
+  // delivered (a keeper whose copy was just read from the events topic:
+  // another keeper, or this one before its disk was lost, sent them).
+  bool catch_up_without_state = true;
 };
 
 // The secret of webhooks that name none: read from
@@ -53,6 +61,10 @@ Status NotifyDefaultSecret(const std::string& data_dir, const std::string& deriv
 
 // HMAC-SHA256(secret, timestamp + "." + body), hex: the signature recipe.
 std::string NotifySignature(const std::string& secret, const std::string& timestamp, const std::string& body);
+
+class NotifyDeliveries;
+// tollgate_notify_deliveries_total{type, outcome}, for a /metrics collector.
+void WriteNotifyMetrics(MetricsText& t, const NotifyDeliveries& n);
 
 class NotifyDeliveries {
  public:

@@ -213,16 +213,7 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     NotifyDeliveries* n = p->notify_.get();
     p->sink_->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
     p->sink_->AddListener(DuragentLocalRulesListener(p->options_.policy_path, built.policy));
-    p->metrics_->AddCollector([n](MetricsText& t) {
-      t.Family("tollgate_notify_deliveries_total", "counter", "Notify deliveries after a call ran, by type and outcome.");
-      t.Sample("tollgate_notify_deliveries_total", {{"type", "log"}, {"outcome", "delivered"}}, static_cast<double>(n->logged.load()));
-      t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "delivered"}},
-               static_cast<double>(n->webhooks_delivered.load()));
-      t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "failed"}},
-               static_cast<double>(n->webhooks_failed.load()));
-      t.Sample("tollgate_notify_deliveries_total", {{"type", "any"}, {"outcome", "dropped"}},
-               static_cast<double>(n->dropped.load()));
-    });
+    p->metrics_->AddCollector([n](MetricsText& t) { WriteNotifyMetrics(t, *n); });
   }
   p->stages_ = std::move(built.stages);
   p->approve_ = built.approve;

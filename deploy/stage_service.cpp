@@ -13,6 +13,7 @@
 #include "audit/credentials_log.h"
 #include "audit/log_audit_reader.h"
 #include "core/sha256.h"
+#include "deploy/duragent_local_rules.h"
 #include "deploy/gate_key.h"
 #include "deploy/identity.h"
 #include "runtime/result_publisher.h"
@@ -166,6 +167,26 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     // (deploy/scheduler.h); it folds what the follower appends.
     s = Scheduler::Start(p->log_->store(), *p->sink_, {p->bus_, p->service_signer_}, &p->scheduler_);
     if (!s.ok()) return s;
+    // So do Duragent's notify deliveries, and "allow always" written into a
+    // Duragent workspace (deploy/notify_deliveries.h, duragent_local_rules.h):
+    // registered before the follower thread starts, so no group is missed.
+    if (p->options_.notify) {
+      NotifyOptions no;
+      no.data_dir = po.data_dir;
+      no.policy = p->built_.policy;
+      no.view = p->store_view_.get();
+      // A copy just read from the topic (no notify.state): other keepers, or
+      // this one before its disk was lost, sent what it holds.
+      no.catch_up_without_state = false;
+      const std::string derived = key->Derive("notify-webhook");
+      s = NotifyDefaultSecret(po.data_dir, ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
+                              &no.default_secret);
+      if (s.ok()) s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
+      if (!s.ok()) return s;
+      NotifyDeliveries* n = p->notify_.get();
+      p->sink_->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
+    }
+    p->sink_->AddListener(DuragentLocalRulesListener(po.policy_path, p->built_.policy));
     // The keeper follows continuously: the audit log is current without a
     // batch to trigger it.
     StageService* raw = p.get();
@@ -189,6 +210,9 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       auto metrics = std::make_shared<Metrics>();
       metrics->SetToolCatalog(DeploymentToolCatalog(p->built_.policy, po.policy_path, po.data_dir));
       p->sink_->AddListener([metrics](const std::vector<Event>& events) { metrics->Observe(events); });
+      if (NotifyDeliveries* n = p->notify_.get()) {
+        metrics->AddCollector([n](MetricsText& t) { WriteNotifyMetrics(t, *n); });
+      }
       ao.metrics = [metrics] { return metrics->Render(); };
       ao.metrics_public = po.metrics_public;
       // It sees every request's events: the spans are exported from here.
@@ -202,6 +226,7 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}, {"gate_key", GateKeyJson(*gate)}},
                  &p->api_);
     if (!s.ok()) return s;
+    if (p->api_ && p->notify_) p->notify_->SetConsoleBase(p->api_->url());
   }
   *out = std::move(p);
   return Status::Ok();
@@ -221,6 +246,7 @@ StageService::~StageService() {
   api_.reset();  // it reads the log
   metrics_.reset();
   Stop();
+  notify_.reset();  // reads the log; nothing appends once the follower stopped
   runner_.reset();
   built_.stages.clear();
   topic_sink_.reset();

@@ -12,8 +12,10 @@
 //
 // "audit" is the log keeper: the same copy, kept current continuously, is
 // the audit log that verify, export, get_audit_log and replay read, and it
-// serves the HTTP API. More than one keeper may run; each holds the same
-// events under the same seqs and hashes.
+// serves the HTTP API. As the process that owns the log it also fires
+// scheduled calls, sends notify deliveries and writes "allow always" into a
+// Duragent workspace (--policy DIR), as `tollgate up` does. More than one
+// keeper may run; each holds the same events under the same seqs and hashes.
 #pragma once
 
 #include <atomic>
@@ -24,6 +26,7 @@
 
 #include "api/http_api.h"
 #include "api/metrics_server.h"
+#include "deploy/notify_deliveries.h"
 #include "deploy/pipeline.h"
 #include "api/otlp_export.h"
 #include "deploy/stages.h"
@@ -49,6 +52,9 @@ struct ServiceOptions {
   // A stage other than the keeper: serve GET /metrics on "HOST:PORT" (port
   // 0: any; the URL goes to DATA/endpoints.json as "metrics"). Empty: none.
   std::string metrics_listen;
+  // The keeper: send the policy's notify deliveries (deploy/notify_deliveries.h).
+  // Each keeper that does sends them: with more than one keeper, let one.
+  bool notify = true;
 };
 
 class StageService {
@@ -63,6 +69,8 @@ class StageService {
   const RunnerStats* runner_stats() const { return runner_ ? &runner_->stats() : nullptr; }
   bool admin_token_created() const { return admin_token_created_; }
   const std::string& transactional_id() const { return transactional_id_; }
+  // The keeper's notify deliveries; null in a stage, or with notify off.
+  NotifyDeliveries* notify() { return notify_.get(); }
 
  private:
   StageService() = default;
@@ -77,6 +85,7 @@ class StageService {
   std::unique_ptr<EventFollower> follower_;
   std::unique_ptr<TopicEventSink> topic_sink_;  // the keeper's writers
   std::unique_ptr<Scheduler> scheduler_;        // the keeper fires scheduled calls
+  std::unique_ptr<NotifyDeliveries> notify_;    // and sends notify deliveries
   std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
   bool admin_token_created_ = false;

@@ -16,12 +16,16 @@
 
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
+#include "decide/decide_stage.h"
 #include "decide/duragent_policy.h"
 #include "decide/policy_engine.h"
 #include "decide/policy_compiler.h"
 #include "decide/policy_watch.h"
 #include "deploy/duragent_local_rules.h"
 #include "deploy/notify_deliveries.h"
+#include "deploy/stage_service.h"
+#include "runtime/event_follower.h"
+#include "runtime/kafka_bus.h"
 #include "execute/config.h"
 #include "test_util.h"
 
@@ -695,6 +699,122 @@ TEST(DuragentNotify, TheDefaultSecretIsWrittenOwnerOnlyAndKept) {
   EXPECT_EQ(s2, s1);
   const auto perms = std::filesystem::status(dir.sub("keys/notify-webhook.secret")).permissions();
   EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all), std::filesystem::perms::none);
+}
+
+// ---------------------------------------------------------------------------
+// The distributed deployment's log keeper (`tollgate stage audit`) owns the
+// log there: it sends the notify deliveries and writes "allow always".
+struct KeeperRig {
+  TempDir dir;
+  std::unique_ptr<EmbeddedBroker> broker;
+  BusConfig bus;
+  std::shared_ptr<const EventsKey> key;
+  std::unique_ptr<Producer> producer;
+
+  KeeperRig() {
+    EXPECT_TRUE(EmbeddedBroker::Start(1, &broker).ok());
+    bus.brokers = broker->bootstrap();
+    for (const auto& t : bus.topics.All()) EXPECT_TRUE(broker->CreateTopic(t, PartitionsOf(bus, t)).ok());
+    EXPECT_TRUE(Producer::Open(bus, "", &producer).ok());
+  }
+  std::unique_ptr<StageService> Keeper(const std::string& name, const std::string& policy_dir) {
+    ServiceOptions o;
+    o.stage = "audit";
+    o.pipeline.brokers = bus.brokers;
+    o.pipeline.data_dir = dir.sub(name);
+    o.pipeline.policy_path = policy_dir;
+    o.pipeline.http_listen = "127.0.0.1:0";
+    o.follow_interval = std::chrono::milliseconds(10);
+    if (key) o.deployment_key = dir.sub("k1/keys/events.key");
+    std::unique_ptr<StageService> k;
+    Status s = StageService::Start(o, &k);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!key) EXPECT_TRUE(EventsKey::Load(dir.sub("k1/keys/events.key"), false, &key).ok());
+    return k;
+  }
+  // Events as a stage commits them: sealed, on the events topic.
+  void Publish(const std::vector<Event>& events) {
+    for (const Event& e : events) {
+      Message m;
+      ASSERT_TRUE(EventMessage(e, bus.topics.events(), kDefaultMaxEventBytes, *key, &m).ok());
+      ASSERT_TRUE(producer->Send(m).ok());
+    }
+    ASSERT_TRUE(producer->Flush(std::chrono::seconds(10)).ok());
+  }
+  // A completed call of agent a1 in the workspace's org whose decision matched notify.
+  void Call(const std::string& rid) {
+    Event rec = testing::MakeEvent("request.received", rid, "s1", "a1", "default", "bash");
+    rec.data = {{"request",
+                 {{"request_id", rid}, {"org_id", "default"}, {"agent_id", "a1"}, {"session_id", "s1"},
+                  {"tool", "bash"}, {"args", {{"command", "git push"}}}}},
+                {"args_hash", std::string(64, 'a')},
+                {"received_at", FormatTime(kT0)}};
+    Event dec = testing::MakeEvent("decision.made", rid, "s1", "a1", "default", "bash");
+    dec.data = {{"verdict", "allow"}, {"reason", "r"}, {"rule", "allow"}, {"danger_level", "HIGH"},
+                {"policy_version", "file:x"}, {"invocation", "bash:git push"}, {"notify", {"bash:git push*"}}};
+    Event done = testing::MakeEvent("execution.completed", rid, "s1", "a1", "default", "bash");
+    done.data = {{"result", {{"success", true}, {"data", {{"exit_code", 0}}}, {"error", nullptr}, {"meta", Json::object()}}},
+                 {"duration_ms", 3}};
+    Publish({rec, dec, done});
+  }
+};
+
+TEST(DuragentKeeper, TheLogKeeperDeliversNotifyOnceSignedAndWritesAllowAlwaysIntoTheWorkspace) {
+  KeeperRig rig;
+  Receiver rx;
+  Layout l;
+  l.Workspace("apiVersion: duragent/v1alpha1\nkind: Policy\nmode: ask\nnotify:\n  patterns: [\"bash:git push*\"]\n"
+              "  deliveries:\n    - type: log\n    - type: webhook\n      url: \"" + rx.url("/hook") + "\"\n");
+  l.Agent("a1", "policy.yaml", "mode: ask\n");
+  auto k1 = rig.Keeper("k1", l.dir());
+  ASSERT_TRUE(k1 && k1->notify());
+  // The decide process logs the workspace's policy as in force; then a call.
+  rig.Publish({PolicyUpdatedEvent(*LoadDir(l.dir()), NowMicros())});
+  rig.Call("r1");
+  auto got = rx.WaitFor("r1", 1);
+  ASSERT_EQ(got.size(), 1u);
+  std::string secret;
+  std::ifstream(rig.dir.sub("k1/keys/notify-webhook.secret")) >> secret;
+  ASSERT_FALSE(secret.empty());
+  EXPECT_EQ(got[0].signature, "sha256=" + NotifySignature(secret, got[0].timestamp, got[0].body));
+  EXPECT_EQ(Json::parse(got[0].body)["request_id"], "r1");
+  EXPECT_EQ(Json::parse(got[0].body)["console_url"],
+            k1->api()->url() + "/#/session/s1?request=r1");
+
+  // A keeper whose copy is new (read from the topic) does not send the
+  // past again; a later call is sent by each keeper, under one delivery id.
+  auto k2 = rig.Keeper("k2", l.dir());
+  ASSERT_TRUE(k2 && k2->notify());
+  rig.Call("r2");
+  auto r2 = rx.WaitFor("r2", 2);
+  ASSERT_EQ(r2.size(), 2u);
+  EXPECT_EQ(r2[0].delivery, r2[1].delivery);
+  k1->notify()->Drain();
+  k2->notify()->Drain();
+  EXPECT_EQ(rx.WaitFor("r1", 0).size(), 1u);
+  EXPECT_EQ(k1->notify()->logged.load(), 2u);
+  EXPECT_EQ(k2->notify()->logged.load(), 1u);
+  k2.reset();
+
+  // "Allow always" for a1, as approve commits it: the keeper writes it into
+  // the agent's policy.local.yaml.
+  Event grant = testing::MakeEvent("policy.updated", "r9", "s1", "a1", "default");
+  grant.data = {{"tier", "agent_local"}, {"source", "approval:r9"}, {"org_id", "default"}, {"agent_id", "a1"},
+                {"allow", Json::array({"bash:make x"})}, {"content_hash", std::string(64, 'c')},
+                {"policy_version", "agent-rule:cccccccccccccccc"}};
+  rig.Publish({grant});
+  const std::string local = l.dir() + "/agents/a1/policy.local.yaml";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string text;
+  while (text.find("bash:make x") == std::string::npos && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(local);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  EXPECT_NE(text.find("bash:make x"), std::string::npos) << text;
+  EXPECT_EQ(Engine(LoadDir(l.dir())).Bash("make x"), "allow");
 }
 
 }  // namespace

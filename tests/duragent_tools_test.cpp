@@ -4,12 +4,15 @@
 // decided by the real policy engine, executed by the real execute stage,
 // their events appended to a real RocksDB log that the tools read back
 // through LogAuditReader. Traffic only goes to 127.0.0.1.
+#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 
 #include "audit/event_log.h"
 #include "audit/log_audit_reader.h"
 #include "audit/log_sink.h"
 #include "execute/tools/html_markdown.h"
+#include "execute/tools/html_text.h"
 #include "tests/execute_test_util.h"
 #include "tests/http_pipeline_fixture.h"
 
@@ -70,6 +73,14 @@ TEST(HtmlMarkdown, HostilePagesStayLinearBoundedAndValidUtf8) {
   EXPECT_EQ(r.markdown, "");
 }
 
+TEST(HtmlText, ReferencesAreDecodedAndMalformedOnesStayAsWritten) {
+  EXPECT_EQ(DecodeCharRefs("a&amp;b &lt;&#x41;&#66;&mdash;&nbsp;x&shy;"), "a&b <AB\xE2\x80\x94 x");
+  EXPECT_EQ(DecodeCharRefs("&#0;&#xD800;&#99999999999999;"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(DecodeCharRefs("&amp &unknown; &#x; &#12a; a&b=c;"), "&amp &unknown; &#x; &#12a; a&b=c;");
+  EXPECT_EQ(FindClosingTag("<script>x</SCRIPT>", 8, "script"), 9u);
+  EXPECT_EQ(FindClosingTag("<script>x</scrip", 8, "script"), std::string_view::npos);
+}
+
 // --- web ---
 
 class WebTest : public ToolFixture, public ::testing::Test {
@@ -118,6 +129,97 @@ TEST_F(WebTest, FetchKeepsOneMegabyteAndSaysTheRestWasCut) {
   EXPECT_EQ(r["data"]["download_truncated"], true);
   EXPECT_EQ(r["data"]["truncated"], true);
   EXPECT_LE(r["data"]["markdown"].get<std::string>().size(), 50u << 10);
+}
+
+// A loopback server whose every GET streams `total` bytes of text ("x",
+// then 2-byte "é"s) in chunks for as long as the client reads. It records
+// how much it wrote and whether the client hung up, and says when it
+// stopped.
+class StreamingServer {
+ public:
+  explicit StreamingServer(size_t total) : total_(total) {
+    signal(SIGPIPE, SIG_IGN);  // writing to the closed socket is EPIPE, not the end of the test binary
+    server_.handler = [this](const httplib::Request&, httplib::Response& res) {
+      res.set_chunked_content_provider("text/plain; charset=utf-8", [this](size_t, httplib::DataSink& sink) {
+        std::string chunk;
+        for (int i = 0; i < 32 << 10; ++i) chunk += "\xC3\xA9";
+        bool hung_up = !sink.write("x", 1);
+        size_t sent = hung_up ? 0 : 1;
+        while (!hung_up && sent < total_) {
+          hung_up = !sink.write(chunk.data(), chunk.size());
+          if (!hung_up) sent += chunk.size();
+        }
+        if (!hung_up) sink.done();
+        std::lock_guard<std::mutex> lock(mu_);
+        written_ = sent;
+        hung_up_ = hung_up;
+        ended_ = true;
+        cv_.notify_all();
+        return !hung_up;
+      });
+    };
+  }
+  std::string origin() const { return server_.origin(); }
+  // Waits for the stream to stop (at most 20 s); false if it never did.
+  bool WaitEnded() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(20), [this] { return ended_; });
+  }
+  size_t written() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return written_;
+  }
+  bool hung_up() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return hung_up_;
+  }
+
+ private:
+  const size_t total_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t written_ = 0;
+  bool hung_up_ = false;
+  bool ended_ = false;
+  RecordingServer server_;  // last: stopped (its threads joined) before the state above goes
+};
+
+constexpr size_t kStreamBytes = 64 << 20;
+
+TEST_F(WebTest, FetchEndsTheDownloadAtOneMegabyteRatherThanReadingTheRest) {
+  StreamingServer s(kStreamBytes);
+  Json r = Fetch(s.origin() + "/stream");
+  ASSERT_TRUE(r["success"]) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["data"]["download_truncated"], true);
+  EXPECT_EQ(r["data"]["bytes"], (1 << 20) - 1) << "1 MiB less the half of an \"é\" the cap split";
+  ASSERT_TRUE(s.WaitEnded());
+  EXPECT_TRUE(s.hung_up()) << "the client closed the connection mid-body";
+  EXPECT_LT(s.written(), kStreamBytes / 4) << "the server wrote far less than its body";
+}
+
+TEST_F(WebTest, HttpRequestEndsATransferAtItsByteCapAndReportsTheBodyTruncated) {
+  {
+    StreamingServer s(kStreamBytes);
+    policy().http_defaults = {{"max_response_chars", 1000}};  // a cap of 4004 bytes
+    Json r = Call("http_request", {{"url", s.origin() + "/stream"}});
+    ASSERT_TRUE(r["success"]) << r.dump().substr(0, 300);
+    EXPECT_EQ(r["data"]["status"], 200);
+    EXPECT_EQ(r["data"]["truncated"], true);
+    std::string want = "x";
+    for (int i = 0; i < 999; ++i) want += "\xC3\xA9";
+    EXPECT_EQ(r["data"]["body"], want) << "max_response_chars characters";
+    ASSERT_TRUE(s.WaitEnded());
+    EXPECT_TRUE(s.hung_up());
+    EXPECT_LT(s.written(), kStreamBytes / 4);
+  }
+  StreamingServer s(kStreamBytes);
+  policy().http_defaults = {{"max_response_chars", 1000}, {"max_response_bytes", 100}};
+  Json r = Call("http_request", {{"url", s.origin() + "/stream"}});
+  ASSERT_TRUE(r["success"]) << r.dump().substr(0, 300);
+  EXPECT_EQ(r["data"]["truncated"], true);
+  EXPECT_EQ(r["data"]["body"].get<std::string>().size(), 99u) << "100 bytes less the split \"é\"";
+  ASSERT_TRUE(s.WaitEnded());
+  EXPECT_TRUE(s.hung_up());
 }
 
 TEST_F(WebTest, MarkdownOverFiftyKilobytesIsCutWithANoticeOfHowMuch) {

@@ -1,12 +1,12 @@
 // One HTTP call to an endpoint the operator configured (web search's Brave
-// API, memory reflect's chat-completions server), shared by the Duragent
-// tools. The URL is the operator's, never an agent's, yet it is held to
-// http_request's SSRF guard all the same (execute/net_pin.h): every
-// address it resolves to must be global or in execute.network.allow_cidrs,
-// the connection is pinned to it, and no redirect is followed (a 3xx is
-// an E_HTTP_STATUS). A misconfigured or hijacked DNS name then cannot
-// point the executor at its own metadata service; a local model server
-// needs its CIDR allowed, as list_llm_models' does.
+// API, memory reflect's chat-completions server, list_llm_models' Ollama
+// server), shared by the tools that call one. The URL is the operator's,
+// never an agent's, yet it is held to http_request's SSRF guard all the
+// same (execute/net_pin.h): every address it resolves to must be global
+// or in execute.network.allow_cidrs, the connection is pinned to it, and
+// no redirect is followed (a 3xx is an E_HTTP_STATUS). A misconfigured or
+// hijacked DNS name then cannot point the executor at its own metadata
+// service; a local model server needs its CIDR allowed.
 //
 // Headers may carry secrets (an API key): they are sent, never put in an
 // error message; messages name the endpoint without its query string.

@@ -1,10 +1,9 @@
 #include "execute/tools/html_links.h"
 
-#include <algorithm>
-#include <cstdint>
 #include <unordered_set>
 
 #include "core/url.h"
+#include "execute/tools/html_text.h"
 
 namespace tollgate {
 namespace {
@@ -16,83 +15,16 @@ bool NameChar(char c) {
          c == ':';
 }
 
-// Where "</name" (any case) starts at or after `from`, else npos.
-size_t FindClosing(std::string_view html, size_t from, const std::string& name) {
-  for (size_t i = html.find("</", from); i != std::string_view::npos; i = html.find("</", i + 2)) {
-    size_t k = 0;
-    while (k < name.size() && i + 2 + k < html.size() && Lower(html[i + 2 + k]) == name[k]) ++k;
-    if (k == name.size()) return i;
-  }
-  return std::string_view::npos;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xC0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xE0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    *out += static_cast<char>(0xF0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // An attribute value with its character references decoded and the
-// whitespace a URL parser strips removed (ends trimmed; tab and newline
-// dropped inside).
+// whitespace a URL parser strips removed (tab and newline dropped inside,
+// then the ends trimmed).
 std::string DecodeValue(std::string_view v) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const char c = v[i];
-    if (c == '\t' || c == '\n' || c == '\r') continue;
-    if (c != '&') {
-      out += c;
-      continue;
-    }
-    const size_t semi = v.find(';', i);
-    if (semi == std::string_view::npos || semi - i > 10) {
-      out += c;
-      continue;
-    }
-    const std::string_view ref = v.substr(i + 1, semi - i - 1);
-    static const std::pair<std::string_view, char> kNamed[] = {
-        {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
-    bool done = false;
-    for (const auto& [name, ch] : kNamed) {
-      if (ref == name) {
-        out += ch;
-        done = true;
-      }
-    }
-    if (!done && ref.size() >= 2 && ref[0] == '#') {
-      const bool hex = ref[1] == 'x' || ref[1] == 'X';
-      uint32_t cp = 0;
-      bool digits = ref.size() > (hex ? 2u : 1u);
-      for (size_t k = hex ? 2 : 1; k < ref.size() && digits; ++k) {
-        const char d = Lower(ref[k]);
-        int val = d >= '0' && d <= '9' ? d - '0' : (hex && d >= 'a' && d <= 'f' ? d - 'a' + 10 : -1);
-        if (val < 0) digits = false;
-        cp = std::min<uint32_t>(cp * (hex ? 16 : 10) + (val < 0 ? 0 : val), 0x110000);
-      }
-      if (digits) {
-        AppendUtf8(cp, &out);
-        done = true;
-      }
-    }
-    if (!done) {
-      out += c;
-      continue;
-    }
-    i = semi;
+  std::string raw;
+  raw.reserve(v.size());
+  for (const char c : v) {
+    if (c != '\t' && c != '\n' && c != '\r') raw += c;
   }
+  const std::string out = DecodeCharRefs(raw);
   size_t b = 0, e = out.size();
   while (b < e && (out[b] == ' ' || out[b] == '\f')) ++b;
   while (e > b && (out[e - 1] == ' ' || out[e - 1] == '\f')) --e;
@@ -160,7 +92,7 @@ std::vector<std::string> ExtractLinks(std::string_view html, const std::string& 
     }
     pos = i < n ? i + 1 : n;
     if (tag == "script" || tag == "style" || tag == "textarea" || tag == "title") {
-      const size_t close = FindClosing(html, pos, tag);
+      const size_t close = FindClosingTag(html, pos, tag);
       pos = close == std::string_view::npos ? n : close;
       continue;
     }

@@ -5,8 +5,8 @@
 //
 // A small tokenizer, not a browser: it skips comments and the contents of
 // <script>, <style>, <textarea> and <title>; reads an attribute's value
-// double-quoted, single-quoted or bare; decodes &amp; &lt; &gt; &quot; &#39;
-// and numeric references in it. A link that is empty, only a fragment
+// double-quoted, single-quoted or bare; decodes its character references
+// (html_text.h's DecodeCharRefs: &amp;, &#39;, ...). A link that is empty, only a fragment
 // ("#top": the page itself), not http(s) after resolution (mailto:,
 // javascript:, data:) or not a valid URL is left out. <base href> is
 // ignored: links resolve against the URL the page came from. The page is

@@ -1,11 +1,11 @@
 #include "execute/tools/html_markdown.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <vector>
 
 #include "core/canonical_json.h"
 #include "core/url.h"
+#include "execute/tools/html_text.h"
 
 namespace tollgate {
 namespace {
@@ -18,96 +18,6 @@ constexpr size_t kMaxTitleBytes = 512;
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 bool Space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
 bool Alpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-  if (cp < 0x80) {
-    *out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    *out += static_cast<char>(0xC0 | (cp >> 6));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    *out += static_cast<char>(0xE0 | (cp >> 12));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    *out += static_cast<char>(0xF0 | (cp >> 18));
-    *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    *out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Character references in text or an attribute value decoded; an unknown
-// or malformed one stays as written. &nbsp; is a plain space (collapsible).
-std::string Decode(std::string_view v) {
-  static const std::pair<std::string_view, uint32_t> kNamed[] = {
-      {"amp", '&'},      {"lt", '<'},        {"gt", '>'},        {"quot", '"'},      {"apos", '\''},
-      {"nbsp", ' '},     {"ensp", ' '},      {"emsp", ' '},      {"thinsp", ' '},    {"copy", 0xA9},
-      {"reg", 0xAE},     {"trade", 0x2122},  {"hellip", 0x2026}, {"mdash", 0x2014},  {"ndash", 0x2013},
-      {"lsquo", 0x2018}, {"rsquo", 0x2019},  {"ldquo", 0x201C},  {"rdquo", 0x201D},  {"laquo", 0xAB},
-      {"raquo", 0xBB},   {"bull", 0x2022},   {"middot", 0xB7},   {"euro", 0x20AC},   {"pound", 0xA3},
-      {"yen", 0xA5},     {"cent", 0xA2},     {"deg", 0xB0},      {"times", 0xD7},    {"divide", 0xF7},
-      {"para", 0xB6},    {"sect", 0xA7},     {"larr", 0x2190},   {"rarr", 0x2192},   {"uarr", 0x2191},
-      {"darr", 0x2193},  {"check", 0x2713},  {"plusmn", 0xB1},   {"frac12", 0xBD},   {"shy", 0}};
-  std::string out;
-  out.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const char c = v[i];
-    if (c != '&') {
-      out += c;
-      continue;
-    }
-    size_t semi = i + 1;
-    while (semi < v.size() && semi - i <= 32 && v[semi] != ';' && v[semi] != '&' && !Space(v[semi])) ++semi;
-    if (semi >= v.size() || v[semi] != ';') {
-      out += c;
-      continue;
-    }
-    const std::string_view ref = v.substr(i + 1, semi - i - 1);
-    bool done = false;
-    if (ref.size() >= 2 && ref[0] == '#') {
-      const bool hex = ref[1] == 'x' || ref[1] == 'X';
-      uint32_t cp = 0;
-      bool digits = ref.size() > (hex ? 2u : 1u);
-      for (size_t k = hex ? 2 : 1; k < ref.size() && digits; ++k) {
-        const char d = Lower(ref[k]);
-        const int val = d >= '0' && d <= '9' ? d - '0' : (hex && d >= 'a' && d <= 'f' ? d - 'a' + 10 : -1);
-        if (val < 0) digits = false;
-        cp = std::min<uint32_t>(cp * (hex ? 16 : 10) + static_cast<uint32_t>(val < 0 ? 0 : val), 0x110000);
-      }
-      if (digits) {
-        AppendUtf8(cp, &out);
-        done = true;
-      }
-    } else {
-      for (const auto& [name, cp] : kNamed) {
-        if (ref == name) {
-          if (cp != 0) AppendUtf8(cp, &out);  // &shy; is dropped
-          done = true;
-          break;
-        }
-      }
-    }
-    if (!done) {
-      out += c;
-      continue;
-    }
-    i = semi;
-  }
-  return out;
-}
-
-// Where "</name" (any case) starts at or after `from`, else npos. Linear:
-// the caller continues after what it finds.
-size_t FindClosing(std::string_view html, size_t from, std::string_view name) {
-  for (size_t i = html.find("</", from); i != std::string_view::npos; i = html.find("</", i + 2)) {
-    size_t k = 0;
-    while (k < name.size() && i + 2 + k < html.size() && Lower(html[i + 2 + k]) == name[k]) ++k;
-    if (k == name.size()) return i;
-  }
-  return std::string_view::npos;
-}
 
 struct Tag {
   std::string name;  // lower-case
@@ -155,7 +65,7 @@ size_t ReadTag(std::string_view html, size_t lt, Tag* t) {
     }
     std::string* dst = attr == "href" ? &t->href : attr == "src" ? &t->src : attr == "alt" ? &t->alt
                      : attr == "start" ? &t->start : nullptr;
-    if (dst != nullptr && dst->empty()) *dst = Decode(html.substr(b, std::min(e - b, kMaxAttrBytes)));
+    if (dst != nullptr && dst->empty()) *dst = DecodeCharRefs(html.substr(b, std::min(e - b, kMaxAttrBytes)));
   }
   return i < n ? i + 1 : n;
 }
@@ -221,6 +131,17 @@ class Converter {
     return n == "script" || n == "style" || n == "noscript" || n == "textarea" || n == "xmp" || n == "iframe" ||
            n == "noembed" || n == "noframes" || n == "title";
   }
+  // Blocks set apart by a blank line, at their start and their end.
+  static bool Paragraph(const std::string& n) {
+    return n == "p" || n == "section" || n == "article" || n == "header" || n == "footer" || n == "main" ||
+           n == "nav" || n == "aside" || n == "figure" || n == "form" || n == "address" || n == "details" ||
+           n == "fieldset" || n == "dl" || n == "center";
+  }
+  // Blocks on lines of their own.
+  static bool LineBlock(const std::string& n) {
+    return n == "div" || n == "figcaption" || n == "summary" || n == "dt" || n == "dd" || n == "caption" ||
+           n == "legend";
+  }
   // Markup whose contents are not the page's text.
   static bool Dropped(const std::string& n) {
     return n == "svg" || n == "math" || n == "template" || n == "object" || n == "canvas" || n == "audio" ||
@@ -231,11 +152,11 @@ class Converter {
   size_t Handle(const Tag& t, std::string_view html, size_t pos) {
     const std::string& n = t.name;
     if (!t.end && RawText(n)) {
-      const size_t close = FindClosing(html, pos, n);
+      const size_t close = FindClosingTag(html, pos, n);
       const size_t end = close == std::string_view::npos ? html.size() : close;
       if (n == "title" && !seen_title_ && drop_ == 0) {
         seen_title_ = true;
-        title_ = Collapse(Decode(html.substr(pos, std::min<size_t>(end - pos, 8 * kMaxTitleBytes))));
+        title_ = Collapse(DecodeCharRefs(html.substr(pos, std::min<size_t>(end - pos, 8 * kMaxTitleBytes))));
         if (title_.size() > kMaxTitleBytes) title_ = ToValidUtf8(title_.substr(0, kMaxTitleBytes));
       }
       if (close == std::string_view::npos) return html.size();
@@ -265,12 +186,9 @@ class Converter {
       Break(2);
       Push(Kind::kHeading, n, std::string(static_cast<size_t>(n[1] - '0'), '#') + " ");
       ++inline_only_;
-    } else if (n == "p" || n == "section" || n == "article" || n == "header" || n == "footer" || n == "main" ||
-               n == "nav" || n == "aside" || n == "figure" || n == "form" || n == "address" || n == "details" ||
-               n == "fieldset" || n == "dl" || n == "center") {
+    } else if (Paragraph(n)) {
       Break(2);
-    } else if (n == "div" || n == "figcaption" || n == "summary" || n == "dt" || n == "dd" || n == "caption" ||
-               n == "legend") {
+    } else if (LineBlock(n)) {
       Break(1);
     } else if (n == "br") {
       if (pre_ > 0) {
@@ -356,12 +274,9 @@ class Converter {
   void End(const std::string& n) {
     if (n.size() == 2 && n[0] == 'h' && n[1] >= '1' && n[1] <= '6') {
       CloseNamed(Kind::kHeading);
-    } else if (n == "p" || n == "section" || n == "article" || n == "header" || n == "footer" || n == "main" ||
-               n == "nav" || n == "aside" || n == "figure" || n == "form" || n == "address" || n == "details" ||
-               n == "fieldset" || n == "dl" || n == "center") {
+    } else if (Paragraph(n)) {
       Break(2);
-    } else if (n == "div" || n == "figcaption" || n == "summary" || n == "dt" || n == "dd" || n == "caption" ||
-               n == "legend") {
+    } else if (LineBlock(n)) {
       Break(1);
     } else if (n == "a") {
       CloseNamed(Kind::kA);
@@ -593,7 +508,7 @@ class Converter {
     }
   }
   void Text(std::string_view raw) {
-    const std::string s = Decode(raw);
+    const std::string s = DecodeCharRefs(raw);
     if (pre_ > 0) {
       PreText(s);
       return;

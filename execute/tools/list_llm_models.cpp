@@ -3,20 +3,18 @@
 // from is the operator's choice, never the agent's (it has no arguments):
 // - execute.llm_models: a list of names;
 // - execute.llm_models_url: an Ollama-compatible server, asked
-//   GET <url>/api/tags ({"models": [{"name": ...}, ...]}) under http_request's
-//   SSRF guard (every address it resolves to global or in
-//   execute.network.allow_cidrs, the connection pinned to it; no redirect
-//   followed), within llm_models_timeout_ms and kMaxAnswerBytes.
+//   GET <url>/api/tags ({"models": [{"name": ...}, ...]}) through
+//   endpoint_call.h (http_request's SSRF guard: every address it resolves
+//   to global or in execute.network.allow_cidrs, the connection pinned to
+//   it; no redirect followed), within llm_models_timeout_ms and
+//   kMaxAnswerBytes.
 // Both set: the names of both, each once. Neither: E_NOT_CONFIGURED.
 // data: {models: {general, code, vision, embedding, cloud: [names]}, count,
 // source: "config" | "endpoint" | "config+endpoint"}.
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <set>
 
-#include "core/url.h"
-#include "execute/net_pin.h"
+#include "execute/tools/endpoint_call.h"
 #include "execute/tools/tools.h"
 
 namespace tollgate {
@@ -45,87 +43,26 @@ inline constexpr const char* kNotConfigured = "E_NOT_CONFIGURED";
 inline constexpr size_t kMaxAnswerBytes = 1 << 20;
 inline constexpr size_t kMaxModels = 1000;
 
-struct Capped {
-  std::string data;
-  bool over = false;
-};
-
-size_t OnData(char* p, size_t size, size_t n, void* ud) {
-  auto* b = static_cast<Capped*>(ud);
-  if (b->data.size() + size * n > kMaxAnswerBytes) {
-    b->over = true;
-    return 0;  // abort the transfer
-  }
-  b->data.append(p, size * n);
-  return size * n;
-}
-
 // The names the server lists, or the ToolResult of why not.
 bool FetchTags(const ExecutePolicy& p, std::vector<std::string>* names, Json* error) {
   std::string base = p.llm_models_url;
   while (!base.empty() && base.back() == '/') base.pop_back();
-  NormalUrl url;
-  std::string why;
-  if (!NormalizeUrl(base + "/api/tags", "", &url, &why)) {
-    *error = ToolFail(errc::kUrlForbidden, "execute.llm_models_url: " + why);
+  EndpointCall call;
+  call.what = "execute.llm_models_url's model server";
+  call.url = base + "/api/tags";
+  call.timeout_ms = p.llm_models_timeout_ms;
+  call.max_bytes = kMaxAnswerBytes;
+  EndpointAnswer answer;
+  if (!CallEndpoint(call, p.allow_cidrs, &answer, error)) return false;
+  if (!answer.json.is_object() || !answer.json.contains("models") || !answer.json["models"].is_array()) {
+    *error = ToolFail(errc::kHttp, "the answer of " + call.what + " is not an Ollama /api/tags list");
     return false;
   }
-  Pin pin;
-  switch (PinHost(url.host, p.allow_cidrs, &pin, &why)) {
-    case PinResult::kForbidden:
-      *error = ToolFail(errc::kUrlForbidden, "execute.llm_models_url: " + why);
-      return false;
-    case PinResult::kUnresolved:
-      *error = ToolFail(errc::kHttp, "execute.llm_models_url: " + why, true);
-      return false;
-    case PinResult::kOk:
-      break;
+  for (const auto& m : answer.json["models"]) {
+    const Json* n = m.is_object() && m.contains("name") ? &m["name"] : m.is_object() ? nullptr : &m;
+    if (n != nullptr && n->is_string() && !n->get<std::string>().empty()) names->push_back(*n);
   }
-  static const bool once = (curl_global_init(CURL_GLOBAL_DEFAULT), true);
-  (void)once;
-  CURL* c = curl_easy_init();
-  curl_slist* resolve = curl_slist_append(nullptr, PinnedResolveEntry(url.host, url.port, pin).c_str());
-  Capped out;
-  curl_easy_setopt(c, CURLOPT_URL, url.full.c_str());
-  PinConnection(c, resolve, &pin);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(p.llm_models_timeout_ms));
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnData);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &out);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "tollgate/1");
-  const CURLcode rc = curl_easy_perform(c);
-  long status = 0;
-  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-  curl_easy_cleanup(c);
-  curl_slist_free_all(resolve);
-  const std::string where = " (" + url.full + ")";
-  if (!pin.refused.empty()) {
-    *error = ToolFail(errc::kUrlForbidden, "connection refused by the guard: " + pin.refused);
-  } else if (out.over) {
-    *error = ToolFail(errc::kTooLarge, "the model server's answer is over 1 MiB" + where);
-  } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-    *error = ToolFail(
-        errc::kHttpTimeout,
-        "the model server did not answer within " + std::to_string(p.llm_models_timeout_ms) + " ms" + where,
-        true);
-  } else if (rc != CURLE_OK) {
-    *error = ToolFail(errc::kHttp, std::string("the model server: ") + curl_easy_strerror(rc) + where, true);
-  } else if (status != 200) {
-    *error = ToolFail(errc::kHttpStatus, "the model server answered HTTP " + std::to_string(status) + where,
-                      status >= 500 || status == 429);
-  } else {
-    Json answer;
-    if (!ParseInputJson(out.data, &answer).ok() || !answer.is_object() || !answer.contains("models") ||
-        !answer["models"].is_array()) {
-      *error = ToolFail(errc::kHttp, "the model server's answer is not an Ollama /api/tags list" + where);
-      return false;
-    }
-    for (const auto& m : answer["models"]) {
-      const Json* n = m.is_object() && m.contains("name") ? &m["name"] : m.is_object() ? nullptr : &m;
-      if (n != nullptr && n->is_string() && !n->get<std::string>().empty()) names->push_back(*n);
-    }
-    return true;
-  }
-  return false;
+  return true;
 }
 
 class ListLlmModels : public BuiltinTool {

@@ -3,12 +3,13 @@
 // fetch {url}: GET an absolute http(s) URL with http_request's own code
 // (the SSRF guard, address pinning, redirects checked hop by hop, the
 // agent's `hosts` list), run under a policy of web's: GET only, 30 s,
-// text, at most kMaxDownloadBytes kept (truncated: true). Nothing else of
-// the agent's http_request applies: its base_url, default_headers and
-// default_query are for its own API, not for any page it reads. An HTML
-// page becomes Markdown (html_markdown.h), other text passes through, and
-// binary content is named, not shown. At most kMaxOutputBytes of Markdown
-// come back; past that, a notice line says how much was cut.
+// text, the download ended at kMaxDownloadBytes (truncated: true; the rest
+// is never read). Nothing else of the agent's http_request applies: its
+// base_url, default_headers and default_query are for its own API, not for
+// any page it reads. An HTML page becomes Markdown (html_markdown.h), other
+// text passes through, and binary content is named, not shown. At most
+// kMaxOutputBytes of Markdown come back; past that, a notice line says how
+// much was cut.
 // data: {url, final_url, status, content_type, title, markdown, truncated,
 // download_truncated, markdown_truncated, bytes}.
 //
@@ -88,7 +89,8 @@ class Web : public BuiltinTool {
     p.http_defaults = {{"allowed_methods", Json::array({"GET"})},
                        {"timeout_ms", kFetchTimeoutMs},
                        {"response_format", "text"},
-                       {"max_response_chars", kMaxDownloadBytes}};
+                       {"max_response_chars", kMaxDownloadBytes},
+                       {"max_response_bytes", kMaxDownloadBytes}};  // the download stops there
     const Json agent = ctx.policy->AgentHttp(ctx.org_id, ctx.agent_id);
     if (agent.contains("hosts")) p.http_defaults["hosts"] = agent["hosts"];
     ToolContext plain = ctx;
