@@ -119,8 +119,9 @@ class Converter {
     if (pre_ > 0) CloseNamed(Kind::kPre);
     MarkdownPage page;
     page.complete = pos >= n;
-    page.title = title_;
-    page.markdown = Finish();
+    // The page's bytes are anyone's: whatever path a byte took, what leaves is UTF-8.
+    page.title = ToValidUtf8(title_);
+    page.markdown = ToValidUtf8(Finish());
     return page;
   }
 
