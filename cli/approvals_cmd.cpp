@@ -9,6 +9,7 @@
 // such approval, 2 usage or connection error, 3 no verdict in time.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <set>
 
@@ -40,23 +41,48 @@ std::string TimeLeft(int64_t us) {
   return std::to_string(s / 3600) + "h " + std::to_string(s % 3600 / 60) + "m";
 }
 
-// One line per approval, for a person at a terminal. Agent-supplied text
-// (ids, tool names) is cut to its column and stripped of control bytes, so
-// it cannot move the cursor or forge a row.
+// Printable on a terminal: control bytes become '?', so agent-supplied text
+// cannot move the cursor or forge a row.
+std::string Printable(const std::string& v) {
+  std::string out;
+  for (unsigned char c : v) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  return out;
+}
+
+// The call's arguments as logged (secrets redacted), for a person to judge:
+// compact JSON with non-ASCII escaped (no look-alike or right-to-left text
+// can disguise them), the first kMaxShownArgs characters and a marker.
+constexpr size_t kMaxShownArgs = 200;
+std::string ShownArgs(const Json& request) {
+  const Json args = request.is_object() ? request.value("args", Json::object()) : Json::object();
+  std::string text = args.dump(-1, ' ', /*ensure_ascii=*/true, Json::error_handler_t::replace);
+  if (text.size() <= kMaxShownArgs) return text;
+  const size_t more = text.size() - kMaxShownArgs;
+  return text.substr(0, kMaxShownArgs) + " ... (" + std::to_string(more) +
+         " more characters; --json shows all)";
+}
+
+// One row per approval, for a person at a terminal, and under it the call's
+// arguments. The whole request id (at most kMaxIdBytes; its column is as
+// wide as the longest), since it is what `approvals approve` takes; other
+// agent-supplied cells are cut to their column.
 void PrintTable(const std::vector<PendingApproval>& pending, int64_t now_us) {
   auto cell = [](const std::string& v, size_t w) {
-    std::string out;
-    for (unsigned char c : v) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+    std::string out = Printable(v);
     if (out.size() > w) out = out.substr(0, w - 1) + "~";
     return out + std::string(w - out.size() + 2, ' ');
   };
-  std::cout << cell("REQUEST", 24) << cell("ORG", 12) << cell("AGENT", 16) << cell("TOOL", 20) << cell("DANGER", 8)
-            << cell("APPROVED", 8) << "EXPIRES IN\n";
+  size_t id_width = 7;  // "REQUEST"
+  for (const auto& p : pending) id_width = std::max(id_width, std::min(p.request_id.size(), kMaxIdBytes));
+  std::cout << cell("REQUEST", id_width) << cell("ORG", 12) << cell("AGENT", 16) << cell("TOOL", 20)
+            << cell("DANGER", 8) << cell("APPROVED", 8) << "EXPIRES IN\n";
   for (const auto& p : pending) {
     const std::string danger = p.decision.is_object() ? p.decision.value("danger_level", "") : "";
-    std::cout << cell(p.request_id, 24) << cell(p.org_id, 12) << cell(p.agent_id, 16) << cell(p.tool, 20)
-              << cell(danger, 8) << cell(std::to_string(p.granted_by.size()) + "/" + std::to_string(p.approvers_needed), 8)
-              << TimeLeft(p.deadline_us - now_us) << "\n";
+    std::cout << cell(p.request_id, id_width) << cell(p.org_id, 12) << cell(p.agent_id, 16)
+              << cell(p.tool, 20) << cell(danger, 8)
+              << cell(std::to_string(p.granted_by.size()) + "/" + std::to_string(p.approvers_needed), 8)
+              << TimeLeft(p.deadline_us - now_us) << "\n"
+              << "  args " << Printable(ShownArgs(p.request)) << "\n";
   }
 }
 
@@ -72,7 +98,8 @@ int RunList(const ListFlags& f) {
   } else {
     for (const auto& p : pending) std::cout << p.ToJson().dump() << "\n";
   }
-  std::cerr << pending.size() << " pending" << (table ? " (--json: arguments, rule, approvers)" : "") << "\n";
+  std::cerr << pending.size() << " pending"
+            << (table ? " (--json: the whole approval: rule, approvers, every argument)" : "") << "\n";
   return 0;
 }
 

@@ -48,6 +48,14 @@ struct AdminTarget;
 Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std::string& agent,
                         const std::string& path, Json* reply);
 
+// The key at `path` of (org, agent), registered through `data` unless
+// that file exists: made under an exclusive flock on the data directory, so
+// concurrent first uses of a new agent make and register one key and the
+// others read it. *registered: this call made it. E_KEY_FILE when `data`
+// cannot be opened or locked; RegisterAgentKey's errors.
+Status EnsureAgentKey(const std::string& data, const std::string& org, const std::string& agent,
+                      const std::string& path, bool* registered);
+
 // The signer `submit` and `mcp` sign an agent's requests with: `key_flag`
 // when given, else the data dir's key for (org, agent), registered first
 // when a local operator has none (a line on stderr says so).

@@ -4,6 +4,12 @@
 // credential.* event. Private keys and tokens never reach the log: `agents
 // add` writes the agent's private key to a file (mode 0600) and registers
 // only its public key; `tokens add` prints the token once.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <iterator>
@@ -91,6 +97,32 @@ Status LoadAgentSigner(const std::string& path, JwtSigner* out) {
   std::string pem;
   Status s = ReadPrivateKeyFile(path, &pem);
   return s.ok() ? SignerForKey(pem, out) : s;
+}
+
+Status EnsureAgentKey(const std::string& data, const std::string& org, const std::string& agent,
+                      const std::string& path, bool* registered) {
+  *registered = false;
+  // The data directory, not the key's (which may not exist yet): every
+  // first use of the deployment's agents queues here, for one HTTP call each.
+  const int fd = open(data.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return Status::Error(errc::kKeyFile, "cannot open data directory " + data + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }  // releases the flock
+  } closer{fd};
+  int r;
+  do r = flock(fd, LOCK_EX);
+  while (r != 0 && errno == EINTR);
+  if (r != 0)
+    return Status::Error(errc::kKeyFile, "cannot lock data directory " + data + ": " + std::strerror(errno));
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return Status::Ok();  // made and registered while we waited
+  if (ec) return Status::Error(errc::kKeyFile, "cannot look for " + path + ": " + ec.message());
+  Json reply;
+  Status s = RegisterAgentKey({data, ""}, org, agent, path, &reply);
+  *registered = s.ok();
+  return s;
 }
 
 Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std::string& agent,

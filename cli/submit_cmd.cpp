@@ -225,13 +225,15 @@ Status AgentSignerFor(const std::string& data, const std::string& org, const std
                       const std::string& key_flag, JwtSigner* out) {
   const std::string key = key_flag.empty() ? DefaultAgentKeyPath(data, org, agent) : key_flag;
   if (key_flag.empty() && !std::filesystem::exists(key)) {
-    Json reply;
-    Status s = RegisterAgentKey({data, ""}, org, agent, key, &reply);
+    bool registered = false;
+    Status s = EnsureAgentKey(data, org, agent, key, &registered);
     if (!s.ok()) {
       return Status::Error(s.code(), "no key for agent '" + agent + "' of org '" + org +
                                          "' and none could be registered: " + s.message());
     }
-    std::cerr << "registered a key for agent '" << agent << "' of org '" << org << "' (" << key << ")\n";
+    if (registered) {
+      std::cerr << "registered a key for agent '" << agent << "' of org '" << org << "' (" << key << ")\n";
+    }
   }
   return LoadAgentSigner(key, out);
 }
