@@ -22,6 +22,16 @@ void PolicyFileWatch::Refused(const Status& s, const PolicyInForce& in_force) {
             << "\n";
 }
 
+void PolicyFileWatch::Adopt(Status s, PolicyPtr p, const PolicyInForce& in_force) {
+  if (s.ok() && validate_) s = validate_(p->doc());
+  if (s.ok()) {
+    policy_ = std::move(p);
+    error_.clear();
+    return;
+  }
+  Refused(s, in_force);
+}
+
 // A Duragent workspace: every file of the layout is stat'ed; when any
 // changed (or appeared, or went), all are read and hashed, and loaded when
 // the bytes differ.
@@ -49,13 +59,7 @@ void PolicyFileWatch::PollLayout(const PolicyInForce& in_force) {
   bytes_hash_ = h;
   PolicyPtr p;
   Status s = LoadDuragentLayout(path_, &p);
-  if (s.ok() && validate_) s = validate_(p->doc());
-  if (s.ok()) {
-    policy_ = std::move(p);
-    error_.clear();
-    return;
-  }
-  Refused(s, in_force);
+  Adopt(s, std::move(p), in_force);
 }
 
 void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
@@ -89,13 +93,7 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   Status s = text.find_first_not_of(" \t\r\n") == std::string::npos
                  ? Status::Error(errc::kPolicyInvalid, "the policy file is empty")
                  : LoadPolicyYaml(text, path_, &p);
-  if (s.ok() && validate_) s = validate_(p->doc());
-  if (s.ok()) {
-    policy_ = std::move(p);
-    error_.clear();
-    return;
-  }
-  Refused(s, in_force);
+  Adopt(s, std::move(p), in_force);
 }
 
 }  // namespace tollgate

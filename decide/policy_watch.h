@@ -36,6 +36,8 @@ class PolicyFileWatch {
  private:
   void PollLayout(const PolicyInForce& in_force);  // `path` is a Duragent workspace
   void Refused(const Status& s, const PolicyInForce& in_force);
+  // A loaded policy (`s` its load's status) validated, then put in force or refused.
+  void Adopt(Status s, PolicyPtr p, const PolicyInForce& in_force);
   std::string path_;
   Validate validate_;
   int64_t mtime_ns_ = -1;
