@@ -10,9 +10,9 @@
 namespace tollgate {
 namespace {
 
-constexpr size_t kMaxHrefBytes = 2048;   // longer links keep their text only
-constexpr size_t kMaxBaseBytes = 4096;   // a longer page URL resolves absolute links only
-constexpr size_t kMaxAttrBytes = 4096;   // attribute values kept (href, src, alt, start)
+constexpr size_t kMaxHrefBytes = 2048;  // longer links keep their text only
+constexpr size_t kMaxBaseBytes = 4096;  // a longer page URL resolves absolute links only
+constexpr size_t kMaxAttrBytes = 4096;  // attribute values kept (href, src, alt, start)
 constexpr size_t kMaxTitleBytes = 512;
 
 char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -63,8 +63,11 @@ size_t ReadTag(std::string_view html, size_t lt, Tag* t) {
       while (i < n && !Space(html[i]) && html[i] != '>') ++i;
       e = i;
     }
-    std::string* dst = attr == "href" ? &t->href : attr == "src" ? &t->src : attr == "alt" ? &t->alt
-                     : attr == "start" ? &t->start : nullptr;
+    std::string* dst = attr == "href"    ? &t->href
+                       : attr == "src"   ? &t->src
+                       : attr == "alt"   ? &t->alt
+                       : attr == "start" ? &t->start
+                                         : nullptr;
     if (dst != nullptr && dst->empty()) *dst = DecodeCharRefs(html.substr(b, std::min(e - b, kMaxAttrBytes)));
   }
   return i < n ? i + 1 : n;
@@ -129,8 +132,8 @@ class Converter {
   // The elements whose contents are raw text (never markup), skipped to
   // their closing tag; title's is kept apart.
   static bool RawText(const std::string& n) {
-    return n == "script" || n == "style" || n == "noscript" || n == "textarea" || n == "xmp" || n == "iframe" ||
-           n == "noembed" || n == "noframes" || n == "title";
+    return n == "script" || n == "style" || n == "noscript" || n == "textarea" || n == "xmp" ||
+           n == "iframe" || n == "noembed" || n == "noframes" || n == "title";
   }
   // Blocks set apart by a blank line, at their start and their end.
   static bool Paragraph(const std::string& n) {
@@ -158,7 +161,14 @@ class Converter {
       if (n == "title" && !seen_title_ && drop_ == 0) {
         seen_title_ = true;
         title_ = Collapse(DecodeCharRefs(html.substr(pos, std::min<size_t>(end - pos, 8 * kMaxTitleBytes))));
-        if (title_.size() > kMaxTitleBytes) title_ = ToValidUtf8(title_.substr(0, kMaxTitleBytes));
+        // Valid first, then cut on a character boundary: replacing invalid
+        // bytes after the cut could triple the length (U+FFFD is 3 bytes).
+        title_ = ToValidUtf8(title_);
+        if (title_.size() > kMaxTitleBytes) {
+          size_t cut = kMaxTitleBytes;
+          while (cut > 0 && (static_cast<unsigned char>(title_[cut]) & 0xC0) == 0x80) --cut;
+          title_.resize(cut);
+        }
       }
       if (close == std::string_view::npos) return html.size();
       const size_t gt = html.find('>', close);
@@ -228,7 +238,8 @@ class Converter {
       int counter = 0;
       if (n == "ol") {
         counter = 1;
-        if (!t.start.empty() && t.start.size() < 8 && t.start.find_first_not_of("0123456789") == std::string::npos) {
+        if (!t.start.empty() && t.start.size() < 8 &&
+            t.start.find_first_not_of("0123456789") == std::string::npos) {
           counter = std::max(1, std::stoi(t.start));
         }
       }
@@ -263,7 +274,8 @@ class Converter {
       NormalUrl u;
       std::string why;
       const std::string alt = Collapse(t.alt.substr(0, 512));
-      if (!t.src.empty() && t.src.size() <= kMaxHrefBytes && NormalizeUrl(t.src, base_, &u, &why, Userinfo::kDrop)) {
+      if (!t.src.empty() && t.src.size() <= kMaxHrefBytes &&
+          NormalizeUrl(t.src, base_, &u, &why, Userinfo::kDrop)) {
         Begin();
         out_ += "![" + alt + "](" + u.full + ")";
       } else {
@@ -437,13 +449,16 @@ class Converter {
 
   // --- output ---
   // Line prefixes: {first line, following lines} per quote or list item.
-  void PushPrefix(const std::string& first, const std::string& cont) { prefix_.push_back({first, cont, true}); }
+  void PushPrefix(const std::string& first, const std::string& cont) {
+    prefix_.push_back({first, cont, true});
+  }
   void PopPrefix() {
     if (!prefix_.empty()) prefix_.pop_back();
   }
   void WritePrefix(bool blank) {
     // A blank line belongs to the quotes around both the lines it separates.
-    const size_t levels = std::min({prefix_.size(), kMaxPrefixLevels, blank ? break_levels_ : prefix_.size()});
+    const size_t levels =
+        std::min({prefix_.size(), kMaxPrefixLevels, blank ? break_levels_ : prefix_.size()});
     std::string p;
     for (size_t i = 0; i < levels; ++i) {
       auto& part = prefix_[i];
