@@ -9,7 +9,8 @@ Status HttpOutcome(int status, const Json& reply) {
   if (status >= 200 && status < 300) return Status::Ok();
   if (status == 0) return Status::Error("E_UNAVAILABLE", "the HTTP API did not answer");
   const Json err = reply.is_object() ? reply.value("error", Json::object()) : Json::object();
-  return Status::Error(err.value("code", "E_HTTP_" + std::to_string(status)), err.value("message", reply.dump()));
+  return Status::Error(err.value("code", "E_HTTP_" + std::to_string(status)),
+                       err.value("message", reply.dump()));
 }
 
 }  // namespace
@@ -21,8 +22,8 @@ bool ApiAnswers(const std::string& url) {
   return res && res->status == 200;
 }
 
-Status ApiCall(const std::string& url, const std::string& token, const std::string& method, const std::string& path,
-               const std::string& body, int* status, Json* reply) {
+Status ApiCall(const std::string& url, const std::string& token, const std::string& method,
+               const std::string& path, const std::string& body, int* status, Json* reply) {
   httplib::Client c(url);
   c.set_connection_timeout(5);
   c.set_read_timeout(30);

@@ -23,8 +23,8 @@ bool ApiAnswers(const std::string& url);
 // API did not answer; *reply its JSON body ({} if none). Ok for a 2xx; else
 // the error the reply names ({"error": {"code", "message"}}), or
 // E_UNAVAILABLE, or E_HTTP_<status>.
-Status ApiCall(const std::string& url, const std::string& token, const std::string& method, const std::string& path,
-               const std::string& body, int* status, Json* reply);
+Status ApiCall(const std::string& url, const std::string& token, const std::string& method,
+               const std::string& path, const std::string& body, int* status, Json* reply);
 
 // `value` encoded for a query string or a path segment.
 std::string EncodeQueryParam(const std::string& value);

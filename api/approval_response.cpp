@@ -33,8 +33,9 @@ Status ApprovalResponseFrom(const Json& answer, const std::string& request_id, c
   return Status::Ok();
 }
 
-Status PublishApprovalResponse(Producer& producer, const Topics& topics, const Json& request, const Json& response,
-                               const JwtSigner& service_signer, const std::string& approver_org) {
+Status PublishApprovalResponse(Producer& producer, const Topics& topics, const Json& request,
+                               const Json& response, const JwtSigner& service_signer,
+                               const std::string& approver_org) {
   Message m = MessageFor(topics.approval_responses(), request, response);
   m.headers[kHeaderAuth] = SignResponse(service_signer, "tollgate-api", response.value("org_id", ""),
                                         response.value("request_id", ""), m.value, NowMicros() / 1'000'000,

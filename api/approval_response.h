@@ -36,7 +36,8 @@ Status ApprovalResponseFrom(const Json& answer, const std::string& request_id, c
 // `request` (MessageFor), signed by `service_signer` on behalf of the
 // response's approver of `approver_org` (the approve stage counts that
 // identity), and waits for the broker's ack (at most 10 s).
-Status PublishApprovalResponse(Producer& producer, const Topics& topics, const Json& request, const Json& response,
-                               const JwtSigner& service_signer, const std::string& approver_org);
+Status PublishApprovalResponse(Producer& producer, const Topics& topics, const Json& request,
+                               const Json& response, const JwtSigner& service_signer,
+                               const std::string& approver_org);
 
 }  // namespace tollgate

@@ -20,7 +20,7 @@ class Server;
 namespace tollgate {
 
 struct ConsoleAsset {
-  std::string_view name;          // file name under console/, e.g. "app.js"
+  std::string_view name;  // file name under console/, e.g. "app.js"
   std::string_view content_type;
   std::string_view body;
 };

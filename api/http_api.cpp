@@ -1,8 +1,7 @@
 #include "api/http_api.h"
 
-#include <httplib.h>
-
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -25,8 +24,8 @@
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
 #include "audit/export.h"
-#include "audit/query_params.h"
 #include "audit/log_sink.h"
+#include "audit/query_params.h"
 #include "core/auth.h"
 #include "core/messages.h"
 #include "core/schema.h"
@@ -97,7 +96,10 @@ class DeadlineStream : public httplib::Stream {
  public:
   DeadlineStream(socket_t sock, std::chrono::steady_clock::time_point header_deadline,
                  std::chrono::steady_clock::time_point read_deadline, std::function<void()> on_headers)
-      : sock_(sock), header_deadline_(header_deadline), deadline_(read_deadline), on_headers_(std::move(on_headers)) {}
+      : sock_(sock),
+        header_deadline_(header_deadline),
+        deadline_(read_deadline),
+        on_headers_(std::move(on_headers)) {}
   bool is_readable() const override { return pos_ < len_ || Wait(POLLIN, ReadWaitMs()); }
   bool is_writable() const override { return Wait(POLLOUT, static_cast<int>(ToMs(kApiIoTimeout))); }
   ssize_t read(char* ptr, size_t size) override {
@@ -184,7 +186,8 @@ class DeadlineStream : public httplib::Stream {
 // and `saturated` runs (it cuts the oldest unauthenticated connection).
 class WorkerPerConnection : public httplib::TaskQueue {
  public:
-  WorkerPerConnection(size_t max, std::function<void()> saturated) : max_(max), saturated_(std::move(saturated)) {}
+  WorkerPerConnection(size_t max, std::function<void()> saturated)
+      : max_(max), saturated_(std::move(saturated)) {}
   void enqueue(std::function<void()> fn) override {
     bool full = false;
     {
@@ -212,6 +215,7 @@ class WorkerPerConnection : public httplib::TaskQueue {
     std::lock_guard<std::mutex> lock(mu_);
     Reap();
   }
+
  private:
   using Handle = std::list<std::thread>::iterator;
   void Work(Handle self) {
@@ -350,8 +354,8 @@ bool ReadBody(const httplib::Request& req, httplib::Response& res, Json* body) {
 
 int StatusFor(const Status& s) {
   if (s.code() == errc::kForbidden) return 403;
-  if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation || s.code() == errc::kInvalidJson ||
-      s.code() == errc::kPolicyInvalid) {
+  if (s.code() == errc::kInvalidQuery || s.code() == errc::kSchemaViolation ||
+      s.code() == errc::kInvalidJson || s.code() == errc::kPolicyInvalid) {
     return 400;
   }
   if (s.code() == errc::kNotFound) return 404;
@@ -583,12 +587,16 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   // The gate's public keys (core/result_signature.h): public, so any
   // agent can check the results it reads. The newest first.
   svr.Get("/v1/gate-key", [&o](const httplib::Request&, httplib::Response& res) {
-    std::vector<Credential> keys = o.credentials ? o.credentials->List("gate_key") : std::vector<Credential>{};
-    keys.erase(std::remove_if(keys.begin(), keys.end(), [](const Credential& c) { return c.revoked; }), keys.end());
+    std::vector<Credential> keys =
+        o.credentials ? o.credentials->List("gate_key") : std::vector<Credential>{};
+    keys.erase(std::remove_if(keys.begin(), keys.end(), [](const Credential& c) { return c.revoked; }),
+               keys.end());
     if (keys.empty()) return Error(res, 404, errc::kNotFound, "this deployment registered no gate key");
-    std::sort(keys.begin(), keys.end(), [](const Credential& a, const Credential& b) { return a.added_us > b.added_us; });
+    std::sort(keys.begin(), keys.end(),
+              [](const Credential& a, const Credential& b) { return a.added_us > b.added_us; });
     Json all = Json::array();
-    for (const Credential& c : keys) all.push_back({{"key_id", c.key_id}, {"public_key", c.public_key}, {"alg", "EdDSA"}});
+    for (const Credential& c : keys)
+      all.push_back({{"key_id", c.key_id}, {"public_key", c.public_key}, {"alg", "EdDSA"}});
     Json body = all[0];
     body["keys"] = all;
     Reply(res, 200, body);
@@ -623,15 +631,17 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     size_t bytes = 0;
     std::string next;
     for (const auto& p : pending) {
-      if (page.cursor != 0 && (page.desc ? p.requested_seq >= page.cursor : p.requested_seq <= page.cursor)) continue;
+      if (page.cursor != 0 && (page.desc ? p.requested_seq >= page.cursor : p.requested_seq <= page.cursor))
+        continue;
       if (list.size() >= page.limit || (!list.empty() && bytes >= kApprovalsPageBytes)) {
         next = std::to_string(list.back()["requested_seq"].get<uint64_t>());
         break;
       }
       Json j = p.ToJson();
-      const bool listed = p.approvers.empty() ||
-                          std::find(p.approvers.begin(), p.approvers.end(), who.identity) != p.approvers.end();
-      j["you_may_approve"] = listed && std::find(p.granted_by.begin(), p.granted_by.end(), who.identity) == p.granted_by.end();
+      const bool listed = p.approvers.empty() || std::find(p.approvers.begin(), p.approvers.end(),
+                                                           who.identity) != p.approvers.end();
+      j["you_may_approve"] =
+          listed && std::find(p.granted_by.begin(), p.granted_by.end(), who.identity) == p.granted_by.end();
       bytes += j.dump(-1, ' ', false, Json::error_handler_t::replace).size();
       list.push_back(std::move(j));
     }
@@ -661,19 +671,24 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     const std::string agent = body.value("agent_id", ""), pattern = body.value("pattern", "");
     std::string org = who.org_id == "*" ? body.value("org_id", "") : who.org_id;
     if (agent.empty() || pattern.empty() || org.empty() || org == "*") {
-      return Error(res, 400, errc::kInvalidQuery, "give agent_id, pattern (and org_id with a deployment-wide token)");
+      return Error(res, 400, errc::kInvalidQuery,
+                   "give agent_id, pattern (and org_id with a deployment-wide token)");
     }
     if (who.org_id != "*" && body.contains("org_id") && body["org_id"] != who.org_id) {
-      return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not change org '" + body.value("org_id", "") + "'");
+      return Error(res, 403, errc::kForbidden,
+                   "'" + who.identity + "' may not change org '" + body.value("org_id", "") + "'");
     }
     std::vector<AgentRule> rules;
     Status st = ListAgentRules(*im->store, org, agent, &rules);
     if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
     if (std::none_of(rules.begin(), rules.end(), [&](const AgentRule& r) { return r.pattern == pattern; })) {
-      return Error(res, 404, errc::kNotFound, "agent '" + agent + "' of org '" + org + "' has no rule '" + pattern + "'");
+      return Error(res, 404, errc::kNotFound,
+                   "agent '" + agent + "' of org '" + org + "' has no rule '" + pattern + "'");
     }
     uint64_t seq = 0;
-    if (!AppendOne(*o.sink, AgentRulesRevokedEvent(org, agent, {pattern}, who.identity, body.value("comment", ""), NowMicros()),
+    if (!AppendOne(*o.sink,
+                   AgentRulesRevokedEvent(org, agent, {pattern}, who.identity, body.value("comment", ""),
+                                          NowMicros()),
                    &seq)
              .ok()) {
       return Error(res, 503, errc::kInternal, "the log did not take the revocation");
@@ -687,13 +702,15 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     const std::string rid = req.matches[1];
     Json body;
     if (!ReadBody(req, res, &body)) return;
-    if (!o.service_signer) return Error(res, 503, errc::kInternal, "this server cannot sign approval responses");
+    if (!o.service_signer)
+      return Error(res, 503, errc::kInternal, "this server cannot sign approval responses");
     // request_ids are per org: the caller's, or the one a deployment-wide
     // admin names.
     std::string org = who.org_id;
     if (org == "*") org = Param(req, "org").empty() ? body.value("org_id", "") : Param(req, "org");
     if (org.empty() || org == "*") {
-      return Error(res, 400, errc::kInvalidQuery, "a deployment-wide caller must name the request's org (org=)");
+      return Error(res, 400, errc::kInvalidQuery,
+                   "a deployment-wide caller must name the request's org (org=)");
     }
     StoreLogView view(*im->store);
     std::vector<Event> events;
@@ -705,11 +722,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       return Error(res, 404, errc::kNotFound, "no approval requested for '" + rid + "'");
     }
     Json resp;
-    st = ApprovalResponseFrom(body, rid, org, who.identity, state.approval_requested->data.value("args_hash", Json("")),
-                              &resp);
+    st = ApprovalResponseFrom(body, rid, org, who.identity,
+                              state.approval_requested->data.value("args_hash", Json("")), &resp);
     if (!st.ok()) return Error(res, 400, st.code(), st.message());
     const Json request = state.received ? state.received->data.value("request", Json::object())
-                                        : Json{{"request_id", rid}, {"agent_id", state.approval_requested->agent_id},
+                                        : Json{{"request_id", rid},
+                                               {"agent_id", state.approval_requested->agent_id},
                                                {"session_id", state.approval_requested->session_id}};
     {
       std::lock_guard<std::mutex> lock(im->producer_mu);
@@ -760,7 +778,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Post("/v1/credentials", [&o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
     if (!Authorize(o, req, res, {"admin"}, &who)) return;
-    if (o.credentials == nullptr || o.sink == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
+    if (o.credentials == nullptr || o.sink == nullptr)
+      return Error(res, 503, errc::kInternal, "no credential registry");
     Json body;
     if (!ReadBody(req, res, &body)) return;
     // The caller's own org unless it names one (a deployment admin must).
@@ -768,7 +787,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (const Json org = body.value("org_id", Json()); org.is_string()) {
       const std::string o_id = org.get<std::string>();
       if (!who.InOrg(o_id) || (o_id == "*" && who.org_id != "*")) {
-        return Error(res, 403, errc::kForbidden, "'" + who.identity + "' may not add credentials to org '" + o_id + "'");
+        return Error(res, 403, errc::kForbidden,
+                     "'" + who.identity + "' may not add credentials to org '" + o_id + "'");
       }
     }
     const std::string token = body.value("kind", Json("")) == "token" ? NewToken() : "";
@@ -777,7 +797,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!st.ok()) return Error(res, st.code() == errc::kConflict ? 409 : 400, st.code(), st.message());
     const Event e = CredentialAddedEvent(c, c.added_us);
     uint64_t seq = 0;
-    if (!AppendOne(*o.sink, e, &seq).ok()) return Error(res, 503, errc::kInternal, "the log did not take the change");
+    if (!AppendOne(*o.sink, e, &seq).ok())
+      return Error(res, 503, errc::kInternal, "the log did not take the change");
     Json out{{"credential", c.ToJson()}, {"log_seq", seq}};
     if (!token.empty()) out["token"] = token;  // shown once, kept nowhere
     Reply(res, 201, out);
@@ -786,15 +807,18 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Delete(R"(/v1/credentials/([0-9a-f]{16}))", [&o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
     if (!Authorize(o, req, res, {"admin"}, &who)) return;
-    if (o.credentials == nullptr || o.sink == nullptr) return Error(res, 503, errc::kInternal, "no credential registry");
+    if (o.credentials == nullptr || o.sink == nullptr)
+      return Error(res, 503, errc::kInternal, "no credential registry");
     Credential c;
     // Another org's credential is as invisible as one that does not exist.
     if (!o.credentials->Find(req.matches[1], &c) || !who.InOrg(c.org_id)) {
       return Error(res, 404, errc::kNotFound, "no credential " + std::string(req.matches[1]));
     }
-    if (c.org_id == "*" && who.org_id != "*") return Error(res, 403, errc::kForbidden, "deployment credential");
+    if (c.org_id == "*" && who.org_id != "*")
+      return Error(res, 403, errc::kForbidden, "deployment credential");
     uint64_t seq = 0;
-    if (!AppendOne(*o.sink, CredentialRevokedEvent(c, who.identity, Param(req, "reason"), NowMicros()), &seq).ok()) {
+    if (!AppendOne(*o.sink, CredentialRevokedEvent(c, who.identity, Param(req, "reason"), NowMicros()), &seq)
+             .ok()) {
       return Error(res, 503, errc::kInternal, "the log did not take the change");
     }
     o.credentials->Find(c.key_id, &c);
@@ -845,12 +869,14 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.Get("/v1/connections", [im, &o](const httplib::Request& req, httplib::Response& res) {
     Principal who;
     if (!Authorize(o, req, res, {"operator", "admin"}, &who)) return;
-    if (who.org_id != "*") return Error(res, 403, errc::kForbidden, "deployment-wide figures: a token of org '*' only");
+    if (who.org_id != "*")
+      return Error(res, 403, errc::kForbidden, "deployment-wide figures: a token of org '*' only");
     const ConnectionBudget& b = im->server->budget();
     const ConnectionBudget::Usage u = b.usage();
-    Json out{{"connections", {{"unauthenticated", u.unauthenticated}, {"agent", u.agent}, {"staff", u.staff}}},
-             {"refused", {{"identity_cap", u.refused_identity}, {"busy", u.refused_busy}, {"evicted", u.evicted}}},
-             {"limits", b.limits().ToJson()}};
+    Json out{
+        {"connections", {{"unauthenticated", u.unauthenticated}, {"agent", u.agent}, {"staff", u.staff}}},
+        {"refused", {{"identity_cap", u.refused_identity}, {"busy", u.refused_busy}, {"evicted", u.evicted}}},
+        {"limits", b.limits().ToJson()}};
     if (o.mcp) out["mcp"] = o.mcp->Stats();
     if (const std::string org = Param(req, "org"); !org.empty()) {
       out["org"] = {{"org_id", org}, {"agent_connections", b.org_connections(org)}};
@@ -903,7 +929,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
             if (st.ok()) st = replay::RedecideTarget(*im->store, t, {}, &report);
             if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
             Reply(res, 200,
-                  {{"clean", chain.ok() && report.clean()}, {"chain", chain.ToJson()}, {"verify", report.ToJson()}});
+                  {{"clean", chain.ok() && report.clean()},
+                   {"chain", chain.ToJson()},
+                   {"verify", report.ToJson()}});
           }));
   // One session's what-if, or an agent's sessions' (agent=, since=, until=).
   const auto what_if =
@@ -924,7 +952,8 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     if (!o.list_tools) return Error(res, 503, "E_UNAVAILABLE", "this server lists no tools");
     const bool agent_only = !who.Has("auditor") && !who.Has("approver") && !who.admin();
     std::string org = req.has_param("org") ? req.get_param_value("org") : who.org_id;
-    std::string agent = req.has_param("agent") ? req.get_param_value("agent") : (agent_only ? who.identity : "");
+    std::string agent =
+        req.has_param("agent") ? req.get_param_value("agent") : (agent_only ? who.identity : "");
     if (org == "*" || org.empty()) return Error(res, 400, errc::kInvalidQuery, "name the org (org=)");
     if (agent.empty()) return Error(res, 400, errc::kInvalidQuery, "name the agent (agent=)");
     if (!who.InOrg(org)) return Error(res, 403, errc::kForbidden, "the token is not of org '" + org + "'");
@@ -948,9 +977,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
       Principal who;
       if (!Authorize(o, req, res, {"agent"}, &who)) return;
       if (who.org_id == "*") return Error(res, 403, errc::kForbidden, "an agent token names one org");
-      mcp::HttpCall call{req.method, req.body,
-                         [&req](const std::string& h) { return req.get_header_value(h.c_str()); }, who.org_id,
-                         who.identity, nullptr};
+      mcp::HttpCall call{
+          req.method, req.body,     [&req](const std::string& h) { return req.get_header_value(h.c_str()); },
+          who.org_id, who.identity, nullptr};
       // A stream (GET, or a tools/call waiting for its approval) ends once
       // its client hangs up or its token stops authenticating (revoked).
       call.gone = [&o, sock = tl_conn.sock, auth = req.get_header_value("Authorization")] {
@@ -983,10 +1012,13 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (req.path == "/mcp" && res.status == 413) {
-      return Reply(res, 413, mcp::Error(nullptr, mcp::kInvalidRequest,
-                                        "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes"));
+      return Reply(res, 413,
+                   mcp::Error(nullptr, mcp::kInvalidRequest,
+                              "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes"));
     }
-    if (res.status == 413) return Error(res, 413, "E_BODY_TOO_LARGE", "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes");
+    if (res.status == 413)
+      return Error(res, 413, "E_BODY_TOO_LARGE",
+                   "the body is over " + std::to_string(kMaxApiBodyBytes) + " bytes");
     if (res.status == 404) return Error(res, 404, errc::kNotFound, "no such endpoint");
     Error(res, res.status, "E_HTTP", "HTTP " + std::to_string(res.status));
   });

@@ -77,9 +77,9 @@
 #include "api/tokens.h"
 #include "audit/log_store.h"
 #include "core/credentials.h"
-#include "runtime/kafka_bus.h"
 #include "core/stage.h"
 #include "mcp/http_endpoint.h"
+#include "runtime/kafka_bus.h"
 
 namespace tollgate {
 

@@ -14,10 +14,14 @@ constexpr size_t kMaxOpenRequests = 200'000;  // past this, durations are not tr
 std::string Escape(const std::string& v) {
   std::string out;
   for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -33,7 +37,8 @@ std::string Number(double v) {
 std::string Word(const std::string& s) {
   if (s.empty() || s.size() > 40) return "other";
   for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) return "other";
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
+      return "other";
   }
   return s;
 }
@@ -93,8 +98,8 @@ void MetricsText::Family(const std::string& name, const char* type, const std::s
   out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
 }
 
-void MetricsText::Sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
-                         double value) {
+void MetricsText::Sample(const std::string& name,
+                         const std::vector<std::pair<std::string, std::string>>& labels, double value) {
   out_ += name;
   if (!labels.empty()) {
     out_ += "{";
@@ -127,8 +132,10 @@ Metrics::Labels Metrics::Bound(const std::string& family, Labels labels) {
     if (value == kOther) continue;
     std::set<std::string>& seen = values[name];
     if (seen.count(value)) continue;
-    if (seen.size() >= kMaxLabelValues) value = kOther;
-    else seen.insert(value);
+    if (seen.size() >= kMaxLabelValues)
+      value = kOther;
+    else
+      seen.insert(value);
   }
   return labels;
 }
@@ -168,7 +175,8 @@ void Metrics::End(const Event& e, const std::string& outcome) {
 // mcp:<server>/<whatever an agent made up> -- is "other" at once.
 std::string Metrics::ToolLabel(const std::string& tool) const {
   if (FindBuiltinTool(tool) != nullptr) return tool;
-  if (tool.empty() || tool.size() > 200 || !PrintableUtf8(tool) || !catalog_ || !catalog_(tool)) return kOther;
+  if (tool.empty() || tool.size() > 200 || !PrintableUtf8(tool) || !catalog_ || !catalog_(tool))
+    return kOther;
   return tool;
 }
 
@@ -194,16 +202,17 @@ void Metrics::Observe(const std::vector<Event>& events) {
       Count("tollgate_decisions_total",
             {{"verdict", verdict}, {"rule_kind", RuleKind(e.data.value("rule", ""))}, {"org", org}});
       if (verdict == "deny") End(e, "denied");
-    } else if (e.type == "approval.requested" || e.type == "approval.granted" || e.type == "approval.denied" ||
-               e.type == "approval.expired" || e.type == "approval.refused") {
+    } else if (e.type == "approval.requested" || e.type == "approval.granted" ||
+               e.type == "approval.denied" || e.type == "approval.expired" || e.type == "approval.refused") {
       Count("tollgate_approvals_total", {{"outcome", e.type.substr(9)}, {"org", org}});
       if (e.type == "approval.denied" || e.type == "approval.expired") End(e, e.type.substr(9));
     } else if (e.type == "execution.completed") {
       const Json& r = e.data.contains("result") ? e.data["result"] : Json::object();
       const bool ok = r.is_object() && r.value("success", false);
-      const std::string code = ok ? "ok" : Code(r.is_object() && r.contains("error") && r["error"].is_object()
-                                                    ? r["error"].value("code", "")
-                                                    : "");
+      const std::string code = ok ? "ok"
+                                  : Code(r.is_object() && r.contains("error") && r["error"].is_object()
+                                             ? r["error"].value("code", "")
+                                             : "");
       const std::string tool = ToolLabel(e.tool);
       Count("tollgate_executions_total", {{"tool", tool}, {"code", code}, {"org", org}});
       if (e.data.contains("duration_ms") && e.data["duration_ms"].is_number()) {
@@ -218,8 +227,10 @@ void Metrics::Observe(const std::vector<Event>& events) {
   }
 }
 
-void MetricsText::Histogram(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
-                            const std::vector<double>& bounds, const std::vector<uint64_t>& counts, double sum) {
+void MetricsText::Histogram(const std::string& name,
+                            const std::vector<std::pair<std::string, std::string>>& labels,
+                            const std::vector<double>& bounds, const std::vector<uint64_t>& counts,
+                            double sum) {
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds.size() && i < counts.size(); ++i) {
     cumulative += counts[i];
@@ -231,14 +242,16 @@ void MetricsText::Histogram(const std::string& name, const std::vector<std::pair
   Sample(name + "_count", labels, static_cast<double>(cumulative));
 }
 
-void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string, const StageRunner*>>& runners) {
+void WriteRunnerMetrics(MetricsText& t,
+                        const std::vector<std::pair<std::string, const StageRunner*>>& runners) {
   using Field = std::atomic<uint64_t> RunnerStats::*;
   const std::tuple<const char*, Field, const char*> counters[] = {
       {"tollgate_stage_messages_total", &RunnerStats::messages, "Input messages a stage's runner took in."},
       {"tollgate_stage_batches_total", &RunnerStats::batches, "Batches a stage's runner committed."},
       {"tollgate_stage_events_total", &RunnerStats::events, "Events a stage appended."},
       {"tollgate_stage_outputs_total", &RunnerStats::outputs, "Messages a stage published."},
-      {"tollgate_stage_retries_total", &RunnerStats::retries, "Batches a stage's runner retried after a failure."},
+      {"tollgate_stage_retries_total", &RunnerStats::retries,
+       "Batches a stage's runner retried after a failure."},
       {"tollgate_stage_publish_wait_seconds_total", &RunnerStats::publish_wait_us,
        "Time a stage's runner waited for the previous batch's transaction."}};
   for (const auto& [name, field, help] : counters) {
@@ -251,8 +264,10 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
   }
   using Hist = LatencyHistogram RunnerStats::*;
   const std::tuple<const char*, Hist, const char*> histograms[] = {
-      {"tollgate_stage_process_seconds", &RunnerStats::process_hist, "Per batch: the stage's own processing."},
-      {"tollgate_stage_append_seconds", &RunnerStats::append_hist, "Per batch: appending its events to the log."},
+      {"tollgate_stage_process_seconds", &RunnerStats::process_hist,
+       "Per batch: the stage's own processing."},
+      {"tollgate_stage_append_seconds", &RunnerStats::append_hist,
+       "Per batch: appending its events to the log."},
       {"tollgate_stage_publish_seconds", &RunnerStats::publish_hist,
        "Per batch: the Kafka transaction publishing its outputs and offsets."}};
   const std::vector<double> bounds(kLatencyBounds.begin(), kLatencyBounds.end());
@@ -261,7 +276,8 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
     for (const auto& [stage, r] : runners) {
       const LatencyHistogram& h = r->stats().*field;
       const auto c = h.counts();
-      t.Histogram(name, {{"stage", stage}}, bounds, std::vector<uint64_t>(c.begin(), c.end()), h.sum_seconds());
+      t.Histogram(name, {{"stage", stage}}, bounds, std::vector<uint64_t>(c.begin(), c.end()),
+                  h.sum_seconds());
     }
   }
   using Gauge = std::atomic<uint64_t> RunnerStats::*;
@@ -274,7 +290,8 @@ void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string,
        "1 while a stage's consumer group holds a member that is not this process (docs/trust.md)."}};
   for (const auto& [name, field, help] : gauges) {
     t.Family(name, "gauge", help);
-    for (const auto& [stage, r] : runners) t.Sample(name, {{"stage", stage}}, static_cast<double>((r->stats().*field).load()));
+    for (const auto& [stage, r] : runners)
+      t.Sample(name, {{"stage", stage}}, static_cast<double>((r->stats().*field).load()));
   }
   t.Family("tollgate_consumer_lag_messages", "gauge",
            "Messages in a stage's input partitions not read yet (high watermark minus position).");
@@ -294,7 +311,8 @@ void WriteLogMetrics(MetricsText& t, const EventLog& log) {
     t.Family("tollgate_log_head_seq", "gauge", "The seq of the last event of this process's log (or copy).");
     t.Sample("tollgate_log_head_seq", {}, static_cast<double>(seq));
   }
-  t.Family("tollgate_log_size_bytes", "gauge", "Bytes the event log takes (SST files and memtables; not the WAL).");
+  t.Family("tollgate_log_size_bytes", "gauge",
+           "Bytes the event log takes (SST files and memtables; not the WAL).");
   t.Sample("tollgate_log_size_bytes", {}, static_cast<double>(log.store().ApproximateBytes()));
   const std::vector<double> bounds(kLatencyBounds.begin(), kLatencyBounds.end());
   for (const auto& [name, h, help] :
@@ -322,8 +340,9 @@ std::string Metrics::Render() const {
       {"tollgate_executions_total", "Tool executions completed, by tool and error code (ok on success)."},
       {"tollgate_request_duration_seconds", "From request.received to the request's end, by outcome."},
       {"tollgate_execution_duration_seconds", "Tool run time as execute measured it, by tool."},
-      {"tollgate_cost_usd_total", "Cost of the tool calls executed (execution.completed cost_usd), by org: "
-                                  "what budgets count, as a rate over any window."},
+      {"tollgate_cost_usd_total",
+       "Cost of the tool calls executed (execution.completed cost_usd), by org: "
+       "what budgets count, as a rate over any window."},
   };
   MetricsText t;
   std::vector<Collector> collectors;

@@ -38,7 +38,8 @@ class MetricsText {
   // `type`: counter, gauge or histogram. Once per family, before its samples.
   void Family(const std::string& name, const char* type, const std::string& help);
   // labels as {{"stage", "decide"}}; values are escaped here.
-  void Sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels, double value);
+  void Sample(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
+              double value);
   // A histogram's _bucket (cumulative, with le), _sum and _count samples
   // from per-bucket counts (the last above every bound).
   void Histogram(const std::string& name, const std::vector<std::pair<std::string, std::string>>& labels,
@@ -111,7 +112,8 @@ class Metrics {
 // The stage runners' counters, per-batch time histograms (process,
 // append, publish) and input lag by topic and partition, as `up` and each
 // `tollgate stage` process serve them. `runners`: (stage name, runner).
-void WriteRunnerMetrics(MetricsText& t, const std::vector<std::pair<std::string, const StageRunner*>>& runners);
+void WriteRunnerMetrics(MetricsText& t,
+                        const std::vector<std::pair<std::string, const StageRunner*>>& runners);
 
 // The log this process appends to (`up`'s, or a stage process's copy): head
 // seq, size, and the write and fsync latency histograms.

@@ -8,7 +8,9 @@
 namespace tollgate {
 namespace {
 
-Json Attr(const char* key, const std::string& value) { return {{"key", key}, {"value", {{"stringValue", value}}}}; }
+Json Attr(const char* key, const std::string& value) {
+  return {{"key", key}, {"value", {{"stringValue", value}}}};
+}
 
 std::string Nanos(int64_t us) { return std::to_string(us) + "000"; }
 
@@ -80,8 +82,7 @@ Json OtlpExporter::Body(const std::vector<OtlpSpan>& spans, const std::string& s
     if (!s.error_code.empty()) attrs.push_back(Attr("error.type", s.error_code));
     Json events = Json::array();
     for (const auto& [type, at] : s.events) events.push_back({{"timeUnixNano", Nanos(at)}, {"name", type}});
-    Json status = s.outcome == "completed" ? Json{{"code", 1}}
-                                           : Json{{"code", 2}, {"message", s.error_code}};
+    Json status = s.outcome == "completed" ? Json{{"code", 1}} : Json{{"code", 2}, {"message", s.error_code}};
     list.push_back({{"traceId", tp.substr(3, 32)},
                     {"spanId", Sha256Hex("tollgate-span\n" + s.org + "\n" + s.request_id).substr(0, 16)},
                     {"parentSpanId", tp.substr(36, 16)},

@@ -44,10 +44,10 @@ struct OtlpOptions {
   // URL of its traces path.
   std::string endpoint;
   std::string service_name = "tollgate";
-  size_t max_batch = 512;                          // spans per POST
-  std::chrono::milliseconds flush_every{1000};     // a batch waits at most this long
-  size_t max_open = 200'000;                       // requests tracked at once; past this, not exported
-  size_t max_events_per_span = 64;                 // span events kept per request
+  size_t max_batch = 512;                       // spans per POST
+  std::chrono::milliseconds flush_every{1000};  // a batch waits at most this long
+  size_t max_open = 200'000;                    // requests tracked at once; past this, not exported
+  size_t max_events_per_span = 64;              // span events kept per request
   int max_attempts = 5;
 };
 

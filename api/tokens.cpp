@@ -66,7 +66,8 @@ Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
   Json j;
   Status s = ParseJson(text, &j);
   if (!s.ok()) return s;
-  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) return Bad(path, "expected {\"tokens\": [...]}");
+  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+    return Bad(path, "expected {\"tokens\": [...]}");
   TokenStore store;
   std::map<std::string, std::set<std::string>> orgs_of;  // identity -> orgs, for the deployment-wide line
   for (const auto& t : j["tokens"]) {
@@ -101,8 +102,8 @@ Status TokenStore::LoadFile(const std::string& path, TokenStore* out) {
   return Status::Ok();
 }
 
-bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens, const std::string& authorization,
-                     Principal* out) {
+bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens,
+                     const std::string& authorization, Principal* out) {
   const std::string prefix = "Bearer ";
   if (authorization.compare(0, prefix.size(), prefix) != 0) return false;
   const std::string token = authorization.substr(prefix.size());
@@ -140,10 +141,13 @@ Status AddToken(const std::string& path, const Principal& who, std::string* toke
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     Status s = ParseJson(text, &j);
     if (!s.ok()) return s;
-    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) return Bad(path, "expected {\"tokens\": [...]}");
+    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array())
+      return Bad(path, "expected {\"tokens\": [...]}");
   }
   *token = NewToken();
-  j["tokens"].push_back({{"token_sha256", Sha256Hex(*token)}, {"identity", who.identity}, {"org_id", who.org_id},
+  j["tokens"].push_back({{"token_sha256", Sha256Hex(*token)},
+                         {"identity", who.identity},
+                         {"org_id", who.org_id},
                          {"roles", who.roles}});
   return WritePrivate(path, j.dump(2) + "\n");
 }

@@ -53,8 +53,8 @@ class TokenStore {
 // The principal of an "Authorization: Bearer <token>" header value: looked
 // up in `credentials` (the log's) when set, else in `tokens`. False for a
 // missing, malformed or unknown token.
-bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens, const std::string& authorization,
-                     Principal* out);
+bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& tokens,
+                     const std::string& authorization, Principal* out);
 
 // A fresh random token (64 hex digits).
 std::string NewToken();

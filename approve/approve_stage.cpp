@@ -1,11 +1,10 @@
 #include "approve/approve_stage.h"
 
-#include "core/result_signature.h"
-
 #include <algorithm>
 
 #include "core/auth.h"
 #include "core/messages.h"
+#include "core/result_signature.h"
 #include "core/schema.h"
 #include "core/sha256.h"
 #include "core/trace.h"
@@ -62,8 +61,11 @@ Message InTrace(const std::string& traceparent, Message m) {
 
 Json RequestOf(const RequestState& st, const Event& any) {
   if (st.received) return st.received->data.value("request", Json::object());
-  return {{"request_id", any.request_id}, {"org_id", any.org_id}, {"agent_id", any.agent_id},
-          {"session_id", any.session_id}, {"tool", any.tool}};
+  return {{"request_id", any.request_id},
+          {"org_id", any.org_id},
+          {"agent_id", any.agent_id},
+          {"session_id", any.session_id},
+          {"tool", any.tool}};
 }
 
 }  // namespace
@@ -77,7 +79,8 @@ std::string EscapeGlob(const std::string& text) {
   return out;
 }
 
-Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const std::string& approver, int64_t time_us) {
+Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const std::string& approver,
+                       int64_t time_us) {
   const std::string pattern = EscapeGlob(invocation);
   Json rule{{"agent_id", req.agent_id}, {"org_id", req.org_id}, {"allow", Json::array({pattern})}};
   std::string bytes;
@@ -111,7 +114,8 @@ ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, 
     // else is an approver's (or the service's on an approver's behalf).
     JwtParts jwt;
     auto h = in.headers.find(kHeaderAuth);
-    const bool as_agent = h != in.headers.end() && ParseJwt(h->second, &jwt).ok() && jwt.claims.contains("agent_id");
+    const bool as_agent =
+        h != in.headers.end() && ParseJwt(h->second, &jwt).ok() && jwt.claims.contains("agent_id");
     const bool ok = as_agent ? AuthenticateRequest(in, *registry, now_us, max_skew_us, &by)
                              : AuthenticateResponse(in, *registry, now_us, max_skew_us, &by);
     if (ok || by.signature_ok) *who = ApproverIdentity{by.identity, by.org_id, as_agent};
@@ -139,9 +143,10 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   const RequestState& st = input.state;
   if (flow.decision.is_null() || flow.decision.value("verdict", "") != "ask" || st.verdict() != "ask") {
     // Only what decide asked about, as the log records it, is held.
-    return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no ask decision in the log", errc::kNotInLog,
-                               Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
+    return RejectMalformedFlow(
+        name(), config_.topics, in, ctx, "request " + flow.request_id() + " has no ask decision in the log",
+        errc::kNotInLog,
+        Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
   }
   // Denied for its agent's pending cap by this very message, read again
   // after a crash: its result again.
@@ -164,8 +169,10 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   int64_t timeout_s = kDefaultApprovalTimeoutS;
   Json approvers = Json::array();
   if (approval.is_object()) {
-    if (auto q = approval.find("quorum"); q != approval.end() && q->is_number_integer()) quorum = std::max(1, q->get<int>());
-    if (auto t = approval.find("timeout_s"); t != approval.end() && t->is_number_integer() && t->get<int64_t>() > 0) {
+    if (auto q = approval.find("quorum"); q != approval.end() && q->is_number_integer())
+      quorum = std::max(1, q->get<int>());
+    if (auto t = approval.find("timeout_s");
+        t != approval.end() && t->is_number_integer() && t->get<int64_t>() > 0) {
       timeout_s = t->get<int64_t>();
     }
     if (auto a = approval.find("approvers"); a != approval.end() && a->is_array()) {
@@ -189,12 +196,10 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   // The agent is told its call waits (docs/approvals.md): a signed,
   // non-final `pending` message on its results topic; the final result
   // comes when the approval settles.
-  const Json pending = MakeResult(flow.request, kStatusPending, WithoutProvenance(st.decision->data),
-                                  {{"quorum", quorum},
-                                   {"approvals", 0},
-                                   {"approvers", approvers},
-                                   {"deadline", FormatTime(deadline)}},
-                                  nullptr);
+  const Json pending = MakeResult(
+      flow.request, kStatusPending, WithoutProvenance(st.decision->data),
+      {{"quorum", quorum}, {"approvals", 0}, {"approvers", approvers}, {"deadline", FormatTime(deadline)}},
+      nullptr);
   r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, pending),
                        static_cast<int>(r.events.size()) - 1, pending});
   // Counted at once for the agent's cap: the listener folds it only after
@@ -220,8 +225,9 @@ bool ApproveStage::DenyOverPendingCap(const FlowInput& input, const StageContext
     held = pending_.HeldBy(org, agent);
   }
   if (held < cap) return false;
-  const std::string msg = "agent '" + agent + "' already has " + std::to_string(held) +
-                          " calls waiting for approval, the most it may have; this one was not put to approvers";
+  const std::string msg =
+      "agent '" + agent + "' already has " + std::to_string(held) +
+      " calls waiting for approval, the most it may have; this one was not put to approvers";
   std::vector<Event> with = input.history;
   with.push_back(FlowEvent(flow, "approval.denied", ctx.now_us,
                            {{"approver", kCapApprover},
@@ -252,11 +258,13 @@ bool ApproveStage::FlowFor(const std::vector<Event>& history, Flow* flow) const 
   const Json& data = st.received->data;
   auto redacted = data.find("redacted");
   if (redacted != data.end() && redacted->is_array() && !redacted->empty()) return false;
-  *flow = Flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""), nullptr};
+  *flow = Flow{data.value("request", Json::object()), data.value("received_at", ""),
+               data.value("args_hash", ""), nullptr};
   return true;
 }
 
-void ApproveStage::Settle(const std::vector<Event>& history, const Event& settled, bool fresh, StageResult* r) {
+void ApproveStage::Settle(const std::vector<Event>& history, const Event& settled, bool fresh,
+                          StageResult* r) {
   RequestState st = Summarize(history);
   if (st.approval_settled == nullptr || st.approval_settled->id != settled.id) return;
   const int index = fresh ? static_cast<int>(r->events.size()) - 1 : -1;
@@ -280,20 +288,23 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
     // Granted, but the args the tool needs were redacted from the log and
     // the flow is gone (not seen since a restart): end it, as the
     // reconciler does.
-    const std::string msg = "approved, but the request's secret-bearing args are no longer available; submit it again";
-    r->events.push_back(EventAbout(history, settled.request_id, "request.rejected", settled.time_us,
-                                   {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}},
-                                   "approve"));
-    result = MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
-    r->outputs.push_back(
-        {InTrace(tp, MessageFor(config_.topics.results(), request, result)), static_cast<int>(r->events.size()) - 1, result});
+    const std::string msg =
+        "approved, but the request's secret-bearing args are no longer available; submit it again";
+    r->events.push_back(EventAbout(
+        history, settled.request_id, "request.rejected", settled.time_us,
+        {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}}, "approve"));
+    result =
+        MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
+    r->outputs.push_back({InTrace(tp, MessageFor(config_.topics.results(), request, result)),
+                          static_cast<int>(r->events.size()) - 1, result});
     return;
   }
   const bool expired = settled.type == "approval.expired";
   const bool withdrawn = settled.data.value("withdrawn", false);
-  const std::string msg = expired ? approval.value("comment", "approval expired")
-                                  : (withdrawn ? "withdrawn by " : "denied by ") + approval.value("approver", "") +
-                                        (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
+  const std::string msg =
+      expired ? approval.value("comment", "approval expired")
+              : (withdrawn ? "withdrawn by " : "denied by ") + approval.value("approver", "") +
+                    (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
   // A denial of the stage's own (the pending cap) carries its code; the
   // agent may ask again once fewer of its calls wait.
   const std::string own = settled.type == "approval.denied" ? settled.data.value("code", "") : "";
@@ -348,7 +359,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
       for (const char* k : {"decision", "scope", "args_hash", "response_id"}) {
         if (auto it = resp.find(k); it != resp.end() && it->is_string()) data[k] = *it;
       }
-      if (auto it = resp.find("approver"); it != resp.end() && it->is_string()) data["claimed_approver"] = *it;
+      if (auto it = resp.find("approver"); it != resp.end() && it->is_string())
+        data["claimed_approver"] = *it;
     }
     // Only a proven identity is recorded as the approver.
     if (authenticated) data["approver"] = who.identity;
@@ -361,15 +373,17 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   }
   if (!valid.ok()) return refuse(approve_errc::kInvalidResponse, valid.message());
   if (!IsId(org) || org == "*") {
-    return refuse(approve_errc::kInvalidResponse, "a deployment-wide approver must name the request's org_id");
+    return refuse(approve_errc::kInvalidResponse,
+                  "a deployment-wide approver must name the request's org_id");
   }
   if (who.org_id != "*" && resp.contains("org_id") && resp["org_id"] != who.org_id) {
-    return refuse(approve_errc::kNotEntitled, "'" + who.identity + "' approves for org '" + who.org_id + "' only");
+    return refuse(approve_errc::kNotEntitled,
+                  "'" + who.identity + "' approves for org '" + who.org_id + "' only");
   }
   if (resp.value("approver", who.identity) != who.identity) {
-    return refuse(approve_errc::kUnauthenticated,
-                  "the response names approver '" + resp.value("approver", "") + "' but is signed by '" +
-                      who.identity + "'");
+    return refuse(approve_errc::kUnauthenticated, "the response names approver '" +
+                                                      resp.value("approver", "") + "' but is signed by '" +
+                                                      who.identity + "'");
   }
 
   RequestState st = Summarize(history);
@@ -377,8 +391,9 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   const std::string decision = resp["decision"];
   // An agent never answers an approval, not even its own; only it withdraws.
   if (who.agent != (decision == "withdraw")) {
-    return refuse(approve_errc::kNotEntitled, who.agent ? "an agent may only withdraw its own call, never approve or deny"
-                                                        : "only the request's own agent withdraws it");
+    return refuse(approve_errc::kNotEntitled,
+                  who.agent ? "an agent may only withdraw its own call, never approve or deny"
+                            : "only the request's own agent withdraws it");
   }
   if (st.approval_requested == nullptr) {
     return refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
@@ -398,7 +413,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     r.events.push_back(expired);
     with.push_back(expired);
     Settle(with, with.back(), true, &r);
-    return refuse(errc::kApprovalExpired, "the approval of " + rid + " expired at " + req.value("deadline", ""));
+    return refuse(errc::kApprovalExpired,
+                  "the approval of " + rid + " expired at " + req.value("deadline", ""));
   }
   if (decision == "withdraw") {
     const Event& about = st.received ? *st.received : *st.approval_requested;
@@ -410,7 +426,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
       if (resp.contains(k)) data[k] = resp[k];
     }
     std::vector<Event> with = history;
-    with.push_back(EventAbout(history, rid, "approval.denied", ctx.now_us, std::move(data), "agent:" + who.identity));
+    with.push_back(
+        EventAbout(history, rid, "approval.denied", ctx.now_us, std::move(data), "agent:" + who.identity));
     r.events.push_back(with.back());
     Settle(with, with.back(), true, &r);
     return r;
@@ -436,8 +453,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   for (const char* k : {"comment", "response_id"}) {
     if (resp.contains(k)) data[k] = resp[k];
   }
-  Event e = EventAbout(history, rid, decision == "approve" ? "approval.granted" : "approval.denied", ctx.now_us,
-                       std::move(data), "approver:" + approver);
+  Event e = EventAbout(history, rid, decision == "approve" ? "approval.granted" : "approval.denied",
+                       ctx.now_us, std::move(data), "approver:" + approver);
   std::vector<Event> with = history;
   with.push_back(e);
   r.events.push_back(e);
@@ -486,9 +503,9 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
       continue;
     }
     std::vector<Event> with = history;
-    Event expired = EventAbout(history, rid, "approval.expired", ctx.now_us,
-                               {{"deadline", st.approval_requested->data.value("deadline", "")}, {"source", kTickSource}},
-                               "");
+    Event expired = EventAbout(
+        history, rid, "approval.expired", ctx.now_us,
+        {{"deadline", st.approval_requested->data.value("deadline", "")}, {"source", kTickSource}}, "");
     r.events.push_back(expired);
     with.push_back(expired);
     Settle(with, with.back(), true, &r);
@@ -508,7 +525,8 @@ namespace {
 Json NotifyOf(const Json& decision) {
   auto flag = decision.find("notify");
   if (flag == decision.end() || !flag->is_array() || flag->empty()) return Json::array();
-  return Json{{"notify", *flag}, {"rule", decision.value("rule", "")}, {"reason", decision.value("reason", "")}};
+  return Json{
+      {"notify", *flag}, {"rule", decision.value("rule", "")}, {"reason", decision.value("reason", "")}};
 }
 }  // namespace
 
@@ -585,7 +603,8 @@ void ApproveStage::OnAppended(const std::vector<Event>& events) {
            {"reason", info["reason"]},
            {"notify", info["notify"]},
            {"log_seq", e->seq}};
-    if (auto err = result.find("error"); err != result.end() && err->is_object()) n["error_code"] = err->value("code", "");
+    if (auto err = result.find("error"); err != result.end() && err->is_object())
+      n["error_code"] = err->value("code", "");
     notify.push_back(std::move(n));
   }
   for (const Json& n : notify) notifier_->Enqueue(n);

@@ -42,8 +42,8 @@
 // events, such as audit/approvals.h's ApprovalEvents(store).
 #pragma once
 
-#include <functional>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -161,16 +161,16 @@ class ApproveStage : public Stage {
   const LogView* view_ = nullptr;
   std::unique_ptr<WebhookNotifier> notifier_;
   mutable std::mutex mu_;
-  PendingApprovals pending_;                // guarded by mu_
+  PendingApprovals pending_;  // guarded by mu_
   // Keyed by RequestKey(org, request_id): request ids are per org.
-  std::map<std::string, Flow> flows_;       // flow from the approve topic; guarded by mu_
-  RecentSet notified_{100'000};             // event ids notified (the last ones); guarded by mu_
+  std::map<std::string, Flow> flows_;  // flow from the approve topic; guarded by mu_
+  RecentSet notified_{100'000};        // event ids notified (the last ones); guarded by mu_
   // With webhooks: requests whose decision.made this listener saw and that
   // have not finished, with the decision's notify patterns (empty: none).
   // An execution.completed is matched here, without reading the log; only
   // one whose decision predates this process reads the request's events.
-  std::map<std::string, Json> decided_;     // guarded by mu_
-  // Counts those reads (tests).
+  std::map<std::string, Json> decided_;  // guarded by mu_
+                                         // Counts those reads (tests).
  public:
   uint64_t notify_history_reads() const { return notify_history_reads_.load(); }
 

@@ -65,7 +65,8 @@ void PendingApprovals::Apply(const Event& e) {
     }
     Held& h = it->second;
     const std::string who = e.data.value("approver", "");
-    if (std::find(h.granted_by.begin(), h.granted_by.end(), who) == h.granted_by.end()) h.granted_by.push_back(who);
+    if (std::find(h.granted_by.begin(), h.granted_by.end(), who) == h.granted_by.end())
+      h.granted_by.push_back(who);
     if (static_cast<int>(h.granted_by.size()) >= h.needed) Finish(key);
   } else if (approval) {
     Finish(key);  // denied or expired
@@ -78,7 +79,8 @@ void PendingApprovals::Forget(const std::string& org_id, const std::string& requ
   Erase(RequestKey(org_id, request_id));
 }
 
-const PendingApprovals::Held* PendingApprovals::Find(const std::string& org_id, const std::string& request_id) const {
+const PendingApprovals::Held* PendingApprovals::Find(const std::string& org_id,
+                                                     const std::string& request_id) const {
   auto it = held_.find(RequestKey(org_id, request_id));
   return it == held_.end() ? nullptr : &it->second;
 }

@@ -1,9 +1,10 @@
 #include "approve/webhook.h"
-#include "core/log.h"
 
 #include <curl/curl.h>
 
 #include <iostream>
+
+#include "core/log.h"
 
 namespace tollgate {
 namespace {
@@ -122,8 +123,8 @@ void WebhookNotifier::Loop() {
       ++delivered;
     } else {
       ++failed;
-      log::Warn({options_.log_stage}) << options_.what << " " << d.url << " not delivered after " << options_.max_attempts
-                << " attempts: " << error << "\n";
+      log::Warn({options_.log_stage}) << options_.what << " " << d.url << " not delivered after "
+                                      << options_.max_attempts << " attempts: " << error << "\n";
     }
     lock.lock();
   }

@@ -8,8 +8,13 @@
 namespace tollgate {
 
 Json AgentRule::ToJson() const {
-  return {{"org_id", org_id},   {"agent_id", agent_id}, {"pattern", pattern}, {"granted_by", granted_by},
-          {"source", source},   {"seq", seq},           {"granted_at", FormatTime(time_us)}};
+  return {{"org_id", org_id},
+          {"agent_id", agent_id},
+          {"pattern", pattern},
+          {"granted_by", granted_by},
+          {"source", source},
+          {"seq", seq},
+          {"granted_at", FormatTime(time_us)}};
 }
 
 Status ListAgentRules(const LogStore& store, const std::string& org, const std::string& agent,
@@ -24,20 +29,25 @@ Status ListAgentRules(const LogStore& store, const std::string& org, const std::
     if (d.value("tier", "") != "agent_local") return;
     const std::string o = d.value("org_id", e.org_id), a = d.value("agent_id", e.agent_id);
     auto held = [&](const std::string& pattern) {
-      return [&, pattern](const AgentRule& r) { return r.org_id == o && r.agent_id == a && r.pattern == pattern; };
+      return [&, pattern](const AgentRule& r) {
+        return r.org_id == o && r.agent_id == a && r.pattern == pattern;
+      };
     };
     for (const Json& p : d.value("allow", Json::array())) {
       if (!p.is_string() || std::any_of(out->begin(), out->end(), held(p.get<std::string>()))) continue;
-      out->push_back({o, a, p.get<std::string>(), d.value("approver", ""), d.value("source", ""), e.seq, e.time_us});
+      out->push_back(
+          {o, a, p.get<std::string>(), d.value("approver", ""), d.value("source", ""), e.seq, e.time_us});
     }
     for (const Json& p : d.value("revoke", Json::array())) {
-      if (p.is_string()) out->erase(std::remove_if(out->begin(), out->end(), held(p.get<std::string>())), out->end());
+      if (p.is_string())
+        out->erase(std::remove_if(out->begin(), out->end(), held(p.get<std::string>())), out->end());
     }
   });
 }
 
-Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent, const std::vector<std::string>& patterns,
-                             const std::string& by, const std::string& comment, int64_t time_us) {
+Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent,
+                             const std::vector<std::string>& patterns, const std::string& by,
+                             const std::string& comment, int64_t time_us) {
   Json content{{"agent_id", agent}, {"org_id", org}, {"revoke", patterns}, {"time_us", time_us}};
   std::string bytes;
   if (!CanonicalBytes(content, &bytes).ok()) bytes = content.dump();

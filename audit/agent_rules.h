@@ -31,7 +31,8 @@ Status ListAgentRules(const LogStore& store, const std::string& org, const std::
 // The policy.updated that revokes `patterns` of (org, agent): allow empty,
 // revoke the patterns, revoked_by `by`. Its content hash covers the time, so
 // a pattern granted again can be revoked again.
-Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent, const std::vector<std::string>& patterns,
-                             const std::string& by, const std::string& comment, int64_t time_us);
+Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent,
+                             const std::vector<std::string>& patterns, const std::string& by,
+                             const std::string& comment, int64_t time_us);
 
 }  // namespace tollgate

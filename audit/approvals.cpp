@@ -22,8 +22,8 @@ Status ForEachApprovalHistory(const LogStore& store, const PendingFilter& filter
     if (!filter.org_id.empty() && r.org_id != filter.org_id) continue;
     if (!(s = view.EventsOfRequest(r.org_id, r.request_id, &events)).ok()) return s;
     if (!filter.agent_id.empty() && (events.empty() || events.front().agent_id != filter.agent_id)) continue;
-    const bool asked =
-        std::any_of(events.begin(), events.end(), [](const Event& e) { return e.type == "approval.requested"; });
+    const bool asked = std::any_of(events.begin(), events.end(),
+                                   [](const Event& e) { return e.type == "approval.requested"; });
     if (asked) each(events);
   }
   return Status::Ok();
@@ -31,7 +31,8 @@ Status ForEachApprovalHistory(const LogStore& store, const PendingFilter& filter
 
 }  // namespace
 
-Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter, std::vector<PendingApproval>* out) {
+Status ListPendingApprovals(const LogStore& store, const PendingFilter& filter,
+                            std::vector<PendingApproval>* out) {
   out->clear();
   return ForEachApprovalHistory(store, filter, [out](const std::vector<Event>& events) {
     PendingApproval p;

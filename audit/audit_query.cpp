@@ -1,11 +1,11 @@
 #include "audit/audit_query.h"
 
-#include "core/canonical_json.h"
-
 #include <rocksdb/iterator.h>
 
 #include <algorithm>
 #include <charconv>
+
+#include "core/canonical_json.h"
 
 namespace tollgate {
 
@@ -70,8 +70,7 @@ Plan ChoosePlan(const AuditQuery& q) {
 
 }  // namespace
 
-Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query,
-                   AuditPage* page) {
+Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query, AuditPage* page) {
   *page = AuditPage();
   AuditQuery q = query;
   if (!scope.all_orgs) {
@@ -130,8 +129,10 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
 
   rocksdb::ReadOptions ro;
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(plan.cf)));
-  if (desc) it->SeekForPrev(start);
-  else it->Seek(start);
+  if (desc)
+    it->SeekForPrev(start);
+  else
+    it->Seek(start);
 
   // Reads candidate seqs from the iterator; false at the end of the range.
   auto next_candidate = [&](uint64_t* seq) -> bool {
@@ -145,7 +146,8 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
       if (!desc && q.until_us && t >= *q.until_us) return false;
       if (desc && q.since_us && t < *q.since_us) return false;
     } else {
-      if (key.size() != plan.prefix.size() + 8 || key.substr(0, plan.prefix.size()) != plan.prefix) return false;
+      if (key.size() != plan.prefix.size() + 8 || key.substr(0, plan.prefix.size()) != plan.prefix)
+        return false;
       DecodeSeq(key.substr(plan.prefix.size()), seq);
     }
     return true;
@@ -169,8 +171,8 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
       if (!st->ok()) return false;
       if (ScanEnvelope(rec.body, &v) && ParseTime(v.time, &t)) {
         if (v.seq != seq) {
-          *st = Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +
-                                                     std::to_string(v.seq));
+          *st = Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) +
+                                                     " says it is seq " + std::to_string(v.seq));
           return false;
         }
         if (!EnvelopeMatches(q, v, t)) return false;
@@ -210,8 +212,7 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
     std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
     std::vector<rocksdb::PinnableSlice> values(seqs.size());
     std::vector<rocksdb::Status> statuses(seqs.size());
-    store.db()->MultiGet(ro, store.cf(kEvents), slices.size(), slices.data(), values.data(),
-                         statuses.data());
+    store.db()->MultiGet(ro, store.cf(kEvents), slices.size(), slices.data(), values.data(), statuses.data());
     for (size_t i = 0; i < seqs.size(); ++i) {
       ++page->scanned;
       last_read = seqs[i];

@@ -41,8 +41,8 @@ struct AuditQuery {
   std::string session_id;
   std::string request_id;
   std::string tool;
-  std::vector<std::string> types;  // any of these; empty = all
-  std::string verdict;             // allow | deny | ask; implies decision.made
+  std::vector<std::string> types;   // any of these; empty = all
+  std::string verdict;              // allow | deny | ask; implies decision.made
   std::optional<int64_t> since_us;  // inclusive
   std::optional<int64_t> until_us;  // exclusive
   std::string cursor;               // from a previous page
@@ -67,13 +67,12 @@ struct QueryScope {
 struct AuditPage {
   std::vector<Event> events;       // unless json_lines
   std::vector<std::string> lines;  // when json_lines
-  std::string next_cursor;  // empty when there is nothing more
-  std::string index_used;   // e.g. "idx_session", "events"
-  uint64_t scanned = 0;     // index entries examined
+  std::string next_cursor;         // empty when there is nothing more
+  std::string index_used;          // e.g. "idx_session", "events"
+  uint64_t scanned = 0;            // index entries examined
 };
 
-Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query,
-                   AuditPage* page);
+Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query, AuditPage* page);
 
 // Every event `query` matches (any org: the operator's scope), page after
 // page of kMaxQueryLimit, in the query's order: for the folds that read one

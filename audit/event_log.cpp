@@ -18,9 +18,12 @@ namespace tollgate {
 using namespace logfmt;
 
 bool ParseDurability(std::string_view text, Durability* out) {
-  if (text == "sync") *out = Durability::kSync;
-  else if (text == "buffered") *out = Durability::kBuffered;
-  else return false;
+  if (text == "sync")
+    *out = Durability::kSync;
+  else if (text == "buffered")
+    *out = Durability::kBuffered;
+  else
+    return false;
   return true;
 }
 
@@ -71,8 +74,7 @@ uint32_t* FutexWord(std::atomic<uint32_t>* a) {
 
 }  // namespace
 
-Status EventLog::Open(const std::string& path, const LogOptions& options,
-                      std::unique_ptr<EventLog>* out) {
+Status EventLog::Open(const std::string& path, const LogOptions& options, std::unique_ptr<EventLog>* out) {
   std::unique_ptr<EventLog> log(new EventLog());
   log->options_ = options;
   if (log->options_.max_batch_events == 0) log->options_.max_batch_events = 1;
@@ -89,22 +91,21 @@ Status EventLog::Open(const std::string& path, const LogOptions& options,
   if (!s.ok()) return s;
   // Meta and events are written in one batch, so they agree unless something
   // outside tollgate changed the database. Refuse to extend such a chain.
-  std::unique_ptr<rocksdb::Iterator> it(
-      log->store_->db()->NewIterator({}, log->store_->cf(kEvents)));
+  std::unique_ptr<rocksdb::Iterator> it(log->store_->db()->NewIterator({}, log->store_->cf(kEvents)));
   it->SeekToLast();
   uint64_t last = 0;
   if (it->Valid() && !DecodeSeq(it->key().ToStringView(), &last)) last = UINT64_MAX;
   if (!it->status().ok()) return FromRocks(it->status(), "cannot read the last event");
   if (last != log->head_seq_) {
-    return Status::Error(errc::kLogCorrupt,
-                         "head seq in meta is " + std::to_string(log->head_seq_) +
-                             " but the last event is " + std::to_string(last) +
-                             "; run `tollgate audit verify` before writing to this log");
+    return Status::Error(errc::kLogCorrupt, "head seq in meta is " + std::to_string(log->head_seq_) +
+                                                " but the last event is " + std::to_string(last) +
+                                                "; run `tollgate audit verify` before writing to this log");
   }
   log->written_seq_ = log->head_seq_;
   log->written_hash_ = log->head_hash_;
   log->writer_ = std::thread([l = log.get()] { l->WriterLoop(); });
-  if (log->options_.durability == Durability::kSync) log->syncer_ = std::thread([l = log.get()] { l->SyncLoop(); });
+  if (log->options_.durability == Durability::kSync)
+    log->syncer_ = std::thread([l = log.get()] { l->SyncLoop(); });
   *out = std::move(log);
   return Status::Ok();
 }
@@ -300,11 +301,11 @@ std::vector<AppendFuture> EventLog::AppendGroupAsync(const std::vector<Event>& e
   }
   if (!invalid.ok()) {
     for (size_t i = 0; i < group.size(); ++i) {
-      Finish(group[i], i == invalid_at ? invalid
-                                       : Status::Error(invalid.code(), "not appended: event " +
-                                                                           std::to_string(invalid_at) +
-                                                                           " of the same group is invalid: " +
-                                                                           invalid.message()));
+      Finish(group[i],
+             i == invalid_at
+                 ? invalid
+                 : Status::Error(invalid.code(), "not appended: event " + std::to_string(invalid_at) +
+                                                     " of the same group is invalid: " + invalid.message()));
     }
     return futures;
   }
@@ -350,8 +351,7 @@ void EventLog::WriterLoop() {
       }
       if (queue_.empty()) return;  // stopping and drained
       // A group is never split: past the limit, only its rest is taken.
-      while (!queue_.empty() &&
-             (batch.size() < options_.max_batch_events || batch.back()->group_continues)) {
+      while (!queue_.empty() && (batch.size() < options_.max_batch_events || batch.back()->group_continues)) {
         batch.push_back(queue_.front());
         queue_.pop_front();
       }
@@ -363,7 +363,9 @@ void EventLog::WriterLoop() {
 
 namespace {
 
-rocksdb::Slice Bytes(const Digest& d) { return rocksdb::Slice(reinterpret_cast<const char*>(d.data()), d.size()); }
+rocksdb::Slice Bytes(const Digest& d) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(d.data()), d.size());
+}
 
 }  // namespace
 
@@ -417,9 +419,9 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
       }
     }
     if (p.expect_position && (r.duplicate || !r.status.ok())) {
-      r = AppendResult::Error(Status::Error(errc::kChainBroken,
-                                     "record " + std::to_string(p.record_seq) + " (id " + p.id +
-                                         ") is already in the log"));
+      r = AppendResult::Error(Status::Error(
+          errc::kChainBroken,
+          "record " + std::to_string(p.record_seq) + " (id " + p.id + ") is already in the log"));
     }
     if (r.duplicate || !r.status.ok()) continue;
 
@@ -427,23 +429,28 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
     // parts without joining them (one copy of the body less per event).
     const uint64_t next = seq + 1;
     char digits[20];
-    const std::string_view seq_digits(digits, std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
+    const std::string_view seq_digits(digits,
+                                      std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
     const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.tail);
     if (p.expect_position) {
       std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
       if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
-        r.status = Status::Error(
-            errc::kChainBroken,
-            "record seq " + std::to_string(p.record_seq) + " does not continue the log at seq " +
-                std::to_string(next) + " (prev_hash or hash differ)");
+        r.status =
+            Status::Error(errc::kChainBroken, "record seq " + std::to_string(p.record_seq) +
+                                                  " does not continue the log at seq " +
+                                                  std::to_string(next) + " (prev_hash or hash differ)");
         continue;
       }
     }
     const std::string seq_key = EncodeSeq(next);
     const rocksdb::Slice seq_slice(seq_key);
     // The record value as EncodeRecord lays it out.
-    const rocksdb::Slice record[] = {rocksdb::Slice(&kRecordVersion, 1), Bytes(hash), Bytes(next_hash),
-                                     p.body.head, seq_digits, p.body.tail};
+    const rocksdb::Slice record[] = {rocksdb::Slice(&kRecordVersion, 1),
+                                     Bytes(hash),
+                                     Bytes(next_hash),
+                                     p.body.head,
+                                     seq_digits,
+                                     p.body.tail};
     wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 6));
     for (const auto& [cf, prefix] : p.index_prefixes) {
       const rocksdb::Slice key[] = {prefix, seq_slice};
@@ -467,7 +474,8 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
     const auto write_start = std::chrono::steady_clock::now();
     rocksdb::Status w = db->Write(wo, &wb);
     write_hist_.Record(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start).count());
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start)
+            .count());
     if (!w.ok()) {
       Status err = FromRocks(w, "event log write failed; the log refuses appends until reopened");
       {

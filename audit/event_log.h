@@ -66,8 +66,7 @@ struct LogOptions {
 
 class EventLog {
  public:
-  static Status Open(const std::string& path, const LogOptions& options,
-                     std::unique_ptr<EventLog>* out);
+  static Status Open(const std::string& path, const LogOptions& options, std::unique_ptr<EventLog>* out);
   // Drains the queue, then closes the database.
   ~EventLog();
 
@@ -117,7 +116,7 @@ class EventLog {
   // Written but not yet synced (kSync): acknowledged by SyncLoop.
   struct Unsynced {
     std::vector<Pending*> batch;  // results filled in
-    uint64_t seq;  // the chain's tip after this batch
+    uint64_t seq;                 // the chain's tip after this batch
     Digest hash;
   };
   void WriterLoop();
@@ -137,22 +136,22 @@ class EventLog {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending*> queue_;                  // guarded by mu_
-  bool writer_waiting_ = false;                 // guarded by mu_; WriterLoop sleeps on cv_
-  bool stopping_ = false;                       // guarded by mu_
-  Status failed_;                               // guarded by mu_; sticky
-  uint64_t head_seq_ = 0;                       // guarded by mu_; durable
-  Digest head_hash_{};                          // guarded by mu_; durable
-  uint64_t written_seq_ = 0;                    // writer thread only: the chain's tip
-  Digest written_hash_{};                       // writer thread only
-  rocksdb::WriteBatch wb_;                      // writer thread only; reused
+  std::deque<Pending*> queue_;                             // guarded by mu_
+  bool writer_waiting_ = false;                            // guarded by mu_; WriterLoop sleeps on cv_
+  bool stopping_ = false;                                  // guarded by mu_
+  Status failed_;                                          // guarded by mu_; sticky
+  uint64_t head_seq_ = 0;                                  // guarded by mu_; durable
+  Digest head_hash_{};                                     // guarded by mu_; durable
+  uint64_t written_seq_ = 0;                               // writer thread only: the chain's tip
+  Digest written_hash_{};                                  // writer thread only
+  rocksdb::WriteBatch wb_;                                 // writer thread only; reused
   std::unordered_map<std::string_view, size_t> in_batch_;  // writer thread only; reused
   std::condition_variable sync_cv_;
-  std::deque<Unsynced> unsynced_;               // guarded by mu_
-  bool syncer_waiting_ = false;                 // guarded by mu_; SyncLoop sleeps on sync_cv_
-  uint64_t enqueued_ = 0;                       // guarded by mu_; items ever queued
-  uint64_t resolved_ = 0;                       // guarded by mu_; items the writer handed to the syncer
-  bool writer_done_ = false;                    // guarded by mu_
+  std::deque<Unsynced> unsynced_;  // guarded by mu_
+  bool syncer_waiting_ = false;    // guarded by mu_; SyncLoop sleeps on sync_cv_
+  uint64_t enqueued_ = 0;          // guarded by mu_; items ever queued
+  uint64_t resolved_ = 0;          // guarded by mu_; items the writer handed to the syncer
+  bool writer_done_ = false;       // guarded by mu_
   // Append()/AppendRecord() callers sleep on acks_ (a futex word, bumped
   // whenever items are finished) with one of 32 bits as their futex bitset
   // (handed out in turn), so a wake-up for one batch leaves the callers of

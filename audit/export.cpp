@@ -63,8 +63,8 @@ Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& 
   for (it->Seek(EncodeSeq(lo)); it->Valid() && expected <= hi; it->Next(), ++expected) {
     uint64_t seq;
     if (!DecodeSeq(it->key().ToStringView(), &seq) || seq != expected) {
-      return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(expected) +
-                                                  " is missing; run `tollgate audit verify`");
+      return Status::Error(errc::kLogCorrupt,
+                           "seq " + std::to_string(expected) + " is missing; run `tollgate audit verify`");
     }
     Event e;
     s = LogStore::DecodeEvent(seq, it->value().ToStringView(), &e);
@@ -79,7 +79,8 @@ Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& 
   if (expected != hi + 1) {
     return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(expected) + " is missing");
   }
-  Json end = {{"tollgate_export_end", {{"count", hi + 1 - lo}, {"last_seq", hi}, {"last_hash", ToHex(prev)}}}};
+  Json end = {
+      {"tollgate_export_end", {{"count", hi + 1 - lo}, {"last_seq", hi}, {"last_hash", ToHex(prev)}}}};
   out << end.dump() << '\n';
   out.flush();
   if (!out) return Status::Error(errc::kLogIO, "writing the export failed");
@@ -99,16 +100,17 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
   std::getline(in, line);  // header: VerifyExport checked it
   Json header;
   Status hs = ParseJson(line, &header);  // VerifyExport checked it; never throw regardless
-  if (!hs.ok() || !header.is_object() || !header.contains("from_seq") || !header["from_seq"].is_number_unsigned() ||
-      !header.contains("prev_hash") || !header["prev_hash"].is_string()) {
+  if (!hs.ok() || !header.is_object() || !header.contains("from_seq") ||
+      !header["from_seq"].is_number_unsigned() || !header.contains("prev_hash") ||
+      !header["prev_hash"].is_string()) {
     return Status::Error(errc::kExportInvalid, "line 1 is not a tollgate export header");
   }
   if (header["from_seq"].get<uint64_t>() != log.head_seq() + 1 ||
       header["prev_hash"].get<std::string>() != log.head_hash()) {
-    return Status::Error(errc::kChainBroken,
-                         "the export starts at seq " + header["from_seq"].dump() +
-                             " but the log's next seq is " + std::to_string(log.head_seq() + 1) +
-                             " (or its prev_hash is not the log's head hash)");
+    return Status::Error(errc::kChainBroken, "the export starts at seq " + header["from_seq"].dump() +
+                                                 " but the log's next seq is " +
+                                                 std::to_string(log.head_seq() + 1) +
+                                                 " (or its prev_hash is not the log's head hash)");
   }
   uint64_t n = 0;
   while (std::getline(in, line)) {
@@ -152,7 +154,8 @@ Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuer
     if (!s.ok()) return s;
     for (auto& l : page.lines) lines.push_back(std::move(l));
     if (lines.size() > kMaxSelectionEvents) {
-      return Status::Error(errc::kInvalidQuery, "the filter matches over " + std::to_string(kMaxSelectionEvents) +
+      return Status::Error(errc::kInvalidQuery, "the filter matches over " +
+                                                    std::to_string(kMaxSelectionEvents) +
                                                     " events: narrow it (time range, session, type)");
     }
     if (page.next_cursor.empty()) break;
@@ -163,13 +166,19 @@ Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuer
   Digest head_hash;
   Status s = store.ReadHead(&head, &head_hash);
   if (!s.ok()) return s;
-  out << Json{{"tollgate_export", 2}, {"selection", filter}, {"head_seq", head}, {"head_hash", ToHex(head_hash)}}.dump()
+  out << Json{{"tollgate_export", 2},
+              {"selection", filter},
+              {"head_seq", head},
+              {"head_hash", ToHex(head_hash)}}
+             .dump()
       << '\n';
   Json last = Json::object();
   for (const std::string& l : lines) out << l << '\n';
   if (!lines.empty()) ParseJson(lines.back(), &last);
   Json end = {{"tollgate_export_end",
-               {{"count", lines.size()}, {"last_seq", last.value("seq", uint64_t{0})}, {"last_hash", last.value("hash", "")}}}};
+               {{"count", lines.size()},
+                {"last_seq", last.value("seq", uint64_t{0})},
+                {"last_hash", last.value("hash", "")}}}};
   out << end.dump() << '\n';
   out.flush();
   if (!out) return Status::Error(errc::kLogIO, "writing the export failed");

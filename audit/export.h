@@ -12,9 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <ostream>
-#include <istream>
 
 #include "audit/audit_query.h"
 #include "audit/event_log.h"

@@ -7,9 +7,9 @@
 namespace tollgate::logfmt {
 
 const char* CfName(int cf) {
-  static const char* kNames[kNumCfs] = {"default", "events", "idx_session", "idx_agent",
-                                        "idx_request", "idx_tool", "idx_org", "idx_type",
-                                        "idx_time", "dedupe", "meta"};
+  static const char* kNames[kNumCfs] = {"default",     "events",   "idx_session", "idx_agent",
+                                        "idx_request", "idx_tool", "idx_org",     "idx_type",
+                                        "idx_time",    "dedupe",   "meta"};
   return kNames[cf];
 }
 
@@ -101,13 +101,20 @@ bool ParseTimeKey(std::string_view key, int64_t* time_us, uint64_t* seq) {
 
 std::string_view IndexedField(const Event& e, Cf cf) {
   switch (cf) {
-    case kBySession: return e.session_id;
-    case kByAgent: return e.agent_id;
-    case kByRequest: return e.request_id;
-    case kByTool: return e.tool;
-    case kByOrg: return e.org_id;
-    case kByType: return e.type;
-    default: return {};
+    case kBySession:
+      return e.session_id;
+    case kByAgent:
+      return e.agent_id;
+    case kByRequest:
+      return e.request_id;
+    case kByTool:
+      return e.tool;
+    case kByOrg:
+      return e.org_id;
+    case kByType:
+      return e.type;
+    default:
+      return {};
   }
 }
 

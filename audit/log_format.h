@@ -18,16 +18,16 @@ namespace tollgate::logfmt {
 // RocksDB requires it; the log stores nothing there.
 enum Cf : int {
   kDefault = 0,
-  kEvents,      // be64(seq) -> record value
-  kBySession,   // session_id NUL be64(seq) -> ""
-  kByAgent,     // agent_id NUL be64(seq) -> ""
-  kByRequest,   // request_id NUL be64(seq) -> ""
-  kByTool,      // tool NUL be64(seq) -> ""
-  kByOrg,       // org_id NUL be64(seq) -> ""
-  kByType,      // type NUL be64(seq) -> ""
-  kByTime,      // be64(time_us ^ sign bit) be64(seq) -> ""
-  kDedupe,      // event id -> be64(seq)
-  kMeta,        // fixed keys below
+  kEvents,     // be64(seq) -> record value
+  kBySession,  // session_id NUL be64(seq) -> ""
+  kByAgent,    // agent_id NUL be64(seq) -> ""
+  kByRequest,  // request_id NUL be64(seq) -> ""
+  kByTool,     // tool NUL be64(seq) -> ""
+  kByOrg,      // org_id NUL be64(seq) -> ""
+  kByType,     // type NUL be64(seq) -> ""
+  kByTime,     // be64(time_us ^ sign bit) be64(seq) -> ""
+  kDedupe,     // event id -> be64(seq)
+  kMeta,       // fixed keys below
   kNumCfs,
 };
 const char* CfName(int cf);
@@ -50,7 +50,7 @@ bool ParseOpenKey(std::string_view key, std::string* org_id, std::string* reques
 enum class OpenOp : uint8_t { kNone, kOpen, kClose };
 OpenOp OpenIndexOp(const Event& e);
 
-std::string EncodeSeq(uint64_t seq);               // 8 bytes, big-endian
+std::string EncodeSeq(uint64_t seq);                 // 8 bytes, big-endian
 bool DecodeSeq(std::string_view in, uint64_t* seq);  // exactly 8 bytes
 
 // Key of a field index entry: value NUL be64(seq). Field values never hold
@@ -92,7 +92,8 @@ inline Digest ChainHash(const Digest& prev, std::string_view body) {
 // EventBodyParts), so the writer need not join them first.
 inline Digest ChainHash(const Digest& prev, std::string_view head, std::string_view seq_digits,
                         std::string_view tail) {
-  return Sha256({std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), head, seq_digits, tail});
+  return Sha256(
+      {std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), head, seq_digits, tail});
 }
 
 }  // namespace tollgate::logfmt

@@ -104,8 +104,8 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
         store->owns_secondary_path_ = true;
       }
       options.max_open_files = -1;  // required by secondary instances
-      s = rocksdb::DB::OpenAsSecondary(options, path, store->secondary_path_, descriptors,
-                                       &store->handles_, &raw);
+      s = rocksdb::DB::OpenAsSecondary(options, path, store->secondary_path_, descriptors, &store->handles_,
+                                       &raw);
       break;
     }
   }
@@ -168,7 +168,8 @@ Status LogStore::ReadHead(uint64_t* seq, Digest* hash) const {
   if (!s.ok()) return FromRocks(s, "cannot read the head");
   if (!logfmt::DecodeSeq(v, seq)) return Status::Error(errc::kLogCorrupt, "meta head_seq is malformed");
   s = db_->Get({}, cf(logfmt::kMeta), logfmt::kMetaHeadHash, &v);
-  if (!s.ok() || v.size() != 32) return Status::Error(errc::kLogCorrupt, "meta head_hash is missing or malformed");
+  if (!s.ok() || v.size() != 32)
+    return Status::Error(errc::kLogCorrupt, "meta head_hash is missing or malformed");
   std::copy(v.begin(), v.end(), hash->begin());
   return Status::Ok();
 }
@@ -194,7 +195,8 @@ Status LogStore::DecodeEvent(uint64_t seq, std::string_view value, Event* out) {
   if (!s.ok()) return s;
   s = EventFromText(rec.body, out);
   if (!s.ok()) {
-    return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " does not decode: " + s.message());
+    return Status::Error(errc::kLogCorrupt,
+                         "seq " + std::to_string(seq) + " does not decode: " + s.message());
   }
   if (out->seq != seq) {
     return Status::Error(errc::kLogCorrupt, "the record at seq " + std::to_string(seq) + " says it is seq " +

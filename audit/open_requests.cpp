@@ -59,14 +59,15 @@ Status BuildOpenIndex(LogStore& store) {
   Status s = WalkUnfinished(store, &open, &walked);
   if (!s.ok()) return s;
   rocksdb::WriteBatch wb;
-  for (const OpenRequest& r : open) wb.Put(store.cf(kMeta), OpenKey(r.org_id, r.request_id), EncodeSeq(r.received_seq));
+  for (const OpenRequest& r : open)
+    wb.Put(store.cf(kMeta), OpenKey(r.org_id, r.request_id), EncodeSeq(r.received_seq));
   wb.Put(store.cf(kMeta), kMetaOpenIndex, "1");
   rocksdb::WriteOptions wo;
   wo.sync = true;
   s = FromRocks(store.db()->Write(wo, &wb), "cannot write the open-request index");
   if (s.ok() && walked > 0) {
-    log::Info({"log"}) << "indexed the log's unfinished requests once: " << open.size() << " open of " << walked
-                       << "\n";
+    log::Info({"log"}) << "indexed the log's unfinished requests once: " << open.size() << " open of "
+                       << walked << "\n";
   }
   return s;
 }
@@ -91,9 +92,8 @@ Status ListOpenRequests(const LogStore& store, std::vector<OpenRequest>* out) {
     out->push_back(std::move(r));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "cannot read the open-request index");
-  std::sort(out->begin(), out->end(), [](const OpenRequest& a, const OpenRequest& b) {
-    return a.received_seq < b.received_seq;
-  });
+  std::sort(out->begin(), out->end(),
+            [](const OpenRequest& a, const OpenRequest& b) { return a.received_seq < b.received_seq; });
   return Status::Ok();
 }
 

@@ -92,8 +92,9 @@ Status ReadDescending(const Json& params, bool* out) {
 Status AuditQueryFromParams(const Json& params, AuditQuery* q) {
   if (!params.is_object()) return Status::Error(errc::kInvalidQuery, "the parameters must be a JSON object");
   const std::pair<const char*, std::string*> strings[] = {
-      {"org_id", &q->org_id}, {"agent_id", &q->agent_id}, {"session_id", &q->session_id},
-      {"request_id", &q->request_id}, {"tool", &q->tool}, {"verdict", &q->verdict}, {"cursor", &q->cursor}};
+      {"org_id", &q->org_id},         {"agent_id", &q->agent_id}, {"session_id", &q->session_id},
+      {"request_id", &q->request_id}, {"tool", &q->tool},         {"verdict", &q->verdict},
+      {"cursor", &q->cursor}};
   for (const auto& [key, field] : strings) {
     Status s = ReadString(params, key, field);
     if (!s.ok()) return s;
@@ -108,9 +109,9 @@ Status AuditQueryFromParams(const Json& params, AuditQuery* q) {
 
 Json AuditParamsFromQueryString(const std::multimap<std::string, std::string>& query) {
   static const std::pair<const char*, const char*> kNames[] = {
-      {"org", "org_id"},   {"agent", "agent_id"}, {"session", "session_id"}, {"request", "request_id"},
-      {"tool", "tool"},    {"verdict", "verdict"}, {"since", "since"},        {"until", "until"},
-      {"cursor", "cursor"}, {"limit", "limit"},    {"desc", "descending"}};
+      {"org", "org_id"},    {"agent", "agent_id"},  {"session", "session_id"}, {"request", "request_id"},
+      {"tool", "tool"},     {"verdict", "verdict"}, {"since", "since"},        {"until", "until"},
+      {"cursor", "cursor"}, {"limit", "limit"},     {"desc", "descending"}};
   Json params = Json::object();
   for (const auto& [name, key] : kNames) {
     auto range = query.equal_range(name);

@@ -24,14 +24,16 @@ void RequestCache::Add(std::vector<Event>&& events, const std::vector<EventSink:
     }
     std::vector<Event>& have = it->second.events;
     // Sorted by seq; a duplicate (same seq) is already here.
-    auto at = std::lower_bound(have.begin(), have.end(), seq, [](const Event& a, uint64_t s) { return a.seq < s; });
+    auto at =
+        std::lower_bound(have.begin(), have.end(), seq, [](const Event& a, uint64_t s) { return a.seq < s; });
     if (at != have.end() && at->seq == seq) continue;
     e.seq = seq;
     have.insert(at, std::move(e));
   }
 }
 
-bool RequestCache::Get(const std::string& org_id, const std::string& request_id, std::vector<Event>* out) const {
+bool RequestCache::Get(const std::string& org_id, const std::string& request_id,
+                       std::vector<Event>* out) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(RequestKey(org_id, request_id));
   if (it == entries_.end()) return false;

@@ -30,7 +30,8 @@ std::string VerifyReport::Summary() const {
   if (selection) {
     o << "\nSELECTION: " << events << " events of seqs " << from_seq << ".." << head_seq
       << " chosen by a filter, not a contiguous range: each record matches its hash and " << linked
-      << " consecutive pairs link. That they are in the log is proven by finding these hashes there; the log's "
+      << " consecutive pairs link. That they are in the log is proven by finding these hashes there; the "
+         "log's "
          "head was seq "
       << source_head_seq << " hash " << source_head_hash << " when it was exported";
     return o.str();
@@ -244,8 +245,9 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
   if (!have_header && j.value("tollgate_export", Json(0)) == 2) {
     // A selection: a filter's records, each checked alone (see VerifyReport).
     auto hh = j.find("head_hash");
-    if (!j.contains("selection") || !j["selection"].is_object() || !j.value("head_seq", Json()).is_number_unsigned() ||
-        hh == j.end() || !hh->is_string() || !DigestFromHex(hh->get<std::string>(), &prev)) {
+    if (!j.contains("selection") || !j["selection"].is_object() ||
+        !j.value("head_seq", Json()).is_number_unsigned() || hh == j.end() || !hh->is_string() ||
+        !DigestFromHex(hh->get<std::string>(), &prev)) {
       c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate selection export header");
       return false;
     }
@@ -306,8 +308,9 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
   const bool linked = !report.selection || (report.events > 0 && seq == expected_seq);
   if (report.selection ? seq < expected_seq : seq != expected_seq) {
     c.Add(expected_seq, errc::kChainBroken,
-          where + " holds seq " + S(seq) + (report.selection ? " after seq " + S(expected_seq - 1)
-                                                             : " where seq " + S(expected_seq) + " was expected"));
+          where + " holds seq " + S(seq) +
+              (report.selection ? " after seq " + S(expected_seq - 1)
+                                : " where seq " + S(expected_seq) + " was expected"));
   }
   if (report.selection && report.events == 0) from_seq = seq;
   Digest rec_prev{}, rec_hash{};

@@ -37,7 +37,7 @@ struct VerifyReport {
   uint64_t from_seq = 0;
   std::string from_prev_hash;  // hex
   uint64_t head_seq = 0;
-  std::string head_hash;       // hex
+  std::string head_hash;                // hex
   std::vector<VerifyProblem> problems;  // sorted by seq; at most kMaxProblems
   bool truncated_problems = false;
   // A selection export (version 2, audit/export.h): records of a filter,
@@ -45,7 +45,7 @@ struct VerifyReport {
   // only consecutive seqs can be checked as links (`linked` pairs).
   bool selection = false;
   uint64_t linked = 0;
-  uint64_t source_head_seq = 0;     // the log's head when it was exported
+  uint64_t source_head_seq = 0;  // the log's head when it was exported
   std::string source_head_hash;
 
   bool ok() const { return problems.empty(); }

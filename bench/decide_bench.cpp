@@ -22,10 +22,18 @@ Json MakePolicy(size_t rules) {
   for (size_t i = 0; n < rules / 4; ++i, ++n) deny.push_back("cli:forbidden-" + std::to_string(i) + "*");
   for (size_t i = 0; n < rules * 3 / 4; ++i, ++n) {
     switch (i % 4) {
-      case 0: allow.push_back("cli:tool-" + std::to_string(i) + "*"); break;
-      case 1: allow.push_back("http_request:GET https://api" + std::to_string(i) + ".example.com/*"); break;
-      case 2: allow.push_back("bash:git " + std::to_string(i) + "*"); break;
-      default: allow.push_back("read_file:/srv/data" + std::to_string(i) + "/*"); break;
+      case 0:
+        allow.push_back("cli:tool-" + std::to_string(i) + "*");
+        break;
+      case 1:
+        allow.push_back("http_request:GET https://api" + std::to_string(i) + ".example.com/*");
+        break;
+      case 2:
+        allow.push_back("bash:git " + std::to_string(i) + "*");
+        break;
+      default:
+        allow.push_back("read_file:/srv/data" + std::to_string(i) + "/*");
+        break;
     }
   }
   Json agents = Json::object();
@@ -33,7 +41,8 @@ Json MakePolicy(size_t rules) {
   while (n < rules) {
     Json tier = {{"allow", Json::array()}, {"deny", Json::array()}};
     for (int k = 0; k < 8 && n < rules; ++k, ++n) {
-      tier[k % 4 == 0 ? "deny" : "allow"].push_back("cli:agent" + std::to_string(a) + "-" + std::to_string(k) + "*");
+      tier[k % 4 == 0 ? "deny" : "allow"].push_back("cli:agent" + std::to_string(a) + "-" +
+                                                    std::to_string(k) + "*");
     }
     if (n < rules) {
       arg_rules.push_back({{"name", "no-admin-" + std::to_string(a)},
@@ -46,37 +55,59 @@ Json MakePolicy(size_t rules) {
     tier["http_request"] = {{"allowed_methods", {"GET", "HEAD", "POST"}}, {"hosts", {"*.example.com"}}};
     agents["agent-" + std::to_string(a++)] = tier;
   }
-  return {{"mode", "ask"},
-          {"approval_threshold", "HIGH"},
-          {"deny", deny},
-          {"allow", allow},
-          {"rules", arg_rules},
-          {"orgs", {{"acme", {{"agents", agents}}}}},  // the requests' org (docs/policy.md, "Agents belong to an org")
-          {"http_request", {{"allowed_methods", {"GET", "HEAD", "POST", "PUT", "DELETE"}}}},
-          {"budgets",
-           {{{"name", "session-usd"}, {"scope", "session"}, {"window", "session"}, {"max_usd", 1000}},
-            {{"name", "agent-hour-calls"}, {"scope", "agent"}, {"window", "hour"}, {"max_calls", 1000000}},
-            {{"name", "org-day-usd"}, {"scope", "org"}, {"window", "day"}, {"max_usd", 100000}}}},
-          {"approvals", {{"default", {{"quorum", 1}}}, {"danger", {{"CRITICAL", {{"quorum", 2}}}}}}}};
+  return {
+      {"mode", "ask"},
+      {"approval_threshold", "HIGH"},
+      {"deny", deny},
+      {"allow", allow},
+      {"rules", arg_rules},
+      {"orgs",
+       {{"acme", {{"agents", agents}}}}},  // the requests' org (docs/policy.md, "Agents belong to an org")
+      {"http_request", {{"allowed_methods", {"GET", "HEAD", "POST", "PUT", "DELETE"}}}},
+      {"budgets",
+       {{{"name", "session-usd"}, {"scope", "session"}, {"window", "session"}, {"max_usd", 1000}},
+        {{"name", "agent-hour-calls"}, {"scope", "agent"}, {"window", "hour"}, {"max_calls", 1000000}},
+        {{"name", "org-day-usd"}, {"scope", "org"}, {"window", "day"}, {"max_usd", 100000}}}},
+      {"approvals", {{"default", {{"quorum", 1}}}, {"danger", {{"CRITICAL", {{"quorum", 2}}}}}}}};
 }
 
 std::vector<Json> MakeRequests(size_t agents) {
   std::vector<Json> out;
   auto req = [&](size_t i, const std::string& tool, Json args) {
-    out.push_back({{"request_id", "r" + std::to_string(i)}, {"org_id", "acme"},
+    out.push_back({{"request_id", "r" + std::to_string(i)},
+                   {"org_id", "acme"},
                    {"agent_id", "agent-" + std::to_string(i % std::max<size_t>(agents, 1))},
-                   {"session_id", "s" + std::to_string(i % 50)}, {"tool", tool}, {"args", std::move(args)}});
+                   {"session_id", "s" + std::to_string(i % 50)},
+                   {"tool", tool},
+                   {"args", std::move(args)}});
   };
   for (size_t i = 0; i < 64; ++i) {
     switch (i % 8) {
-      case 0: req(i, "echo", {{"text", "hi"}}); break;
-      case 1: req(i, "read_file", {{"path", "/srv/data" + std::to_string(i) + "/x.csv"}}); break;
-      case 2: req(i, "http_request", {{"method", "GET"}, {"url", "https://api" + std::to_string(i % 40) + ".example.com/v1/x"}}); break;
-      case 3: req(i, "http_request", {{"method", "POST"}, {"url", "https://api.example.com/admin3/x"}}); break;
-      case 4: req(i, "execute_command", {{"command", "git status"}}); break;
-      case 5: req(i, "cli:tool-" + std::to_string(i) + "-run", Json::object()); break;
-      case 6: req(i, "write_file", {{"path", "notes/todo.txt"}, {"content", "x"}}); break;
-      default: req(i, "read_file", {{"path", "/home/u/.env"}}); break;
+      case 0:
+        req(i, "echo", {{"text", "hi"}});
+        break;
+      case 1:
+        req(i, "read_file", {{"path", "/srv/data" + std::to_string(i) + "/x.csv"}});
+        break;
+      case 2:
+        req(i, "http_request",
+            {{"method", "GET"}, {"url", "https://api" + std::to_string(i % 40) + ".example.com/v1/x"}});
+        break;
+      case 3:
+        req(i, "http_request", {{"method", "POST"}, {"url", "https://api.example.com/admin3/x"}});
+        break;
+      case 4:
+        req(i, "execute_command", {{"command", "git status"}});
+        break;
+      case 5:
+        req(i, "cli:tool-" + std::to_string(i) + "-run", Json::object());
+        break;
+      case 6:
+        req(i, "write_file", {{"path", "notes/todo.txt"}, {"content", "x"}});
+        break;
+      default:
+        req(i, "read_file", {{"path", "/home/u/.env"}});
+        break;
     }
   }
   return out;
@@ -86,8 +117,8 @@ struct Lat {
   double p50 = 0, p99 = 0, per_s = 0;
 };
 
-Lat TimeDecisions(const PolicyInForce& pif, const BudgetLedger& ledger, const std::vector<Json>& reqs, size_t n,
-                  bool json) {
+Lat TimeDecisions(const PolicyInForce& pif, const BudgetLedger& ledger, const std::vector<Json>& reqs,
+                  size_t n, bool json) {
   std::vector<double> ns;
   ns.reserve(n);
   Decision d;
@@ -122,11 +153,16 @@ std::string GlobToRegex(const std::string& g) {
   std::string out;
   for (size_t i = 0; i < g.size(); ++i) {
     char c = g[i];
-    if (c == '*') out += ".*";
-    else if (c == '?') out += '.';
-    else if (c == '\\' && i + 1 < g.size()) out += std::string("\\") + g[++i];
-    else if (std::string_view(".^$|()[]{}+").find(c) != std::string_view::npos) out += std::string("\\") + c;
-    else out += c;
+    if (c == '*')
+      out += ".*";
+    else if (c == '?')
+      out += '.';
+    else if (c == '\\' && i + 1 < g.size())
+      out += std::string("\\") + g[++i];
+    else if (std::string_view(".^$|()[]{}+").find(c) != std::string_view::npos)
+      out += std::string("\\") + c;
+    else
+      out += c;
   }
   return out;
 }
@@ -150,8 +186,10 @@ Json RunDecideBench(const DecideBenchOptions& o) {
   }
   // A ledger with history: 5,000 settled calls over the past day.
   for (int i = 0; i < 5000; ++i) {
-    Json r = {{"org_id", "acme"}, {"agent_id", "agent-" + std::to_string(i % 10)},
-              {"session_id", "s" + std::to_string(i % 50)}, {"tool", "echo"}};
+    Json r = {{"org_id", "acme"},
+              {"agent_id", "agent-" + std::to_string(i % 10)},
+              {"session_id", "s" + std::to_string(i % 50)},
+              {"tool", "echo"}};
     Json d = {{"verdict", "allow"},
               {"reservation", {{"usd", 0.01}, {"received_at", FormatTime(kT0 - int64_t{i} * 17'000'000)}}}};
     ledger.ApplyDecision("h" + std::to_string(i), r, d);
@@ -206,7 +244,8 @@ Json RunDecideBench(const DecideBenchOptions& o) {
       }
     }
   }
-  const double baseline_per_s = static_cast<double>(nb) / std::chrono::duration<double>(Clock::now() - t0).count();
+  const double baseline_per_s =
+      static_cast<double>(nb) / std::chrono::duration<double>(Clock::now() - t0).count();
   std::cerr << "bench decide: regex baseline matched " << matched << " of " << nb << "\n";
 
   result["p50_us"] = l100.p50;

@@ -21,13 +21,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // A request.received-sized event (~450 bytes of body) of session `session`.
 Event BenchEvent(uint64_t i, const std::string& session, const std::string& run) {
   Event e;
-  e.type = (i % 4 == 0) ? "request.received" : (i % 4 == 1) ? "decision.made"
-         : (i % 4 == 2) ? "execution.started" : "execution.completed";
+  e.type = (i % 4 == 0)   ? "request.received"
+           : (i % 4 == 1) ? "decision.made"
+           : (i % 4 == 2) ? "execution.started"
+                          : "execution.completed";
   e.request_id = run + "-req-" + std::to_string(i / 4);
   e.id = MakeEventId(e.type, e.request_id, run);
   e.time_us = 1'790'000'000'000'000 + static_cast<int64_t>(i) * 1000;
@@ -35,8 +39,12 @@ Event BenchEvent(uint64_t i, const std::string& session, const std::string& run)
   e.agent_id = "agent-" + std::to_string(i % 10);
   e.session_id = session;
   e.tool = i % 3 ? "echo" : "http_request";
-  e.data = {{"request", {{"tool", e.tool}, {"args", {{"url", "https://api.example.com/v1/items/" + std::to_string(i)},
-                                                     {"method", "GET"}, {"note", std::string(120, 'n')}}}}},
+  e.data = {{"request",
+             {{"tool", e.tool},
+              {"args",
+               {{"url", "https://api.example.com/v1/items/" + std::to_string(i)},
+                {"method", "GET"},
+                {"note", std::string(120, 'n')}}}}},
             {"args_hash", Sha256Hex(std::to_string(i))},
             {"received_at", FormatTime(e.time_us)}};
   return e;
@@ -161,7 +169,8 @@ Status MeasureQuery(const LogStore& store, int reps, double* query_us, double* d
     auto t1 = Clock::now();
     if (!s.ok()) return s;
     if (page.lines.size() != 100) {
-      return Status::Error("E_BENCH", "the target session returned " + std::to_string(page.lines.size()) + " events");
+      return Status::Error("E_BENCH",
+                           "the target session returned " + std::to_string(page.lines.size()) + " events");
     }
     sink += page.lines.size();
     auto d0 = Clock::now();
@@ -357,7 +366,8 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     const double group_rate = Median(group_rates);
     const double naive_rate = Median(naive_rates);
     out["sync_group_per_s"] = group_rate;
-    out["sync_events_per_write_batch"] = static_cast<double>(events_written) / std::max<size_t>(1, batches_written);
+    out["sync_events_per_write_batch"] =
+        static_cast<double>(events_written) / std::max<size_t>(1, batches_written);
     out["sync_naive_per_s"] = naive_rate;
     out["sync_appenders"] = opt.sync_appenders;
     out["sync_rounds"] = rounds;
@@ -393,7 +403,9 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
 
   // sync_group_vs_naive stays as information: a naive writer is not the
   // limit; RocksDB's own write group with as many threads is.
-  out["goals"] = {{"append_vs_raw", ">= 0.7"}, {"sync_vs_rocksdb_group", ">= 1.5"}, {"query_vs_raw_scan", "<= 3"},
+  out["goals"] = {{"append_vs_raw", ">= 0.7"},
+                  {"sync_vs_rocksdb_group", ">= 1.5"},
+                  {"query_vs_raw_scan", "<= 3"},
                   {"query_growth_10x", "<= 1.5"}};
   out["met"] = {{"append_vs_raw", out["append_vs_raw"].get<double>() >= 0.7},
                 {"sync_vs_rocksdb_group", out["sync_vs_rocksdb_group"].get<double>() >= 1.5},

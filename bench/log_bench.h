@@ -10,12 +10,12 @@
 namespace tollgate::bench {
 
 struct LogBenchOptions {
-  std::string dir;          // scratch directory (created, then removed); "" = a temp dir
+  std::string dir;  // scratch directory (created, then removed); "" = a temp dir
   size_t append_events = 50000;
   size_t sync_appenders = 32;
   size_t sync_events = 4000;
-  size_t query_base_events = 50000;   // the smaller log of the growth test (10x: the larger)
-  bool quick = false;                  // smaller sizes, for tests
+  size_t query_base_events = 50000;  // the smaller log of the growth test (10x: the larger)
+  bool quick = false;                // smaller sizes, for tests
 };
 
 // Runs every measurement and returns

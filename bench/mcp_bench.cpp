@@ -32,7 +32,6 @@
 #include "execute/config.h"
 #include "mcp/pipeline_client.h"
 
-
 namespace tollgate::bench {
 namespace {
 
@@ -81,7 +80,8 @@ class StdioPeer {
     int to_child[2], from_child[2];
     // Close-on-exec: no other child of this process (the pipeline's tools)
     // inherits them and keeps the server from seeing EOF.
-    if (pipe2(to_child, O_CLOEXEC) != 0) return Status::Error("E_BENCH", std::string("pipe: ") + strerror(errno));
+    if (pipe2(to_child, O_CLOEXEC) != 0)
+      return Status::Error("E_BENCH", std::string("pipe: ") + strerror(errno));
     if (pipe2(from_child, O_CLOEXEC) != 0) {
       close(to_child[0]);
       close(to_child[1]);
@@ -122,10 +122,11 @@ class StdioPeer {
       }
       if (msg.contains("method")) {
         if (msg.contains("id")) {
-          s = WriteLine(Json{{"jsonrpc", "2.0"},
-                             {"id", msg["id"]},
-                             {"error", {{"code", -32601}, {"message", "the benchmark client serves nothing"}}}}
-                            .dump());
+          s = WriteLine(
+              Json{{"jsonrpc", "2.0"},
+                   {"id", msg["id"]},
+                   {"error", {{"code", -32601}, {"message", "the benchmark client serves nothing"}}}}
+                  .dump());
         }
         continue;
       }
@@ -237,7 +238,8 @@ Status ListedTool(StdioPeer& peer, const std::string& name, Json* tool) {
     }
     names += (names.empty() ? "" : ", ") + t.value("name", "?");
   }
-  return Status::Error("E_BENCH", "tools/list has no '" + name + "' (it has: " + names + "): " + r.dump().substr(0, 500));
+  return Status::Error(
+      "E_BENCH", "tools/list has no '" + name + "' (it has: " + names + "): " + r.dump().substr(0, 500));
 }
 
 // A tools/call answer that is a success (and, through tollgate, a
@@ -249,7 +251,8 @@ Status CheckCallResult(const Json& response, bool tollgate) {
     const Json meta = res.value("_meta", Json::object());
     ok = meta.is_object() && meta.value("io.tollgate/status", "") == "completed";
   }
-  return ok ? Status::Ok() : Status::Error("E_BENCH", "the call did not complete: " + response.dump().substr(0, 600));
+  return ok ? Status::Ok()
+            : Status::Error("E_BENCH", "the call did not complete: " + response.dump().substr(0, 600));
 }
 
 std::string FindOnPath(const std::string& name) {
@@ -348,8 +351,10 @@ Json RunMcpBench(const McpBenchOptions& o) {
     text << in.rdbuf();
     s = YamlToJson(text.str(), &policy);
     if (!s.ok()) return failed("the default policy", s);
-    const std::string modules = script.substr(0, script.find("/node_modules/") + std::string("/node_modules").size());
-    policy["execute"]["mcp_servers"]["everything"] = {{"command", {node, script, "stdio"}}, {"read_only", {modules}}};
+    const std::string modules =
+        script.substr(0, script.find("/node_modules/") + std::string("/node_modules").size());
+    policy["execute"]["mcp_servers"]["everything"] = {{"command", {node, script, "stdio"}},
+                                                      {"read_only", {modules}}};
     policy["tools"]["mcp:everything/echo"] = {{"danger", "SAFE"}, {"read_only", true}};
     po.policy_path = dir.sub("policy.yaml");
     std::ofstream(po.policy_path) << policy.dump(2) << "\n";  // JSON is YAML
@@ -389,7 +394,8 @@ Json RunMcpBench(const McpBenchOptions& o) {
   auto mcp_call = [&gateway](double* ms) {
     Json r;
     const auto t0 = Clock::now();
-    Status st = gateway.Call("tools/call", {{"name", "echo"}, {"arguments", {{"text", kText}}}}, kCallTimeout, &r);
+    Status st =
+        gateway.Call("tools/call", {{"name", "echo"}, {"arguments", {{"text", kText}}}}, kCallTimeout, &r);
     *ms = Ms(Clock::now() - t0);
     return st.ok() ? CheckCallResult(r, /*tollgate=*/true) : st;
   };
@@ -404,8 +410,9 @@ Json RunMcpBench(const McpBenchOptions& o) {
   auto submit_call = [&](double* ms) {
     const auto t0 = Clock::now();
     const std::string rid = "mcp-bench-submit-" + std::to_string(submitted++);
-    Json req{{"request_id", rid}, {"org_id", org},   {"agent_id", agent},
-             {"session_id", "mcp-bench-submit"}, {"tool", "echo"}, {"args", {{"text", kText}}}};
+    Json req{{"request_id", rid}, {"org_id", org},
+             {"agent_id", agent}, {"session_id", "mcp-bench-submit"},
+             {"tool", "echo"},    {"args", {{"text", kText}}}};
     Message m = MessageFor(agent_bus->topics().requests(), req, req);
     m.headers[kHeaderAuth] = SignRequest(signer, org, agent, rid, m.value, NowMicros() / 1'000'000);
     std::shared_ptr<mcp::PipelineClient::Waiter> waiter;
@@ -429,14 +436,16 @@ Json RunMcpBench(const McpBenchOptions& o) {
     if (node.empty()) {
       upstream_unavailable = "node is not on PATH";
     } else if (script.empty()) {
-      upstream_unavailable = "@modelcontextprotocol/server-everything is not installed (scripts/setup.sh runs npm ci "
-                             "in tests/mcp; or pass --mcp-server-dir)";
+      upstream_unavailable =
+          "@modelcontextprotocol/server-everything is not installed (scripts/setup.sh runs npm ci "
+          "in tests/mcp; or pass --mcp-server-dir)";
     } else {
       Json tool;
       Status u = upstream.Start({node, script, "stdio"}, dir.sub("upstream.err"));
       if (u.ok()) u = Handshake(upstream);
       if (u.ok()) u = ListedTool(upstream, "echo", &tool);
-      if (u.ok() && !tool.value("inputSchema", Json::object()).value("properties", Json::object()).contains("message"))
+      if (u.ok() &&
+          !tool.value("inputSchema", Json::object()).value("properties", Json::object()).contains("message"))
         u = Status::Error("E_BENCH", "its echo takes no 'message': " + tool.dump());
       if (u.ok()) {
         Say("upstream: " + node + " " + script + " stdio");
@@ -451,8 +460,8 @@ Json RunMcpBench(const McpBenchOptions& o) {
   auto upstream_call = [&upstream](double* ms) {
     Json r;
     const auto t0 = Clock::now();
-    Status st =
-        upstream.Call("tools/call", {{"name", "echo"}, {"arguments", {{"message", kText}}}}, kCallTimeout, &r);
+    Status st = upstream.Call("tools/call", {{"name", "echo"}, {"arguments", {{"message", kText}}}},
+                              kCallTimeout, &r);
     *ms = Ms(Clock::now() - t0);
     return st.ok() ? CheckCallResult(r, /*tollgate=*/false) : st;
   };
@@ -470,8 +479,9 @@ Json RunMcpBench(const McpBenchOptions& o) {
   auto via_call = [&gateway](double* ms) {
     Json r;
     const auto t0 = Clock::now();
-    Status st = gateway.Call("tools/call", {{"name", "mcp__everything__echo"}, {"arguments", {{"message", kText}}}},
-                             kCallTimeout, &r);
+    Status st =
+        gateway.Call("tools/call", {{"name", "mcp__everything__echo"}, {"arguments", {{"message", kText}}}},
+                     kCallTimeout, &r);
     *ms = Ms(Clock::now() - t0);
     return st.ok() ? CheckCallResult(r, /*tollgate=*/true) : st;
   };
@@ -564,11 +574,13 @@ Json RunMcpBench(const McpBenchOptions& o) {
   out["notes"] = {
       {"mcp_overhead_vs_submit",
        "p50 of an echo tools/call through `tollgate mcp` (a child process on stdio pipes; from writing the "
-       "JSON-RPC line to reading its response) ÷ p50 of the same echo request signed with the same agent key, "
+       "JSON-RPC line to reading its response) ÷ p50 of the same echo request signed with the same agent "
+       "key, "
        "published to the requests topic and awaited on the results topic by a consumer subscribed beforehand "
        "(from making the request to its result); one call at a time, same pipeline, alternating rounds"},
       {"mcp_vs_upstream_direct",
-       "information: p50 of the reference MCP server's echo (server-everything, node, declared as the upstream "
+       "information: p50 of the reference MCP server's echo (server-everything, node, declared as the "
+       "upstream "
        "server `everything`) called through `tollgate mcp` as mcp__everything__echo ÷ p50 of the same stdio "
        "client calling that server directly: what governing an upstream call costs over not governing it"},
       {"where_the_time_goes",

@@ -17,7 +17,8 @@ namespace {
 constexpr size_t kVerifySamples = 2000;  // messages timed through AuthenticateRequest
 
 Status StartPipeline(const PipelineBenchOptions& o, const std::string& dir, Durability durability,
-                     const std::string& label, bool latency_first, std::unique_ptr<Pipeline>* p, BusConfig* bus) {
+                     const std::string& label, bool latency_first, std::unique_ptr<Pipeline>* p,
+                     BusConfig* bus) {
   PipelineOptions po;
   po.latency_first = latency_first;
   bus->latency_first = latency_first;
@@ -61,7 +62,8 @@ double VerifyMicros(const Pipeline& p, const Signers& signers, double* sign_us) 
   const auto t1 = Clock::now();
   size_t ok = 0;
   SignedBy who;
-  for (const Message& m : msgs) ok += AuthenticateRequest(m, p.credentials(), NowMicros(), kDefaultMaxSkewUs, &who);
+  for (const Message& m : msgs)
+    ok += AuthenticateRequest(m, p.credentials(), NowMicros(), kDefaultMaxSkewUs, &who);
   const auto t2 = Clock::now();
   const double n = static_cast<double>(msgs.size());
   *sign_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
@@ -76,8 +78,10 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
     z = Sizes{10, std::min<size_t>(options.requests, 500), 1, std::min(options.rate, 100.0),
               std::min(options.seconds, 2.0)};
   }
-  if (z.requests == 0 || z.rounds == 0 || z.rate <= 0 || z.seconds <= 0 || options.partitions <= 0 || options.max_batch == 0) {
-    return Json{{"error", "--requests, --rounds, --rate, --seconds, partitions and max_batch must be positive"}};
+  if (z.requests == 0 || z.rounds == 0 || z.rate <= 0 || z.seconds <= 0 || options.partitions <= 0 ||
+      options.max_batch == 0) {
+    return Json{
+        {"error", "--requests, --rounds, --rate, --seconds, partitions and max_batch must be positive"}};
   }
   ScratchDir dir(options.dir);
   if (dir.path().empty()) return Json{{"error", "cannot create a scratch directory under " + options.dir}};
@@ -180,13 +184,17 @@ Json RunPipelineBench(const PipelineBenchOptions& options) {
   out["max_batch"] = options.max_batch;
   out["hops"] = 3;
   out["signed_requests"] =
-      "the pipeline's requests are signed by their agent's key (ingest verifies each); throughput rounds make and "
+      "the pipeline's requests are signed by their agent's key (ingest verifies each); throughput rounds "
+      "make and "
       "sign them before the clock starts, latency rounds at send time; the relay's are not signed";
   out["relay_batching"] =
-      "per hop: poll up to max_batch (50 ms poll timeout), then begin txn, produce, send offsets, commit on a "
+      "per hop: poll up to max_batch (50 ms poll timeout), then begin txn, produce, send offsets, commit on "
+      "a "
       "publisher thread while the next batch is polled — as StageRunner";
-  out["detail"] = {{"relay", FiguresJson(relay)}, {"min_relay", FiguresJson(min_relay)},
-                   {"pipeline_buffered", FiguresJson(buffered)}, {"pipeline_latency_first", FiguresJson(fast)}};
+  out["detail"] = {{"relay", FiguresJson(relay)},
+                   {"min_relay", FiguresJson(min_relay)},
+                   {"pipeline_buffered", FiguresJson(buffered)},
+                   {"pipeline_latency_first", FiguresJson(fast)}};
   if (options.sync) out["detail"]["pipeline_sync"] = FiguresJson(sync);
   out["retries"] = {{"relay", relay_retries},
                     {"pipeline_buffered", buffered_retries},

@@ -15,15 +15,15 @@
 namespace tollgate::bench {
 
 struct PipelineBenchOptions {
-  std::string dir;            // scratch directory (created, then removed); "" = a temp dir
-  size_t requests = 5000;     // the throughput test: N requests published back to back ...
-  size_t rounds = 3;          // ... this many times; the median round is reported
-  double rate = 200;          // the latency test: requests per second ...
-  double seconds = 5;         // ... for this long
-  int partitions = 3;         // of every topic, as `tollgate up`
-  size_t max_batch = 500;     // stage runner and relay batch size, as `tollgate up`
-  bool sync = true;           // also measure durability=sync (extra figures)
-  bool quick = false;         // smaller sizes, for tests
+  std::string dir;         // scratch directory (created, then removed); "" = a temp dir
+  size_t requests = 5000;  // the throughput test: N requests published back to back ...
+  size_t rounds = 3;       // ... this many times; the median round is reported
+  double rate = 200;       // the latency test: requests per second ...
+  double seconds = 5;      // ... for this long
+  int partitions = 3;      // of every topic, as `tollgate up`
+  size_t max_batch = 500;  // stage runner and relay batch size, as `tollgate up`
+  bool sync = true;        // also measure durability=sync (extra figures)
+  bool quick = false;      // smaller sizes, for tests
 };
 
 // Returns {"throughput_vs_relay", "p99_vs_relay", raw figures (req/s, p50/p99

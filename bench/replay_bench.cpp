@@ -20,7 +20,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -57,8 +59,11 @@ Status BenchPolicyInForce(int64_t time_us, PolicyInForce* pif, Event* pe) {
   pe->id = MakeEventId(pe->type, "", policy->content_hash());
   pe->org_id = "org-bench";
   pe->time_us = time_us;
-  pe->data = {{"policy_version", policy->version()}, {"content_hash", policy->content_hash()},
-              {"source", "bench.yaml"}, {"tier", "file"}, {"policy", policy->doc()}};
+  pe->data = {{"policy_version", policy->version()},
+              {"content_hash", policy->content_hash()},
+              {"source", "bench.yaml"},
+              {"tier", "file"},
+              {"policy", policy->doc()}};
   return pif->Apply(*pe);
 }
 
@@ -92,11 +97,12 @@ Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>
     const std::string rid = "bench-" + std::to_string(i);
     const std::string tool = tools[i % 4];
     const int64_t t = t0 + 1000 + static_cast<int64_t>(i) * 1000;
-    Json args = tool == "echo" ? Json{{"text", "hello " + std::to_string(i)}}
+    Json args = tool == "echo"           ? Json{{"text", "hello " + std::to_string(i)}}
                 : tool == "current_time" ? Json::object()
-                : Json{{"path", "/srv/data/file-" + std::to_string(i % 97) + ".txt"}, {"content", std::string(64, 'x')}};
-    Json req{{"request_id", rid}, {"org_id", "org-bench"}, {"agent_id", "agent-bench"}, {"session_id", "big"},
-             {"tool", tool}, {"args", args}};
+                                         : Json{{"path", "/srv/data/file-" + std::to_string(i % 97) + ".txt"},
+                                                {"content", std::string(64, 'x')}};
+    Json req{{"request_id", rid},   {"org_id", "org-bench"}, {"agent_id", "agent-bench"},
+             {"session_id", "big"}, {"tool", tool},          {"args", args}};
     auto ev = [&](const std::string& type, int64_t at, Json data, const std::string& disc = "") {
       Event e;
       e.type = type;
@@ -110,7 +116,8 @@ Status BuildSession(const std::string& path, size_t n, std::unique_ptr<EventLog>
       e.data = std::move(data);
       return e;
     };
-    s = append(ev("request.received", t, {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
+    s = append(ev("request.received", t,
+                  {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
     DecideInput in{&req, t};
     Json d = Decide(pif, ledger, in);
     d["source"] = "bench";
@@ -140,7 +147,8 @@ Status RawScan(const LogStore& store, size_t* n) {
   *n = 0;
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     rocksdb::Slice k = it->key();
-    rocksdb::Status g = store.db()->Get({}, store.cf(logfmt::kEvents), rocksdb::Slice(k.data() + prefix.size(), 8), &value);
+    rocksdb::Status g =
+        store.db()->Get({}, store.cf(logfmt::kEvents), rocksdb::Slice(k.data() + prefix.size(), 8), &value);
     if (!g.ok()) return FromRocks(g, "raw scan");
     bytes += value.size();
     ++*n;
@@ -156,12 +164,14 @@ Status RawRangeScan(const LogStore& store, size_t* n) {
   const std::string prefix = logfmt::IndexPrefix("big");
   std::unique_ptr<rocksdb::Iterator> idx(store.db()->NewIterator({}, store.cf(logfmt::kBySession)));
   idx->Seek(prefix);
-  if (!idx->Valid() || !idx->key().starts_with(prefix)) return Status::Error("E_BENCH", "range scan: no session");
+  if (!idx->Valid() || !idx->key().starts_with(prefix))
+    return Status::Error("E_BENCH", "range scan: no session");
   const std::string first(idx->key().data() + prefix.size(), 8);
   std::string upper = prefix;
   upper.back() = static_cast<char>(upper.back() + 1);  // the prefix ends in the separator: this is past it
   idx->SeekForPrev(upper);
-  if (!idx->Valid() || !idx->key().starts_with(prefix)) return Status::Error("E_BENCH", "range scan: no last");
+  if (!idx->Valid() || !idx->key().starts_with(prefix))
+    return Status::Error("E_BENCH", "range scan: no last");
   const std::string last(idx->key().data() + prefix.size(), 8);
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kEvents)));
   size_t bytes = 0;
@@ -266,7 +276,8 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
       std::vector<Event> decoded;
       s = replay::ReadSession(store, "big", &decoded);
       auto t6 = Clock::now();
-      if (!s.ok() || decoded.size() != n) return Fail(s.ok() ? Status::Error("E_BENCH", "decoded scan count") : s);
+      if (!s.ok() || decoded.size() != n)
+        return Fail(s.ok() ? Status::Error("E_BENCH", "decoded scan count") : s);
       double decide_s = 0;
       s = DecideAlone(decoded, &decide_s);
       if (!s.ok()) return Fail(s);
@@ -287,7 +298,8 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
     const double range_raw = range_rates.empty() ? 0 : Median(range_rates);
     const double raw = std::max(index_raw, range_raw), redecide = Median(redecide_rates);
     out["scan_index_events_per_s"] = index_raw;  // index walk + a lookup per record
-    out["scan_range_events_per_s"] = range_raw;  // one iterator over the session's seq range (0: not contiguous)
+    out["scan_range_events_per_s"] =
+        range_raw;  // one iterator over the session's seq range (0: not contiguous)
     out["events"] = events;
     out["decisions"] = opt.requests;
     out["rounds"] = opt.rounds;
@@ -298,7 +310,7 @@ Json RunReplayBench(const ReplayBenchOptions& opt_in) {
     out["redecide_wait_us"] = Median(wait_us);  // the rest: planning the read, waiting for chunks
     out["redecide_threads"] = 2;  // one reads and decodes, one folds, overlapped; the raw scan uses one
     out["redecide_vs_decoded_scan"] = redecide / Median(decoded_rates);
-    out["redecide_vs_scan"] = redecide / raw;  // information: a scan alone decides nothing
+    out["redecide_vs_scan"] = redecide / raw;         // information: a scan alone decides nothing
     out["floor_events_per_s"] = Median(floor_rates);  // raw read + the engine alone on decoded requests
     out["redecide_vs_floor"] = redecide / Median(floor_rates);
   }

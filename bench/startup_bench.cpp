@@ -59,11 +59,12 @@ Status BuildHistory(const std::string& path, size_t finished, size_t pending, si
   for (size_t i = 0; s.ok() && i < total; ++i) {
     const bool done = i < finished;
     const std::string rid = (done ? "done-" : "pending-") + std::to_string(i);
-    const std::string agent = "agent-" + std::to_string(i % 16), session = agent + "-s" + std::to_string(i / 2000);
+    const std::string agent = "agent-" + std::to_string(i % 16),
+                      session = agent + "-s" + std::to_string(i / 2000);
     const int64_t t = now - static_cast<int64_t>(total - i) * kSpacingUs;
     Json args{{"text", "hello " + std::to_string(i)}};
-    Json req{{"request_id", rid}, {"org_id", "org-bench"}, {"agent_id", agent}, {"session_id", session},
-             {"tool", "echo"},    {"args", args}};
+    Json req{{"request_id", rid},     {"org_id", "org-bench"}, {"agent_id", agent},
+             {"session_id", session}, {"tool", "echo"},        {"args", args}};
     auto ev = [&](const std::string& type, int64_t at, Json data) {
       Event e;
       e.type = type;
@@ -77,14 +78,19 @@ Status BuildHistory(const std::string& path, size_t finished, size_t pending, si
       e.data = std::move(data);
       return e;
     };
-    const Json reservation{{"usd", 0.001}, {"received_at", FormatTime(t)},
+    const Json reservation{{"usd", 0.001},
+                           {"received_at", FormatTime(t)},
                            {"budgets", Json::array({"session-usd", "agent-daily-usd"})}};
-    s = append(ev("request.received", t, {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
+    s = append(ev("request.received", t,
+                  {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
     if (!s.ok()) break;
     if (done) {
       s = append(ev("decision.made", t + 100,
-                    {{"verdict", "allow"}, {"reason", "bench"}, {"rule", "org.allow:builtin:echo"},
-                     {"reservation", reservation}, {"source", "bench"}}));
+                    {{"verdict", "allow"},
+                     {"reason", "bench"},
+                     {"rule", "org.allow:builtin:echo"},
+                     {"reservation", reservation},
+                     {"source", "bench"}}));
       if (s.ok()) s = append(ev("execution.started", t + 200, {{"executor", "builtin"}, {"attempt", 1}}));
       if (s.ok()) {
         s = append(ev("execution.completed", t + 300,
@@ -92,12 +98,18 @@ Status BuildHistory(const std::string& path, size_t finished, size_t pending, si
       }
     } else {
       s = append(ev("decision.made", t + 100,
-                    {{"verdict", "ask"}, {"reason", "bench"}, {"rule", "org.mode:ask"}, {"reservation", reservation},
+                    {{"verdict", "ask"},
+                     {"reason", "bench"},
+                     {"rule", "org.mode:ask"},
+                     {"reservation", reservation},
                      {"source", "bench"}}));
       if (s.ok()) {
         s = append(ev("approval.requested", t + 200,
-                      {{"approvers_needed", 1}, {"deadline", FormatTime(now + 86'400'000'000)},
-                       {"args_hash", ArgsHash(args)}, {"approvers", Json::array()}, {"timeout_s", 86400},
+                      {{"approvers_needed", 1},
+                       {"deadline", FormatTime(now + 86'400'000'000)},
+                       {"args_hash", ArgsHash(args)},
+                       {"approvers", Json::array()},
+                       {"timeout_s", 86400},
                        {"source", "bench"}}));
       }
     }
@@ -126,13 +138,14 @@ Status TimedStart(const std::string& data, const std::string& policy, size_t pen
   Status s = Pipeline::Start(po, &p);
   *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   if (s.ok() && p->reconciled().redriven != 0) {
-    s = Status::Error("E_BENCH", "the reconciler re-drove requests: the unfinished work changed between starts");
+    s = Status::Error("E_BENCH",
+                      "the reconciler re-drove requests: the unfinished work changed between starts");
   }
   std::vector<PendingApproval> listed;
   if (s.ok()) s = ListPendingApprovals(p->log().store(), {}, &listed);
   if (s.ok() && listed.size() != pending) {
-    s = Status::Error("E_BENCH", "the start restored " + std::to_string(listed.size()) + " pending approvals, not " +
-                                     std::to_string(pending));
+    s = Status::Error("E_BENCH", "the start restored " + std::to_string(listed.size()) +
+                                     " pending approvals, not " + std::to_string(pending));
   }
   if (p && phases != nullptr) *phases = p->startup_phases();
   if (p) p->Stop();
@@ -191,7 +204,8 @@ Json RunStartupBench(const StartupBenchOptions& o_in) {
     if (!(s = store->ReadHead(&head, &hash)).ok()) return Fail(s);
     DecideState state;
     const auto t0 = Clock::now();
-    s = RebuildDecideState(head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "", &state);
+    s = RebuildDecideState(
+        head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "", &state);
     full_fold_s = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!s.ok()) return Fail(s);
   }

@@ -19,8 +19,8 @@ class LocalLog {
   Status Open(const std::string& data_dir) {
     Status s = EventLog::Open(data_dir + "/log", LogOptions(), &log_);
     if (!s.ok()) {
-      return Status::Error(s.code(), "cannot open the log (is `tollgate up` running without its HTTP API?): " +
-                                         s.message());
+      return Status::Error(
+          s.code(), "cannot open the log (is `tollgate up` running without its HTTP API?): " + s.message());
     }
     sink_ = std::make_unique<LogSink>(*log_);
     return FoldCredentials(log_->store(), &registry_);
@@ -46,7 +46,8 @@ Status ResolveToken(const AdminTarget& t, std::string* token) {
   }
   std::ifstream in(path);
   if (!in || !std::getline(in, *token) || token->empty()) {
-    return Status::Error("E_UNAUTHORIZED", "no token: give --token-file or $TOLLGATE_TOKEN (cannot read " + path + ")");
+    return Status::Error("E_UNAUTHORIZED",
+                         "no token: give --token-file or $TOLLGATE_TOKEN (cannot read " + path + ")");
   }
   while (!token->empty() && (token->back() == '\r' || token->back() == ' ')) token->pop_back();
   return Status::Ok();
@@ -80,7 +81,8 @@ Status AddCredential(const AdminTarget& t, const Json& request, Json* reply) {
   return Status::Ok();
 }
 
-Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const std::string& reason, Json* reply) {
+Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const std::string& reason,
+                        Json* reply) {
   if (const std::string url = LiveApiUrl(t.data_dir); !url.empty()) {
     std::string token;
     Status s = ResolveToken(t, &token);

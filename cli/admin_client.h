@@ -34,7 +34,8 @@ std::string LiveApiUrl(const std::string& data_dir);
 // Adds a credential (an agent or approver public key, or a token, which is
 // made here and returned in reply["token"] once). reply is the API's JSON.
 Status AddCredential(const AdminTarget& t, const Json& request, Json* reply);
-Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const std::string& reason, Json* reply);
+Status RevokeCredential(const AdminTarget& t, const std::string& key_id, const std::string& reason,
+                        Json* reply);
 Status ListCredentials(const AdminTarget& t, const std::string& kind, const std::string& org, Json* reply);
 
 }  // namespace tollgate::cli

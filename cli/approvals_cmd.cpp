@@ -121,7 +121,8 @@ Status OrgOfPending(const std::string& data, const std::string& id, std::string*
   for (const auto& p : pending) {
     if (p.request_id == id) orgs.insert(p.org_id);
   }
-  if (orgs.size() > 1) return Status::Error(errc::kInvalidQuery, "'" + id + "' is pending in several orgs: name one with --org");
+  if (orgs.size() > 1)
+    return Status::Error(errc::kInvalidQuery, "'" + id + "' is pending in several orgs: name one with --org");
   if (orgs.empty()) return Status::Error(errc::kNotFound, "no approval is pending for '" + id + "'");
   *org = *orgs.begin();
   return Status::Ok();
@@ -132,9 +133,10 @@ Status OrgOfPending(const std::string& data, const std::string& id, std::string*
 // to name an approver on the command line.
 int RunRespond(const RespondFlags& f, const std::string& decision) {
   if (!f.as.empty()) {
-    std::cerr << "tollgate: --as names no one: an approval counts only from an authenticated identity. Approve "
-                 "with that approver's token (--token-file FILE or $TOLLGATE_TOKEN); a local operator's "
-                 "DATA/admin.token is the identity \"admin\"\n";
+    std::cerr
+        << "tollgate: --as names no one: an approval counts only from an authenticated identity. Approve "
+           "with that approver's token (--token-file FILE or $TOLLGATE_TOKEN); a local operator's "
+           "DATA/admin.token is the identity \"admin\"\n";
     return 2;
   }
   AdminTarget t{f.data, f.token_file};
@@ -142,7 +144,8 @@ int RunRespond(const RespondFlags& f, const std::string& decision) {
   Status s = ResolveToken(t, &token);
   if (!s.ok()) return Fail(s.ToString());
   const std::string url = LiveApiUrl(f.data);
-  if (url.empty()) return Fail("no running `tollgate up` with an HTTP API found through " + f.data + "/endpoints.json");
+  if (url.empty())
+    return Fail("no running `tollgate up` with an HTTP API found through " + f.data + "/endpoints.json");
   std::string org = f.org;
   if (org.empty()) {
     s = OrgOfPending(f.data, f.id, &org);
@@ -155,8 +158,8 @@ int RunRespond(const RespondFlags& f, const std::string& decision) {
   const Json body = ApprovalAnswer(decision, f.always, f.comment, f.args_hash);
   int status = 0;
   Json reply;
-  s = ApiCall(url, token, "POST",
-              "/v1/approvals/" + EncodeQueryParam(f.id) + "?org=" + EncodeQueryParam(org), body.dump(), &status, &reply);
+  s = ApiCall(url, token, "POST", "/v1/approvals/" + EncodeQueryParam(f.id) + "?org=" + EncodeQueryParam(org),
+              body.dump(), &status, &reply);
   if (status == 0) return Fail(s.ToString());
   std::cout << reply.dump(2) << std::endl;
   if (status == 200) return 0;
@@ -184,18 +187,19 @@ void AddApprovalsCommands(CLI::App& app, int* exit_code) {
     auto* cmd = approvals->add_subcommand(decision, std::string(decision) + " a pending request");
     cmd->add_option("id", f->id, "request id")->required();
     cmd->add_option("--as", f->as, "refused: approvals count only from a token's identity");
-    cmd->add_option("--token-file", f->token_file, "the approver's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
+    cmd->add_option("--token-file", f->token_file,
+                    "the approver's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
     cmd->add_option("--org", f->org, "the request's org (default: the one org where it is pending)");
     cmd->add_option("--comment", f->comment, "a comment for the record");
     if (std::string(decision) == "approve") {
-      cmd->add_flag("--always", f->always, "also allow this exact call for the agent from now on (policy.updated)");
+      cmd->add_flag("--always", f->always,
+                    "also allow this exact call for the agent from now on (policy.updated)");
     }
     cmd->add_option("--args-hash", f->args_hash, "the args hash approved (default: the pending request's)");
     cmd->add_option("--data", f->data, "data directory of `tollgate up`")->capture_default_str();
     const std::string d = std::string(decision) == "approve" ? "approve" : "deny";
     cmd->callback([f, d, exit_code] { *exit_code = RunRespond(*f, d); });
   }
-
 }
 
 }  // namespace tollgate::cli

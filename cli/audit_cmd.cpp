@@ -23,7 +23,9 @@ int Fail(const Status& s) {
   return 2;
 }
 
-Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) { return OpenLogReader(data, store); }
+Status OpenReader(const std::string& data, std::unique_ptr<LogStore>* store) {
+  return OpenLogReader(data, store);
+}
 
 // `audit query`'s filters, by get_audit_log's parameter names
 // (audit/query_params.h reads them, as it reads the HTTP API's and the
@@ -99,7 +101,8 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   auto qf = std::make_shared<QueryFlags>();
   auto* query = audit->add_subcommand("query", "print matching events as JSON lines (get_audit_log)");
   query->add_option("--data", qf->data, "data directory (or the log directory in it)")->capture_default_str();
-  for (const QueryFilter& filter : kQueryFilters) query->add_option(filter.flag, qf->params[filter.param], filter.help);
+  for (const QueryFilter& filter : kQueryFilters)
+    query->add_option(filter.flag, qf->params[filter.param], filter.help);
   query->add_option("--type", qf->types, "event type (repeatable, or comma-separated)");
   query->add_flag("--desc", qf->descending, "newest first");
   query->add_flag("--all", qf->all_pages, "follow cursors to the end");
@@ -167,7 +170,8 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
 
   auto idata = std::make_shared<std::string>(kDefaultDataDir);
   auto ifile = std::make_shared<std::string>();
-  auto* imp = audit->add_subcommand("import", "load a verified export into a log it continues (e.g. a fresh one)");
+  auto* imp =
+      audit->add_subcommand("import", "load a verified export into a log it continues (e.g. a fresh one)");
   imp->add_option("--data", *idata, "data directory (or the log directory in it)")->capture_default_str();
   imp->add_option("--file", *ifile, "export file")->required();
   imp->callback([idata, ifile, exit_code] {
@@ -192,7 +196,8 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
 std::string LogDirOf(const std::string& data) {
   std::error_code ec;
   const std::filesystem::path d(data);
-  if (std::filesystem::exists(d / "log" / "CURRENT", ec) || std::filesystem::exists(d / "endpoints.json", ec)) {
+  if (std::filesystem::exists(d / "log" / "CURRENT", ec) ||
+      std::filesystem::exists(d / "endpoints.json", ec)) {
     return (d / "log").string();
   }
   return data;
@@ -202,8 +207,9 @@ Status OpenLogReader(const std::string& data, std::unique_ptr<LogStore>* store) 
   const std::string dir = LogDirOf(data);
   Status s = LogStore::Open(dir, OpenMode::kSecondary, store);
   if (!s.ok() && s.code() == errc::kNotFound) {
-    return Status::Error(s.code(), "no event log at " + data + " or " + data + "/log: --data takes the data directory "
-                                   "`up --data` used (or its log directory)");
+    return Status::Error(s.code(), "no event log at " + data + " or " + data +
+                                       "/log: --data takes the data directory "
+                                       "`up --data` used (or its log directory)");
   }
   if (s.ok()) s = (*store)->CatchUp();
   return s;

@@ -33,15 +33,18 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   });
 
   auto dopts = std::make_shared<bench::DecideBenchOptions>();
-  auto* decide = bench->add_subcommand("decide", "the policy engine: us per decision at 100 and 1,000 rules vs std::regex");
-  decide->add_option("--decisions", dopts->decisions, "timed decisions per policy size")->capture_default_str();
+  auto* decide = bench->add_subcommand(
+      "decide", "the policy engine: us per decision at 100 and 1,000 rules vs std::regex");
+  decide->add_option("--decisions", dopts->decisions, "timed decisions per policy size")
+      ->capture_default_str();
   decide->add_flag("--quick", dopts->quick, "small sizes (seconds)");
   decide->callback([dopts, exit_code] {
     Json result = bench::RunDecideBench(*dopts);
     if (!result.contains("error")) {
-      std::cout << "decide: p50 " << result["p50_us"] << " us, p99 " << result["p99_us"] << " us per decision (100 rules); "
-                << "1,000 rules p50 " << result["p50_us_1000"] << " us; with decision JSON p50 " << result["p50_json_us"]
-                << " us\n";
+      std::cout << "decide: p50 " << result["p50_us"] << " us, p99 " << result["p99_us"]
+                << " us per decision (100 rules); "
+                << "1,000 rules p50 " << result["p50_us_1000"] << " us; with decision JSON p50 "
+                << result["p50_json_us"] << " us\n";
     }
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
@@ -51,7 +54,8 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   auto distopts = std::make_shared<bench::DistributedBenchOptions>();
   auto distributed = std::make_shared<bool>(false);
   auto* pipeline = bench->add_subcommand(
-      "pipeline", "requests end to end (ingest, decide, execute echo, every event logged) vs a bare 3-hop relay");
+      "pipeline",
+      "requests end to end (ingest, decide, execute echo, every event logged) vs a bare 3-hop relay");
   pipeline->add_flag("--distributed", *distributed,
                      "one process per stage (`tollgate broker`, `stage ...`): throughput vs the relay, and "
                      "execute_scale_2x (a CLI tool that waits 20 ms, two execute processes / one)");
@@ -59,7 +63,8 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   pipeline
       ->add_option("--requests", popts->requests, "requests for the throughput test (--distributed: 20000)")
       ->capture_default_str();
-  pipeline->add_option("--rounds", popts->rounds, "throughput rounds (the median is reported)")->capture_default_str();
+  pipeline->add_option("--rounds", popts->rounds, "throughput rounds (the median is reported)")
+      ->capture_default_str();
   pipeline
       ->add_option("--sleep-requests", distopts->sleep_requests,
                    "--distributed: cli:sleep requests per round")
@@ -68,10 +73,13 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
       ->add_option("--workers", distopts->workers,
                    "--distributed: tools at once per execute process for execute_scale_2x")
       ->capture_default_str();
-  pipeline->add_option("--rate", popts->rate, "requests per second for the latency test")->capture_default_str();
+  pipeline->add_option("--rate", popts->rate, "requests per second for the latency test")
+      ->capture_default_str();
   pipeline->add_option("--seconds", popts->seconds, "duration of the latency test")->capture_default_str();
-  pipeline->add_option("--batch", popts->max_batch, "max batch of the stage runners and the relay")->capture_default_str();
-  pipeline->add_flag_function("--no-sync", [popts](std::int64_t) { popts->sync = false; }, "skip the durability=sync figures");
+  pipeline->add_option("--batch", popts->max_batch, "max batch of the stage runners and the relay")
+      ->capture_default_str();
+  pipeline->add_flag_function(
+      "--no-sync", [popts](std::int64_t) { popts->sync = false; }, "skip the durability=sync figures");
   pipeline->add_flag("--quick", popts->quick, "small sizes (seconds, not minutes)");
   pipeline->callback([pipeline, popts, distopts, distributed, exit_code] {
     if (*distributed) {
@@ -95,14 +103,18 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
 
   auto mopts = std::make_shared<bench::McpBenchOptions>();
   auto* mcp = bench->add_subcommand(
-      "mcp", "an echo tools/call through `tollgate mcp` (stdio) vs the same call submitted straight to Kafka");
+      "mcp",
+      "an echo tools/call through `tollgate mcp` (stdio) vs the same call submitted straight to Kafka");
   mcp->add_option("--dir", mopts->dir, "scratch directory (default: a temp dir)");
   mcp->add_option("--calls", mopts->calls, "timed calls per client per round")->capture_default_str();
-  mcp->add_option("--rounds", mopts->rounds, "rounds (mcp, submit, upstream alternate)")->capture_default_str();
+  mcp->add_option("--rounds", mopts->rounds, "rounds (mcp, submit, upstream alternate)")
+      ->capture_default_str();
   mcp->add_option("--warmup", mopts->warmup, "untimed calls per client first")->capture_default_str();
-  mcp->add_option("--durability", mopts->durability, "the pipeline's log: buffered or sync")->capture_default_str();
-  mcp->add_option("--mcp-server-dir", mopts->mcp_server_dir,
-                  "where npm installed @modelcontextprotocol/server-everything (default: tests/mcp of the source tree)");
+  mcp->add_option("--durability", mopts->durability, "the pipeline's log: buffered or sync")
+      ->capture_default_str();
+  mcp->add_option(
+      "--mcp-server-dir", mopts->mcp_server_dir,
+      "where npm installed @modelcontextprotocol/server-everything (default: tests/mcp of the source tree)");
   mcp->add_flag("--quick", mopts->quick, "small sizes (seconds)");
   mcp->callback([mopts, exit_code] {
     Json r = bench::RunMcpBench(*mopts);
@@ -114,23 +126,30 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
         return std::string(buf);
       };
       auto ms = [&num](const char* k) { return num(k, " ms"); };
-      std::cout << "mcp (tollgate mcp, stdio): p50 " << ms("mcp_p50_ms") << ", p99 " << ms("mcp_p99_ms") << "\n"
-                << "submit (Kafka, signed):    p50 " << ms("submit_p50_ms") << ", p99 " << ms("submit_p99_ms") << "\n"
-                << "upstream MCP server:       p50 " << ms("upstream_p50_ms") << ", p99 " << ms("upstream_p99_ms")
-                << (r.contains("upstream_unavailable") ? " (" + r["upstream_unavailable"].get<std::string>() + ")" : "")
+      std::cout << "mcp (tollgate mcp, stdio): p50 " << ms("mcp_p50_ms") << ", p99 " << ms("mcp_p99_ms")
+                << "\n"
+                << "submit (Kafka, signed):    p50 " << ms("submit_p50_ms") << ", p99 " << ms("submit_p99_ms")
+                << "\n"
+                << "upstream MCP server:       p50 " << ms("upstream_p50_ms") << ", p99 "
+                << ms("upstream_p99_ms")
+                << (r.contains("upstream_unavailable")
+                        ? " (" + r["upstream_unavailable"].get<std::string>() + ")"
+                        : "")
                 << "; through tollgate p50 " << ms("upstream_via_tollgate_p50_ms") << "\n"
                 << "mcp_overhead_vs_submit " << num("mcp_overhead_vs_submit", "") << " (goal <= 1.2, "
-                << (r["met"]["mcp_overhead_vs_submit"].get<bool>() ? "met" : "missed") << "); mcp_vs_upstream_direct "
-                << num("mcp_vs_upstream_direct", "") << "\n";
+                << (r["met"]["mcp_overhead_vs_submit"].get<bool>() ? "met" : "missed")
+                << "); mcp_vs_upstream_direct " << num("mcp_vs_upstream_direct", "") << "\n";
     }
     std::cout << r.dump() << std::endl;
     *exit_code = r.contains("error") ? 1 : 0;
   });
 
   auto ropts = std::make_shared<bench::ReplayBenchOptions>();
-  auto* rep = bench->add_subcommand("replay", "re-decision of a large session vs a raw scan of the same events");
+  auto* rep =
+      bench->add_subcommand("replay", "re-decision of a large session vs a raw scan of the same events");
   rep->add_option("--dir", ropts->dir, "scratch directory (default: a temp dir)");
-  rep->add_option("--requests", ropts->requests, "requests in the session (4 events each)")->capture_default_str();
+  rep->add_option("--requests", ropts->requests, "requests in the session (4 events each)")
+      ->capture_default_str();
   rep->add_option("--rounds", ropts->rounds, "measured rounds (medians are reported)")->capture_default_str();
   rep->add_flag("--quick", ropts->quick, "small sizes (seconds)");
   rep->callback([ropts, exit_code] {
@@ -140,19 +159,23 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
   });
 
   auto sopts = std::make_shared<bench::StartupBenchOptions>();
-  auto* st = bench->add_subcommand("startup", "start-up time on a 10x longer history with the same unfinished work");
+  auto* st =
+      bench->add_subcommand("startup", "start-up time on a 10x longer history with the same unfinished work");
   st->add_option("--dir", sopts->dir, "scratch directory (default: a temp dir)");
-  st->add_option("--requests", sopts->requests, "finished requests in the short history")->capture_default_str();
-  st->add_option("--growth", sopts->growth, "how many times longer the long history is")->capture_default_str();
+  st->add_option("--requests", sopts->requests, "finished requests in the short history")
+      ->capture_default_str();
+  st->add_option("--growth", sopts->growth, "how many times longer the long history is")
+      ->capture_default_str();
   st->add_option("--pending", sopts->pending, "pending approvals in both")->capture_default_str();
-  st->add_option("--rounds", sopts->rounds, "alternating starts of each (medians are reported)")->capture_default_str();
+  st->add_option("--rounds", sopts->rounds, "alternating starts of each (medians are reported)")
+      ->capture_default_str();
   st->add_flag("--quick", sopts->quick, "small sizes (seconds)");
   st->callback([sopts, exit_code] {
     Json r = bench::RunStartupBench(*sopts);
     if (!r.contains("error")) {
       std::cout << "startup_growth_10x " << r["startup_growth_10x"].get<double>() << " (goal <= 1.5, "
-                << (r["met"]["startup_growth_10x"].get<bool>() ? "met" : "missed") << "): "
-                << r["long_startup_s"].get<double>() << " s on " << r["long_events"] << " events vs "
+                << (r["met"]["startup_growth_10x"].get<bool>() ? "met" : "missed")
+                << "): " << r["long_startup_s"].get<double>() << " s on " << r["long_events"] << " events vs "
                 << r["short_startup_s"].get<double>() << " s on " << r["short_events"]
                 << "; decide's whole-log fold of the long one alone: " << r["full_fold_long_s"].get<double>()
                 << " s\n";

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
@@ -15,7 +14,7 @@ namespace tollgate::cli {
 
 inline constexpr const char* kDefaultDataDir = "tollgate-data";
 
-void AddUpCommand(CLI::App& app, int* exit_code);  // up and broker
+void AddUpCommand(CLI::App& app, int* exit_code);     // up and broker
 void AddStageCommand(CLI::App& app, int* exit_code);  // stage NAME (distributed)
 void AddSubmitCommand(CLI::App& app, int* exit_code);
 void AddMcpCommand(CLI::App& app, int* exit_code);
@@ -23,9 +22,9 @@ void AddToolsCommands(CLI::App& app, int* exit_code);  // tools list  // mcp (th
 void AddAuditCommands(CLI::App& app, int* exit_code);
 void AddBenchCommands(CLI::App& app, int* exit_code);
 void AddReplayCommands(CLI::App& app, int* exit_code);
-void AddPolicyCommands(CLI::App& app, int* exit_code);  // policy check|explain
-void AddApprovalsCommands(CLI::App& app, int* exit_code);  // approvals list|approve|deny
-void AddRulesCommands(CLI::App& app, int* exit_code);  // rules list|revoke
+void AddPolicyCommands(CLI::App& app, int* exit_code);      // policy check|explain
+void AddApprovalsCommands(CLI::App& app, int* exit_code);   // approvals list|approve|deny
+void AddRulesCommands(CLI::App& app, int* exit_code);       // rules list|revoke
 void AddCredentialCommands(CLI::App& app, int* exit_code);  // agents and tokens
 
 // The event log of `data`: DATA/log when `data` is a data directory (what

@@ -39,8 +39,8 @@ int RunAgentsAdd(const AgentFlags& f) {
   return 0;
 }
 
-int RunRevoke(const AdminTarget& t, const std::string& kind, const std::string& org, const std::string& identity,
-              const std::string& key_id, const std::string& reason) {
+int RunRevoke(const AdminTarget& t, const std::string& kind, const std::string& org,
+              const std::string& identity, const std::string& key_id, const std::string& reason) {
   Json list;
   Status s = ListCredentials(t, kind, org, &list);
   if (!s.ok()) return Fail(s);
@@ -77,7 +77,8 @@ int RunSign(const AgentFlags& f, const std::string& value_flag) {
   // whole, and value_sha256 must match what the broker carries.
   if (value.empty()) value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   Json req;
-  if (!ParseJson(value, &req).ok() || !req.is_object()) return Fail(Status::Error("E_INVALID_REQUEST", "not a JSON object"));
+  if (!ParseJson(value, &req).ok() || !req.is_object())
+    return Fail(Status::Error("E_INVALID_REQUEST", "not a JSON object"));
   const std::string org = req.value("org_id", f.org), agent = req.value("agent_id", f.agent);
   JwtSigner signer;
   Status s = LoadAgentSigner(f.out.empty() ? DefaultAgentKeyPath(f.data, org, agent) : f.out, &signer);
@@ -131,7 +132,8 @@ Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std:
   Status s = GenerateEd25519(&pem, &pub);
   if (s.ok()) s = WritePrivateKeyFile(path, pem);
   if (!s.ok()) return s;
-  s = AddCredential(t, {{"kind", "agent_key"}, {"org_id", org}, {"identity", agent}, {"public_key", pub}}, reply);
+  s = AddCredential(t, {{"kind", "agent_key"}, {"org_id", org}, {"identity", agent}, {"public_key", pub}},
+                    reply);
   if (!s.ok()) {
     std::filesystem::remove(path);  // an unregistered key is no use to anyone
     return s;
@@ -141,14 +143,17 @@ Status RegisterAgentKey(const AdminTarget& t, const std::string& org, const std:
 }
 
 void AddCredentialCommands(CLI::App& app, int* exit_code) {
-  auto* agents = app.add_subcommand("agents", "register, list and revoke agents' signing keys; sign a request");
+  auto* agents =
+      app.add_subcommand("agents", "register, list and revoke agents' signing keys; sign a request");
   agents->require_subcommand(1);
   auto common = [](CLI::App* c, AgentFlags* f) {
     c->add_option("--data", f->data, "data directory of `tollgate up`")->capture_default_str();
-    c->add_option("--token-file", f->token_file, "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
+    c->add_option("--token-file", f->token_file,
+                  "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
   };
   auto add = std::make_shared<AgentFlags>();
-  auto* a = agents->add_subcommand("add", "make a key pair; write the private key (0600); register the public key");
+  auto* a =
+      agents->add_subcommand("add", "make a key pair; write the private key (0600); register the public key");
   common(a, add.get());
   a->add_option("--org", add->org, "the agent's org")->required();
   a->add_option("--agent", add->agent, "the agent id")->required();
@@ -170,12 +175,14 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
   r->add_option("--key-id", rv->key_id, "only this key");
   r->add_option("--reason", rv->reason, "for the record");
   r->callback([rv, exit_code] {
-    *exit_code = RunRevoke({rv->data, rv->token_file}, "agent_key", rv->org, rv->agent, rv->key_id, rv->reason);
+    *exit_code =
+        RunRevoke({rv->data, rv->token_file}, "agent_key", rv->org, rv->agent, rv->key_id, rv->reason);
   });
 
   auto sg = std::make_shared<AgentFlags>();
   auto value = std::make_shared<std::string>();
-  auto* s = agents->add_subcommand("sign", "print the tollgate-auth header for a request: the exact bytes sent (stdin or --value)");
+  auto* s = agents->add_subcommand(
+      "sign", "print the tollgate-auth header for a request: the exact bytes sent (stdin or --value)");
   s->add_option("--data", sg->data, "data directory (for the default key path)")->capture_default_str();
   s->add_option("--key", sg->out, "the agent's private key (default DATA/keys/ORG/AGENT.pem of the request)");
   s->add_option("--value", *value, "the exact message value (default: stdin)");
@@ -190,10 +197,16 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
   auto tf = std::make_shared<TokenFlags>();
   auto* tadd = tokens->add_subcommand("add", "create a token; prints it once (the log keeps only its hash)");
   tadd->add_option("--data", tf->data, "data directory")->capture_default_str();
-  tadd->add_option("--token-file", tf->token_file, "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
-  tadd->add_option("--identity", tf->identity, "who the token is, in its org (orgs may share a name; none may take a deployment-wide one)")->required();
+  tadd->add_option("--token-file", tf->token_file,
+                   "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
+  tadd->add_option(
+          "--identity", tf->identity,
+          "who the token is, in its org (orgs may share a name; none may take a deployment-wide one)")
+      ->required();
   tadd->add_option("--org", tf->org, "its org (\"*\": deployment-wide, for a deployment admin)")->required();
-  tadd->add_option("--role", tf->roles, "agent, approver, auditor, operator (GET /metrics) or admin (repeatable)")->required();
+  tadd->add_option("--role", tf->roles,
+                   "agent, approver, auditor, operator (GET /metrics) or admin (repeatable)")
+      ->required();
   tadd->callback([tf, exit_code] {
     Json reply;
     Status s = AddCredential(
@@ -204,7 +217,8 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
       return;
     }
     std::cout << reply.value("token", "") << std::endl;
-    std::cerr << "key_id " << reply["credential"].value("key_id", "") << " (for `tokens revoke`); in force now\n";
+    std::cerr << "key_id " << reply["credential"].value("key_id", "")
+              << " (for `tokens revoke`); in force now\n";
     *exit_code = 0;
   });
   auto tl = std::make_shared<TokenFlags>();
@@ -216,7 +230,8 @@ void AddCredentialCommands(CLI::App& app, int* exit_code) {
   auto* trev = tokens->add_subcommand("revoke", "revoke a token by key_id (effective at once, logged)");
   trev->add_option("key_id", tr->key_id, "the token's key_id (`tokens list`)")->required();
   trev->add_option("--data", tr->data, "data directory")->capture_default_str();
-  trev->add_option("--token-file", tr->token_file, "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
+  trev->add_option("--token-file", tr->token_file,
+                   "an admin's token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
   trev->add_option("--reason", tr->reason, "for the record");
   trev->callback([tr, exit_code] {
     *exit_code = RunRevoke({tr->data, tr->token_file}, "token", "", "", tr->key_id, tr->reason);

@@ -39,8 +39,8 @@ std::string Describe(const std::string& url, const std::string& token, const std
   int status = 0;
   Json reply;
   Status s = ApiCall(url, token, "GET",
-                     "/v1/audit?org=" + EncodeQueryParam(org) + "&request=" + EncodeQueryParam(rid), "", &status,
-                     &reply);
+                     "/v1/audit?org=" + EncodeQueryParam(org) + "&request=" + EncodeQueryParam(rid), "",
+                     &status, &reply);
   return s.ok() ? mcp::DescribeProgress(reply.value("events", Json::array())) : "";
 }
 
@@ -61,7 +61,9 @@ int RunMcp(McpFlags& f) {
     return 2;
   }
   std::unique_ptr<mcp::PipelineClient> pipeline;
-  if (Status s = mcp::PipelineClient::Open(bus, [gate] { return gate; }, &pipeline); !s.ok()) {
+  if (Status s = mcp::PipelineClient::Open(
+          bus, [gate] { return gate; }, &pipeline);
+      !s.ok()) {
     std::cerr << "tollgate mcp: cannot reach the bus: " << s.ToString() << "\n";
     return 2;
   }
@@ -69,17 +71,20 @@ int RunMcp(McpFlags& f) {
   std::string token;
   const std::string url = LiveApiUrl(f.data);
   if (Status s = ResolveToken({f.data, f.token_file}, &token); !s.ok() || url.empty()) {
-    std::cerr << "tollgate mcp: no tool list: " << (url.empty() ? "no running API in " + f.data : s.ToString())
+    std::cerr << "tollgate mcp: no tool list: "
+              << (url.empty() ? "no running API in " + f.data : s.ToString())
               << " (tools/list will fail; calls still go through)\n";
   }
   mcp::Gateway gw;
   gw.pipeline = pipeline.get();
   gw.max_wait = std::chrono::seconds(f.max_wait_s);
   gw.list_tools = [url, token](const std::string& org, const std::string& agent, Json* out) {
-    if (url.empty() || token.empty()) return Status::Error("E_UNAVAILABLE", "no tollgate API to list tools from");
+    if (url.empty() || token.empty())
+      return Status::Error("E_UNAVAILABLE", "no tollgate API to list tools from");
     int status = 0;
-    return ApiCall(url, token, "GET", "/v1/tools?org=" + EncodeQueryParam(org) + "&agent=" + EncodeQueryParam(agent),
-                   "", &status, out);
+    return ApiCall(url, token, "GET",
+                   "/v1/tools?org=" + EncodeQueryParam(org) + "&agent=" + EncodeQueryParam(agent), "",
+                   &status, out);
   };
   gw.sign_request = [signer](const std::string& org, const std::string& agent, const std::string& rid,
                              const std::string& value) {
@@ -88,7 +93,8 @@ int RunMcp(McpFlags& f) {
   const Topics topics = bus.topics;
   gw.withdraw = [signer, topics](const std::string& org, const std::string& agent, const std::string& rid,
                                  Message* m) {
-    *m = WithdrawMessage(topics, *signer, org, agent, rid, "cancelled by the MCP client", NowMicros() / 1'000'000);
+    *m = WithdrawMessage(topics, *signer, org, agent, rid, "cancelled by the MCP client",
+                         NowMicros() / 1'000'000);
     return Status::Ok();
   };
   gw.describe = [url, token](const std::string& org, const std::string& rid) {
@@ -105,19 +111,26 @@ int RunMcp(McpFlags& f) {
 
 void AddMcpCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<McpFlags>();
-  auto* cmd = app.add_subcommand("mcp", "serve one agent as an MCP server over stdio (its calls go through the gate)");
+  auto* cmd = app.add_subcommand(
+      "mcp", "serve one agent as an MCP server over stdio (its calls go through the gate)");
   cmd->add_option("--data", f->data, "where `up` wrote endpoints.json")->capture_default_str();
   cmd->add_option("--brokers", f->brokers, "Kafka bootstrap servers (instead of endpoints.json)");
   cmd->add_option("--topic-prefix", f->topic_prefix, "topic name prefix");
   cmd->add_option("--org", f->org, "the agent's org")->capture_default_str();
   cmd->add_option("--agent", f->agent, "the agent (its key signs every call)")->required();
-  cmd->add_option("--session", f->session, "tollgate session id of every call (default: the MCP session's id)");
-  cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
-  cmd->add_option("--token-file", f->token_file, "API token for the tool list (default $TOLLGATE_TOKEN, DATA/admin.token)");
-  cmd->add_option("--gate-key", f->gate_key,
-                  "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
-  cmd->add_option("--max-wait", f->max_wait_s, "seconds a call waits for its result at most")->capture_default_str();
-  cmd->add_option("--watch-ms", f->watch_ms, "how often the tool list is checked for changes")->capture_default_str();
+  cmd->add_option("--session", f->session,
+                  "tollgate session id of every call (default: the MCP session's id)");
+  cmd->add_option("--key", f->key,
+                  "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
+  cmd->add_option("--token-file", f->token_file,
+                  "API token for the tool list (default $TOLLGATE_TOKEN, DATA/admin.token)");
+  cmd->add_option(
+      "--gate-key", f->gate_key,
+      "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
+  cmd->add_option("--max-wait", f->max_wait_s, "seconds a call waits for its result at most")
+      ->capture_default_str();
+  cmd->add_option("--watch-ms", f->watch_ms, "how often the tool list is checked for changes")
+      ->capture_default_str();
   cmd->callback([f, exit_code] { *exit_code = RunMcp(*f); });
 }
 

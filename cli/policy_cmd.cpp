@@ -6,8 +6,8 @@
 
 #include "audit/log_store.h"
 #include "cli/commands.h"
-#include "deploy/pipeline.h"
 #include "decide/decide_stage.h"
+#include "deploy/pipeline.h"
 
 namespace tollgate::cli {
 namespace {
@@ -30,7 +30,8 @@ int RunCheck(const std::string& file) {
 }
 
 struct ExplainFlags {
-  std::string agent, tool, args = "{}", session = "explain", org = "default", policy, data = kDefaultDataDir, at;
+  std::string agent, tool, args = "{}", session = "explain", org = "default", policy, data = kDefaultDataDir,
+                           at;
   double cost = -1;
 };
 
@@ -52,7 +53,8 @@ int RunExplain(const ExplainFlags& f) {
     Digest hash;
     if (s.ok()) s = store->ReadHead(&head, &hash);
     if (s.ok()) {
-      s = stage.Rebuild(head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "");
+      s = stage.Rebuild(
+          head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "");
     }
     if (!s.ok()) {
       std::cerr << "tollgate: cannot read the log under " << f.data << ": " << s.ToString() << "\n";
@@ -72,8 +74,8 @@ int RunExplain(const ExplainFlags& f) {
   }
   int64_t at = NowMicros();
   if (!f.at.empty()) at = ParseTimeFlag("--at", f.at);
-  Json request = {{"request_id", "explain"}, {"org_id", f.org},   {"agent_id", f.agent},
-                  {"session_id", f.session}, {"tool", f.tool},    {"args", args}};
+  Json request = {{"request_id", "explain"}, {"org_id", f.org}, {"agent_id", f.agent},
+                  {"session_id", f.session}, {"tool", f.tool},  {"args", args}};
   if (f.cost >= 0) request["estimated_cost_usd"] = f.cost;
   PolicyInForce pif = stage.policy();
   BudgetLedger ledger = stage.ledger();
@@ -81,8 +83,8 @@ int RunExplain(const ExplainFlags& f) {
   std::cout << "verdict   " << d["verdict"].get<std::string>() << "\n"
             << "reason    " << d["reason"].get<std::string>() << "\n"
             << "rule      " << d["rule"].get<std::string>() << "\n"
-            << "danger    " << d["danger_level"].get<std::string>() << (d["read_only"] == true ? ", read-only" : ", mutating")
-            << "\n"
+            << "danger    " << d["danger_level"].get<std::string>()
+            << (d["read_only"] == true ? ", read-only" : ", mutating") << "\n"
             << "invocation " << d["invocation"].get<std::string>() << "\n"
             << "policy    " << d["policy_version"].get<std::string>() << " (org " << f.org << "; deployment "
             << pif.version() << "; budgets from " << from << ")\n"
@@ -107,7 +109,8 @@ void AddPolicyCommands(CLI::App& app, int* exit_code) {
   check->callback([file, exit_code] { *exit_code = RunCheck(*file); });
 
   auto f = std::make_shared<ExplainFlags>();
-  auto* explain = policy->add_subcommand("explain", "the decision for a call and the path through the checks; nothing runs");
+  auto* explain = policy->add_subcommand(
+      "explain", "the decision for a call and the path through the checks; nothing runs");
   explain->add_option("--agent", f->agent, "agent id")->required();
   explain->add_option("--tool", f->tool, "tool name")->required();
   explain->add_option("--args", f->args, "the call's args (JSON object)")->capture_default_str();
@@ -115,7 +118,8 @@ void AddPolicyCommands(CLI::App& app, int* exit_code) {
   explain->add_option("--org", f->org, "org id")->capture_default_str();
   explain->add_option("--cost", f->cost, "estimated_cost_usd of the call");
   explain->add_option("--at", f->at, "received_at (RFC 3339; default now)");
-  explain->add_option("--policy", f->policy, "policy file (default: the policy in force in the log, else the shipped default)");
+  explain->add_option("--policy", f->policy,
+                      "policy file (default: the policy in force in the log, else the shipped default)");
   explain->add_option("--data", f->data, "data directory whose log supplies budgets")->capture_default_str();
   explain->callback([f, exit_code] { *exit_code = RunExplain(*f); });
 }

@@ -45,8 +45,10 @@ int RunTimeline(const ReplayFlags& f, const LogStore& store) {
   replay::SessionTimeline t;
   Status s = replay::ReadTimeline(store, TargetOf(f), &t);
   if (!s.ok()) return Fail(s);
-  if (f.json) std::cout << replay::TimelineToJson(t).dump() << "\n";
-  else std::cout << replay::FormatTimeline(t);
+  if (f.json)
+    std::cout << replay::TimelineToJson(t).dump() << "\n";
+  else
+    std::cout << replay::FormatTimeline(t);
   return 0;
 }
 
@@ -72,7 +74,8 @@ int RunRedecide(const ReplayFlags& f, const LogStore& store) {
       std::cout << "chain: " << chain.events << " events"
                 << (chain.ok() ? ", every hash and both links hold\n"
                                : ", " + std::to_string(chain.problems.size()) + " problem(s):\n");
-      for (const auto& p : chain.problems) std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
+      for (const auto& p : chain.problems)
+        std::cout << "  seq " << p.seq << ": " << p.status.ToString() << "\n";
     }
   }
   replay::RedecideReport report;
@@ -92,7 +95,8 @@ int RunRedecide(const ReplayFlags& f, const LogStore& store) {
 
 int RunReplay(ReplayFlags& f) {
   if (f.session.empty() && f.agent.empty()) {
-    std::cerr << "tollgate: name a SESSION, or --agent A [--since T] [--until T] with --policy FILE or --verify\n";
+    std::cerr
+        << "tollgate: name a SESSION, or --agent A [--since T] [--until T] with --policy FILE or --verify\n";
     return 2;
   }
   if (!f.session.empty() && !f.agent.empty()) {
@@ -115,18 +119,23 @@ int RunReplay(ReplayFlags& f) {
 void AddReplayCommands(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ReplayFlags>();
   auto* r = app.add_subcommand(
-      "replay", "a session's timeline; --verify re-decides it; --policy FILE shows what a candidate policy changes");
+      "replay",
+      "a session's timeline; --verify re-decides it; --policy FILE shows what a candidate policy changes");
   r->add_option("session", f->session, "session id");
   r->add_option("--data", f->data, "data directory (or the log directory in it)")->capture_default_str();
   r->add_flag("--json", f->json, "one JSON object instead of text");
-  r->add_flag("--verify", f->verify,
-              "re-decide every request under the policy and budgets then in force and check the session's hash "
-              "chain; exit 1 on any difference");
-  r->add_option("--policy", f->policy, "what-if: re-decide under this candidate policy file and show what changes");
+  r->add_flag(
+      "--verify", f->verify,
+      "re-decide every request under the policy and budgets then in force and check the session's hash "
+      "chain; exit 1 on any difference");
+  r->add_option("--policy", f->policy,
+                "what-if: re-decide under this candidate policy file and show what changes");
   r->add_option("--agent", f->agent, "with --policy and no SESSION: every session of this agent");
   r->add_option("--since", f->since, "with --agent: from this time (RFC 3339, inclusive)");
   r->add_option("--until", f->until, "with --agent: before this time (RFC 3339, exclusive)");
-  r->add_option("--org", f->org, "only this org's events (session and agent ids are the clients' own: two orgs may share one)");
+  r->add_option(
+      "--org", f->org,
+      "only this org's events (session and agent ids are the clients' own: two orgs may share one)");
   r->callback([f, exit_code] { *exit_code = RunReplay(*f); });
 }
 

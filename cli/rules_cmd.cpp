@@ -33,8 +33,8 @@ int RunList(const ListFlags& f) {
   if (!s.ok()) return Fail(s.ToString());
   if (!f.json && isatty(STDOUT_FILENO)) {
     for (const auto& r : rules) {
-      std::cout << r.org_id << "/" << r.agent_id << "  " << r.pattern << "  (granted by " << r.granted_by << ", "
-                << FormatTime(r.time_us) << ", " << r.source << ")\n";
+      std::cout << r.org_id << "/" << r.agent_id << "  " << r.pattern << "  (granted by " << r.granted_by
+                << ", " << FormatTime(r.time_us) << ", " << r.source << ")\n";
     }
   } else {
     for (const auto& r : rules) std::cout << r.ToJson().dump() << "\n";
@@ -53,7 +53,8 @@ int RunRevoke(const RevokeFlags& f) {
   Status s = ResolveToken(t, &token);
   if (!s.ok()) return Fail(s.ToString());
   const std::string url = LiveApiUrl(f.data);
-  if (url.empty()) return Fail("no running `tollgate up` with an HTTP API found through " + f.data + "/endpoints.json");
+  if (url.empty())
+    return Fail("no running `tollgate up` with an HTTP API found through " + f.data + "/endpoints.json");
   Json body{{"agent_id", f.agent}, {"pattern", f.pattern}};
   if (!f.org.empty()) body["org_id"] = f.org;
   if (!f.comment.empty()) body["comment"] = f.comment;
@@ -72,7 +73,8 @@ void AddRulesCommands(CLI::App& app, int* exit_code) {
   rules->require_subcommand(1);
 
   auto lf = std::make_shared<ListFlags>();
-  auto* list = rules->add_subcommand("list", "the rules in force: a line each on a terminal, JSON lines otherwise");
+  auto* list =
+      rules->add_subcommand("list", "the rules in force: a line each on a terminal, JSON lines otherwise");
   list->add_option("--data", lf->data, "data directory of `tollgate up` (or its log)")->capture_default_str();
   list->add_option("--org", lf->org, "only this org");
   list->add_option("--agent", lf->agent, "only this agent");
@@ -86,7 +88,8 @@ void AddRulesCommands(CLI::App& app, int* exit_code) {
   revoke->add_option("--org", rf->org, "its org (needed with a deployment-wide token)");
   revoke->add_option("--comment", rf->comment, "why, for the record");
   revoke->add_option("--data", rf->data, "data directory of `tollgate up`")->capture_default_str();
-  revoke->add_option("--token-file", rf->token_file, "an admin token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
+  revoke->add_option("--token-file", rf->token_file,
+                     "an admin token (default $TOLLGATE_TOKEN, else DATA/admin.token)");
   revoke->callback([rf, exit_code] { *exit_code = RunRevoke(*rf); });
 }
 

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "core/log.h"
 #include "cli/signals.h"
+#include "core/log.h"
 #include "deploy/stage_service.h"
 
 namespace tollgate::cli {
@@ -38,9 +38,14 @@ int RunStage(StageFlags& f) {
   if (f.check) {
     // Validates the invocation without starting anything (compose test).
     const PipelineOptions& po = f.service.pipeline;
-    std::cout << Json{{"stage", f.service.stage}, {"data", po.data_dir}, {"brokers", po.brokers},
-                      {"topic_prefix", po.topic_prefix}, {"durability", f.durability}, {"http", po.http_listen},
-                      {"deployment_key", f.service.deployment_key}, {"workers", f.service.workers},
+    std::cout << Json{{"stage", f.service.stage},
+                      {"data", po.data_dir},
+                      {"brokers", po.brokers},
+                      {"topic_prefix", po.topic_prefix},
+                      {"durability", f.durability},
+                      {"http", po.http_listen},
+                      {"deployment_key", f.service.deployment_key},
+                      {"workers", f.service.workers},
                       {"policy", po.policy_path.empty() ? DefaultPolicyPath() : po.policy_path}}
                      .dump()
               << std::endl;
@@ -57,8 +62,9 @@ int RunStage(StageFlags& f) {
   std::cout << "tollgate stage " << f.service.stage << " is up\n"
             << "  brokers    " << f.service.pipeline.brokers << "\n"
             << "  instance   " << svc->transactional_id() << "\n"
-            << "  log        " << data << "/log  (" << (f.service.stage == "audit" ? "the audit log" : "this stage's copy")
-            << " of " << f.service.pipeline.topic_prefix << "events; head seq " << svc->log().head_seq() << ")\n";
+            << "  log        " << data << "/log  ("
+            << (f.service.stage == "audit" ? "the audit log" : "this stage's copy") << " of "
+            << f.service.pipeline.topic_prefix << "events; head seq " << svc->log().head_seq() << ")\n";
   if (svc->api()) {
     std::cout << "  HTTP API   " << svc->api()->url() << "  (docs/http_api.md)\n";
     if (svc->admin_token_created()) {
@@ -73,14 +79,15 @@ int RunStage(StageFlags& f) {
   // committed is read again after a restart, as after a kill -9.
   std::thread watchdog([] {
     std::this_thread::sleep_for(std::chrono::seconds(30));
-    std::cerr << "tollgate: the drain did not finish in 30 s (are the brokers reachable?); exiting without it\n";
+    std::cerr
+        << "tollgate: the drain did not finish in 30 s (are the brokers reachable?); exiting without it\n";
     _exit(3);
   });
   watchdog.detach();
   svc->Stop();
   if (const RunnerStats* st = svc->runner_stats()) {
-    std::cout << "  " << f.service.stage << ": " << st->messages << " messages in " << st->batches << " batches, "
-              << st->events << " events, " << st->retries << " retries\n";
+    std::cout << "  " << f.service.stage << ": " << st->messages << " messages in " << st->batches
+              << " batches, " << st->events << " events, " << st->retries << " retries\n";
   }
   const FollowerStats& fs = svc->follower().stats();
   std::cout << "  followed " << fs.appended << " events (" << fs.duplicates << " already held, " << fs.foreign
@@ -106,36 +113,49 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--instance", f->service.instance,
                   "this process's stable id (its transactional id); default: from the host name and --data");
-  cmd->add_option("--deployment-key", f->service.deployment_key,
-                  "the events topic's key (default DATA/keys/events.key; the keeper makes it, the stages need a "
-                  "copy)");
-  cmd->add_option("--topic-prefix", f->service.pipeline.topic_prefix, "topic name prefix")->capture_default_str();
+  cmd->add_option(
+      "--deployment-key", f->service.deployment_key,
+      "the events topic's key (default DATA/keys/events.key; the keeper makes it, the stages need a "
+      "copy)");
+  cmd->add_option("--topic-prefix", f->service.pipeline.topic_prefix, "topic name prefix")
+      ->capture_default_str();
   cmd->add_option("--partitions", f->service.pipeline.partitions, "partitions of the topics tollgate creates")
       ->capture_default_str();
-  cmd->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
-  cmd->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")->capture_default_str();
-  cmd->add_option("--policy", f->service.pipeline.policy_path, "policy file (decide watches it; execute reads its section)");
-  cmd->add_option("--http", f->service.pipeline.http_listen, "audit only: HTTP API address HOST:PORT (\"\": off)")
+  cmd->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")
+      ->capture_default_str();
+  cmd->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")
+      ->capture_default_str();
+  cmd->add_option("--policy", f->service.pipeline.policy_path,
+                  "policy file (decide watches it; execute reads its section)");
+  cmd->add_option("--http", f->service.pipeline.http_listen,
+                  "audit only: HTTP API address HOST:PORT (\"\": off)")
       ->capture_default_str();
   cmd->add_flag("--metrics-public", f->service.pipeline.metrics_public,
                 "GET /metrics without a token (else an operator or admin token)");
   cmd->add_option("--metrics", f->service.metrics_listen,
                   "not audit: serve this process's GET /metrics on HOST:PORT (port 0: any; the URL goes to "
                   "DATA/endpoints.json)");
-  cmd->add_flag("--shared-results-topic", f->service.pipeline.shared_results_topic,
-                "every org's results on one topic PREFIXresults (compatibility; give every process the same)");
-  cmd->add_option("--tokens", f->service.pipeline.tokens_file, "audit only: tokens file (default DATA/tokens.json)");
-  cmd->add_option("--webhook", f->service.pipeline.webhooks, "approve only: URL POSTed when an approval is requested");
-  cmd->add_option("--otlp-endpoint", f->service.pipeline.otlp_endpoint,
-                  "audit (the keeper) only: OTLP/HTTP collector, one span per tool call (docs/operations.md)");
-  cmd->add_option("--tools-dir", f->service.pipeline.tools_dir, "execute only: CLI tools (default DATA/tools)");
+  cmd->add_flag(
+      "--shared-results-topic", f->service.pipeline.shared_results_topic,
+      "every org's results on one topic PREFIXresults (compatibility; give every process the same)");
+  cmd->add_option("--tokens", f->service.pipeline.tokens_file,
+                  "audit only: tokens file (default DATA/tokens.json)");
+  cmd->add_option("--webhook", f->service.pipeline.webhooks,
+                  "approve only: URL POSTed when an approval is requested");
+  cmd->add_option(
+      "--otlp-endpoint", f->service.pipeline.otlp_endpoint,
+      "audit (the keeper) only: OTLP/HTTP collector, one span per tool call (docs/operations.md)");
+  cmd->add_option("--tools-dir", f->service.pipeline.tools_dir,
+                  "execute only: CLI tools (default DATA/tools)");
   cmd->add_option("--workspaces", f->service.pipeline.workspace_root, "execute only: workspaces root");
   cmd->add_option("--workers", f->service.workers, "execute only: tools run at once by this process")
       ->capture_default_str();
-  cmd->add_option("--max-request-bytes", f->service.pipeline.max_request_bytes, "ingest only: larger requests are rejected")
+  cmd->add_option("--max-request-bytes", f->service.pipeline.max_request_bytes,
+                  "ingest only: larger requests are rejected")
       ->capture_default_str();
-  cmd->add_flag("--no-notify", f->no_notify,
-                "audit only: send no notify deliveries from this keeper (with several keepers, let one send them)");
+  cmd->add_flag(
+      "--no-notify", f->no_notify,
+      "audit only: send no notify deliveries from this keeper (with several keepers, let one send them)");
   cmd->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   cmd->callback([f, exit_code] { *exit_code = RunStage(*f); });
 }

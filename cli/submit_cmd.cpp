@@ -11,18 +11,19 @@
 #include "cli/admin_client.h"
 #include "cli/commands.h"
 #include "core/auth.h"
-#include "deploy/endpoints.h"
 #include "core/messages.h"
 #include "core/result_signature.h"
-#include "core/unproven.h"
 #include "core/trace.h"
+#include "core/unproven.h"
+#include "deploy/endpoints.h"
 
 namespace tollgate::cli {
 namespace {
 
 struct SubmitFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix;
-  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key, traceparent, gate_key;
+  std::string org = "default", agent, session, tool, args = "{}", action, request_id, key, traceparent,
+              gate_key;
   double cost = -1;
   bool wait = false;
   int timeout_s = 30;
@@ -32,10 +33,12 @@ struct SubmitFlags {
 std::string PendingLine(const Json& pending) {
   const Json a = pending.value("approval", Json::object());
   std::string line = pending.value("request_id", "") + " awaits approval";
-  if (a.contains("quorum")) line += ": " + std::to_string(a.value("approvals", 0)) + " of " + a["quorum"].dump();
+  if (a.contains("quorum"))
+    line += ": " + std::to_string(a.value("approvals", 0)) + " of " + a["quorum"].dump();
   if (a.contains("approvers") && a["approvers"].is_array() && !a["approvers"].empty()) {
     line += " (approvers:";
-    for (const Json& who : a["approvers"]) line += " " + (who.is_string() ? who.get<std::string>() : who.dump());
+    for (const Json& who : a["approvers"])
+      line += " " + (who.is_string() ? who.get<std::string>() : who.dump());
     line += ")";
   }
   if (a.contains("deadline")) line += ", deadline " + a.value("deadline", "");
@@ -67,7 +70,8 @@ int Open(const SubmitFlags& f, Client* c) {
     // Its org's topic, and where a refusal of a message nobody proved
     // (an unregistered key, say) is answered (docs/trust.md).
     std::vector<std::string> topics = {c->bus.topics.results_for(f.org)};
-    if (c->bus.topics.results_for(kUnprovenOrg) != topics[0]) topics.push_back(c->bus.topics.results_for(kUnprovenOrg));
+    if (c->bus.topics.results_for(kUnprovenOrg) != topics[0])
+      topics.push_back(c->bus.topics.results_for(kUnprovenOrg));
     s = ClientGateKeys(f.data, f.gate_key, &c->gate);
     for (const std::string& t : topics) {
       if (s.ok()) s = EnsureTopic(c->bus, t, std::chrono::seconds(10));
@@ -86,19 +90,21 @@ int Open(const SubmitFlags& f, Client* c) {
 
 // Sends one request (tool, args, f's other fields) and, with --wait, reads
 // its result into *out. The exit code as documented at the top.
-int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool, const Json& args,
-              Json* out) {
+int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
+              const Json& args, Json* out) {
   Json req{{"request_id", request_id}, {"org_id", f.org}, {"agent_id", f.agent},
            {"session_id", f.session},  {"tool", tool},    {"args", args}};
   if (!f.action.empty()) req["action"] = f.action;
   if (f.cost >= 0) req["estimated_cost_usd"] = f.cost;
   Message m = MessageFor(c.bus.topics.requests(), req, req);
-  m.headers[kHeaderAuth] = SignRequest(c.signer, f.org, f.agent, request_id, m.value, NowMicros() / 1'000'000);
+  m.headers[kHeaderAuth] =
+      SignRequest(c.signer, f.org, f.agent, request_id, m.value, NowMicros() / 1'000'000);
   if (!f.traceparent.empty()) {
     // Ingest drops a malformed one (agents' headers are not trusted); a
     // person typing it is told.
     if (!IsValidTraceparent(f.traceparent)) {
-      std::cerr << "tollgate: --traceparent is not a W3C version-00 traceparent; tollgate will start its own trace\n";
+      std::cerr << "tollgate: --traceparent is not a W3C version-00 traceparent; tollgate will start its own "
+                   "trace\n";
     }
     m.headers[kHeaderTraceparent] = f.traceparent;
   }
@@ -124,8 +130,8 @@ int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, co
       Json result;
       Status v = VerifyResult(m, c.gate, {f.org, f.agent, request_id}, &result);
       if (!v.ok() && VerifyResult(m, c.gate, {kUnprovenOrg, "", refusal_id}, &result).ok()) {
-        std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg << " as "
-                  << refusal_id << ")\n";
+        std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg
+                  << " as " << refusal_id << ")\n";
         *out = std::move(result);
         return 1;
       }
@@ -150,7 +156,8 @@ int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, co
   }
   if (!pending.is_null()) {
     *out = std::move(pending);
-    std::cerr << "tollgate: " << request_id << " is still waiting for approval after " << f.timeout_s << " s\n";
+    std::cerr << "tollgate: " << request_id << " is still waiting for approval after " << f.timeout_s
+              << " s\n";
     return 3;
   }
   std::cerr << "tollgate: no result for " << request_id << " within " << f.timeout_s << " s\n";
@@ -209,10 +216,11 @@ int RunChain(SubmitFlags& f, const std::string& file, bool stop_on_error) {
   int rc = 0;
   for (size_t i = 0; i < chain.size(); ++i) {
     Json out;
-    rc = SubmitOne(f, c, base + "-" + std::to_string(i + 1), chain[i]["tool_name"], chain[i].value("params", Json::object()),
-                   &out);
-    results.push_back(out.is_null() ? Json{{"request_id", base + "-" + std::to_string(i + 1)}, {"status", "unknown"}}
-                                    : out);
+    rc = SubmitOne(f, c, base + "-" + std::to_string(i + 1), chain[i]["tool_name"],
+                   chain[i].value("params", Json::object()), &out);
+    results.push_back(out.is_null()
+                          ? Json{{"request_id", base + "-" + std::to_string(i + 1)}, {"status", "unknown"}}
+                          : out);
     if (rc != 0 && stop_on_error) break;
   }
   std::cout << results.dump(2) << std::endl;
@@ -251,19 +259,23 @@ void AddSubmitCommand(CLI::App& app, int* exit_code) {
   auto chain = std::make_shared<std::string>();
   auto keep_going = std::make_shared<bool>(false);
   auto* chain_opt = cmd->add_option(
-      "--chain", *chain, "a tool chain (ADR-012): a JSON file of [{tool_name, params}] run in order, each waited for");
+      "--chain", *chain,
+      "a tool chain (ADR-012): a JSON file of [{tool_name, params}] run in order, each waited for");
   chain_opt->excludes(tool);
   cmd->add_flag("--continue-on-error", *keep_going, "with --chain: run every step even after one fails");
   cmd->add_option("--args", f->args, "arguments as a JSON object")->capture_default_str();
   cmd->add_option("--action", f->action, "optional action");
   cmd->add_option("--cost", f->cost, "estimated cost in USD");
   cmd->add_option("--request-id", f->request_id, "idempotency key (default: a random id)");
-  cmd->add_option("--traceparent", f->traceparent,
-                  "W3C traceparent to continue (00-<trace-id>-<parent-id>-<flags>); default: tollgate starts one");
-  cmd->add_option("--key", f->key, "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
+  cmd->add_option(
+      "--traceparent", f->traceparent,
+      "W3C traceparent to continue (00-<trace-id>-<parent-id>-<flags>); default: tollgate starts one");
+  cmd->add_option("--key", f->key,
+                  "the agent's private key (default DATA/keys/ORG/AGENT.pem, registered if missing)");
   cmd->add_flag("--wait", f->wait, "wait for the result and print it (only one the gate signed counts)");
-  cmd->add_option("--gate-key", f->gate_key,
-                  "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
+  cmd->add_option(
+      "--gate-key", f->gate_key,
+      "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
   cmd->add_option("--timeout", f->timeout_s, "seconds to wait")->capture_default_str();
   cmd->callback([f, exit_code, chain, keep_going] {
     if (!chain->empty()) {

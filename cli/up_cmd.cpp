@@ -6,8 +6,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
-#include "core/log.h"
 #include "cli/signals.h"
+#include "core/log.h"
 #include "deploy/pipeline.h"
 #include "runtime/tcp_forward.h"
 
@@ -38,10 +38,14 @@ int RunUp(UpFlags& f) {
   }
   if (f.check) {
     // Validates the invocation without starting anything (compose test).
-    std::cout << Json{{"data", f.pipeline.data_dir}, {"brokers", f.pipeline.brokers},
-                      {"topic_prefix", f.pipeline.topic_prefix}, {"partitions", f.pipeline.partitions},
+    std::cout << Json{{"data", f.pipeline.data_dir},
+                      {"brokers", f.pipeline.brokers},
+                      {"topic_prefix", f.pipeline.topic_prefix},
+                      {"partitions", f.pipeline.partitions},
                       {"durability", f.durability},
-                      {"policy", f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}.dump()
+                      {"policy",
+                       f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}
+                     .dump()
               << std::endl;
     return 0;
   }
@@ -59,22 +63,31 @@ int RunUp(UpFlags& f) {
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec || self.empty()) self = "tollgate";
   std::cout << "tollgate is up\n"
-            << "  broker     " << p->bootstrap() << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n"
+            << "  broker     " << p->bootstrap()
+            << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n"
             << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
-            << "  log        " << data << "/log  (durability " << f.durability << ", head seq " << p->log().head_seq() << ")\n"
+            << "  log        " << data << "/log  (durability " << f.durability << ", head seq "
+            << p->log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
-            << (f.pipeline.replay_from.empty() ? "" : "  replay     serving the results recorded in " + f.pipeline.replay_from +
-                                                       " (nothing is executed)\n")
-            << "  policy     " << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
+            << (f.pipeline.replay_from.empty() ? ""
+                                               : "  replay     serving the results recorded in " +
+                                                     f.pipeline.replay_from + " (nothing is executed)\n")
+            << "  policy     "
+            << (f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path)
             << "  (edit it to reload; `tollgate policy check FILE` first)\n"
-            << "  reconciled " << rec.requests_seen << " unfinished requests in the log, re-drove " << rec.redriven
-            << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
+            << "  reconciled " << rec.requests_seen << " unfinished requests in the log, re-drove "
+            << rec.redriven << ", ended " << rec.failed_closed << " that could not be re-driven\n\n"
             << "Submit a call (signed with the agent's key; one is registered on first use):\n"
-            << "  " << self << " submit --data " << data << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
-            << "or publish signed JSON to " << p->topics().requests() << " with any Kafka client (docs/trust.md), e.g.\n"
-            << "  echo '{\"org_id\":\"default\",\"agent_id\":\"my-agent\",\"session_id\":\"s\",\"tool\":\"echo\",\"args\":{}}' > m.json\n"
-            << "  kcat -P -b " << p->bootstrap() << " -t " << p->topics().requests() << " -k my-agent -H \"tollgate-auth=$("
-            << self << " agents sign --data " << data << " < m.json)\" m.json\n"
+            << "  " << self << " submit --data " << data
+            << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
+            << "or publish signed JSON to " << p->topics().requests()
+            << " with any Kafka client (docs/trust.md), e.g.\n"
+            << "  echo "
+               "'{\"org_id\":\"default\",\"agent_id\":\"my-agent\",\"session_id\":\"s\",\"tool\":\"echo\","
+               "\"args\":{}}' > m.json\n"
+            << "  kcat -P -b " << p->bootstrap() << " -t " << p->topics().requests()
+            << " -k my-agent -H \"tollgate-auth=$(" << self << " agents sign --data " << data
+            << " < m.json)\" m.json\n"
             << "Agents: " << self << " agents add|list|revoke --data " << data << " --org ORG --agent A\n"
             << "Audit: " << self << " audit query --data " << data << " --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
@@ -89,8 +102,7 @@ int RunUp(UpFlags& f) {
                 << " --identity alice --org ORG --role approver\n";
     }
   }
-  std::cout << "Approvals: " << self << " approvals list --data " << data << "\n"
-            << std::flush;
+  std::cout << "Approvals: " << self << " approvals list --data " << data << "\n" << std::flush;
   int sig = WaitForSignal();
   std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
   p->Stop();
@@ -100,10 +112,12 @@ int RunUp(UpFlags& f) {
   for (const auto& [stage, st] : stats.items()) {
     std::cout << "  " << stage << ": " << st["messages"] << " messages in " << st["batches"] << " batches, "
               << st["events"] << " events, " << st["retries"] << " retries; ms in process "
-              << st["process_us"].get<uint64_t>() / 1000 << ", append " << st["append_us"].get<uint64_t>() / 1000
-              << ", publish " << st["publish_us"].get<uint64_t>() / 1000;
+              << st["process_us"].get<uint64_t>() / 1000 << ", append "
+              << st["append_us"].get<uint64_t>() / 1000 << ", publish "
+              << st["publish_us"].get<uint64_t>() / 1000;
     if (st["already_committed"].get<uint64_t>() > 0) {
-      std::cout << "; " << st["already_committed"] << " outputs of messages read again were already committed";
+      std::cout << "; " << st["already_committed"]
+                << " outputs of messages read again were already committed";
     }
     std::cout << "\n";
   }
@@ -117,22 +131,31 @@ int RunUp(UpFlags& f) {
 void AddUpCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<UpFlags>();
   f->pipeline.data_dir = kDefaultDataDir;
-  auto* up = app.add_subcommand("up", "run the whole pipeline on this machine (embedded broker unless --brokers)");
-  up->add_option("--data", f->pipeline.data_dir, "data directory: the log, endpoints.json")->capture_default_str();
-  up->add_option("--brokers", f->pipeline.brokers, "Kafka bootstrap servers (default: start the embedded broker)");
+  auto* up =
+      app.add_subcommand("up", "run the whole pipeline on this machine (embedded broker unless --brokers)");
+  up->add_option("--data", f->pipeline.data_dir, "data directory: the log, endpoints.json")
+      ->capture_default_str();
+  up->add_option("--brokers", f->pipeline.brokers,
+                 "Kafka bootstrap servers (default: start the embedded broker)");
   up->add_option("--topic-prefix", f->pipeline.topic_prefix, "topic name prefix")->capture_default_str();
-  up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")->capture_default_str();
-  up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")->capture_default_str();
-  up->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")->capture_default_str();
-  up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")->capture_default_str();
+  up->add_option("--partitions", f->pipeline.partitions, "partitions of the topics tollgate creates")
+      ->capture_default_str();
+  up->add_option("--durability", f->durability, "sync (fdatasync per batch) or buffered")
+      ->capture_default_str();
+  up->add_option("--log-format", f->log_format, "stderr lines: json (one object per line) or text")
+      ->capture_default_str();
+  up->add_option("--max-request-bytes", f->pipeline.max_request_bytes, "larger requests are rejected")
+      ->capture_default_str();
   up->add_option("--replay-from", f->pipeline.replay_from,
                  "serve the tool results recorded in this data dir, log or export instead of executing");
   up->add_option("--replay-session", f->pipeline.replay_session,
                  "with --replay-from: match every session against this recorded session");
-  up->add_option("--policy", f->pipeline.policy_path,
-                 "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
+  up->add_option(
+      "--policy", f->pipeline.policy_path,
+      "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
   f->pipeline.http_listen = "127.0.0.1:0";
-  up->add_option("--http", f->pipeline.http_listen, "HTTP API address HOST:PORT (port 0: any free port; \"\": off)")
+  up->add_option("--http", f->pipeline.http_listen,
+                 "HTTP API address HOST:PORT (port 0: any free port; \"\": off)")
       ->capture_default_str();
   up->add_flag("--metrics-public", f->pipeline.metrics_public,
                "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
@@ -142,13 +165,16 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_flag("--shared-results-topic", f->pipeline.shared_results_topic,
                "every org's results on one topic PREFIXresults, not PREFIXresults.ORG (compatibility: no "
                "Kafka ACL can keep orgs apart there; docs/trust.md)");
-  up->add_option("--tokens", f->pipeline.tokens_file, "the HTTP API's tokens file (default DATA/tokens.json)");
-  up->add_option("--webhook", f->pipeline.webhooks, "URL POSTed (JSON) when an approval is requested (repeatable)");
+  up->add_option("--tokens", f->pipeline.tokens_file,
+                 "the HTTP API's tokens file (default DATA/tokens.json)");
+  up->add_option("--webhook", f->pipeline.webhooks,
+                 "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--otlp-endpoint", f->pipeline.otlp_endpoint,
                  "OTLP/HTTP collector (e.g. http://127.0.0.1:4318): one span per tool call, as JSON "
                  "(docs/operations.md)");
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");
-  up->add_option("--workspaces", f->pipeline.workspace_root, "agents' workspaces root (default DATA/workspaces)");
+  up->add_option("--workspaces", f->pipeline.workspace_root,
+                 "agents' workspaces root (default DATA/workspaces)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code] { *exit_code = RunUp(*f); });
 
@@ -159,7 +185,8 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   broker->add_option("--partitions", bf->pipeline.partitions, "partitions per topic")->capture_default_str();
   broker->add_option("--data", bf->pipeline.data_dir, "write DATA/endpoints.json with the bootstrap address");
   auto port = std::make_shared<int>(-1);
-  broker->add_option("--port", *port, "also accept bootstrap connections on 127.0.0.1:PORT (a fixed address)");
+  broker->add_option("--port", *port,
+                     "also accept bootstrap connections on 127.0.0.1:PORT (a fixed address)");
   broker->callback([bf, exit_code, port] {
     BlockStopSignals();
     std::unique_ptr<EmbeddedBroker> b;

@@ -41,13 +41,15 @@ bool Check(const Message& in, int64_t now_us, int64_t max_skew_us, SignedBy* out
     return Fail(out, "value_sha256", "value_sha256 does not match the message bytes");
   }
   auto iat = jwt.claims.find("iat");
-  if (iat == jwt.claims.end() || !iat->is_number_integer()) return Fail(out, "claims", "iat (integer seconds) is required");
+  if (iat == jwt.claims.end() || !iat->is_number_integer())
+    return Fail(out, "claims", "iat (integer seconds) is required");
   out->signature_ok = true;
   out->claims = jwt.claims;
   const int64_t iat_us = iat->get<int64_t>() * 1'000'000;
   if (iat_us < now_us - max_skew_us) {
-    return Fail(out, "iat", "signed at " + FormatTime(iat_us) + ", older than the allowed skew of " +
-                                std::to_string(max_skew_us / 1'000'000) + " s",
+    return Fail(out, "iat",
+                "signed at " + FormatTime(iat_us) + ", older than the allowed skew of " +
+                    std::to_string(max_skew_us / 1'000'000) + " s",
                 errc::kSignatureExpired);
   }
   if (iat_us > now_us + max_skew_us) {
@@ -72,7 +74,8 @@ bool AuthenticateRequest(const Message& in, const CredentialRegistry& registry, 
       Credential who;
       const std::string kid = Str(jwt.header, "kid");
       if (kid.empty() || !registry.SigningKey(kid, &who, key) || who.kind != "service_key") {
-        return Fail(out, "unknown_key", "a request on behalf of an agent must be signed by an active service key");
+        return Fail(out, "unknown_key",
+                    "a request on behalf of an agent must be signed by an active service key");
       }
       if (Str(jwt.claims, "on_behalf_of") != agent || Str(jwt.claims, "on_behalf_org") != org) {
         return Fail(out, "claims", "on_behalf_of and on_behalf_org must be the agent_id and org_id claimed");
@@ -89,8 +92,9 @@ bool AuthenticateRequest(const Message& in, const CredentialRegistry& registry, 
     }
     if (!registry.AgentKey(org, agent, Str(jwt.header, "kid"), key)) {
       if (registry.AgentKnown(org, agent)) {
-        return Fail(out, "revoked", "no active key of agent '" + agent + "' of org '" + org +
-                                        "' matches (revoked, or another kid)");
+        return Fail(
+            out, "revoked",
+            "no active key of agent '" + agent + "' of org '" + org + "' matches (revoked, or another kid)");
       }
       return Fail(out, "unknown_agent", "agent '" + agent + "' of org '" + org + "' has no registered key");
     }
@@ -125,7 +129,8 @@ bool AuthenticateResponse(const Message& in, const CredentialRegistry& registry,
     out->roles = {"approver"};
   } else {
     if (Str(out->claims, "sub") != who.identity) {
-      return Fail(out, "claims", "sub '" + Str(out->claims, "sub") + "' is not the key's identity '" + who.identity + "'");
+      return Fail(out, "claims",
+                  "sub '" + Str(out->claims, "sub") + "' is not the key's identity '" + who.identity + "'");
     }
     if (!who.Has("approver") && !who.Has("admin")) {
       return Fail(out, "roles", "'" + who.identity + "' is neither an approver nor an admin");
@@ -147,8 +152,9 @@ std::string SignRequest(const JwtSigner& signer, const std::string& org_id, cons
                       {"iat", iat_s}});
 }
 
-std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id, const std::string& agent_id,
-                                const std::string& request_id, const std::string& value, int64_t iat_s) {
+std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id,
+                                const std::string& agent_id, const std::string& request_id,
+                                const std::string& value, int64_t iat_s) {
   return service.Sign({{"sub", "tollgate-api"},
                        {"org_id", org_id},
                        {"agent_id", agent_id},

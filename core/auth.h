@@ -66,8 +66,9 @@ bool AuthenticateResponse(const Message& in, const CredentialRegistry& registry,
 std::string SignRequest(const JwtSigner& signer, const std::string& org_id, const std::string& agent_id,
                         const std::string& request_id, const std::string& value, int64_t iat_s);
 // The same signed by the service key on behalf of (org_id, agent_id).
-std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id, const std::string& agent_id,
-                                const std::string& request_id, const std::string& value, int64_t iat_s);
+std::string SignRequestOnBehalf(const JwtSigner& service, const std::string& org_id,
+                                const std::string& agent_id, const std::string& request_id,
+                                const std::string& value, int64_t iat_s);
 // The header for an approval response signed by `identity`'s own key, or by
 // the service key on behalf of (on_behalf_of, on_behalf_org) when those are
 // non-empty.

@@ -51,17 +51,21 @@ bool DepthWithin(std::string_view text, int max_depth, size_t* where) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
-      if (c == '\\') ++i;  // the escaped character cannot end the string
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;  // the escaped character cannot end the string
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth) {
         *where = i;
         return false;
       }
-    } else if ((c == ']' || c == '}') && depth > 0) --depth;
+    } else if ((c == ']' || c == '}') && depth > 0)
+      --depth;
   }
   return true;
 }
@@ -82,8 +86,8 @@ Status ParseJson(std::string_view text, Json* out, const JsonLimits& limits) {
     Json parsed = Json::parse(text.begin(), text.end());
     *out = std::move(parsed);
   } catch (const Json::parse_error& e) {
-    return Status::Error(errc::kInvalidJson, "malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                                                 ToValidUtf8(e.what()));
+    return Status::Error(errc::kInvalidJson,
+                         "malformed JSON at byte " + std::to_string(e.byte) + ": " + ToValidUtf8(e.what()));
   } catch (const Json::out_of_range& e) {
     // 406: a number literal no double holds (1e999999).
     return Status::Error(errc::kNumberOutOfRange, "a number is out of range: " + ToValidUtf8(e.what()));

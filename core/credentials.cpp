@@ -13,8 +13,13 @@ bool Credential::Has(const std::string& role) const {
 }
 
 Json Credential::ToJson() const {
-  Json j{{"kind", kind},       {"identity", identity}, {"org_id", org_id},   {"key_id", key_id},
-         {"roles", roles},     {"added_by", added_by}, {"added_at", FormatTime(added_us)},
+  Json j{{"kind", kind},
+         {"identity", identity},
+         {"org_id", org_id},
+         {"key_id", key_id},
+         {"roles", roles},
+         {"added_by", added_by},
+         {"added_at", FormatTime(added_us)},
          {"revoked", revoked}};
   if (!public_key.empty()) j["public_key"] = public_key;
   if (revoked) {
@@ -77,7 +82,8 @@ Status NewSigningKey(const std::string& kind, const std::string& org, const std:
 
 Status NewCredential(const Json& request, const std::string& by, const std::string& token,
                      const CredentialRegistry& registry, Credential* out) {
-  if (!request.is_object()) return Status::Error(errc::kInvalidQuery, "a credential request is a JSON object");
+  if (!request.is_object())
+    return Status::Error(errc::kInvalidQuery, "a credential request is a JSON object");
   for (const char* k : {"kind", "identity", "org_id", "public_key"}) {
     if (request.contains(k) && !request[k].is_string()) {
       return Status::Error(errc::kSchemaViolation, std::string(k) + " must be a string");
@@ -91,7 +97,8 @@ Status NewCredential(const Json& request, const std::string& by, const std::stri
   if (c.org_id == kUnprovenOrg) {
     return Status::Error(errc::kInvalidQuery, "org 'unknown' is reserved for refusals of unproven messages");
   }
-  if (c.kind == "agent_key" && c.org_id == "*") return Status::Error(errc::kInvalidQuery, "an agent belongs to one org");
+  if (c.kind == "agent_key" && c.org_id == "*")
+    return Status::Error(errc::kInvalidQuery, "an agent belongs to one org");
   for (const auto& r : request.value("roles", Json::array())) {
     if (r.is_string()) c.roles.push_back(r.get<std::string>());
   }
@@ -117,11 +124,11 @@ Status NewCredential(const Json& request, const std::string& by, const std::stri
   // message names no other tenant.
   std::string other;
   if (c.kind != "agent_key" && registry.IdentityClash(c.org_id, c.identity, &other)) {
-    return Status::Error(errc::kConflict,
-                         c.org_id == "*" ? "identity '" + c.identity + "' is org '" + other +
-                                               "''s; a deployment-wide identity needs a name no org uses"
-                                         : "identity '" + c.identity +
-                                               "' is a deployment-wide identity's name; choose another");
+    return Status::Error(errc::kConflict, c.org_id == "*"
+                                              ? "identity '" + c.identity + "' is org '" + other +
+                                                    "''s; a deployment-wide identity needs a name no org uses"
+                                              : "identity '" + c.identity +
+                                                    "' is a deployment-wide identity's name; choose another");
   }
   c.added_us = NowMicros();
   const Event e = CredentialAddedEvent(c, c.added_us);
@@ -133,8 +140,8 @@ Status NewCredential(const Json& request, const std::string& by, const std::stri
 }
 
 Event CredentialAddedEvent(const Credential& c, int64_t time_us) {
-  Json data{{"kind", c.kind}, {"identity", c.identity}, {"org_id", c.org_id},
-            {"key_id", c.key_id}, {"roles", c.roles}, {"added_by", c.added_by}};
+  Json data{{"kind", c.kind},     {"identity", c.identity}, {"org_id", c.org_id},
+            {"key_id", c.key_id}, {"roles", c.roles},       {"added_by", c.added_by}};
   if (!c.public_key.empty()) data["public_key"] = c.public_key;
   if (!c.token_sha256.empty()) data["token_sha256"] = c.token_sha256;
   return CredentialEvent(c, "credential.added", time_us, std::move(data));
@@ -142,7 +149,10 @@ Event CredentialAddedEvent(const Credential& c, int64_t time_us) {
 
 Event CredentialRevokedEvent(const Credential& c, const std::string& by, const std::string& reason,
                              int64_t time_us) {
-  Json data{{"kind", c.kind}, {"identity", c.identity}, {"org_id", c.org_id}, {"key_id", c.key_id},
+  Json data{{"kind", c.kind},
+            {"identity", c.identity},
+            {"org_id", c.org_id},
+            {"key_id", c.key_id},
             {"revoked_by", by}};
   if (!reason.empty()) data["reason"] = reason;
   return CredentialEvent(c, "credential.revoked", time_us, std::move(data));
@@ -204,7 +214,8 @@ bool CredentialRegistry::AgentKey(const std::string& org, const std::string& age
                                   Ed25519Verifier* out) const {
   std::shared_lock lock(mu_);
   auto usable = [&](const Entry& en) {
-    return en.c.kind == "agent_key" && !en.c.revoked && en.verifier && en.c.org_id == org && en.c.identity == agent;
+    return en.c.kind == "agent_key" && !en.c.revoked && en.verifier && en.c.org_id == org &&
+           en.c.identity == agent;
   };
   if (!key_id.empty()) {
     auto it = by_key_id_.find(key_id);
@@ -232,7 +243,8 @@ bool CredentialRegistry::SigningKey(const std::string& key_id, Credential* who, 
   auto it = by_key_id_.find(key_id);
   if (it == by_key_id_.end()) return false;
   const Entry& en = it->second;
-  if ((en.c.kind != "approver_key" && en.c.kind != "service_key") || en.c.revoked || !en.verifier) return false;
+  if ((en.c.kind != "approver_key" && en.c.kind != "service_key") || en.c.revoked || !en.verifier)
+    return false;
   *who = en.c;
   *out = *en.verifier;
   return true;
@@ -248,7 +260,8 @@ bool CredentialRegistry::Token(const std::string& token_sha256, Credential* out)
   return true;
 }
 
-bool CredentialRegistry::ClashLocked(const std::string& org, const std::string& identity, std::string* other) const {
+bool CredentialRegistry::ClashLocked(const std::string& org, const std::string& identity,
+                                     std::string* other) const {
   auto it = identity_orgs_.find(identity);
   if (it == identity_orgs_.end()) return false;
   for (const std::string& held : it->second) {
@@ -260,7 +273,8 @@ bool CredentialRegistry::ClashLocked(const std::string& org, const std::string& 
   return false;
 }
 
-bool CredentialRegistry::IdentityClash(const std::string& org, const std::string& identity, std::string* other) const {
+bool CredentialRegistry::IdentityClash(const std::string& org, const std::string& identity,
+                                       std::string* other) const {
   std::shared_lock lock(mu_);
   return ClashLocked(org, identity, other);
 }

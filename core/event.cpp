@@ -103,12 +103,13 @@ Status ReadString(const Json& j, const char* name, std::string* out) {
 
 Status EventFromJson(const Json& j, Event* out) {
   if (!j.is_object()) return Status::Error(errc::kInvalidEvent, "an event must be a JSON object");
-  static const char* kKnown[] = {"seq", "id", "type", "time", "org_id", "agent_id", "session_id",
-                                 "request_id", "tool", "data", "prev_hash", "hash"};
+  static const char* kKnown[] = {"seq",        "id",         "type", "time", "org_id",    "agent_id",
+                                 "session_id", "request_id", "tool", "data", "prev_hash", "hash"};
   for (const auto& [key, _] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
-    if (!known) return Status::Error(errc::kInvalidEvent, "unknown envelope field '" + key.substr(0, 64) + "'");
+    if (!known)
+      return Status::Error(errc::kInvalidEvent, "unknown envelope field '" + key.substr(0, 64) + "'");
   }
   Event e;
   Status s;
@@ -154,8 +155,8 @@ Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out) {
   if (!s.ok()) return s;
   *out = parts.Join(e.seq);
   if (out->size() > max_bytes) {
-    return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(out->size()) +
-                                                   " bytes, limit " + std::to_string(max_bytes));
+    return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(out->size()) + " bytes, limit " +
+                                                   std::to_string(max_bytes));
   }
   return Status::Ok();
 }
@@ -211,8 +212,8 @@ Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
   t.push_back('}');
   const size_t size = out->head.size() + out->tail.size() + 20;
   if (size > max_bytes) {
-    return Status::Error(errc::kEventTooLarge, "event is " + std::to_string(size) + " bytes, limit " +
-                                                   std::to_string(max_bytes));
+    return Status::Error(errc::kEventTooLarge,
+                         "event is " + std::to_string(size) + " bytes, limit " + std::to_string(max_bytes));
   }
   return Status::Ok();
 }
@@ -232,8 +233,7 @@ std::string IdOf(std::initializer_list<std::string_view> parts) {
 
 }  // namespace
 
-std::string MakeEventId(std::string_view type, std::string_view request_id,
-                        std::string_view discriminator) {
+std::string MakeEventId(std::string_view type, std::string_view request_id, std::string_view discriminator) {
   return IdOf({"tollgate.event.v1", type, request_id, discriminator});
 }
 
@@ -284,9 +284,8 @@ std::string FormatTime(int64_t time_us) {
     return std::string(out, sizeof out);
   }
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<long long>(frac));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(frac));
   return buf;
 }
 
@@ -404,8 +403,10 @@ struct BodyScanner {
     for (; pos < text.size(); ++pos) {
       const char c = text[pos];
       if (in_string) {
-        if (c == '\\') ++pos;
-        else if (c == '"') in_string = false;
+        if (c == '\\')
+          ++pos;
+        else if (c == '"')
+          in_string = false;
       } else if (c == '"') {
         in_string = true;
       } else if (c == '{' || c == '[') {
@@ -431,14 +432,15 @@ bool ScanEnvelope(std::string_view body, EnvelopeView* v) {
   };
   if (!s.Literal("{")) return false;
   if (!str("\"agent_id\":", &v->agent_id)) return false;
-  if (!s.Literal("\"data\":") || !s.Nested(&v->data) || v->data.front() != '{' || !s.Literal(",")) return false;
+  if (!s.Literal("\"data\":") || !s.Nested(&v->data) || v->data.front() != '{' || !s.Literal(","))
+    return false;
   v->id_key_at = s.pos;
   if (!str("\"id\":", &v->id) || !str("\"org_id\":", &v->org_id)) return false;
   v->request_id_key_at = s.pos;
   if (!str("\"request_id\":", &v->request_id)) return false;
   if (!s.Literal("\"seq\":") || !s.Unsigned(&v->seq) || !s.Literal(",")) return false;
-  if (!str("\"session_id\":", &v->session_id) || !str("\"time\":", &v->time) ||
-      !str("\"tool\":", &v->tool) || !str("\"type\":", &v->type, /*last=*/true)) {
+  if (!str("\"session_id\":", &v->session_id) || !str("\"time\":", &v->time) || !str("\"tool\":", &v->tool) ||
+      !str("\"type\":", &v->type, /*last=*/true)) {
     return false;
   }
   return s.pos == body.size();

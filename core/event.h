@@ -19,11 +19,9 @@ namespace tollgate {
 
 // The event vocabulary of shared/DESIGN.md; schemas/ is normative for data.
 inline constexpr std::string_view kEventTypes[] = {
-    "request.received", "request.rejected",  "decision.made",
-    "approval.requested", "approval.granted", "approval.denied",
-    "approval.expired", "execution.started", "execution.completed",
-    "policy.updated",       "approval.refused",   "credential.added",
-    "credential.revoked", "tools.available",
+    "request.received", "request.rejected", "decision.made",      "approval.requested",  "approval.granted",
+    "approval.denied",  "approval.expired", "execution.started",  "execution.completed", "policy.updated",
+    "approval.refused", "credential.added", "credential.revoked", "tools.available",
 };
 bool IsKnownEventType(std::string_view type);
 // The org of events about the whole deployment (policy.updated of the file
@@ -31,22 +29,22 @@ bool IsKnownEventType(std::string_view type);
 inline constexpr const char* kAllOrgs = "*";
 
 // Limits that keep one event from swamping the log or a reader.
-inline constexpr size_t kMaxIdBytes = 256;             // every id-like field
+inline constexpr size_t kMaxIdBytes = 256;                // every id-like field
 inline constexpr size_t kDefaultMaxEventBytes = 1 << 20;  // canonical body
 
 struct Event {
-  uint64_t seq = 0;        // assigned by the log; 0 = not yet appended
-  std::string id;          // deterministic (MakeEventId); the dedupe key
-  std::string type;        // one of kEventTypes
-  int64_t time_us = 0;     // microseconds since the Unix epoch, UTC
+  uint64_t seq = 0;     // assigned by the log; 0 = not yet appended
+  std::string id;       // deterministic (MakeEventId); the dedupe key
+  std::string type;     // one of kEventTypes
+  int64_t time_us = 0;  // microseconds since the Unix epoch, UTC
   std::string org_id;
   std::string agent_id;
   std::string session_id;  // may be empty (e.g. policy.updated)
   std::string request_id;  // may be empty (e.g. policy.updated)
   std::string tool;        // may be empty
   Json data = Json::object();
-  std::string prev_hash;   // hex; assigned by the log
-  std::string hash;        // hex; assigned by the log
+  std::string prev_hash;  // hex; assigned by the log
+  std::string hash;       // hex; assigned by the log
 
   // The envelope minus prev_hash/hash, as a JSON object.
   Json BodyJson() const;

@@ -22,7 +22,8 @@ Json Claimed(const Flow& flow) {
   Json c = Json::object();
   for (const char* k : {"request_id", "org_id", "agent_id", "session_id", "tool"}) {
     auto it = flow.request.find(k);
-    if (it != flow.request.end() && it->is_string() && it->get_ref<const std::string&>().size() <= kMaxIdBytes) {
+    if (it != flow.request.end() && it->is_string() &&
+        it->get_ref<const std::string&>().size() <= kMaxIdBytes) {
       c[k] = *it;
     }
   }
@@ -64,8 +65,8 @@ std::string CompareWithLog(const Flow& flow, const RequestState& st, const char*
       const std::string unredacted = logged.value("unredacted_sha256", "");
       const Json bare = DecisionFromLog(logged);
       std::string c;
-      const bool same = (!unredacted.empty() && Sha256Hex(a) == unredacted) ||
-                        (CanonicalBytes(bare, &c).ok() && a == c);
+      const bool same =
+          (!unredacted.empty() && Sha256Hex(a) == unredacted) || (CanonicalBytes(bare, &c).ok() && a == c);
       if (!same) return "the decision differs from the one decide made";
     }
   }

@@ -14,7 +14,8 @@ constexpr const char* kInvalidArgs = "E_INVALID_ARGS";      // execute/tool.h's 
 
 bool ValidName(const std::string& n) {
   if (n.empty() || n.size() > 64 || !(n[0] >= 'a' && n[0] <= 'z')) return false;
-  return std::all_of(n.begin(), n.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+  return std::all_of(n.begin(), n.end(),
+                     [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
 }
 
 bool PlaceholderChar(char c) {
@@ -59,7 +60,8 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
   if (!spec.is_object()) return Status::Error(kPolicyInvalid, at + ": must be an object");
   // Execute reads its own copy of the policy: types are checked here too.
   for (const char* k : {"description", "method", "url", "send"}) {
-    if (spec.contains(k) && !spec[k].is_string()) return Status::Error(kPolicyInvalid, at + "." + k + ": a string");
+    if (spec.contains(k) && !spec[k].is_string())
+      return Status::Error(kPolicyInvalid, at + "." + k + ": a string");
   }
   HttpAlias a;
   a.name = name;
@@ -71,7 +73,8 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
   }
   a.url = spec.value("url", "");
   if (a.url.empty()) return Status::Error(kPolicyInvalid, at + ".url: required");
-  if (a.url.rfind("//", 0) == 0) return Status::Error(kPolicyInvalid, at + ".url: give the scheme or a path, not //host");
+  if (a.url.rfind("//", 0) == 0)
+    return Status::Error(kPolicyInvalid, at + ".url: give the scheme or a path, not //host");
   const bool body = a.method == "POST" || a.method == "PUT" || a.method == "PATCH";
   a.send = spec.value("send", body ? "json" : "query");
   if (a.send != "json" && a.send != "query" && a.send != "none") {
@@ -96,7 +99,8 @@ Status ParseHttpAlias(const std::string& name, const Json& spec, HttpAlias* out)
     const size_t end = a.url.find('}', i);
     const std::string p = end == std::string::npos ? "" : a.url.substr(i + 1, end - i - 1);
     if (p.empty() || !std::all_of(p.begin(), p.end(), PlaceholderChar)) {
-      return Status::Error(kPolicyInvalid, at + ".url: a placeholder is {name}, name of letters, digits and _");
+      return Status::Error(kPolicyInvalid,
+                           at + ".url: a placeholder is {name}, name of letters, digits and _");
     }
     if (i < path) return Status::Error(kPolicyInvalid, at + ".url: {" + p + "} is in the scheme or host");
     a.url_parts.push_back({a.url.substr(literal, i - literal), false});
@@ -153,7 +157,8 @@ bool FindHttpAlias(const Json& http_section, const std::string& name, HttpAlias*
 Status ExpandHttpAlias(const HttpAlias& a, const Json& args, Json* http_args) {
   if (!args.is_object()) return Status::Error(kInvalidArgs, "the arguments must be an object");
   if (Status s = a.schema->Validate(args); !s.ok()) {
-    return Status::Error(kInvalidArgs, "the arguments do not fit " + a.name + "'s input_schema: " + s.message());
+    return Status::Error(kInvalidArgs,
+                         "the arguments do not fit " + a.name + "'s input_schema: " + s.message());
   }
   if (a.builtin) {
     // Validated above: url a string, headers an object of strings, data
@@ -193,8 +198,9 @@ Status ExpandHttpAlias(const HttpAlias& a, const Json& args, Json* http_args) {
   } else if (a.send == "query") {
     for (const auto& [k, v] : rest.items()) {
       if (!v.is_string() && !v.is_number() && !v.is_boolean()) {
-        return Status::Error(kInvalidArgs, "/" + k + ": " + a.name + " sends its arguments as a query: a string, "
-                                                              "number or boolean");
+        return Status::Error(kInvalidArgs, "/" + k + ": " + a.name +
+                                               " sends its arguments as a query: a string, "
+                                               "number or boolean");
       }
     }
     if (!rest.empty()) out["query"] = std::move(rest);

@@ -23,12 +23,12 @@
 namespace tollgate {
 
 struct HttpAlias {
-  std::string name;         // [a-z][a-z0-9_]*, never a built-in's name
-  std::string description;  // what tools/list shows
-  std::string method;       // upper case
-  std::string url;          // may be relative to base_url; {name} placeholders after the host
-  std::string send;         // "json" (the body), "query" or "none": where the other arguments go
-  Json headers = Json::object();             // execute adds them; values may hold ${env:NAME}
+  std::string name;               // [a-z][a-z0-9_]*, never a built-in's name
+  std::string description;        // what tools/list shows
+  std::string method;             // upper case
+  std::string url;                // may be relative to base_url; {name} placeholders after the host
+  std::string send;               // "json" (the body), "query" or "none": where the other arguments go
+  Json headers = Json::object();  // execute adds them; values may hold ${env:NAME}
   Json input_schema = {{"type", "object"}};  // as the policy gives it
   std::shared_ptr<const JsonSchema> schema;  // input_schema compiled
   // The url split at its placeholders, parsed once: literal text, or the

@@ -27,7 +27,8 @@ std::string HttpMethod(const Json& args, const std::string& default_method) {
   return m;
 }
 
-bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why) {
+bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out,
+             std::string* why) {
   const std::string raw = HttpUrlArg(args);
   // base_url names a directory: "https://h/v1" resolves "items" to /v1/items.
   std::string base = base_url;

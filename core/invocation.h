@@ -35,7 +35,8 @@ std::string HttpUrlArg(const Json& args);
 // (core/url.h), with args.query's pairs appended in key order (non-string
 // values as JSON). False with *why when the URL is not a valid http(s) URL;
 // *out is then args.url as given, so the invocation still names it.
-bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out, std::string* why);
+bool HttpUrl(const Json& args, const std::string& base_url, NormalUrl* url, std::string* out,
+             std::string* why);
 // args.command, then each string of args.args, joined by single spaces.
 std::string CommandLine(const Json& args);
 // The tools whose call is a command (execute_command, Kaizen's bash_command,

@@ -168,8 +168,8 @@ Status GenerateEd25519(std::string* private_pem, std::string* public_b64url) {
 
 Status Ed25519FromSeed(std::string_view seed, std::string* private_pem, std::string* public_b64url) {
   if (seed.size() != 32) return Status::Error(errc::kInvalidKey, "an Ed25519 seed is 32 bytes");
-  auto key = Own(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr,
-                                              reinterpret_cast<const unsigned char*>(seed.data()), seed.size()));
+  auto key = Own(EVP_PKEY_new_raw_private_key(
+      EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(seed.data()), seed.size()));
   BioPtr bio(BIO_new(BIO_s_secmem()), BIO_free);
   char* data = nullptr;
   if (!key || !bio ||

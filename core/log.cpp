@@ -33,8 +33,8 @@ std::string Now() {
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1'000'000));
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1'000'000));
   return buf;
 }
 
@@ -73,9 +73,12 @@ void Write(spdlog::level::level_enum level, const char* name, const Fields& f, c
 void SetFormat(Format f) { g_format.store(f); }
 
 bool ParseFormat(const std::string& name, Format* out) {
-  if (name == "json") *out = Format::kJson;
-  else if (name == "text") *out = Format::kText;
-  else return false;
+  if (name == "json")
+    *out = Format::kJson;
+  else if (name == "text")
+    *out = Format::kText;
+  else
+    return false;
   return true;
 }
 
@@ -83,9 +86,15 @@ Line::~Line() {
   std::string msg = os_.str();
   while (!msg.empty() && msg.back() == '\n') msg.pop_back();
   switch (level_) {
-    case Level::kInfo: Info(fields_, msg); break;
-    case Level::kWarn: Warn(fields_, msg); break;
-    case Level::kError: Error(fields_, msg); break;
+    case Level::kInfo:
+      Info(fields_, msg);
+      break;
+    case Level::kWarn:
+      Warn(fields_, msg);
+      break;
+    case Level::kError:
+      Error(fields_, msg);
+      break;
   }
 }
 

@@ -26,18 +26,21 @@ std::string Topics::results_for(const std::string& org) const {
 }
 
 Json ToolResultOk(Json data, double duration_ms) {
-  return Json{{"success", true}, {"data", std::move(data)}, {"error", nullptr}, {"meta", {{"duration_ms", duration_ms}}}};
+  return Json{{"success", true},
+              {"data", std::move(data)},
+              {"error", nullptr},
+              {"meta", {{"duration_ms", duration_ms}}}};
 }
 
 const char* ErrorAlias(std::string_view code) {
   // seed name -> tollgate's earlier name for the same condition.
   static constexpr std::pair<std::string_view, const char*> kAliases[] = {
       {"E_WRITE_DISABLED", "E_WRITES_DISABLED"}, {"E_HTTP_ERROR", "E_HTTP"},
-      {"E_HTTP_METHOD", "E_METHOD_NOT_ALLOWED"},  {"E_CALC_ERROR", "E_INVALID_ARGS"},
-      {"E_DIR_NOT_FOUND", "E_FILE_NOT_FOUND"},    {"E_PATH_NOT_FOUND", "E_FILE_NOT_FOUND"},
-      {"E_PERMISSION", "E_PATH_FORBIDDEN"},       {"E_INVALID_PATH", "E_INVALID_ARGS"},
-      {"E_READ_ERROR", "E_TOOL_EXEC"},            {"E_WRITE_ERROR", "E_TOOL_EXEC"},
-      {"E_LIST_ERROR", "E_TOOL_EXEC"},            {"E_SEARCH_ERROR", "E_TOOL_EXEC"},
+      {"E_HTTP_METHOD", "E_METHOD_NOT_ALLOWED"}, {"E_CALC_ERROR", "E_INVALID_ARGS"},
+      {"E_DIR_NOT_FOUND", "E_FILE_NOT_FOUND"},   {"E_PATH_NOT_FOUND", "E_FILE_NOT_FOUND"},
+      {"E_PERMISSION", "E_PATH_FORBIDDEN"},      {"E_INVALID_PATH", "E_INVALID_ARGS"},
+      {"E_READ_ERROR", "E_TOOL_EXEC"},           {"E_WRITE_ERROR", "E_TOOL_EXEC"},
+      {"E_LIST_ERROR", "E_TOOL_EXEC"},           {"E_SEARCH_ERROR", "E_TOOL_EXEC"},
       {"E_AUDIT_ERROR", "E_TOOL_EXEC"},
   };
   for (const auto& [seed, old] : kAliases) {
@@ -61,10 +64,14 @@ Json ToolResultErrorAs(const std::string& code, const std::string& alias, const 
   return r;
 }
 
-Json ToolResultError(const std::string& code, const std::string& message, bool recoverable, double duration_ms) {
+Json ToolResultError(const std::string& code, const std::string& message, bool recoverable,
+                     double duration_ms) {
   Json error{{"code", code}, {"message", message}, {"recoverable", recoverable || SeedRecoverable(code)}};
   if (const char* alias = ErrorAlias(code)) error["alias"] = alias;
-  return Json{{"success", false}, {"data", nullptr}, {"error", std::move(error)}, {"meta", {{"duration_ms", duration_ms}}}};
+  return Json{{"success", false},
+              {"data", nullptr},
+              {"error", std::move(error)},
+              {"meta", {{"duration_ms", duration_ms}}}};
 }
 
 Json Flow::ToJson() const {
@@ -74,9 +81,8 @@ Json Flow::ToJson() const {
 }
 
 bool Flow::FromJson(const Json& j, Flow* out) {
-  if (!j.is_object() || !j.contains("request") || !j["request"].is_object() ||
-      !j.contains("received_at") || !j["received_at"].is_string() || !j.contains("args_hash") ||
-      !j["args_hash"].is_string()) {
+  if (!j.is_object() || !j.contains("request") || !j["request"].is_object() || !j.contains("received_at") ||
+      !j["received_at"].is_string() || !j.contains("args_hash") || !j["args_hash"].is_string()) {
     return false;
   }
   const Json& r = j["request"];
@@ -157,8 +163,9 @@ bool EndRequestForOversizeOutput(const Message& output, const Topics& topics, co
             {"stage", stage},
             {"size_bytes", output.bytes()}};
   *event = std::move(e);
-  *result = MessageFor(topics.results(), request,
-                       MakeResult(request, "failed", nullptr, nullptr, ToolResultError(errc::kOutputTooLarge, msg, false)));
+  *result = MessageFor(
+      topics.results(), request,
+      MakeResult(request, "failed", nullptr, nullptr, ToolResultError(errc::kOutputTooLarge, msg, false)));
   return true;
 }
 
@@ -193,8 +200,8 @@ bool BoundDecision(Json* d) {
   if (over > 0) {
     (*d)["verdict"] = "deny";
     (*d)["error_code"] = errc::kInvocationTooLarge;
-    (*d)["reason"] = std::string("the request's ") + what + " is " + std::to_string(over) + " bytes; the limit is " +
-                     std::to_string(kMaxInvocationBytes);
+    (*d)["reason"] = std::string("the request's ") + what + " is " + std::to_string(over) +
+                     " bytes; the limit is " + std::to_string(kMaxInvocationBytes);
     (*d)["rule"] = "limits." + std::string(what);
     d->erase("reservation");
     d->erase("approval");

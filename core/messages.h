@@ -104,8 +104,8 @@ struct Flow {
 
 // The result published on tollgate.results. `decision` and `approval` may be
 // null; log_seq is filled in by the stage runner.
-Json MakeResult(const Json& request, const std::string& status, const Json& decision,
-                const Json& approval, const Json& tool_result);
+Json MakeResult(const Json& request, const std::string& status, const Json& decision, const Json& approval,
+                const Json& tool_result);
 
 // A message for `topic` keyed by the request's agent_id with the standard
 // headers. The trace id is the request's metadata.trace_id when given, else

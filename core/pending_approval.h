@@ -18,7 +18,7 @@ struct PendingApproval {
   std::string request_id, org_id, agent_id, session_id, tool;
   std::string args_hash;
   int approvers_needed = 1;
-  std::vector<std::string> approvers;  // who may answer; empty = any approver of the org
+  std::vector<std::string> approvers;   // who may answer; empty = any approver of the org
   std::vector<std::string> granted_by;  // distinct approvers so far
   int64_t deadline_us = 0;
   int64_t requested_us = 0;

@@ -17,7 +17,9 @@ bool Alnum(char c) { return Letter(c) || DigitAscii(c); }
 bool Word(char c) { return Alnum(c) || c == '_'; }
 // Characters of base64/base64url tokens and most API keys.
 bool TokenChar(char c) { return Alnum(c) || c == '-' || c == '_'; }
-bool B64Char(char c) { return Alnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '='; }
+bool B64Char(char c) {
+  return Alnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '+' || c == '/' || c == '=';
+}
 char Lower(char c) { return UpperAscii(c) ? static_cast<char>(c - 'A' + 'a') : c; }
 
 std::string LowerStr(std::string_view s) {
@@ -34,7 +36,9 @@ bool IStartsWith(std::string_view s, size_t at, std::string_view p) {
   return true;
 }
 
-bool AlreadyRedacted(std::string_view s, size_t at) { return s.compare(at, std::strlen(kRedacted), kRedacted) == 0; }
+bool AlreadyRedacted(std::string_view s, size_t at) {
+  return s.compare(at, std::strlen(kRedacted), kRedacted) == 0;
+}
 
 // A start of a token: not preceded by a word character.
 bool Boundary(std::string_view s, size_t i) { return i == 0 || !Word(s[i - 1]); }
@@ -123,19 +127,19 @@ struct Prefixed {
 bool UpperDigit(char c) { return UpperAscii(c) || DigitAscii(c); }
 bool GithubPatChar(char c) { return Alnum(c) || c == '_'; }
 const Prefixed kPrefixed[] = {
-    {"sk-", 20, TokenChar},           // OpenAI-style: sk-..., sk-live-..., sk-proj-...
-    {"sk_live_", 10, TokenChar},      {"sk_test_", 10, TokenChar},  // Stripe
-    {"rk_live_", 10, TokenChar},      {"rk_test_", 10, TokenChar},
-    {"ghp_", 20, Alnum},              {"gho_", 20, Alnum},  // GitHub
-    {"ghs_", 20, Alnum},              {"ghu_", 20, Alnum},          {"ghr_", 20, Alnum},
-    {"github_pat_", 20, GithubPatChar},
-    {"xoxa-", 10, TokenChar},         {"xoxb-", 10, TokenChar},  // Slack
-    {"xoxp-", 10, TokenChar},         {"xoxo-", 10, TokenChar},
-    {"xoxs-", 10, TokenChar},         {"xoxr-", 10, TokenChar},
-    {"AIza", 30, TokenChar},          // Google API keys
-    {"glpat-", 20, TokenChar},        // GitLab
-    {"npm_", 30, Alnum},              // npm
-    {"hf_", 30, Alnum},               // Hugging Face
+    {"sk-", 20, TokenChar},  // OpenAI-style: sk-..., sk-live-..., sk-proj-...
+    {"sk_live_", 10, TokenChar}, {"sk_test_", 10, TokenChar},  // Stripe
+    {"rk_live_", 10, TokenChar}, {"rk_test_", 10, TokenChar},
+    {"ghp_", 20, Alnum},         {"gho_", 20, Alnum},  // GitHub
+    {"ghs_", 20, Alnum},         {"ghu_", 20, Alnum},
+    {"ghr_", 20, Alnum},         {"github_pat_", 20, GithubPatChar},
+    {"xoxa-", 10, TokenChar},    {"xoxb-", 10, TokenChar},  // Slack
+    {"xoxp-", 10, TokenChar},    {"xoxo-", 10, TokenChar},
+    {"xoxs-", 10, TokenChar},    {"xoxr-", 10, TokenChar},
+    {"AIza", 30, TokenChar},    // Google API keys
+    {"glpat-", 20, TokenChar},  // GitLab
+    {"npm_", 30, Alnum},        // npm
+    {"hf_", 30, Alnum},         // Hugging Face
 };
 // AWS access key ids: exactly 16 more upper-case letters or digits.
 const char* const kAwsPrefixes[] = {"AKIA", "ASIA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"};
@@ -148,7 +152,8 @@ void ScanPrefixed(std::string_view s, std::vector<Range>* out) {
   for (size_t i = 0; i + 4 <= s.size(); ++i) {
     if (!Boundary(s, i)) continue;
     const char c = s[i];
-    if (c != 's' && c != 'r' && c != 'g' && c != 'x' && c != 'A' && c != 'n' && c != 'e' && c != 'h') continue;
+    if (c != 's' && c != 'r' && c != 'g' && c != 'x' && c != 'A' && c != 'n' && c != 'e' && c != 'h')
+      continue;
     if (c == 'A') {
       bool aws = false;
       for (const char* p : kAwsPrefixes) {
@@ -163,7 +168,8 @@ void ScanPrefixed(std::string_view s, std::vector<Range>* out) {
       }
       if (aws) continue;
     }
-    if (c == 'e' && i >= jwt_failed_until && s.compare(i, 3, "eyJ") == 0) {  // a JWT: three base64url segments
+    if (c == 'e' && i >= jwt_failed_until &&
+        s.compare(i, 3, "eyJ") == 0) {  // a JWT: three base64url segments
       size_t e1 = Span(s, i, TokenChar);
       jwt_failed_until = e1;
       if (e1 - i >= 10 && e1 < s.size() && s[e1] == '.') {
@@ -269,10 +275,9 @@ void ScanUserinfo(std::string_view s, std::vector<Range>* out) {
 // suffixes (so "access_token", "db_password" and "AccountKey" match,
 // "tokens_used" does not), then short words that must be the whole last
 // word ("db_pass", "MYSQL_PWD"; not "bypass" or "compass").
-const char* const kSecretNames[] = {"sig",           "signature",      "key",
-                                    "pass",          "pwd",            "auth",
-                                    "codeverifier",  "xamzsignature",  "xgoogsignature",
-                                    "sharedaccesssignature"};
+const char* const kSecretNames[] = {
+    "sig",  "signature",    "key",           "pass",           "pwd",
+    "auth", "codeverifier", "xamzsignature", "xgoogsignature", "sharedaccesssignature"};
 const char* const kSecretSuffixes[] = {"password",      "passwd",          "passphrase",   "secret",
                                        "token",         "apikey",          "accesskey",    "accountkey",
                                        "privatekey",    "sessionkey",      "masterkey",    "signingkey",
@@ -335,8 +340,8 @@ Range ValueAt(std::string_view s, size_t b, bool to_line_end, bool escaped = fal
 }
 
 // Words that say a secret is absent: "token: none", "password: missing".
-const char* const kNoSecret[] = {"none", "null", "nil", "missing", "invalid", "expired", "required",
-                                 "empty", "unset", "undefined", "true", "false"};
+const char* const kNoSecret[] = {"none",     "null",  "nil",   "missing",   "invalid", "expired",
+                                 "required", "empty", "unset", "undefined", "true",    "false"};
 
 // Whether the unquoted value [b, e) after "NAME:" is prose rather than a
 // secret: one ordinary word ("No", "denied": letters, lower case after the
@@ -393,9 +398,10 @@ void ScanPairs(std::string_view s, std::vector<Range>* out) {
     if (b >= s.size() || AlreadyRedacted(s, b) || (b + 1 < s.size() && AlreadyRedacted(s, b + 1))) continue;
     const std::string lname = LowerStr(name);
     // (A passphrase has spaces; a header's value runs to the end of its line.)
-    const bool whole_line = c == ':' && !quoted &&
-                            (lname.find("authorization") != std::string::npos || lname.find("cookie") != std::string::npos ||
-                             lname.find("passphrase") != std::string::npos);
+    const bool whole_line =
+        c == ':' && !quoted &&
+        (lname.find("authorization") != std::string::npos || lname.find("cookie") != std::string::npos ||
+         lname.find("passphrase") != std::string::npos);
     const Range v = ValueAt(s, b, whole_line, escaped);
     // "admin.token: No such file": the name of a file, then an error.
     if (c == ':' && !quoted && !whole_line && s[b] != '"' && s[b] != '\'' && Prose(s, v.first, v.second))
@@ -558,9 +564,9 @@ void Walk(const Redactor& r, Json& value, const std::string& path, bool mysql,
 
 const std::vector<std::string>& DefaultSecretKeyPatterns() {
   static const std::vector<std::string> kPatterns = {
-      "authorization", "password",   "passwd",     "passphrase", "secret",        "token",
-      "apikey",        "cookie",     "privatekey", "credential", "sessionkey",    "accesskey",
-      "accountkey",    "masterkey",  "signingkey", "encryptionkey", "subscriptionkey", "functionskey"};
+      "authorization", "password",  "passwd",     "passphrase",    "secret",          "token",
+      "apikey",        "cookie",    "privatekey", "credential",    "sessionkey",      "accesskey",
+      "accountkey",    "masterkey", "signingkey", "encryptionkey", "subscriptionkey", "functionskey"};
   return kPatterns;
 }
 
@@ -604,7 +610,8 @@ Status Redactor::FromPolicy(const Json& doc, std::shared_ptr<const Redactor>* ou
     if (k != "keys" && k != "values") return bad("unknown key '" + k + "' (keys, values)");
     if (!v.is_array()) return bad(k + " must be a list of strings");
     for (const auto& x : v) {
-      if (!x.is_string() || x.get_ref<const std::string&>().empty()) return bad(k + " must be a list of non-empty strings");
+      if (!x.is_string() || x.get_ref<const std::string&>().empty())
+        return bad(k + " must be a list of non-empty strings");
       const std::string& str = x.get_ref<const std::string&>();
       if (k == "keys") {
         r->AddKey(str);
@@ -615,7 +622,8 @@ Status Redactor::FromPolicy(const Json& doc, std::shared_ptr<const Redactor>* ou
       } catch (const std::regex_error& e) {
         return bad("values: '" + str + "' is not a valid regex: " + e.what());
       }
-      if (std::regex_search("", r->values_.back())) return bad("values: '" + str + "' matches the empty string");
+      if (std::regex_search("", r->values_.back()))
+        return bad("values: '" + str + "' matches the empty string");
     }
   }
   *out = std::move(r);
@@ -662,7 +670,8 @@ bool Redactor::RedactString(std::string* s) const {
           const auto& m = *it;
           const size_t g = m.size() > 1 && m[1].matched ? 1 : 0;
           const size_t b = w + static_cast<size_t>(m.position(g));
-          if (m.length(g) > 0 && !AlreadyRedacted(v, b)) r.push_back({b, b + static_cast<size_t>(m.length(g))});
+          if (m.length(g) > 0 && !AlreadyRedacted(v, b))
+            r.push_back({b, b + static_cast<size_t>(m.length(g))});
         }
       } catch (const std::exception&) {
         r.push_back({w, w + len});  // the matcher gave up (complexity): fail closed, hide the window
@@ -695,7 +704,8 @@ std::vector<std::string> Redactor::Redact(Json& value, const std::string& path) 
   return out;
 }
 
-std::vector<std::string> RedactSecrets(Json& value, const std::vector<std::string>& patterns, const std::string& path) {
+std::vector<std::string> RedactSecrets(Json& value, const std::vector<std::string>& patterns,
+                                       const std::string& path) {
   if (&patterns == &DefaultSecretKeyPatterns() || patterns == DefaultSecretKeyPatterns()) {
     return DefaultRedactor()->Redact(value, path);
   }

@@ -31,8 +31,7 @@ RequestState Summarize(const std::vector<Event>& events) {
     if (e.type == "request.received") {
       s.received = &e;
       s.rejected = nullptr;  // an id rejected as invalid, then sent valid, is live again
-    }
-    else if (e.type == "request.rejected") {
+    } else if (e.type == "request.rejected") {
       // Once received, a request ends by rejection only when the pipeline
       // itself gives up on it (E_REQUEST_LOST). Ingest's refusals after that
       // refuse a message, not the request: another agent of the org re-using
@@ -45,7 +44,8 @@ RequestState Summarize(const std::vector<Event>& events) {
           (s.received == nullptr || code == errc::kRequestLost || code == errc::kOutputTooLarge)) {
         s.rejected = &e;
       }
-    } else if (e.type == "decision.made") s.decision = &e;
+    } else if (e.type == "decision.made")
+      s.decision = &e;
     else if (e.type == "approval.requested") {
       s.approval_requested = &e;
       auto n = e.data.find("approvers_needed");
@@ -64,11 +64,11 @@ RequestState Summarize(const std::vector<Event>& events) {
       if (seen) continue;
       s.grants.push_back(&e);
       if (static_cast<int>(s.grants.size()) >= s.approvers_needed) s.approval_settled = &e;
-    }
-    else if (e.type == "execution.started") {
+    } else if (e.type == "execution.started") {
       s.started = &e;
       ++s.attempts;
-    } else if (e.type == "execution.completed") s.completed = &e;
+    } else if (e.type == "execution.completed")
+      s.completed = &e;
   }
   return s;
 }
@@ -77,8 +77,11 @@ Json ResultFromLog(const RequestState& st) {
   if (!st.terminal()) return nullptr;
   const Event* any = st.received ? st.received : st.rejected;
   Json request = st.received ? st.received->data.value("request", Json::object())
-                             : Json{{"request_id", any->request_id}, {"org_id", any->org_id},
-                                    {"agent_id", any->agent_id}, {"session_id", any->session_id}, {"tool", any->tool}};
+                             : Json{{"request_id", any->request_id},
+                                    {"org_id", any->org_id},
+                                    {"agent_id", any->agent_id},
+                                    {"session_id", any->session_id},
+                                    {"tool", any->tool}};
   auto clean = [](Json d) { return WithoutProvenance(std::move(d)); };
   Json decision = st.decision ? clean(st.decision->data) : Json();
   Json approval = st.approval_settled ? clean(st.approval_settled->data) : Json();
@@ -98,13 +101,14 @@ Json ResultFromLog(const RequestState& st) {
   } else if (st.approval_settled) {
     const bool expired = st.approval_settled->type == "approval.expired";
     const bool withdrawn = st.approval_settled->data.value("withdrawn", false);
-    result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
-                        // A denial of the approve stage's own (the pending cap) names its code.
-                        ToolResultError(expired     ? std::string(errc::kApprovalExpired)
-                                        : withdrawn ? std::string(errc::kWithdrawn)
-                                                    : approval.value("code", std::string(errc::kApprovalDenied)),
-                                        approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")),
-                                        !expired && !withdrawn && approval.contains("code")));
+    result = MakeResult(
+        request, expired ? "expired" : "denied", decision, approval,
+        // A denial of the approve stage's own (the pending cap) names its code.
+        ToolResultError(expired     ? std::string(errc::kApprovalExpired)
+                        : withdrawn ? std::string(errc::kWithdrawn)
+                                    : approval.value("code", std::string(errc::kApprovalDenied)),
+                        approval.value("comment", "approval " + std::string(expired ? "expired" : "denied")),
+                        !expired && !withdrawn && approval.contains("code")));
     last = st.approval_settled;
   } else {
     result = MakeResult(request, "denied", decision, nullptr,

@@ -12,14 +12,14 @@
 namespace tollgate {
 
 struct RequestState {
-  const Event* received = nullptr;    // request.received
+  const Event* received = nullptr;  // request.received
   // The request.rejected that ended this request: the last one not followed
   // by a request.received, ignoring E_DUPLICATE_REQUEST refusals (which turn
   // away a conflicting copy, not the original); after a request.received,
   // only E_REQUEST_LOST or E_OUTPUT_TOO_LARGE (the pipeline giving up on
   // it) ends it.
   const Event* rejected = nullptr;
-  const Event* decision = nullptr;    // decision.made
+  const Event* decision = nullptr;  // decision.made
   const Event* approval_requested = nullptr;
   // The event that settled the approval, following the quorum: the
   // approval.granted that brought the distinct granters to approvers_needed,
@@ -32,9 +32,9 @@ struct RequestState {
   // The counted grants, one per distinct approver (the first of each), in
   // log order, up to the one that settled the approval.
   std::vector<const Event*> grants;
-  const Event* started = nullptr;     // the last execution.started
-  const Event* completed = nullptr;   // execution.completed
-  int attempts = 0;                   // execution.started count
+  const Event* started = nullptr;    // the last execution.started
+  const Event* completed = nullptr;  // execution.completed
+  int attempts = 0;                  // execution.started count
 
   // Finished: rejected, denied, approval denied/expired, or completed.
   bool terminal() const;

@@ -49,15 +49,22 @@ std::string ScheduleOfFireRequest(const std::string& request_id) {
 
 const char* StateName(ScheduleEntry::State s) {
   switch (s) {
-    case ScheduleEntry::State::kFired: return "fired";
-    case ScheduleEntry::State::kCancelled: return "cancelled";
-    default: return "scheduled";
+    case ScheduleEntry::State::kFired:
+      return "fired";
+    case ScheduleEntry::State::kCancelled:
+      return "cancelled";
+    default:
+      return "scheduled";
   }
 }
 
 Json ScheduleEntry::ToJson() const {
-  Json j{{"schedule_id", schedule_id}, {"status", StateName(state)}, {"due_at", FormatTime(due_us)},
-         {"tool", tool},               {"args", args},               {"session_id", session_id},
+  Json j{{"schedule_id", schedule_id},
+         {"status", StateName(state)},
+         {"due_at", FormatTime(due_us)},
+         {"tool", tool},
+         {"args", args},
+         {"session_id", session_id},
          {"created_by", create_request_id}};
   if (!tool_action.empty()) j["tool_action"] = tool_action;
   if (!description.empty()) j["description"] = description;
@@ -70,13 +77,15 @@ bool ScheduleBook::Apply(const Event& e) {
   if (e.type == "request.received" || e.type == "request.rejected") {
     if (e.type == "request.rejected") {
       auto err = e.data.find("error");
-      if (err == e.data.end() || !err->is_object() || err->value("code", "") == errc::kScheduleUnproven) return false;
+      if (err == e.data.end() || !err->is_object() || err->value("code", "") == errc::kScheduleUnproven)
+        return false;
     }
     const std::string id = ScheduleOfFireRequest(e.request_id);
     auto it = id.empty() ? by_id_.end() : by_id_.find(id);
     // A fire that got in despite a cancel (a race the cutoff should rule
     // out) still ran: the log's truth is "fired".
-    if (it == by_id_.end() || it->second.org_id != e.org_id || it->second.state == ScheduleEntry::State::kFired) {
+    if (it == by_id_.end() || it->second.org_id != e.org_id ||
+        it->second.state == ScheduleEntry::State::kFired) {
       return false;
     }
     it->second.state = ScheduleEntry::State::kFired;
@@ -130,12 +139,14 @@ const ScheduleEntry* ScheduleBook::Find(const std::string& schedule_id) const {
   return it == by_id_.end() ? nullptr : &it->second;
 }
 
-std::vector<const ScheduleEntry*> ScheduleBook::OfAgent(const std::string& org_id, const std::string& agent_id) const {
+std::vector<const ScheduleEntry*> ScheduleBook::OfAgent(const std::string& org_id,
+                                                        const std::string& agent_id) const {
   std::vector<const ScheduleEntry*> out;
   for (const auto& [id, s] : by_id_) {
     if (s.org_id == org_id && s.agent_id == agent_id) out.push_back(&s);
   }
-  std::sort(out.begin(), out.end(), [](const ScheduleEntry* a, const ScheduleEntry* b) { return a->seq < b->seq; });
+  std::sort(out.begin(), out.end(),
+            [](const ScheduleEntry* a, const ScheduleEntry* b) { return a->seq < b->seq; });
   return out;
 }
 
@@ -182,16 +193,18 @@ Status CheckScheduledRequest(const Json& request, const std::string& request_id,
   const Json create_args = rec.data.value("request", Json::object()).value("args", Json::object());
   const Json want_args = create_args.value("args", Json::object());
   const std::string want_action = Str(create_args, "tool_action");
-  if (Str(request, "tool") != Str(create_args, "tool") || request.value("args", Json::object()) != want_args ||
-      Str(request, "action") != want_action || (request.contains("action") != !want_action.empty())) {
+  if (Str(request, "tool") != Str(create_args, "tool") ||
+      request.value("args", Json::object()) != want_args || Str(request, "action") != want_action ||
+      (request.contains("action") != !want_action.empty())) {
     return Unproven("its tool, args or action differ from those " + sid + " was created with");
   }
   if (auto red = rec.data.find("redacted"); red != rec.data.end() && red->is_array()) {
     for (const Json& p : *red) {
       if (p.is_string() && (p.get<std::string>().starts_with("/args/args") ||
                             p.get<std::string>().starts_with("/args/tool"))) {
-        return Status::Error(errc::kScheduleSecrets,
-                             sid + "'s arguments held secrets, which the log keeps redacted: it cannot be made");
+        return Status::Error(
+            errc::kScheduleSecrets,
+            sid + "'s arguments held secrets, which the log keeps redacted: it cannot be made");
       }
     }
   }

@@ -32,7 +32,7 @@ namespace {
 
 constexpr std::string_view kFileSuffix = ".schema.json";
 constexpr std::string_view kEventDataPrefix = "event_data.";
-constexpr int kMaxRefDepth = 32;  // far beyond any real nesting; stops cycles
+constexpr int kMaxRefDepth = 32;      // far beyond any real nesting; stops cycles
 constexpr size_t kMaxEchoBytes = 64;  // of a field name or type quoted in a message
 
 using Docs = std::map<std::string, Json, std::less<>>;
@@ -101,15 +101,12 @@ bool InlineRefs(const Docs& docs, const Json& doc, const Json& node, int depth, 
 
 // Valijson's errors that only summarise errors of subschemas reported
 // alongside ("Failed to validate against any schemas allowed by anyOf").
-bool IsSummary(const std::string& description) {
-  return description.starts_with("Failed to validate");
-}
+bool IsSummary(const std::string& description) { return description.starts_with("Failed to validate"); }
 
 // The subschemas of `schema` that apply to the value at `path`: through
 // properties, additionalProperties, items and the combinators. The outer
 // ones come first.
-void ApplicableSchemas(const Json& schema, std::span<const std::string> path,
-                       std::vector<const Json*>* out) {
+void ApplicableSchemas(const Json& schema, std::span<const std::string> path, std::vector<const Json*>* out) {
   if (!schema.is_object()) return;
   if (path.empty()) out->push_back(&schema);
   for (const char* key : {"allOf", "anyOf", "oneOf"}) {
@@ -163,15 +160,23 @@ const Json* ValueAt(const Json& doc, std::span<const std::string> path) {
 
 std::string TypeName(const Json& v) {
   switch (v.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::boolean: return "boolean";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return "boolean";
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "integer";
-    case Json::value_t::number_float: return "number";
-    case Json::value_t::string: return "string";
-    case Json::value_t::array: return "array";
-    case Json::value_t::object: return "object";
-    default: return "value";
+    case Json::value_t::number_unsigned:
+      return "integer";
+    case Json::value_t::number_float:
+      return "number";
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::object:
+      return "object";
+    default:
+      return "value";
   }
 }
 
@@ -186,8 +191,8 @@ std::string Echo(std::string_view text) {
 // The text between the last pair of single quotes of a valijson message.
 std::string QuotedName(const std::string& description) {
   const size_t close = description.rfind('\'');
-  const size_t open = close == std::string::npos || close == 0 ? std::string::npos
-                                                               : description.rfind('\'', close - 1);
+  const size_t open =
+      close == std::string::npos || close == 0 ? std::string::npos : description.rfind('\'', close - 1);
   if (open == std::string::npos) return "";
   return description.substr(open + 1, close - open - 1);
 }
@@ -259,9 +264,12 @@ std::string Describe(const Json& schema, const Json& doc, std::span<const std::s
   if (description.starts_with("String should be no more than")) {
     return "must be at most " + number("maxLength") + " characters long";
   }
-  if (description.starts_with("Expected number greater than or equal to")) return "must be >= " + number("minimum");
-  if (description.starts_with("Expected number greater than")) return "must be > " + number("exclusiveMinimum");
-  if (description.starts_with("Expected number less than or equal to")) return "must be <= " + number("maximum");
+  if (description.starts_with("Expected number greater than or equal to"))
+    return "must be >= " + number("minimum");
+  if (description.starts_with("Expected number greater than"))
+    return "must be > " + number("exclusiveMinimum");
+  if (description.starts_with("Expected number less than or equal to"))
+    return "must be <= " + number("maximum");
   if (description.starts_with("Expected number less than")) return "must be < " + number("exclusiveMaximum");
 
   // Anything else: valijson's own words, as a clause.
@@ -340,7 +348,8 @@ struct SchemaRegistry::Impl {
       size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
       if (n == 0 || i + n > s.size()) return false;
       const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+          (c == 0xF4 && c1 > 0x8F)) {
         return false;
       }
       for (size_t k = 1; k < n; ++k) {
@@ -539,7 +548,8 @@ Status JsonSchema::Compile(const Json& schema, std::shared_ptr<const JsonSchema>
   }
   try {
     valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
-    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(s->impl_->entry.doc), s->impl_->entry.schema);
+    parser.populateSchema(valijson::adapters::NlohmannJsonAdapter(s->impl_->entry.doc),
+                          s->impl_->entry.schema);
   } catch (const std::exception& e) {
     return Status::Error(errc::kSchemaViolation, "not a usable JSON Schema: " + ToValidUtf8(e.what()));
   }

@@ -31,7 +31,8 @@ Digest Sha256(std::initializer_list<std::string_view> parts) {
   unsigned int len = 0;
   bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), Sha256Md(), nullptr) == 1;
   for (std::string_view p : parts) ok = ok && EVP_DigestUpdate(ctx.get(), p.data(), p.size()) == 1;
-  if (!ok || EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1) throw std::runtime_error("OpenSSL SHA-256 failed");
+  if (!ok || EVP_DigestFinal_ex(ctx.get(), out.data(), &len) != 1)
+    throw std::runtime_error("OpenSSL SHA-256 failed");
   return out;
 }
 

@@ -3,7 +3,6 @@
 #include "core/shell_line.h"
 
 #include <algorithm>
-
 #include <cctype>
 #include <cstring>
 
@@ -356,8 +355,8 @@ namespace {
 
 struct FilterSpec {
   std::string_view name;
-  std::string_view flags;      // short options without a value
-  std::string_view valued;     // short options taking a value
+  std::string_view flags;   // short options without a value
+  std::string_view valued;  // short options taking a value
   int min_operands, max_operands;
   bool numeric_option = false;  // head -5, tail -20
 };
@@ -365,10 +364,18 @@ struct FilterSpec {
 // Options that read a file, write one, recurse or run a program are absent
 // on purpose (grep -f -r, sort -o -T, --anything).
 constexpr FilterSpec kFilters[] = {
-    {"head", "qvz", "nc", 0, 0, true},   {"tail", "qvzrfF", "nc", 0, 0, true}, {"wc", "lwcmL", "", 0, 0},
-    {"sort", "rnufhVbMgsz", "kt", 0, 0}, {"uniq", "cduiz", "fsw", 0, 0},       {"grep", "ivncEFwxoqhHsz", "mABCe", 0, 1},
-    {"cut", "szn", "dfcb", 0, 0},        {"tr", "dscCt", "", 1, 2},            {"cat", "nbsAETv", "", 0, 0},
-    {"tac", "", "", 0, 0},               {"rev", "", "", 0, 0},                {"nl", "", "bnwsvi", 0, 0},
+    {"head", "qvz", "nc", 0, 0, true},
+    {"tail", "qvzrfF", "nc", 0, 0, true},
+    {"wc", "lwcmL", "", 0, 0},
+    {"sort", "rnufhVbMgsz", "kt", 0, 0},
+    {"uniq", "cduiz", "fsw", 0, 0},
+    {"grep", "ivncEFwxoqhHsz", "mABCe", 0, 1},
+    {"cut", "szn", "dfcb", 0, 0},
+    {"tr", "dscCt", "", 1, 2},
+    {"cat", "nbsAETv", "", 0, 0},
+    {"tac", "", "", 0, 0},
+    {"rev", "", "", 0, 0},
+    {"nl", "", "bnwsvi", 0, 0},
 };
 
 bool FilterArgsOk(const FilterSpec& f, const std::vector<std::string>& argv) {
@@ -385,14 +392,15 @@ bool FilterArgsOk(const FilterSpec& f, const std::vector<std::string>& argv) {
       continue;
     }
     if (w[1] == '-') return false;  // no long options
-    if (f.numeric_option && std::all_of(w.begin() + 1, w.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    if (f.numeric_option && std::all_of(w.begin() + 1, w.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
     for (size_t j = 1; j < w.size(); ++j) {
       const char c = w[j];
       if (f.flags.find(c) != std::string_view::npos) continue;
       if (f.valued.find(c) == std::string_view::npos) return false;
       if (c == 'e') pattern_given = true;
       if (j + 1 == w.size() && ++k >= argv.size()) return false;  // its value is the next word
-      break;  // the rest of the word is its value
+      break;                                                      // the rest of the word is its value
     }
   }
   // grep reads its pattern as its one operand unless -e gave it.

@@ -56,7 +56,8 @@ std::string CheckArgsShape(const Json& schema, const Json& args) {
   if (!args.is_object()) return "the arguments must be an object";
   if (auto req = schema.find("required"); req != schema.end() && req->is_array()) {
     for (const Json& k : *req) {
-      if (k.is_string() && !args.contains(k.get<std::string>())) return "missing required argument '" + k.get<std::string>() + "'";
+      if (k.is_string() && !args.contains(k.get<std::string>()))
+        return "missing required argument '" + k.get<std::string>() + "'";
     }
   }
   const Json props = schema.value("properties", Json::object());
@@ -68,7 +69,8 @@ std::string CheckArgsShape(const Json& schema, const Json& args) {
       continue;
     }
     if (p->is_object() && p->contains("type") && !TypeMatches((*p)["type"], it.value())) {
-      return "argument '" + it.key() + "' must be of type " + (*p)["type"].dump() + ", not " + JsonType(it.value());
+      return "argument '" + it.key() + "' must be of type " + (*p)["type"].dump() + ", not " +
+             JsonType(it.value());
     }
   }
   return "";
@@ -84,7 +86,8 @@ Status CheckToolArgs(std::string_view tool, const Json& args) {
   if (FindBuiltinTool(tool) == nullptr) return Status::Ok();
   auto it = Compiled().find(tool);
   if (it == Compiled().end()) {
-    return Status::Error(errc::kInvalidArgs, "the argument schema of '" + std::string(tool) + "' does not compile");
+    return Status::Error(errc::kInvalidArgs,
+                         "the argument schema of '" + std::string(tool) + "' does not compile");
   }
   Status s = it->second->Validate(args);
   if (s.ok()) return s;

@@ -17,10 +17,10 @@
 namespace tollgate {
 
 struct ToolDescriptor {
-  std::string name;          // "echo", "cli:report", "mcp:everything/echo"
+  std::string name;  // "echo", "cli:report", "mcp:everything/echo"
   std::string description;
   Json input_schema = Json::object();  // a JSON Schema of type "object"
-  std::string source;        // builtin | cli | mcp | http
+  std::string source;                  // builtin | cli | mcp | http
 };
 
 }  // namespace tollgate

@@ -44,14 +44,16 @@ Json Formatted(const Json& t, const std::string& format) {
     return {{"type", "function"},
             {"function", {{"name", name}, {"description", description}, {"parameters", std::move(schema)}}}};
   }
-  if (format == "anthropic") return {{"name", name}, {"description", description}, {"input_schema", std::move(schema)}};
+  if (format == "anthropic")
+    return {{"name", name}, {"description", description}, {"input_schema", std::move(schema)}};
   return {{"name", name}, {"description", description}, {"inputSchema", std::move(schema)}};
 }
 
 }  // namespace
 
 Status CheckToolQuery(const ToolQuery& q) {
-  for (const auto& [field, v] : {std::pair{"category", &q.category}, {"keyword", &q.keyword}, {"format", &q.format}}) {
+  for (const auto& [field, v] :
+       {std::pair{"category", &q.category}, {"keyword", &q.keyword}, {"format", &q.format}}) {
     if (v->size() > 256) return Status::Error("E_INVALID_QUERY", std::string(field) + " is over 256 bytes");
   }
   if (!q.format.empty() && q.format != "mcp" && q.format != "openai" && q.format != "anthropic") {

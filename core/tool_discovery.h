@@ -14,10 +14,10 @@
 namespace tollgate {
 
 struct ToolQuery {
-  std::string category;  // exact, e.g. "filesystem"; "" = any
+  std::string category;    // exact, e.g. "filesystem"; "" = any
   bool safe_only = false;  // danger SAFE only (Kaizen's is_tool_safe)
-  std::string keyword;   // case-insensitive, in the name or description; "" = any
-  std::string format;    // "" (tollgate's own rows) | mcp | openai | anthropic
+  std::string keyword;     // case-insensitive, in the name or description; "" = any
+  std::string format;      // "" (tollgate's own rows) | mcp | openai | anthropic
 };
 
 // E_INVALID_QUERY naming the field when `format` is not one of the above or

@@ -26,8 +26,8 @@ bool IsValidTraceparent(std::string_view v) {
 }
 
 std::string NewTraceparent(std::string_view org_id, std::string_view request_id) {
-  const std::string h = ToHex(Sha256({"tollgate.trace.v1", std::string_view("\0", 1), org_id,
-                                      std::string_view("\0", 1), request_id}));
+  const std::string h = ToHex(Sha256(
+      {"tollgate.trace.v1", std::string_view("\0", 1), org_id, std::string_view("\0", 1), request_id}));
   std::string trace = h.substr(0, 32), span = h.substr(32, 16);
   // All zeros is invalid; a digest that starts so is not worth a retry loop.
   if (!Hex(trace, true)) trace[31] = '1';

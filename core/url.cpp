@@ -179,7 +179,8 @@ bool Authority(std::string_view a, const std::string& scheme, Userinfo ui, Norma
       h.push_back(Lower(ch));
     }
     // A host that ends in a number is an IPv4 address in some form.
-    const std::string_view last = std::string_view(h).substr(h.rfind('.') == std::string::npos ? 0 : h.rfind('.') + 1);
+    const std::string_view last =
+        std::string_view(h).substr(h.rfind('.') == std::string::npos ? 0 : h.rfind('.') + 1);
     bool numeric = !last.empty();
     if (last.size() > 2 && last[0] == '0' && last[1] == 'x') {
       for (char ch : last.substr(2)) numeric = numeric && IsHex(ch);
@@ -222,7 +223,8 @@ bool Authority(std::string_view a, const std::string& scheme, Userinfo ui, Norma
 
 }  // namespace
 
-bool NormalizeUrl(std::string_view ref, std::string_view base, NormalUrl* out, std::string* why, Userinfo userinfo) {
+bool NormalizeUrl(std::string_view ref, std::string_view base, NormalUrl* out, std::string* why,
+                  Userinfo userinfo) {
   *out = NormalUrl();
   Parts r;
   if (!Split(ref, &r, why)) return false;

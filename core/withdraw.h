@@ -16,8 +16,8 @@ namespace tollgate {
 
 // Signed by the agent's key.
 Message WithdrawMessage(const Topics& topics, const JwtSigner& agent_key, const std::string& org_id,
-                        const std::string& agent_id, const std::string& request_id, const std::string& comment,
-                        int64_t iat_s);
+                        const std::string& agent_id, const std::string& request_id,
+                        const std::string& comment, int64_t iat_s);
 // Signed by the service key on behalf of (org_id, agent_id).
 Message WithdrawMessageOnBehalf(const Topics& topics, const JwtSigner& service, const std::string& org_id,
                                 const std::string& agent_id, const std::string& request_id,

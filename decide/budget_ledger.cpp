@@ -49,9 +49,12 @@ std::string ScopeKey(BudgetLedger::Scope s, const std::string& org, const std::s
 
 int64_t BudgetEntry::micros() const {
   switch (state) {
-    case State::kReserved: return reserved_micros;
-    case State::kSettled: return actual_micros;
-    case State::kReleased: return 0;
+    case State::kReserved:
+      return reserved_micros;
+    case State::kSettled:
+      return actual_micros;
+    case State::kReleased:
+      return 0;
   }
   return 0;
 }
@@ -72,7 +75,7 @@ Usage Contribution(const BudgetEntry& e) { return {e.micros(), e.counts_as_call(
 struct TimeIndex;
 struct Node {
   BudgetEntry e;
-  const std::string* key = nullptr;  // the map key (EntryKey)
+  const std::string* key = nullptr;                // the map key (EntryKey)
   int32_t pos[kSlots] = {-1, -1, -1, -1, -1, -1};  // position in each index, -1 = late
   // The node's index of each slot (map nodes: the pointers stay valid), so a
   // transition does not rebuild and look up six keys.
@@ -85,7 +88,7 @@ struct TimeIndex {
   int slot = 0;
   std::vector<int64_t> times;  // ascending
   std::vector<Node*> nodes;
-  std::vector<Usage> fw;       // Fenwick tree, 1-based
+  std::vector<Usage> fw;  // Fenwick tree, 1-based
   std::vector<Node*> late;
   Usage base;  // what pruned entries contributed: counted by unbounded (session) windows
 
@@ -244,7 +247,8 @@ struct BudgetLedger::Impl {
     it->second.key = &it->first;
     Node* n = &it->second;
     const BudgetEntry& ne = n->e;
-    if (!recent.valid || recent.org != ne.org_id || recent.agent != ne.agent_id || recent.session != ne.session_id) {
+    if (!recent.valid || recent.org != ne.org_id || recent.agent != ne.agent_id ||
+        recent.session != ne.session_id) {
       recent.valid = true;
       recent.org = ne.org_id;
       recent.agent = ne.agent_id;
@@ -252,7 +256,8 @@ struct BudgetLedger::Impl {
       for (int slot = 0; slot < 3; ++slot) recent.scope_ix[slot] = &IndexFor(slot, ne);
       recent.tools.clear();
     }
-    auto tool = std::find_if(recent.tools.begin(), recent.tools.end(), [&](const auto& t) { return t.first == ne.tool; });
+    auto tool = std::find_if(recent.tools.begin(), recent.tools.end(),
+                             [&](const auto& t) { return t.first == ne.tool; });
     if (tool == recent.tools.end()) {
       if (recent.tools.size() >= 16) recent.tools.clear();  // a short list: searched in order
       std::array<TimeIndex*, 3> ix;
@@ -282,7 +287,8 @@ struct BudgetLedger::Impl {
 
 BudgetLedger::BudgetLedger() : impl_(std::make_unique<Impl>()) {}
 BudgetLedger::~BudgetLedger() = default;
-BudgetLedger::BudgetLedger(const BudgetLedger& o) : impl_(std::make_unique<Impl>()), applied_seq_(o.applied_seq_) {
+BudgetLedger::BudgetLedger(const BudgetLedger& o)
+    : impl_(std::make_unique<Impl>()), applied_seq_(o.applied_seq_) {
   for (const auto& [key, n] : o.impl_->entries) {
     impl_->Reserve(key.substr(n.e.org_id.size() + 1), n.e);
     impl_->entries.at(key).final_seq = n.final_seq;
@@ -321,7 +327,8 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
   e.agent_id = request.value("agent_id", "");
   e.session_id = request.value("session_id", "");
   e.tool = request.value("tool", "");
-  if (res->contains("usd") && (*res)["usd"].is_number()) e.reserved_micros = UsdToMicros((*res)["usd"].get<double>());
+  if (res->contains("usd") && (*res)["usd"].is_number())
+    e.reserved_micros = UsdToMicros((*res)["usd"].get<double>());
   int64_t at = 0;
   if (res->contains("received_at") && (*res)["received_at"].is_string() &&
       ParseTime((*res)["received_at"].get<std::string>(), &at)) {
@@ -330,11 +337,12 @@ void BudgetLedger::ApplyDecision(const std::string& request_id, const Json& requ
   impl_->Reserve(request_id, std::move(e));
 }
 
-void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id, const std::string& agent_id,
-                                 const std::string& session_id, const std::string& tool, const Decision& d,
-                                 uint64_t seq) {
+void BudgetLedger::ApplyDecision(const std::string& request_id, const std::string& org_id,
+                                 const std::string& agent_id, const std::string& session_id,
+                                 const std::string& tool, const Decision& d, uint64_t seq) {
   if (d.verdict == "deny") {
-    if (Node* n = impl_->Find(org_id, request_id)) impl_->Transition(n, BudgetEntry::State::kReleased, 0, seq);
+    if (Node* n = impl_->Find(org_id, request_id))
+      impl_->Transition(n, BudgetEntry::State::kReleased, 0, seq);
     return;
   }
   if (!d.has_reservation) return;
@@ -358,7 +366,8 @@ void BudgetLedger::Apply(const Event& e) {
   if (e.request_id.empty()) return;
   if (e.type == "decision.made") {
     if (e.seq != 0 && e.seq <= impl_->pruned_seq) return;  // folded before pruning
-    Json req = {{"org_id", e.org_id}, {"agent_id", e.agent_id}, {"session_id", e.session_id}, {"tool", e.tool}};
+    Json req = {
+        {"org_id", e.org_id}, {"agent_id", e.agent_id}, {"session_id", e.session_id}, {"tool", e.tool}};
     ApplyDecision(e.request_id, req, e.data, e.seq);
     return;
   }
@@ -367,7 +376,8 @@ void BudgetLedger::Apply(const Event& e) {
   if (n->e.state != BudgetEntry::State::kReserved) return;  // settled or released stays so
   if (e.type == "execution.completed") {
     double cost = 0;
-    if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number()) cost = e.data["cost_usd"].get<double>();
+    if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number())
+      cost = e.data["cost_usd"].get<double>();
     impl_->Transition(n, BudgetEntry::State::kSettled, UsdToMicros(cost), e.seq);
   } else if (e.type == "approval.denied" || e.type == "approval.expired") {
     impl_->Transition(n, BudgetEntry::State::kReleased, 0, e.seq);
@@ -418,7 +428,8 @@ uint64_t BudgetLedger::pruned_seq() const { return impl_->pruned_seq; }
 BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
                                       const std::string& session_id, const std::string& tool, int64_t from_us,
                                       int64_t to_us, const std::string& exclude_request_id) const {
-  auto it = impl_->indexes.find(IndexKey(scope, org_id, agent_id, session_id, tool.empty() ? nullptr : &tool));
+  auto it =
+      impl_->indexes.find(IndexKey(scope, org_id, agent_id, session_id, tool.empty() ? nullptr : &tool));
   if (it == impl_->indexes.end()) return {};
   Usage u = it->second.Range(from_us, to_us);
   // The request being decided never counts against itself, so deciding it
@@ -426,8 +437,9 @@ BudgetLedger::Usage BudgetLedger::Sum(Scope scope, const std::string& org_id, co
   // of this org: another org's request with the same id is another entry.
   if (const BudgetEntry* self = Find(org_id, exclude_request_id)) {
     bool same = self->org_id == org_id && (scope == Scope::kOrg || self->agent_id == agent_id) &&
-                (scope != Scope::kSession || self->session_id == session_id) && (tool.empty() || self->tool == tool) &&
-                (from_us == INT64_MIN || self->at_us > from_us) && self->at_us <= to_us;
+                (scope != Scope::kSession || self->session_id == session_id) &&
+                (tool.empty() || self->tool == tool) && (from_us == INT64_MIN || self->at_us > from_us) &&
+                self->at_us <= to_us;
     if (same) {
       Usage v = Contribution(*self);
       u.micros -= v.micros;
@@ -481,20 +493,22 @@ std::string BudgetLedger::Serialize() const {
   Json entries = Json::array();
   for (const auto* kv : sorted) {
     const BudgetEntry& e = kv->second.e;
-    entries.push_back(Json::array({e.org_id, kv->first.substr(e.org_id.size() + 1), e.agent_id, e.session_id, e.tool,
-                                   e.at_us, e.reserved_micros, e.actual_micros, static_cast<int>(e.state),
-                                   kv->second.final_seq}));
+    entries.push_back(Json::array({e.org_id, kv->first.substr(e.org_id.size() + 1), e.agent_id, e.session_id,
+                                   e.tool, e.at_us, e.reserved_micros, e.actual_micros,
+                                   static_cast<int>(e.state), kv->second.final_seq}));
   }
   std::vector<std::pair<std::string, const TimeIndex*>> bases;
   for (const auto& [key, ix] : impl_->indexes) {
-    if (ix.base.micros != 0 || ix.base.calls != 0) bases.emplace_back(ToHex(reinterpret_cast<const uint8_t*>(key.data()), key.size()), &ix);
+    if (ix.base.micros != 0 || ix.base.calls != 0)
+      bases.emplace_back(ToHex(reinterpret_cast<const uint8_t*>(key.data()), key.size()), &ix);
   }
   std::sort(bases.begin(), bases.end());
   Json pruned = Json::array();
-  for (const auto& [hex, ix] : bases) pruned.push_back(Json::array({hex, ix->slot, ix->base.micros, ix->base.calls}));
-  Json body = {{"applied_seq", applied_seq_}, {"entries", std::move(entries)}, {"format", kLedgerFormat},
-               {"pruned", std::move(pruned)}, {"pruned_seq", impl_->pruned_seq},
-               {"newest_at_us", impl_->newest_at_us}};
+  for (const auto& [hex, ix] : bases)
+    pruned.push_back(Json::array({hex, ix->slot, ix->base.micros, ix->base.calls}));
+  Json body = {{"applied_seq", applied_seq_},     {"entries", std::move(entries)},
+               {"format", kLedgerFormat},         {"pruned", std::move(pruned)},
+               {"pruned_seq", impl_->pruned_seq}, {"newest_at_us", impl_->newest_at_us}};
   std::string bytes;
   (void)CanonicalBytes(body, &bytes);
   Json file = {{"body", std::move(body)}, {"sha256", Sha256Hex(bytes)}};
@@ -514,10 +528,12 @@ Status BudgetLedger::Deserialize(std::string_view text, BudgetLedger* out) {
     if (Sha256Hex(bytes) != file.at("sha256").get<std::string>()) {
       return Status::Error(errc::kLogCorrupt, "ledger snapshot checksum mismatch");
     }
-    if (body.at("format") != kLedgerFormat) return Status::Error(errc::kLogCorrupt, "unknown snapshot format");
+    if (body.at("format") != kLedgerFormat)
+      return Status::Error(errc::kLogCorrupt, "unknown snapshot format");
     BudgetLedger l;
     const Json& entries = body.at("entries");
-    if (!entries.is_array()) return Status::Error(errc::kLogCorrupt, "ledger snapshot entries are not a list");
+    if (!entries.is_array())
+      return Status::Error(errc::kLogCorrupt, "ledger snapshot entries are not a list");
     for (const auto& a : entries) {
       BudgetEntry e;
       e.org_id = a.at(0).get<std::string>();

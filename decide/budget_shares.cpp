@@ -30,9 +30,12 @@ std::vector<BudgetShare> BudgetShares(const PolicyInForce& policy, const BudgetL
                                                       scope == BudgetLedger::Scope::kSession ? session : ""};
         if (!seen.insert(key).second) continue;
         const BudgetLedger::Usage u = ledger.Sum(scope, org, agent, session, b.tool, from, now_us, "");
-        if (b.max_micros > 0) best = std::max(best, static_cast<double>(u.micros) / static_cast<double>(b.max_micros));
-        if (b.max_calls > 0) best = std::max(best, static_cast<double>(u.calls) / static_cast<double>(b.max_calls));
-        if ((b.max_micros == 0 && u.micros > 0) || (b.max_calls == 0 && u.calls > 0)) best = std::max(best, 1.0);
+        if (b.max_micros > 0)
+          best = std::max(best, static_cast<double>(u.micros) / static_cast<double>(b.max_micros));
+        if (b.max_calls > 0)
+          best = std::max(best, static_cast<double>(u.calls) / static_cast<double>(b.max_calls));
+        if ((b.max_micros == 0 && u.micros > 0) || (b.max_calls == 0 && u.calls > 0))
+          best = std::max(best, 1.0);
       }
       out.push_back({org, b.name, best});
       org_max[org] = std::max(org_max[org], best);

@@ -35,7 +35,9 @@ struct ToolSpec {
 };
 // A built-in's entry before the file says anything: the catalog's defaults
 // (http_request counts as mutating until its method is known).
-inline ToolSpec CatalogSpec(const ToolFacts& b) { return {b.danger, b.read_only(), std::string(b.category), 0}; }
+inline ToolSpec CatalogSpec(const ToolFacts& b) {
+  return {b.danger, b.read_only(), std::string(b.category), 0};
+}
 
 // A tier's `http_request:` section; has_* says which keys it sets, so an
 // agent's tier overrides the org's key by key.
@@ -67,7 +69,7 @@ struct Rule {
   Condition when;
   std::string verdict;  // allow | deny | ask
   std::string reason;
-  int priority = 0;     // higher matches first (the compiler sorts, stably)
+  int priority = 0;  // higher matches first (the compiler sorts, stably)
 };
 
 // The org's top level or one agent's entry.
@@ -86,8 +88,8 @@ struct Tier {
 struct Budget {
   std::string name;
   BudgetLedger::Scope scope = BudgetLedger::Scope::kAgent;
-  std::string tool;            // "" = all tools
-  std::string agent;           // "" = every agent
+  std::string tool;             // "" = all tools
+  std::string agent;            // "" = every agent
   bool session_window = false;  // over the session rather than a rolling window
   int64_t window_us = 0;        // rolling window length
   std::string window_name;
@@ -104,8 +106,8 @@ struct ApprovalSpec {
 };
 
 struct Policy::Compiled {
-  std::unordered_map<std::string, ToolSpec> tools;                  // exact names from the file
-  std::vector<std::pair<Glob, ToolSpec>> tool_patterns;             // "cli:*"-style entries
+  std::unordered_map<std::string, ToolSpec> tools;       // exact names from the file
+  std::vector<std::pair<Glob, ToolSpec>> tool_patterns;  // "cli:*"-style entries
   DangerLevel threshold = DangerLevel::kHigh;
   Tier org;
   std::unordered_map<std::string, Tier> agents;

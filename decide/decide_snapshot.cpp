@@ -1,11 +1,11 @@
 #include "decide/decide_snapshot.h"
-#include "core/log.h"
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
+#include "core/log.h"
 #include "core/sha256.h"
 
 namespace tollgate {
@@ -24,7 +24,8 @@ bool ReadSnapshot(const std::string& path, uint64_t head_seq, const ReadEventFn&
   std::stringstream ss;
   ss << f.rdbuf();
   Json file;
-  if (!ParseJson(ss.str(), &file).ok() || !file.is_object() || !file.contains("body") || !file["body"].is_object()) {
+  if (!ParseJson(ss.str(), &file).ok() || !file.is_object() || !file.contains("body") ||
+      !file["body"].is_object()) {
     *why = "unreadable";
     return false;
   }
@@ -91,7 +92,8 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
       start = seq + 1 > kRefoldMargin ? seq + 1 - kRefoldMargin : 1;
       if (from_snapshot != nullptr) *from_snapshot = true;
     } else if (!why.empty()) {
-      log::Warn({"decide"}) << "ignoring snapshot " << snapshot_path << ": " << why << "; folding the whole log\n";
+      log::Warn({"decide"}) << "ignoring snapshot " << snapshot_path << ": " << why
+                            << "; folding the whole log\n";
     }
   }
   Event e;
@@ -100,7 +102,8 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
     Status s = read(seq, &e);
     if (!s.ok()) return s;
     s = state->Apply(e);
-    if (!s.ok()) log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+    if (!s.ok())
+      log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
     last_id = e.id;
     state->MaybePrune();
   }
@@ -118,8 +121,11 @@ Status RebuildDecideState(uint64_t head_seq, const ReadEventFn& read, const std:
 
 Status WriteDecideSnapshot(const std::string& path, const DecideState& state, uint64_t seq,
                            const std::string& event_id) {
-  Json body = {{"format", kSnapshotFormat}, {"seq", seq}, {"event_id", event_id},
-               {"ledger", state.ledger().Serialize()}, {"local", state.local_rules()}};
+  Json body = {{"format", kSnapshotFormat},
+               {"seq", seq},
+               {"event_id", event_id},
+               {"ledger", state.ledger().Serialize()},
+               {"local", state.local_rules()}};
   Json executors = Json::object();
   for (const auto& [executor, names] : state.executors().cli) executors[executor] = names;
   body["executors"] = std::move(executors);
@@ -151,7 +157,8 @@ Status DecideSnapshots::Write(const DecideState& state) {
 }
 
 void DecideSnapshots::MaybeWrite(const DecideState& state, int64_t now_us) {
-  if (path_.empty() || state.max_seq() < covered_seq_ + kSnapshotMinEvents || now_us - last_us_ < kSnapshotEveryUs) {
+  if (path_.empty() || state.max_seq() < covered_seq_ + kSnapshotMinEvents ||
+      now_us - last_us_ < kSnapshotEveryUs) {
     return;
   }
   last_us_ = now_us;

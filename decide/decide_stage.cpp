@@ -1,7 +1,8 @@
 #include "decide/decide_stage.h"
-#include "core/log.h"
 
 #include <iostream>
+
+#include "core/log.h"
 
 namespace tollgate {
 
@@ -21,7 +22,8 @@ Event PolicyUpdatedEvent(const Policy& policy, int64_t time_us) {
 
 void DecideStage::Fold(const Event& e) {
   Status s = state_.Apply(e);
-  if (!s.ok()) log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+  if (!s.ok())
+    log::Error({"decide"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
 }
 
 void DecideStage::OnAppended(const std::vector<Event>& events) {
@@ -69,7 +71,8 @@ StageResult DecideStage::Tick(const StageContext& ctx, const LogView&) {
   // ran) appends nothing new.
   const PolicyPtr& file = watch_.policy();
   const PolicyInForce& in_force = state_.policy();
-  if (file != nullptr && (!in_force.has_policy() || in_force.file()->content_hash() != file->content_hash())) {
+  if (file != nullptr &&
+      (!in_force.has_policy() || in_force.file()->content_hash() != file->content_hash())) {
     r.events.push_back(PolicyUpdatedEvent(*file, ctx.now_us));
   }
   return r;
@@ -82,7 +85,8 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
   Flow& flow = input.flow;
   const RequestState& state = input.state;
   // Held for the whole call: a live policy edit may replace the rules.
-  const std::shared_ptr<const Redactor> redactor = config_.redactor ? config_.redactor->get() : DefaultRedactor();
+  const std::shared_ptr<const Redactor> redactor =
+      config_.redactor ? config_.redactor->get() : DefaultRedactor();
   Json decision;
   if (state.decision != nullptr) {
     // Decided before. The same message read again after a crash re-emits the
@@ -97,9 +101,9 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!state_.policy().has_policy()) {
-      r.error = Status::Error(errc::kNoPolicy, "no policy in force yet" + (watch_.error().empty()
-                                                                               ? std::string()
-                                                                               : ": " + watch_.error()));
+      r.error = Status::Error(
+          errc::kNoPolicy,
+          "no policy in force yet" + (watch_.error().empty() ? std::string() : ": " + watch_.error()));
       return r;
     }
     DecideInput decide_input{&flow.request, received_at, &state_.executors()};
@@ -124,7 +128,8 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
                              ToolResultError(code, decision.value("reason", "denied by policy"), false));
     if (state.decision != nullptr) result["log_seq"] = state.decision->seq;
     RedactResult(&result, *redactor);
-    r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0, result});
+    r.outputs.push_back(
+        {MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0, result});
   }
   return r;
 }

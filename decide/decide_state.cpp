@@ -54,8 +54,8 @@ void DecideState::ApplyDecisionMade(const Event& envelope, const Decision& d) {
   if (envelope.seq > ledger_.applied_seq()) ledger_.set_applied_seq(envelope.seq);
   if (envelope.request_id.empty()) return;
   if (envelope.seq != 0 && envelope.seq <= ledger_.pruned_seq()) return;  // as BudgetLedger::Apply
-  ledger_.ApplyDecision(envelope.request_id, envelope.org_id, envelope.agent_id, envelope.session_id, envelope.tool,
-                        d, envelope.seq);
+  ledger_.ApplyDecision(envelope.request_id, envelope.org_id, envelope.agent_id, envelope.session_id,
+                        envelope.tool, d, envelope.seq);
 }
 
 void DecideState::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
@@ -68,7 +68,9 @@ Status DecideState::AddLocalRule(const Json& rule) {
   std::vector<std::string> allow, revoke;
   for (const auto& [key, out] : {std::pair{"allow", &allow}, std::pair{"revoke", &revoke}}) {
     for (const auto& a : rule.value(key, Json::array())) {
-      if (!a.is_string()) return Status::Error(errc::kLogCorrupt, std::string("an agent-local rule's ") + key + " is not a list of strings");
+      if (!a.is_string())
+        return Status::Error(errc::kLogCorrupt,
+                             std::string("an agent-local rule's ") + key + " is not a list of strings");
       out->push_back(a.get<std::string>());
     }
   }

@@ -2,15 +2,15 @@
 // (decide/duragent_policy.h; docs/policy.md, "Duragent policy files").
 #include "decide/duragent_policy.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
-
-#include <sys/stat.h>
-#include <unistd.h>
-#include <yaml-cpp/yaml.h>
 
 #include "core/sha256.h"
 #include "core/tool_catalog.h"
@@ -71,8 +71,8 @@ Status ReadTier(const std::string& root, const std::string& rel, Json* files, Ti
 
 // The keys an agent's policy.yaml / policy.local.yaml may hold.
 const std::set<std::string>& AgentKeys() {
-  static const std::set<std::string> k{"apiVersion", "kind",   "description", "mode",    "deny", "allow",
-                                       "notify",     "rules",  "http_request", "budgets", "tools"};
+  static const std::set<std::string> k{"apiVersion", "kind",  "description",  "mode",    "deny", "allow",
+                                       "notify",     "rules", "http_request", "budgets", "tools"};
   return k;
 }
 
@@ -83,20 +83,23 @@ Status CheckTier(const TierFile& t, bool workspace) {
   for (const auto& [k, v] : t.doc.items()) {
     const bool ok = workspace ? k != "orgs" && k != "layout" && k != "agents" : AgentKeys().count(k) > 0;
     if (!ok && !(workspace && k == "org")) {
-      return Bad(t.path, &t.lines, "/" + PointerToken(k),
-                 "key '" + k + "' is not allowed in " +
-                     (workspace ? std::string("the workspace policy (the layout writes orgs and agents itself)")
-                                : std::string("an agent's policy file (mode, deny, allow, notify, rules, "
-                                              "http_request, budgets, tools)")));
+      return Bad(
+          t.path, &t.lines, "/" + PointerToken(k),
+          "key '" + k + "' is not allowed in " +
+              (workspace ? std::string("the workspace policy (the layout writes orgs and agents itself)")
+                         : std::string("an agent's policy file (mode, deny, allow, notify, rules, "
+                                       "http_request, budgets, tools)")));
     }
   }
   if (!workspace && t.doc.value("mode", "") == "bypass") {
-    return Bad(t.path, &t.lines, "/mode", "mode bypass is not allowed for an agent (it would skip the deny list)");
+    return Bad(t.path, &t.lines, "/mode",
+               "mode bypass is not allowed for an agent (it would skip the deny list)");
   }
   if (workspace && t.doc.contains("org")) {
     const Json& o = t.doc["org"];
     if (!o.is_string() || !PlainName(o.get<std::string>())) {
-      return Bad(t.path, &t.lines, "/org", "org must be an org id: 1 to 256 bytes, no control characters, no '/'");
+      return Bad(t.path, &t.lines, "/org",
+                 "org must be an org id: 1 to 256 bytes, no control characters, no '/'");
     }
     doc.erase("org");
   }
@@ -150,7 +153,8 @@ Status InsideRoot(const std::string& root, const fs::path& agent_dir, const Json
   const fs::path r = fs::path(root).lexically_normal();
   auto inside = [&r](const fs::path& x) {
     const std::string rs = r.string(), xs = x.string();
-    return xs.size() > rs.size() && xs.compare(0, rs.size(), rs) == 0 && (rs.back() == '/' || xs[rs.size()] == '/');
+    return xs.size() > rs.size() && xs.compare(0, rs.size(), rs) == 0 &&
+           (rs.back() == '/' || xs[rs.size()] == '/');
   };
   std::error_code ec;
   const fs::path real = fs::weakly_canonical(abs, ec);
@@ -183,13 +187,19 @@ Status ReadAgentYaml(const std::string& root, const fs::path& agent_dir, const T
     }
     const std::string type = t.value("type", ""), name = t["name"].get<std::string>();
     if (type == "builtin") {
-      if (FindBuiltinTool(name) == nullptr) return Bad(f.path, &f.lines, at + "/name", "no built-in tool '" + name + "'");
+      if (FindBuiltinTool(name) == nullptr)
+        return Bad(f.path, &f.lines, at + "/name", "no built-in tool '" + name + "'");
       AddUnique(grants, Json::array({name}));
     } else if (type == "cli") {
-      const bool ok_name = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-      }) && name[0] != '.';
-      if (!ok_name) return Bad(f.path, &f.lines, at + "/name", "a CLI tool name is letters, digits, '-', '_', '.'");
+      const bool ok_name = !name.empty() && name.size() <= 64 &&
+                           std::all_of(name.begin(), name.end(),
+                                       [](char c) {
+                                         return std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+                                                c == '_' || c == '.';
+                                       }) &&
+                           name[0] != '.';
+      if (!ok_name)
+        return Bad(f.path, &f.lines, at + "/name", "a CLI tool name is letters, digits, '-', '_', '.'");
       if (!t.contains("command")) return Bad(f.path, &f.lines, at, "a cli tool needs a command");
       Json entry = Json::object();
       std::string abs;
@@ -197,7 +207,8 @@ Status ReadAgentYaml(const std::string& root, const fs::path& agent_dir, const T
       if (!s.ok()) return s;
       entry["command"] = abs;
       if (t.contains("description")) {
-        if (!t["description"].is_string()) return Bad(f.path, &f.lines, at + "/description", "must be a string");
+        if (!t["description"].is_string())
+          return Bad(f.path, &f.lines, at + "/description", "must be a string");
         entry["description"] = t["description"];
       }
       if (t.contains("readme")) {
@@ -245,11 +256,13 @@ Status TranslateAgent(const std::string& root, const std::string& name, Json* fi
   if (nb != nullptr || nl != nullptr) (*entry)["notify"] = MergeNotify({nb, nl});
   if (agent_yaml.present) {
     Json grants, tools = Json::object();
-    if (!(s = ReadAgentYaml(root, fs::path(root) / "agents" / name, agent_yaml, &grants, &tools)).ok()) return s;
+    if (!(s = ReadAgentYaml(root, fs::path(root) / "agents" / name, agent_yaml, &grants, &tools)).ok())
+      return s;
     if (!grants.is_null()) {
       if (entry->contains("tools")) {
         const TierFile& t = local.doc.contains("tools") ? local : base;
-        return Bad(t.path, &t.lines, "/tools", "the agent's grants come from agent.yaml's spec.tools; drop this list");
+        return Bad(t.path, &t.lines, "/tools",
+                   "the agent's grants come from agent.yaml's spec.tools; drop this list");
       }
       (*entry)["tools"] = grants;
     }
@@ -277,7 +290,8 @@ std::vector<std::string> DuragentLayoutFiles(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
-    for (const char* f : {"policy.yaml", "policy.local.yaml", "agent.yaml"}) out.push_back(dir + "/agents/" + n + "/" + f);
+    for (const char* f : {"policy.yaml", "policy.local.yaml", "agent.yaml"})
+      out.push_back(dir + "/agents/" + n + "/" + f);
   }
   return out;
 }
@@ -302,7 +316,8 @@ Status TranslateDuragentLayout(const std::string& dir_in, Json* out) {
   for (fs::directory_iterator it(dir + "/agents", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
     if (n.empty() || n[0] == '.' || !it->is_directory(ec)) continue;
-    if (!PlainName(n)) return Status::Error(errc::kPolicyInvalid, dir + "/agents: '" + n + "' is not an agent id");
+    if (!PlainName(n))
+      return Status::Error(errc::kPolicyInvalid, dir + "/agents: '" + n + "' is not an agent id");
     names.push_back(n);
     if (names.size() > kDuragentMaxAgents) {
       return Status::Error(errc::kPolicyInvalid,
@@ -345,11 +360,13 @@ Status UpdateDuragentLocalPolicy(const std::string& path, const std::vector<std:
   std::error_code ec;
   try {
     if (fs::exists(path, ec)) {
-      if (fs::file_size(path, ec) > kDuragentMaxFileBytes) return Bad(path, nullptr, "", "too large to update");
+      if (fs::file_size(path, ec) > kDuragentMaxFileBytes)
+        return Bad(path, nullptr, "", "too large to update");
       root = YAML::LoadFile(path);
     }
   } catch (const YAML::Exception& e) {
-    return Status::Error(errc::kPolicyInvalid, path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    return Status::Error(errc::kPolicyInvalid,
+                         path + ": line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   if (!root || root.IsNull()) {
     root = YAML::Node(YAML::NodeType::Map);
@@ -376,8 +393,8 @@ Status UpdateDuragentLocalPolicy(const std::string& path, const std::vector<std:
   YAML::Emitter em;
   em.SetStringFormat(YAML::DoubleQuoted);
   em << root;
-  const std::string text = std::string("# Written by tollgate (\"allow always\" approvals); safe to edit.\n") +
-                           em.c_str() + "\n";
+  const std::string text =
+      std::string("# Written by tollgate (\"allow always\" approvals); safe to edit.\n") + em.c_str() + "\n";
   fs::create_directories(fs::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {

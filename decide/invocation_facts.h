@@ -22,7 +22,7 @@ struct EffectiveHttp {
   const std::string* default_method = nullptr;        // null: GET
   const std::vector<std::string>* methods = nullptr;  // null: GET, HEAD
   bool auto_approve = false;
-  const HttpConfig* hosts_from = nullptr;             // null: any host
+  const HttpConfig* hosts_from = nullptr;                                   // null: any host
   const std::map<std::string, HttpAlias>* aliases[2] = {nullptr, nullptr};  // the agent's, then the org's
   // The alias named `tool` (the agent's, the org's, then a built-in one:
   // FindBuiltinHttpAlias), or null.
@@ -42,7 +42,7 @@ struct InvocationFacts {
   const std::string* session;
   const std::string* request_id;
   const std::string* tool;
-  const Json* args;  // {} when absent
+  const Json* args;    // {} when absent
   std::string action;  // ActionOf(request) (core/invocation.h)
   // An http_request alias (core/http_alias.h) is decided as the
   // http_request it expands to: `http_args` are then its arguments.
@@ -51,12 +51,12 @@ struct InvocationFacts {
   Status alias_status = Status::Ok();  // why the args do not expand
   const Json* http_args = nullptr;     // args (http_request), &alias_args (an alias), else null
   // From the args (ParseArgs).
-  std::string method;      // http_request
-  NormalUrl url;           // http_request
+  std::string method;  // http_request
+  NormalUrl url;       // http_request
   bool url_ok = false;
-  std::string url_error;   // why not url_ok
-  std::string file_path;   // file tools, normalised
-  std::string command;     // execute_command: the command name (the line's first word)
+  std::string url_error;  // why not url_ok
+  std::string file_path;  // file tools, normalised
+  std::string command;    // execute_command: the command name (the line's first word)
   // execute_command: its simple commands (CommandCallOf, core/invocation.h),
   // whether they come from a command line rather than an argv, and their
   // names (argv[0] without its directory) for `when: command` rules.

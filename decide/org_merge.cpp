@@ -13,7 +13,9 @@ struct OrgMerge {
   void Map(const std::string& merged, const std::string& from) {
     if (origins != nullptr) (*origins)[merged] = from;
   }
-  static std::string Child(const std::string& ptr, const std::string& key) { return ptr + "/" + PointerToken(key); }
+  static std::string Child(const std::string& ptr, const std::string& key) {
+    return ptr + "/" + PointerToken(key);
+  }
   static std::string Child(const std::string& ptr, size_t i) { return ptr + "/" + std::to_string(i); }
 
   // `out` (the deployment's values, at the same pointers in the file) keeps
@@ -70,13 +72,15 @@ struct OrgMerge {
           const Json& r = (*cur)[i];
           if (!r.is_object() || r.value("verdict", "") != "deny") continue;
           Json kept = r;
-          if (!kept.contains("name")) kept["name"] = "rule-" + std::to_string(i);  // its name in the deployment
+          if (!kept.contains("name"))
+            kept["name"] = "rule-" + std::to_string(i);  // its name in the deployment
           Map(Child(kp, merged.size()), Child(kp, i));
           merged.push_back(std::move(kept));
         }
         for (size_t j = 0; j < v.size(); ++j) {
           Json r = v[j];
-          if (r.is_object() && !r.contains("name")) r["name"] = "rule-" + std::to_string(j);  // its name in the section
+          if (r.is_object() && !r.contains("name"))
+            r["name"] = "rule-" + std::to_string(j);  // its name in the section
           Map(Child(kp, merged.size()), Child(ko, j));
           merged.push_back(std::move(r));
         }

@@ -15,9 +15,12 @@ namespace tollgate {
 std::string PointerToken(const std::string& key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out.push_back(c);
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -96,7 +99,8 @@ struct Compiler {
     std::vector<std::string> out;
     if (j.contains(key)) {
       const Json& v = j[key];
-      if (v.is_string()) out.push_back(v.get<std::string>());
+      if (v.is_string())
+        out.push_back(v.get<std::string>());
       else if (v.is_array())
         for (const auto& s : v) out.push_back(s.get<std::string>());
     }
@@ -111,7 +115,8 @@ struct Compiler {
     if (j.contains("default_method")) {
       h->has_default_method = true;
       h->default_method = j["default_method"].get<std::string>();
-      std::transform(h->default_method.begin(), h->default_method.end(), h->default_method.begin(), ::toupper);
+      std::transform(h->default_method.begin(), h->default_method.end(), h->default_method.begin(),
+                     ::toupper);
     }
     if (j.contains("allowed_methods")) {
       h->has_methods = true;
@@ -189,7 +194,8 @@ struct Compiler {
     }
     // Kaizen's PermissionRule priority: higher first; equal priorities (and
     // a file without any) keep list order.
-    std::stable_sort(out->begin(), out->end(), [](const Rule& a, const Rule& b) { return a.priority > b.priority; });
+    std::stable_sort(out->begin(), out->end(),
+                     [](const Rule& a, const Rule& b) { return a.priority > b.priority; });
     return true;
   }
 
@@ -236,17 +242,22 @@ struct Compiler {
       Budget x;
       x.name = b.value("name", (agent.empty() ? "budget-" : agent + "-budget-") + std::to_string(i));
       std::string scope = b.value("scope", agent.empty() ? "org" : "agent");
-      x.scope = scope == "org" ? BudgetLedger::Scope::kOrg
+      x.scope = scope == "org"       ? BudgetLedger::Scope::kOrg
                 : scope == "session" ? BudgetLedger::Scope::kSession
                                      : BudgetLedger::Scope::kAgent;
       x.tool = b.value("tool", "");
       x.agent = agent.empty() ? b.value("agent", "") : agent;
       x.window_name = b.value("window", "session");
-      if (x.window_name == "session") x.session_window = true;
-      else if (x.window_name == "minute") x.window_us = 60'000'000LL;
-      else if (x.window_name == "hour") x.window_us = 3'600'000'000LL;
-      else if (x.window_name == "day") x.window_us = 86'400'000'000LL;
-      else return Fail(ptr + "/" + std::to_string(i) + "/window", "unknown window");
+      if (x.window_name == "session")
+        x.session_window = true;
+      else if (x.window_name == "minute")
+        x.window_us = 60'000'000LL;
+      else if (x.window_name == "hour")
+        x.window_us = 3'600'000'000LL;
+      else if (x.window_name == "day")
+        x.window_us = 86'400'000'000LL;
+      else
+        return Fail(ptr + "/" + std::to_string(i) + "/window", "unknown window");
       if (b.contains("max_usd")) x.max_micros = UsdToMicros(b["max_usd"].get<double>());
       if (b.contains("max_calls")) x.max_calls = b["max_calls"].get<int64_t>();
       out->push_back(std::move(x));
@@ -344,7 +355,8 @@ struct Compiler {
         for (const auto& x : a.approvers) {
           if (x.rfind("group:", 0) == 0) {
             auto it = c->groups.find(x.substr(6));
-            if (it == c->groups.end()) return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
+            if (it == c->groups.end())
+              return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
             who.insert(it->second.begin(), it->second.end());
           } else {
             who.insert(x);
@@ -358,7 +370,7 @@ struct Compiler {
       };
       if (!reachable(c->approval_default, "/approvals/default")) return false;
       for (const char* section : {"danger", "tools", "orgs"}) {
-        const auto& m = std::string(section) == "danger" ? c->approval_by_danger
+        const auto& m = std::string(section) == "danger"  ? c->approval_by_danger
                         : std::string(section) == "tools" ? c->approval_by_tool
                                                           : c->approval_by_org;
         for (const auto& [k, a] : m) {

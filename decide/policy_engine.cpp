@@ -77,7 +77,8 @@ Json Decision::ToJson() const {
   Json cj = Json::array();
   for (const auto& c : checks) cj.push_back({{"check", c.check}, {"result", c.result}, {"detail", c.detail}});
   j["checks"] = std::move(cj);
-  if (verdict == "ask") j["approval"] = {{"quorum", quorum}, {"approvers", approvers}, {"timeout_s", timeout_s}};
+  if (verdict == "ask")
+    j["approval"] = {{"quorum", quorum}, {"approvers", approvers}, {"timeout_s", timeout_s}};
   if (!notify.empty()) j["notify"] = notify;
   return j;
 }
@@ -91,7 +92,6 @@ std::string MicrosToUsd(int64_t m) {
   return buf;
 }
 
-
 // First match of `set` against the invocation or the second subject.
 int MatchSubjects(const GlobSet& set, const std::string& inv, const std::string& subject2) {
   if (set.size() == 0) return -1;
@@ -104,7 +104,8 @@ void Step(Decision* d, const char* check, const char* result, std::string detail
   d->checks.push_back({check, result, std::move(detail)});
 }
 
-void Finish(Decision* d, const char* verdict, std::string reason, std::string rule, const char* code = nullptr) {
+void Finish(Decision* d, const char* verdict, std::string reason, std::string rule,
+            const char* code = nullptr) {
   d->verdict = verdict;
   d->reason = std::move(reason);
   d->rule = std::move(rule);
@@ -128,7 +129,8 @@ std::vector<std::string> Expand(const Policy::Compiled& c, const std::vector<std
 void ResolveApproval(const Policy::Compiled& c, const InvocationFacts& f, DangerLevel danger, Decision* d) {
   const ApprovalSpec* specs[4] = {nullptr, nullptr, nullptr, &c.approval_default};
   if (auto it = c.approval_by_tool.find(*f.tool); it != c.approval_by_tool.end()) specs[0] = &it->second;
-  if (auto it = c.approval_by_danger.find(DangerName(danger)); it != c.approval_by_danger.end()) specs[1] = &it->second;
+  if (auto it = c.approval_by_danger.find(DangerName(danger)); it != c.approval_by_danger.end())
+    specs[1] = &it->second;
   if (auto it = c.approval_by_org.find(*f.org); it != c.approval_by_org.end()) specs[2] = &it->second;
   d->quorum = 1;
   d->timeout_s = 900;
@@ -153,19 +155,21 @@ void ResolveApproval(const Policy::Compiled& c, const InvocationFacts& f, Danger
   }
   Step(d, "approval", "ask",
        "quorum " + std::to_string(d->quorum) + ", " +
-           (d->approvers.empty() ? std::string("any approver of the org") : std::to_string(d->approvers.size()) + " approvers") +
+           (d->approvers.empty() ? std::string("any approver of the org")
+                                 : std::to_string(d->approvers.size()) + " approvers") +
            ", timeout " + std::to_string(d->timeout_s) + "s");
 }
 
 const char* WindowWord(const Budget& b) {
-  return b.session_window ? "this session" : b.window_name == "minute" ? "the last minute"
-                                         : b.window_name == "hour"     ? "the last hour"
-                                                                       : "the last day";
+  return b.session_window            ? "this session"
+         : b.window_name == "minute" ? "the last minute"
+         : b.window_name == "hour"   ? "the last hour"
+                                     : "the last day";
 }
 
 // Budget check for an allow/ask verdict: true when every budget has room.
-bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const InvocationFacts& f, int64_t at_us,
-                  int64_t cost, Decision* d) {
+bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const InvocationFacts& f,
+                  int64_t at_us, int64_t cost, Decision* d) {
   bool any = false;
   for (const Budget& b : c.budgets) {
     if (!b.agent.empty() && b.agent != *f.agent) continue;
@@ -181,7 +185,8 @@ bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const I
     }
     // A session window narrows any scope to this session; org/agent scopes
     // with a rolling window sum over the whole org/agent.
-    BudgetLedger::Usage u = ledger.Sum(scope, *f.org, *f.agent, *f.session, b.tool, from, at_us, *f.request_id);
+    BudgetLedger::Usage u =
+        ledger.Sum(scope, *f.org, *f.agent, *f.session, b.tool, from, at_us, *f.request_id);
     const std::string who = b.scope == BudgetLedger::Scope::kOrg     ? "org " + *f.org
                             : b.scope == BudgetLedger::Scope::kAgent ? "agent " + *f.agent
                                                                      : "session " + *f.session;
@@ -189,8 +194,9 @@ bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const I
       int64_t left = std::max<int64_t>(0, b.max_micros - u.micros);
       Step(d, "budget", "deny", b.name);
       Finish(d, "deny",
-             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) + (b.tool.empty() ? "" : ", tool " + b.tool) +
-                 "): spent " + MicrosToUsd(u.micros) + " of " + MicrosToUsd(b.max_micros) + ", " + MicrosToUsd(left) +
+             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) +
+                 (b.tool.empty() ? "" : ", tool " + b.tool) + "): spent " + MicrosToUsd(u.micros) + " of " +
+                 MicrosToUsd(b.max_micros) + ", " + MicrosToUsd(left) +
                  " remains; this call is estimated at " + MicrosToUsd(cost),
              "budget:" + b.name, errc::kBudgetExceeded);
       return false;
@@ -198,14 +204,16 @@ bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const I
     if (b.max_calls >= 0 && u.calls + 1 > b.max_calls) {
       Step(d, "budget", "deny", b.name);
       Finish(d, "deny",
-             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) + (b.tool.empty() ? "" : ", tool " + b.tool) +
-                 "): " + std::to_string(u.calls) + " of " + std::to_string(b.max_calls) + " calls used, " +
+             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) +
+                 (b.tool.empty() ? "" : ", tool " + b.tool) + "): " + std::to_string(u.calls) + " of " +
+                 std::to_string(b.max_calls) + " calls used, " +
                  std::to_string(std::max<int64_t>(0, b.max_calls - u.calls)) + " remain",
              "budget:" + b.name, errc::kBudgetExceeded);
       return false;
     }
   }
-  Step(d, "budget", "pass", any ? std::to_string(d->budgets.size()) + " budgets with room" : "no budgets apply");
+  Step(d, "budget", "pass",
+       any ? std::to_string(d->budgets.size()) + " budgets with room" : "no budgets apply");
   return true;
 }
 
@@ -237,7 +245,8 @@ bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* 
   // An upstream MCP server's tool: known when the server is declared. Its
   // own annotations (readOnlyHint) are the server's word, not ours.
   if (const auto slash = tool.find('/'); tool.rfind("mcp:", 0) == 0 && slash != std::string::npos &&
-                                         slash + 1 < tool.size() && c.mcp_servers.count(tool.substr(4, slash - 4))) {
+                                         slash + 1 < tool.size() &&
+                                         c.mcp_servers.count(tool.substr(4, slash - 4))) {
     spec->danger = DangerLevel::kHigh;
     spec->read_only = false;
     spec->category = "mcp";
@@ -310,8 +319,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   ToolSpec spec;
   const bool known = FindToolSpec(c, *f.tool, &spec) || (f.alias && FindToolSpec(c, "http_request", &spec));
   if (is_http) spec.read_only = IsReadOnlyMethod(f.method);
-  if (const ToolFacts* b = FindBuiltinTool(*f.tool); b != nullptr && b->reads == Reads::kByAction &&
-                                                     c.tools.find(*f.tool) == c.tools.end()) {
+  if (const ToolFacts* b = FindBuiltinTool(*f.tool);
+      b != nullptr && b->reads == Reads::kByAction && c.tools.find(*f.tool) == c.tools.end()) {
     spec.read_only = b->read_only(f.action);  // Duragent's: schedule list reads, create does not
   }
   d->danger = spec.danger;
@@ -327,8 +336,9 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   if (!HasExecutor(c, *f.tool) && f.alias == nullptr) {
     Step(d, "registry", "deny", "no executor");
     Finish(d, "deny",
-           "'" + *f.tool + "' is in the policy's tools: but no executor runs it (built-in tools, cli:NAME, "
-           "mcp:SERVER/TOOL of a declared server)",
+           "'" + *f.tool +
+               "' is in the policy's tools: but no executor runs it (built-in tools, cli:NAME, "
+               "mcp:SERVER/TOOL of a declared server)",
            "registry:no-executor", errc::kUnknownTool);
     return;
   }
@@ -338,16 +348,16 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
                                    ? nullptr
                                    : in.executors->AgentWritten(*f.org, *f.agent, f.tool->substr(4));
   if (written != nullptr) d->tool_sha256 = *written;  // an agent-written tool runs only these bytes
-  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 && written == nullptr &&
-      !in.executors->HasCli(f.tool->substr(4))) {
+  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 &&
+      written == nullptr && !in.executors->HasCli(f.tool->substr(4))) {
     std::string held;
     for (const auto& [executor, names] : in.executors->cli) {
       for (const auto& n : names) held += (held.empty() ? "" : ", ") + n;
     }
     Step(d, "registry", "deny", "no executor has it");
     Finish(d, "deny",
-           "no executor has the CLI tool '" + f.tool->substr(4) + "' in its tools directory (they hold: " +
-               (held.empty() ? "none" : held) + ")",
+           "no executor has the CLI tool '" + f.tool->substr(4) +
+               "' in its tools directory (they hold: " + (held.empty() ? "none" : held) + ")",
            "registry:no-executor", errc::kUnknownTool);
     return;
   }
@@ -355,8 +365,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   // now rather than sent to approvers first.
   if (!c.writes_enabled && (*f.tool == "write_file" || *f.tool == "delete_file")) {
     Step(d, "registry", "deny", "writes are disabled");
-    Finish(d, "deny", "'" + *f.tool + "' writes files and execute.writes_enabled is false", "registry:writes-disabled",
-           errc::kWritesDisabled);
+    Finish(d, "deny", "'" + *f.tool + "' writes files and execute.writes_enabled is false",
+           "registry:writes-disabled", errc::kWritesDisabled);
     return;
   }
   // An alias call whose arguments do not fit it could never run.
@@ -380,7 +390,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   if (is_line) {
     if (f.line.kind == ShellLine::Kind::kInvalid) {
       Step(d, "command", "deny", f.line.reason);
-      Finish(d, "deny", "the command line is not valid: " + f.line.reason, "command:invalid", errc::kInvalidArgs);
+      Finish(d, "deny", "the command line is not valid: " + f.line.reason, "command:invalid",
+             errc::kInvalidArgs);
       return;
     }
     for (const auto& sc : f.line.commands) {
@@ -390,7 +401,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
           Step(d, "command", "deny", "redirection " + r.op + " " + r.target);
           Finish(d, "deny",
                  "'" + JoinArgv(sc.argv) + "' redirects " + r.op + " '" + r.target +
-                     "': a command line may redirect only to workspace-relative paths without '..' and /dev/null",
+                     "': a command line may redirect only to workspace-relative paths without '..' and "
+                     "/dev/null",
                  "command:redirect", errc::kPolicyDenied);
           return;
         }
@@ -436,7 +448,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     Step(d, "mode", "pass", "bypass allows no command line that cannot be analysed");
   } else if (mode == Mode::kBypass) {
     Step(d, "mode", "allow", std::string("bypass (") + mode_from + ")");
-    return finish_allow_or_ask("allow", "mode bypass allows every call", std::string("mode:bypass@") + mode_from);
+    return finish_allow_or_ask("allow", "mode bypass allows every call",
+                               std::string("mode:bypass@") + mode_from);
   }
 
   // 3. deny lists: org ∪ agent, on the invocation and on each simple
@@ -447,7 +460,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     std::string what = i < 0 ? "" : "'" + (t->deny.at(i).Match(inv) ? inv : d->subject) + "'";
     for (size_t k = 0; i < 0 && k < command_keys.size(); ++k) {
       i = t->deny.FirstMatch(command_keys[k]);
-      if (i >= 0) what = "simple command " + std::to_string(k + 1) + " of the line, '" + command_keys[k] + "',";
+      if (i >= 0)
+        what = "simple command " + std::to_string(k + 1) + " of the line, '" + command_keys[k] + "',";
     }
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
@@ -523,8 +537,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     }
     if (!f.url_ok) {
       Step(d, "http", "deny", "bad url");
-      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it: " + f.url_error, "http.url",
-             errc::kPolicyDenied);
+      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it: " + f.url_error,
+             "http.url", errc::kPolicyDenied);
       return;
     }
     if (http.hosts_from != nullptr && http.hosts_from->hosts.FirstMatch(f.url.host) < 0) {
@@ -559,8 +573,9 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
       for (const Rule& r : t->rules) {
         if (r.verdict == want && RuleMatches(r, f)) {
           Step(d, "rules", want, r.name);
-          return finish_allow_or_ask(want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
-                                     std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name);
+          return finish_allow_or_ask(
+              want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
+              std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name);
         }
       }
     }
@@ -631,8 +646,8 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   // 12. restrict: only what is allowed runs.
   if (mode == Mode::kRestrict) {
     Step(d, "mode", "deny", std::string("restrict (") + mode_from + ")");
-    Finish(d, "deny", "mode restrict: '" + inv + "' is not allowed", std::string("mode:restrict@") + mode_from,
-           errc::kPolicyDenied);
+    Finish(d, "deny", "mode restrict: '" + inv + "' is not allowed",
+           std::string("mode:restrict@") + mode_from, errc::kPolicyDenied);
     return;
   }
 
@@ -640,19 +655,21 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   if (is_http && !IsReadOnlyMethod(f.method)) {
     if (http.auto_approve) {
       Step(d, "http", "allow", "auto_approve");
-      return finish_allow_or_ask("allow", "mutating " + *f.tool + " auto-approved for agent '" + *f.agent + "'",
+      return finish_allow_or_ask("allow",
+                                 "mutating " + *f.tool + " auto-approved for agent '" + *f.agent + "'",
                                  "http.auto_approve");
     }
     Step(d, "http", "ask", "mutating method " + f.method);
-    return finish_allow_or_ask("ask", "mutating " + *f.tool + " (" + f.method + ") needs approval", "http.mutating");
+    return finish_allow_or_ask("ask", "mutating " + *f.tool + " (" + f.method + ") needs approval",
+                               "http.mutating");
   }
 
   // 14. approval threshold.
   if (spec.danger >= c.threshold) {
     Step(d, "threshold", "ask", std::string(DangerName(spec.danger)) + " >= " + DangerName(c.threshold));
     return finish_allow_or_ask("ask",
-                               "'" + *f.tool + "' is " + DangerName(spec.danger) + ", at or above the approval threshold " +
-                                   DangerName(c.threshold),
+                               "'" + *f.tool + "' is " + DangerName(spec.danger) +
+                                   ", at or above the approval threshold " + DangerName(c.threshold),
                                "approval_threshold");
   }
 

@@ -46,7 +46,7 @@ namespace tollgate {
 // USD at the edges.
 struct BudgetEntry {
   std::string org_id, agent_id, session_id, tool;
-  int64_t at_us = 0;          // the request's received_at
+  int64_t at_us = 0;  // the request's received_at
   int64_t reserved_micros = 0;
   int64_t actual_micros = 0;  // once settled
   enum class State : uint8_t { kReserved, kSettled, kReleased } state = State::kReserved;
@@ -79,7 +79,8 @@ class BudgetLedger {
   void Apply(const Event& e);
   // The decide stage's own decision, before it is appended (seq 0); the
   // entry is (request.org_id, request_id).
-  void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision, uint64_t seq = 0);
+  void ApplyDecision(const std::string& request_id, const Json& request, const Json& decision,
+                     uint64_t seq = 0);
   // The same for a decision held as a Decision, for the request of
   // (org, agent, session, tool): what ApplyDecision does with
   // decision.ToJson(), without building it (re-decision's fast path).
@@ -107,9 +108,9 @@ class BudgetLedger {
     int64_t calls = 0;
   };
   enum class Scope : uint8_t { kOrg, kAgent, kSession };
-  Usage Sum(Scope scope, const std::string& org_id, const std::string& agent_id, const std::string& session_id,
-            const std::string& tool /* "" = all tools */, int64_t from_us, int64_t to_us,
-            const std::string& exclude_request_id) const;
+  Usage Sum(Scope scope, const std::string& org_id, const std::string& agent_id,
+            const std::string& session_id, const std::string& tool /* "" = all tools */, int64_t from_us,
+            int64_t to_us, const std::string& exclude_request_id) const;
 
   // The entry of org `org_id`'s request `request_id`, or null.
   const BudgetEntry* Find(const std::string& org_id, const std::string& request_id) const;
@@ -153,7 +154,8 @@ struct ExecutorTools {
   std::map<std::string, std::map<std::string, std::string>> agent_written;
   // Its sha256 when (org, agent)'s last reload found an agent-written
   // `name`, else null.
-  const std::string* AgentWritten(const std::string& org, const std::string& agent, const std::string& name) const {
+  const std::string* AgentWritten(const std::string& org, const std::string& agent,
+                                  const std::string& name) const {
     auto a = agent_written.find(org + "/" + agent);
     if (a == agent_written.end()) return nullptr;
     auto n = a->second.find(name);
@@ -189,8 +191,8 @@ struct Decision {
   std::string error_code;  // "" when none
   bool has_reservation = false;
   int64_t reserve_micros = 0;
-  std::string received_at;             // RFC 3339, in the reservation
-  std::vector<std::string> budgets;    // names of the budgets that apply
+  std::string received_at;           // RFC 3339, in the reservation
+  std::vector<std::string> budgets;  // names of the budgets that apply
   std::string invocation;
   // File tools: "TOOL:PATH" (the path normalised), the second string deny
   // and allow globs match; empty for other tools. What an "allow always"
@@ -209,7 +211,8 @@ struct Decision {
   void Clear();
   Json ToJson() const;
 };
-void DecideInto(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in, Decision* out);
+void DecideInto(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in,
+                Decision* out);
 
 // The decision.made data (without "source"):
 //   verdict, reason, rule, danger_level, policy_version, [error_code],

@@ -55,7 +55,8 @@ void PolicyInForce::Reversion() {
   version_ = file_->version() + LocalSuffix(std::move(all));
   default_version_ = file_->default_version_;
   for (const auto& [org, form] : file_->orgs_) org_versions_[org] = form.version;
-  for (auto& [org, hashes] : by_org) org_versions_[org] = file_->version(org) + LocalSuffix(std::move(hashes));
+  for (auto& [org, hashes] : by_org)
+    org_versions_[org] = file_->version(org) + LocalSuffix(std::move(hashes));
 }
 
 Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string& agent_id,
@@ -68,7 +69,8 @@ Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string
   for (const auto& a : allow) {
     if (std::find(l->patterns.begin(), l->patterns.end(), a) == l->patterns.end()) l->patterns.push_back(a);
   }
-  for (const auto& r : revoke) l->patterns.erase(std::remove(l->patterns.begin(), l->patterns.end(), r), l->patterns.end());
+  for (const auto& r : revoke)
+    l->patterns.erase(std::remove(l->patterns.begin(), l->patterns.end(), r), l->patterns.end());
   l->allow = GlobSet();
   for (const auto& a : l->patterns) {
     std::string err;
@@ -80,7 +82,8 @@ Status PolicyInForce::AddAgentLocal(const std::string& org_id, const std::string
   return Status::Ok();
 }
 
-std::vector<std::string> PolicyInForce::AgentLocalPatterns(const std::string& org_id, const std::string& agent_id) const {
+std::vector<std::string> PolicyInForce::AgentLocalPatterns(const std::string& org_id,
+                                                           const std::string& agent_id) const {
   auto it = local_.find(org_id + '\0' + agent_id);
   return it == local_.end() ? std::vector<std::string>{} : it->second->patterns;
 }

@@ -68,8 +68,9 @@ class PolicyInForce {
   PolicyPtr file_;
   struct Local;
   std::map<std::string, std::shared_ptr<Local>> local_;  // key org \0 agent
-  std::string version_;          // deployment-wide
-  std::string default_version_;  // version(org) of an org with no section, no approvals.orgs entry, no local rules
+  std::string version_;                                  // deployment-wide
+  std::string
+      default_version_;  // version(org) of an org with no section, no approvals.orgs entry, no local rules
   std::unordered_map<std::string, std::string> org_versions_;  // every other org's version(org)
 };
 

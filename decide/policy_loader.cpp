@@ -90,7 +90,9 @@ struct YamlBudget {
 
 Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMap* lines, int depth,
                   YamlBudget* budget) {
-  if (depth > 64) return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": nested too deeply");
+  if (depth > 64)
+    return Status::Error(errc::kPolicyInvalid,
+                         "line " + std::to_string(n.Mark().line + 1) + ": nested too deeply");
   if (++budget->values > kMaxPolicyValues) {
     return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) + ": more than " +
                                                    std::to_string(kMaxPolicyValues) +
@@ -98,10 +100,9 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
   }
   budget->bytes += ptr.size() + 16 + (n.IsScalar() ? n.Scalar().size() : 0);
   if (budget->bytes > kMaxPolicyExpandedBytes) {
-    return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(n.Mark().line + 1) +
-                                                   ": the policy expands to more than " +
-                                                   std::to_string(kMaxPolicyExpandedBytes) +
-                                                   " bytes (aliases expanding?)");
+    return Status::Error(errc::kPolicyInvalid,
+                         "line " + std::to_string(n.Mark().line + 1) + ": the policy expands to more than " +
+                             std::to_string(kMaxPolicyExpandedBytes) + " bytes (aliases expanding?)");
   }
   (*lines)[ptr] = n.Mark().line + 1;
   switch (n.Type()) {
@@ -127,8 +128,8 @@ Status YamlToJson(const YAML::Node& n, const std::string& ptr, Json* out, LineMa
       *out = Json::object();
       for (const auto& kv : n) {
         if (!kv.first.IsScalar()) {
-          return Status::Error(errc::kPolicyInvalid,
-                               "line " + std::to_string(kv.first.Mark().line + 1) + ": keys must be plain strings");
+          return Status::Error(errc::kPolicyInvalid, "line " + std::to_string(kv.first.Mark().line + 1) +
+                                                         ": keys must be plain strings");
         }
         const std::string key = kv.first.Scalar();
         if (out->contains(key)) {
@@ -194,8 +195,8 @@ struct PolicyLoader {
       const std::string id = a->begin().key();
       return Status::Error(errc::kPolicyInvalid,
                            Where(lines, "/agents/" + PointerToken(id)) + "/agents/" + PointerToken(id) +
-                               ": an agent entry belongs to one org; a top-level one would apply to agent '" + id +
-                               "' of every org. Write it under its org: orgs.<org>.agents." + id +
+                               ": an agent entry belongs to one org; a top-level one would apply to agent '" +
+                               id + "' of every org. Write it under its org: orgs.<org>.agents." + id +
                                " (docs/policy.md, \"Agents belong to an org\")");
     }
     Status s = SchemaRegistry::Builtin().Validate("policy", doc);
@@ -278,10 +279,11 @@ struct PolicyLoader {
     const std::string ptr = "/orgs/" + PointerToken(org);
     auto bypass = [&](const Json& tier, const std::string& at) {
       if (tier.is_object() && tier.contains("mode") && tier["mode"] == "bypass") {
-        return Status::Error(errc::kPolicyInvalid,
-                             Where(lines, at + "/mode") + at +
-                                 "/mode: bypass is not allowed in an org section (it would skip the deployment's "
-                                 "deny list, which an org cannot lift); use dangerous, which honours deny");
+        return Status::Error(
+            errc::kPolicyInvalid,
+            Where(lines, at + "/mode") + at +
+                "/mode: bypass is not allowed in an org section (it would skip the deployment's "
+                "deny list, which an org cannot lift); use dangerous, which honours deny");
       }
       return Status::Ok();
     };

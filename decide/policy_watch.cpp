@@ -1,5 +1,4 @@
 #include "decide/policy_watch.h"
-#include "core/log.h"
 
 #include <sys/stat.h>
 
@@ -8,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/log.h"
 #include "core/sha256.h"
 #include "decide/duragent_policy.h"
 
@@ -17,9 +17,10 @@ void PolicyFileWatch::Refused(const Status& s, const PolicyInForce& in_force) {
   policy_ = nullptr;
   error_ = s.message();
   log::Error({"decide"}) << "policy file refused: " << path_ << ": " << s.message()
-            << (in_force.has_policy() ? "; the policy in force stays (" + in_force.version() + ")"
-                                      : std::string("; no policy in force"))
-            << "\n";
+                         << (in_force.has_policy()
+                                 ? "; the policy in force stays (" + in_force.version() + ")"
+                                 : std::string("; no policy in force"))
+                         << "\n";
 }
 
 void PolicyFileWatch::Adopt(Status s, PolicyPtr p, const PolicyInForce& in_force) {
@@ -41,9 +42,10 @@ void PolicyFileWatch::PollLayout(const PolicyInForce& in_force) {
   for (const auto& f : files) {
     struct stat st {};
     stamp += f;
-    stamp += ::stat(f.c_str(), &st) != 0 ? std::string("|-\n")
-                                         : "|" + std::to_string(st.st_mtim.tv_sec) + "." +
-                                               std::to_string(st.st_mtim.tv_nsec) + "|" + std::to_string(st.st_size) + "\n";
+    stamp += ::stat(f.c_str(), &st) != 0
+                 ? std::string("|-\n")
+                 : "|" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + "|" +
+                       std::to_string(st.st_size) + "\n";
   }
   if (stamp == layout_stamp_) return;
   layout_stamp_ = stamp;
@@ -70,7 +72,9 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
     if (error_.empty()) {
       error_ = "cannot read policy file '" + path_ + "'";
       log::Error({"decide"}) << error_
-                << (in_force.has_policy() ? "; the policy in force stays" : "; no policy in force") << "\n";
+                             << (in_force.has_policy() ? "; the policy in force stays"
+                                                       : "; no policy in force")
+                             << "\n";
     }
     mtime_ns_ = size_ = -1;
     return;

@@ -23,7 +23,8 @@ class PolicyFileWatch {
  public:
   // More checks a file must pass (DecideConfig::validate); null: none.
   using Validate = std::function<Status(const Json& policy_doc)>;
-  PolicyFileWatch(std::string path, Validate validate) : path_(std::move(path)), validate_(std::move(validate)) {}
+  PolicyFileWatch(std::string path, Validate validate)
+      : path_(std::move(path)), validate_(std::move(validate)) {}
 
   // Looks at the file now. `in_force` only words the report of a refused
   // file ("the policy in force stays (version)").

@@ -33,7 +33,8 @@ ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const s
   a.policy_version = d.policy_version;
   a.asks = d.verdict == "ask";
   // An alias's invocation is built from its arguments too.
-  const bool by_args = InvocationHasArgs(tool) || (tool != "http_request" && StartsWith(d.invocation, "http_request:"));
+  const bool by_args =
+      InvocationHasArgs(tool) || (tool != "http_request" && StartsWith(d.invocation, "http_request:"));
   const bool by_rule = StartsWith(d.rule, "org.rule:") || StartsWith(d.rule, "agent.rule:");
   a.depends_on_arguments = by_args || by_rule;
   if (d.verdict != "deny") {
@@ -41,7 +42,8 @@ ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const s
     return a;
   }
   const bool whole_tool = StartsWith(d.rule, "registry:") || d.rule == "org.tool_allowlist" ||
-                          d.rule == "agent.tools" || StartsWith(d.rule, "mode:plan") || d.rule == "policy:none";
+                          d.rule == "agent.tools" || StartsWith(d.rule, "mode:plan") ||
+                          d.rule == "policy:none";
   const bool tool_level_glob =
       !by_args && (StartsWith(d.rule, "org.deny:") || StartsWith(d.rule, "agent.deny:") ||
                    StartsWith(d.rule, "mode:restrict"));

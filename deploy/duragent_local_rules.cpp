@@ -7,8 +7,8 @@
 
 namespace tollgate {
 
-std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(std::string policy_path,
-                                                                          std::function<PolicyInForce()> policy) {
+std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(
+    std::string policy_path, std::function<PolicyInForce()> policy) {
   std::error_code ec;
   if (!std::filesystem::is_directory(policy_path, ec)) return [](const std::vector<Event>&) {};
   return [dir = std::move(policy_path), policy = std::move(policy)](const std::vector<Event>& events) {
@@ -24,11 +24,13 @@ std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(std::s
       std::string layout_org = kDuragentDefaultOrg;
       if (const PolicyInForce pif = policy(); pif.has_policy()) {
         const Json& doc = pif.file()->doc();
-        if (auto l = doc.find("layout"); l != doc.end() && l->is_object()) layout_org = l->value("org", layout_org);
+        if (auto l = doc.find("layout"); l != doc.end() && l->is_object())
+          layout_org = l->value("org", layout_org);
       }
       const std::string path = DuragentLocalPolicyPath(dir, agent);
       std::error_code ec;
-      if (org != layout_org || path.empty() || !std::filesystem::is_directory(dir + "/agents/" + agent, ec)) continue;
+      if (org != layout_org || path.empty() || !std::filesystem::is_directory(dir + "/agents/" + agent, ec))
+        continue;
       bool changed = false;
       Status s = UpdateDuragentLocalPolicy(path, add, remove, &changed);
       if (!s.ok()) {

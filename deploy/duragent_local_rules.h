@@ -22,7 +22,7 @@ namespace tollgate {
 
 // The LogSink listener; a no-op when `policy_path` is not a directory.
 // `policy` gives the policy in force (its `layout.org` names the org).
-std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(std::string policy_path,
-                                                                          std::function<PolicyInForce()> policy);
+std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(
+    std::string policy_path, std::function<PolicyInForce()> policy);
 
 }  // namespace tollgate

@@ -13,7 +13,8 @@ namespace {
 Status StringField(const Json& endpoints, const char* key, std::string* out) {
   auto it = endpoints.find(key);
   if (it == endpoints.end()) return Status::Ok();
-  if (!it->is_string()) return Status::Error(errc::kInvalidJson, std::string("endpoints.json: ") + key + " is not a string");
+  if (!it->is_string())
+    return Status::Error(errc::kInvalidJson, std::string("endpoints.json: ") + key + " is not a string");
   *out = it->get<std::string>();
   return Status::Ok();
 }
@@ -43,7 +44,8 @@ Status ReadEndpoints(const std::string& data_dir, Json* endpoints) {
   }
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   Status s = ParseJson(text, endpoints);
-  if (s.ok() && !endpoints->is_object()) return Status::Error(errc::kInvalidJson, path + " is not a JSON object");
+  if (s.ok() && !endpoints->is_object())
+    return Status::Error(errc::kInvalidJson, path + " is not a JSON object");
   return s;
 }
 
@@ -68,7 +70,8 @@ Status ClientBus(const std::string& data_dir, const std::string& brokers, const 
   return s;
 }
 
-Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key, std::vector<Ed25519Verifier>* out) {
+Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key,
+                      std::vector<Ed25519Verifier>* out) {
   std::string pub = gate_key;
   if (pub.empty()) {
     Json ep;
@@ -77,8 +80,9 @@ Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key, 
     }
   }
   if (pub.empty()) {
-    return Status::Error(errc::kNotFound, "no gate key to check results with: pass --gate-key (GET /v1/gate-key) or "
-                                          "--data of the deployment");
+    return Status::Error(errc::kNotFound,
+                         "no gate key to check results with: pass --gate-key (GET /v1/gate-key) or "
+                         "--data of the deployment");
   }
   Ed25519Verifier v;
   Status s = Ed25519Verifier::FromPublic(pub, &v);

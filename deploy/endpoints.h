@@ -43,7 +43,8 @@ Status ClientBus(const std::string& data_dir, const std::string& brokers, const 
 // (core/result_signature.h): `gate_key` (base64url, from GET
 // /v1/gate-key) when given, else endpoints.json's gate_key.public_key.
 // E_NOT_FOUND when neither has one.
-Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key, std::vector<Ed25519Verifier>* out);
+Status ClientGateKeys(const std::string& data_dir, const std::string& gate_key,
+                      std::vector<Ed25519Verifier>* out);
 
 // The HTTP API's base URL endpoints.json records; "" when there is no file
 // or its writer serves no API. Whether it answers is the caller's to ask.

@@ -26,8 +26,9 @@ Status RegisterGateKey(const JwtSigner& gate, CredentialRegistry* registry, Even
   Credential known;
   if (registry->Find(c.key_id, &known)) {
     if (known.revoked) {
-      return Status::Error(errc::kUnauthenticated,
-                           "the gate key " + c.key_id + " is revoked in the log; give the deployment a new key");
+      return Status::Error(
+          errc::kUnauthenticated,
+          "the gate key " + c.key_id + " is revoked in the log; give the deployment a new key");
     }
     return Status::Ok();
   }
@@ -47,7 +48,9 @@ std::vector<Ed25519Verifier> GateVerifiers(const CredentialRegistry& registry) {
 }
 
 Json GateKeyJson(const JwtSigner& gate) {
-  return {{"key_id", KeyIdOfPublicKey(gate.public_b64url())}, {"public_key", gate.public_b64url()}, {"alg", "EdDSA"}};
+  return {{"key_id", KeyIdOfPublicKey(gate.public_b64url())},
+          {"public_key", gate.public_b64url()},
+          {"alg", "EdDSA"}};
 }
 
 }  // namespace tollgate

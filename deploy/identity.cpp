@@ -9,7 +9,9 @@
 #include "core/sha256.h"
 
 namespace tollgate {
-std::string ServiceKeyPath(const std::string& data_dir) { return data_dir + "/keys/" + kServiceIdentity + ".pem"; }
+std::string ServiceKeyPath(const std::string& data_dir) {
+  return data_dir + "/keys/" + kServiceIdentity + ".pem";
+}
 
 namespace {
 // 16 hex digits of the key's derivation for `label`.
@@ -34,7 +36,8 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
                      bool* admin_token_created) {
   Status s = FoldCredentials(store, registry);
   if (!s.ok()) return s;
-  const std::string tokens_path = setup.tokens_file.empty() ? setup.data_dir + "/tokens.json" : setup.tokens_file;
+  const std::string tokens_path =
+      setup.tokens_file.empty() ? setup.data_dir + "/tokens.json" : setup.tokens_file;
   bool created = false;
   s = EnsureAdminToken(tokens_path, setup.data_dir + "/admin.token", &created);
   if (!s.ok()) return s;
@@ -85,8 +88,9 @@ Status SetUpIdentity(const IdentitySetup& setup, const LogStore& store, EventSin
     if (!s.ok()) return s;
     registry->Apply(e);
   } else if (known.revoked) {
-    return Status::Error(errc::kUnauthenticated, "the service key " + key_path +
-                                                     " is revoked in the log; move it away to make a new one");
+    return Status::Error(
+        errc::kUnauthenticated,
+        "the service key " + key_path + " is revoked in the log; move it away to make a new one");
   }
   *service_signer = std::move(signer);
   return Status::Ok();

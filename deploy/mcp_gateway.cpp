@@ -15,15 +15,17 @@ Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> si
   std::shared_ptr<mcp::PipelineClient> pipeline;
   {
     std::unique_ptr<mcp::PipelineClient> p;
-    Status s = mcp::PipelineClient::Open(bus, [&credentials] { return GateVerifiers(credentials); }, &p);
+    Status s = mcp::PipelineClient::Open(
+        bus, [&credentials] { return GateVerifiers(credentials); }, &p);
     if (!s.ok()) return s;
     pipeline = std::move(p);
   }
   mcp::Gateway gw;
   gw.pipeline = pipeline.get();
   auto view = std::make_shared<StoreLogView>(store);
-  gw.keep_alive = std::make_shared<std::pair<std::shared_ptr<mcp::PipelineClient>, std::shared_ptr<StoreLogView>>>(
-      pipeline, view);
+  gw.keep_alive =
+      std::make_shared<std::pair<std::shared_ptr<mcp::PipelineClient>, std::shared_ptr<StoreLogView>>>(
+          pipeline, view);
   gw.list_tools = std::move(list_tools);
   // The token proved (org, agent); the service key vouches for it.
   gw.sign_request = [signer](const std::string& org, const std::string& agent, const std::string& rid,

@@ -8,12 +8,11 @@
 #include <memory>
 #include <string>
 
-#include "core/jwt.h"
 #include "audit/log_store.h"
+#include "core/credentials.h"
+#include "core/jwt.h"
 #include "mcp/http_endpoint.h"
 #include "runtime/kafka_bus.h"
-
-#include "core/credentials.h"
 
 namespace tollgate {
 

@@ -18,7 +18,7 @@
 namespace tollgate {
 namespace {
 
-constexpr uint64_t kRescanMargin = 4096;  // listeners may see groups slightly out of order
+constexpr uint64_t kRescanMargin = 4096;    // listeners may see groups slightly out of order
 constexpr size_t kMaxArgsBytes = 16 << 10;  // of the args quoted in a webhook
 
 std::string KeyOf(const std::string& org, const std::string& rid) { return Sha256Hex(org + '\0' + rid); }
@@ -54,10 +54,14 @@ bool IsSlack(const Json& delivery) {
 std::string SlackEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out.push_back(c);
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out.push_back(c);
   }
   return out;
 }
@@ -69,12 +73,13 @@ std::string Cut(std::string s, size_t n) {
 
 }  // namespace
 
-std::string NotifySignature(const std::string& secret, const std::string& timestamp, const std::string& body) {
+std::string NotifySignature(const std::string& secret, const std::string& timestamp,
+                            const std::string& body) {
   const std::string msg = timestamp + "." + body;
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-       msg.size(), mac, &len);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), mac, &len);
   return ToHex(mac, len);
 }
 
@@ -132,8 +137,10 @@ Status NotifyDeliveries::Start(NotifyOptions options, const LogStore& store, uin
     std::string word, key;
     uint64_t seq = 0;
     while (in >> word >> seq) {
-      if (word == "seen") n->seen_ = std::max(n->seen_, seq);
-      else if (word == "claim" && in >> key) claims.emplace_back(seq, key);
+      if (word == "seen")
+        n->seen_ = std::max(n->seen_, seq);
+      else if (word == "claim" && in >> key)
+        claims.emplace_back(seq, key);
     }
   }
   const uint64_t from = n->seen_ > kRescanMargin ? n->seen_ - kRescanMargin : 0;
@@ -158,8 +165,9 @@ Status NotifyDeliveries::Start(NotifyOptions options, const LogStore& store, uin
   // as delivered, only the recent decisions are read: a call decided
   // before this start and completed after it is still delivered.
   const bool past_delivered = !had_state && !n->options_.catch_up_without_state;
-  const uint64_t start = past_delivered ? (head_seq > kRescanMargin ? head_seq - kRescanMargin + 1 : 1)
-                                        : std::max(from + 1, head_seq > kCatchUpEvents ? head_seq - kCatchUpEvents : 1);
+  const uint64_t start = past_delivered
+                             ? (head_seq > kRescanMargin ? head_seq - kRescanMargin + 1 : 1)
+                             : std::max(from + 1, head_seq > kCatchUpEvents ? head_seq - kCatchUpEvents : 1);
   if (n->seen_ > 0 || head_seq > 0) {
     std::vector<Event> batch;
     for (uint64_t seq = start; seq <= head_seq; ++seq) {
@@ -203,8 +211,10 @@ void NotifyDeliveries::NoteSeen(uint64_t seq, bool force) {
 }
 
 void WriteNotifyMetrics(MetricsText& t, const NotifyDeliveries& n) {
-  t.Family("tollgate_notify_deliveries_total", "counter", "Notify deliveries after a call ran, by type and outcome.");
-  t.Sample("tollgate_notify_deliveries_total", {{"type", "log"}, {"outcome", "delivered"}}, static_cast<double>(n.logged.load()));
+  t.Family("tollgate_notify_deliveries_total", "counter",
+           "Notify deliveries after a call ran, by type and outcome.");
+  t.Sample("tollgate_notify_deliveries_total", {{"type", "log"}, {"outcome", "delivered"}},
+           static_cast<double>(n.logged.load()));
   t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "delivered"}},
            static_cast<double>(n.webhooks_delivered.load()));
   t.Sample("tollgate_notify_deliveries_total", {{"type", "webhook"}, {"outcome", "failed"}},
@@ -266,7 +276,8 @@ void NotifyDeliveries::Loop() {
 
 void NotifyDeliveries::Deliver(const Job& job) {
   std::vector<Event> history;
-  if (options_.view == nullptr || !options_.view->EventsOfRequest(job.org, job.request_id, &history).ok()) return;
+  if (options_.view == nullptr || !options_.view->EventsOfRequest(job.org, job.request_id, &history).ok())
+    return;
   const RequestState st = Summarize(history);
   if (st.decision == nullptr || st.completed == nullptr) return;
   const Json& d = st.decision->data;
@@ -287,9 +298,11 @@ void NotifyDeliveries::Deliver(const Job& job) {
   const Json result = c.data.value("result", Json::object());
   const bool success = result.is_object() && result.value("success", false);
   std::string error_code;
-  if (auto err = result.find("error"); err != result.end() && err->is_object()) error_code = err->value("code", "");
+  if (auto err = result.find("error"); err != result.end() && err->is_object())
+    error_code = err->value("code", "");
   Json args = Json::object();
-  if (st.received != nullptr) args = st.received->data.value("request", Json::object()).value("args", Json::object());
+  if (st.received != nullptr)
+    args = st.received->data.value("request", Json::object()).value("args", Json::object());
   if (args.dump().size() > kMaxArgsBytes) args = Json{{"truncated", true}};
   std::string console;
   {
@@ -312,12 +325,13 @@ void NotifyDeliveries::Deliver(const Job& job) {
             {"error_code", error_code.empty() ? Json() : Json(error_code)},
             {"log_seq", c.seq},
             {"console_url", console.empty() ? Json() : Json(console)}};
-  const std::string summary = "agent " + c.agent_id + " (org " + job.org + ") ran " +
-                              Cut(d.value("invocation", c.tool), 300) + ": " + (success ? "succeeded" : "failed") +
-                              (error_code.empty() ? "" : " (" + error_code + ")") + "; verdict " +
-                              d.value("verdict", "") + ", notify " + d.value("notify", Json::array()).dump();
+  const std::string summary =
+      "agent " + c.agent_id + " (org " + job.org + ") ran " + Cut(d.value("invocation", c.tool), 300) + ": " +
+      (success ? "succeeded" : "failed") + (error_code.empty() ? "" : " (" + error_code + ")") +
+      "; verdict " + d.value("verdict", "") + ", notify " + d.value("notify", Json::array()).dump();
   const std::string ts = std::to_string(
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
   for (size_t i = 0; i < deliveries.size(); ++i) {
     const Json& del = deliveries[i];
     const std::string type = del.value("type", "");
@@ -340,25 +354,31 @@ void NotifyDeliveries::Deliver(const Job& job) {
       continue;
     }
     Json payload = body;
-    payload["delivery_id"] = Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32);
+    payload["delivery_id"] =
+        Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32);
     if (IsSlack(del)) {
       const std::string text = ":bell: tollgate: " + SlackEscape(summary);
-      std::string ctx = "request `" + SlackEscape(job.request_id) + "`, session `" + SlackEscape(c.session_id) + "`";
+      std::string ctx =
+          "request `" + SlackEscape(job.request_id) + "`, session `" + SlackEscape(c.session_id) + "`";
       if (!console.empty()) ctx += " · <" + console + "|open in the console>";
-      payload = Json{{"text", text},
-                     {"blocks", Json::array({Json{{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", text}}}},
-                                             Json{{"type", "context"},
-                                                  {"elements", Json::array({{{"type", "mrkdwn"}, {"text", ctx}}})}}})}};
+      payload = Json{
+          {"text", text},
+          {"blocks", Json::array({Json{{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", text}}}},
+                                  Json{{"type", "context"},
+                                       {"elements", Json::array({{{"type", "mrkdwn"}, {"text", ctx}}})}}})}};
     }
     std::string text = payload.dump(-1, ' ', false, Json::error_handler_t::replace);
-    std::vector<std::string> headers{"X-Tollgate-Timestamp: " + ts,
-                                     "X-Tollgate-Signature: sha256=" + NotifySignature(secret, ts, text),
-                                     "X-Tollgate-Delivery: " +
-                                         Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32)};
-    const bool queued = sender_->EnqueueTo(del.value("url", ""), std::move(text), std::move(headers), [this](bool ok) {
-      if (ok) ++webhooks_delivered;
-      else ++webhooks_failed;
-    });
+    std::vector<std::string> headers{
+        "X-Tollgate-Timestamp: " + ts, "X-Tollgate-Signature: sha256=" + NotifySignature(secret, ts, text),
+        "X-Tollgate-Delivery: " +
+            Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32)};
+    const bool queued =
+        sender_->EnqueueTo(del.value("url", ""), std::move(text), std::move(headers), [this](bool ok) {
+          if (ok)
+            ++webhooks_delivered;
+          else
+            ++webhooks_failed;
+        });
     if (!queued) ++dropped;
   }
 }

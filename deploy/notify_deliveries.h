@@ -40,12 +40,12 @@
 namespace tollgate {
 
 struct NotifyOptions {
-  std::string data_dir;                    // notify.state, keys/notify-webhook.secret
-  std::string default_secret;              // for a webhook without `secret` (NotifyDefaultSecret)
-  std::function<PolicyInForce()> policy;   // the policy in force
-  const LogView* view = nullptr;           // the request's events (outlives this)
-  WebhookOptions webhook;                  // retries, timeouts (urls unused)
-  size_t max_queue = 1000;                 // calls waiting for the worker
+  std::string data_dir;                   // notify.state, keys/notify-webhook.secret
+  std::string default_secret;             // for a webhook without `secret` (NotifyDefaultSecret)
+  std::function<PolicyInForce()> policy;  // the policy in force
+  const LogView* view = nullptr;          // the request's events (outlives this)
+  WebhookOptions webhook;                 // retries, timeouts (urls unused)
+  size_t max_queue = 1000;                // calls waiting for the worker
   // No notify.state yet (a new data dir). true: the log's unclaimed
   // completions (the last kCatchUpEvents) are delivered (`up`: its log and
   // state are made together). false: the log as it is now counts as
@@ -93,16 +93,16 @@ class NotifyDeliveries {
   void Loop();
   void Deliver(const Job& job);
   bool Claim(const std::string& org, const std::string& rid, uint64_t seq);  // requires mu_
-  void NoteSeen(uint64_t seq, bool force = false);                            // requires mu_
+  void NoteSeen(uint64_t seq, bool force = false);                           // requires mu_
 
   NotifyOptions options_;
   std::unique_ptr<WebhookNotifier> sender_;
   std::mutex mu_;
   std::condition_variable cv_, idle_;
-  std::deque<Job> queue_;              // guarded by mu_
+  std::deque<Job> queue_;  // guarded by mu_
   bool busy_ = false, stopping_ = false;
-  RecentSet flagged_{100'000};         // requests whose decision asked for notify
-  std::set<std::string> claimed_;      // this state's claims (after `seen`)
+  RecentSet flagged_{100'000};     // requests whose decision asked for notify
+  std::set<std::string> claimed_;  // this state's claims (after `seen`)
   uint64_t seen_ = 0, seen_written_ = 0;
   std::string console_base_;
   std::thread thread_;

@@ -1,5 +1,4 @@
 #include "deploy/observability.h"
-#include "deploy/policy_source.h"
 
 #include <chrono>
 #include <mutex>
@@ -7,6 +6,7 @@
 
 #include "core/invocation.h"
 #include "core/log.h"
+#include "deploy/policy_source.h"
 #include "deploy/tool_directory.h"
 #include "execute/config.h"
 #include "execute/tools/cli_tool.h"
@@ -75,8 +75,8 @@ struct ToolCatalogCache {
 
 }  // namespace
 
-Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy, const std::string& policy_path,
-                                           const std::string& data_dir,
+Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy,
+                                           const std::string& policy_path, const std::string& data_dir,
                                            std::shared_ptr<const McpUpstreams> upstreams) {
   auto cache = std::make_shared<ToolCatalogCache>();
   ExecutePolicy ep;
@@ -91,7 +91,8 @@ Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metr
                        std::shared_ptr<OtlpExporter>* out) {
   if (endpoint.empty()) return Status::Ok();
   if (endpoint.rfind("http://", 0) != 0 && endpoint.rfind("https://", 0) != 0) {
-    return Status::Error("E_INVALID_ARGS", "--otlp-endpoint must be an http:// or https:// URL, not '" + endpoint + "'");
+    return Status::Error("E_INVALID_ARGS",
+                         "--otlp-endpoint must be an http:// or https:// URL, not '" + endpoint + "'");
   }
   OtlpOptions o;
   o.endpoint = endpoint;
@@ -104,7 +105,8 @@ Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metr
     t.Sample("tollgate_otlp_spans_total", {{"outcome", "dropped"}}, static_cast<double>(exporter->dropped()));
     const WebhookNotifier& w = exporter->poster();
     t.Family("tollgate_otlp_batches_total", "counter", "OTLP export POSTs by outcome.");
-    t.Sample("tollgate_otlp_batches_total", {{"outcome", "delivered"}}, static_cast<double>(w.delivered.load()));
+    t.Sample("tollgate_otlp_batches_total", {{"outcome", "delivered"}},
+             static_cast<double>(w.delivered.load()));
     t.Sample("tollgate_otlp_batches_total", {{"outcome", "failed"}}, static_cast<double>(w.failed.load()));
     t.Sample("tollgate_otlp_batches_total", {{"outcome", "dropped"}}, static_cast<double>(w.dropped.load()));
   });

@@ -29,8 +29,8 @@ void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
 // (null: none; the distributed keeper runs no execute, so it reports
 // upstream MCP tools as "other"). Built-ins are Metrics' own. The names are
 // read again at most once a second, when a name not among them is asked.
-Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy, const std::string& policy_path,
-                                           const std::string& data_dir,
+Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy,
+                                           const std::string& policy_path, const std::string& data_dir,
                                            std::shared_ptr<const McpUpstreams> upstreams = nullptr);
 
 // With `endpoint` set: an OtlpExporter (api/otlp_export.h) listening on

@@ -1,20 +1,19 @@
 #include "deploy/pipeline.h"
-#include "core/log.h"
-
-#include "deploy/mcp_gateway.h"
-#include "deploy/tool_directory.h"
 
 #include <filesystem>
 #include <iostream>
 #include <random>
 
 #include "audit/log_audit_reader.h"
-#include "deploy/gate_key.h"
+#include "core/log.h"
 #include "deploy/duragent_local_rules.h"
+#include "deploy/gate_key.h"
 #include "deploy/identity.h"
+#include "deploy/mcp_gateway.h"
 #include "deploy/notify_deliveries.h"
 #include "deploy/observability.h"
 #include "deploy/stages.h"
+#include "deploy/tool_directory.h"
 
 namespace tollgate {
 
@@ -22,8 +21,10 @@ std::string DefaultPolicyPath() {
   if (const char* env = std::getenv("TOLLGATE_DEFAULT_POLICY"); env != nullptr && *env) return env;
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  for (auto dir = self.parent_path(); !ec && !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-    if (std::filesystem::exists(dir / "config/default-policy.yaml")) return (dir / "config/default-policy.yaml").string();
+  for (auto dir = self.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path()) {
+    if (std::filesystem::exists(dir / "config/default-policy.yaml"))
+      return (dir / "config/default-policy.yaml").string();
   }
   return TOLLGATE_SOURCE_DIR "/config/default-policy.yaml";
 }
@@ -32,7 +33,8 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
                 Json extra, std::unique_ptr<ApiServer>* server) {
   if (!options.http_listen.empty()) {
     if (!ParseListen(options.http_listen, &api.host, &api.port)) {
-      return Status::Error(errc::kInvalidQuery, "--http must be HOST:PORT, not '" + options.http_listen + "'");
+      return Status::Error(errc::kInvalidQuery,
+                           "--http must be HOST:PORT, not '" + options.http_listen + "'");
     }
     api.bus = bus;
     // The MCP gateway (/mcp) on the same server, signing with the same key.
@@ -55,7 +57,8 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
 void Pipeline::AddPipelineCollectors(Pipeline* p) {
   p->metrics_->AddCollector([p](MetricsText& t) {
     std::vector<std::pair<std::string, const StageRunner*>> runners;
-    for (size_t i = 0; i < p->runners_.size(); ++i) runners.emplace_back(p->stages_[i]->name(), p->runners_[i].get());
+    for (size_t i = 0; i < p->runners_.size(); ++i)
+      runners.emplace_back(p->stages_[i]->name(), p->runners_[i].get());
     WriteRunnerMetrics(t, runners);
     WriteLogMetrics(t, *p->log_);
     WriteBudgetMetrics(t, p->decide_);
@@ -66,9 +69,12 @@ void Pipeline::AddPipelineCollectors(Pipeline* p) {
         t.Family("tollgate_webhook_attempts_total", "counter", "Webhook POSTs tried (retries included).");
         t.Sample("tollgate_webhook_attempts_total", {}, static_cast<double>(w->attempts.load()));
         t.Family("tollgate_webhook_deliveries_total", "counter", "Webhook deliveries by outcome.");
-        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "delivered"}}, static_cast<double>(w->delivered.load()));
-        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "failed"}}, static_cast<double>(w->failed.load()));
-        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "dropped"}}, static_cast<double>(w->dropped.load()));
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "delivered"}},
+                 static_cast<double>(w->delivered.load()));
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "failed"}},
+                 static_cast<double>(w->failed.load()));
+        t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "dropped"}},
+                 static_cast<double>(w->dropped.load()));
       }
     }
   });
@@ -134,8 +140,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
 
   // Who may act, before anything is read from a topic.
   p->credentials_ = std::make_unique<CredentialRegistry>();
-  s = SetUpIdentity({options.data_dir, options.tokens_file}, p->log_->store(), *p->sink_, p->credentials_.get(),
-                    &p->service_signer_, &p->admin_token_created_);
+  s = SetUpIdentity({options.data_dir, options.tokens_file}, p->log_->store(), *p->sink_,
+                    p->credentials_.get(), &p->service_signer_, &p->admin_token_created_);
   if (!s.ok()) return s;
   {
     CredentialRegistry* reg = p->credentials_.get();
@@ -205,10 +211,12 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     no.view = p->store_view_.get();
     const std::string derived = s.ok() ? key->Derive("notify-webhook") : "";
     if (s.ok()) {
-      s = NotifyDefaultSecret(options.data_dir, ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
+      s = NotifyDefaultSecret(options.data_dir,
+                              ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
                               &no.default_secret);
     }
-    if (s.ok()) s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
+    if (s.ok())
+      s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
     if (!s.ok()) return s;
     NotifyDeliveries* n = p->notify_.get();
     p->sink_->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
@@ -237,7 +245,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     ro.results = p->results_;
     ro.on_offset_lost = [raw](const Status&) {
       Status r = raw->ReconcileNow();
-      if (!r.ok()) log::Error({"reconciler"}) << "reconcile after offset loss failed: " << r.ToString() << "\n";
+      if (!r.ok())
+        log::Error({"reconciler"}) << "reconcile after offset loss failed: " << r.ToString() << "\n";
     };
     auto runner = std::make_unique<StageRunner>(*stage, *p->sink_, *p->view_, ro);
     s = runner->Start();
@@ -281,7 +290,8 @@ Status Pipeline::Start(const PipelineOptions& options, std::unique_ptr<Pipeline>
     return tools->List(org, agent, out);
   };
   s = ServeLog(options, p->bus_, std::move(ao), p->log_->store(),
-               {{"embedded_broker", options.brokers.empty()}, {"gate_key", GateKeyJson(*p->gate_)}}, &p->api_);
+               {{"embedded_broker", options.brokers.empty()}, {"gate_key", GateKeyJson(*p->gate_)}},
+               &p->api_);
   if (!s.ok()) return s;
   if (p->api_) p->notify_->SetConsoleBase(p->api_->url());
   phase("api");
@@ -306,12 +316,17 @@ Json Pipeline::stats() const {
   Json out = Json::object();
   for (size_t i = 0; i < runners_.size(); ++i) {
     const RunnerStats& st = runners_[i]->stats();
-    out[stages_[i]->name()] = {{"messages", st.messages.load()},     {"batches", st.batches.load()},
-                               {"events", st.events.load()},         {"outputs", st.outputs.load()},
-                               {"retries", st.retries.load()},       {"process_us", st.process_us.load()},
-                               {"append_us", st.append_us.load()},   {"publish_us", st.publish_us.load()},
+    out[stages_[i]->name()] = {{"messages", st.messages.load()},
+                               {"batches", st.batches.load()},
+                               {"events", st.events.load()},
+                               {"outputs", st.outputs.load()},
+                               {"retries", st.retries.load()},
+                               {"process_us", st.process_us.load()},
+                               {"append_us", st.append_us.load()},
+                               {"publish_us", st.publish_us.load()},
                                {"publish_wait_us", st.publish_wait_us.load()},
-                               {"pipelined", st.pipelined.load()},   {"deferred", st.deferred.load()},
+                               {"pipelined", st.pipelined.load()},
+                               {"deferred", st.deferred.load()},
                                {"already_committed", st.already_committed.load()}};
   }
   return out;

@@ -13,18 +13,18 @@
 #include "api/metrics.h"
 #include "api/otlp_export.h"
 #include "approve/approve_stage.h"
-#include "decide/decide_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
+#include "core/auth.h"
+#include "core/credentials.h"
+#include "decide/decide_stage.h"
 #include "deploy/endpoints.h"  // WriteEndpoints, for its callers
 #include "deploy/reconciler.h"
 #include "deploy/scheduler.h"
-#include "core/auth.h"
-#include "core/credentials.h"
+#include "execute/audit_reader.h"
 #include "runtime/kafka_bus.h"
 #include "runtime/result_publisher.h"
 #include "runtime/stage_runner.h"
-#include "execute/audit_reader.h"
 
 namespace tollgate {
 
@@ -36,7 +36,7 @@ struct PipelineOptions {
   Durability durability = Durability::kSync;
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
-  bool write_endpoints = true;             // data_dir/endpoints.json
+  bool write_endpoints = true;  // data_dir/endpoints.json
   // Recorded-result replay (replay/replay_stage.h): when set, a replay
   // stage serving the results recorded in this data dir, log or export
   // takes execute's place; nothing is executed.
@@ -47,9 +47,9 @@ struct PipelineOptions {
   // binary (DefaultPolicyPath()).
   std::string policy_path;
   // Approvals (docs/approvals.md, docs/http_api.md).
-  std::vector<std::string> webhooks;       // POSTed to when an approval is requested
-  std::string http_listen;                 // HTTP API "HOST:PORT" (port 0: any); empty = no API
-  std::string tokens_file;                 // tokens to import into the log; default data_dir/tokens.json
+  std::vector<std::string> webhooks;  // POSTed to when an approval is requested
+  std::string http_listen;            // HTTP API "HOST:PORT" (port 0: any); empty = no API
+  std::string tokens_file;            // tokens to import into the log; default data_dir/tokens.json
   int64_t max_signature_skew_us = kDefaultMaxSkewUs;  // iat of a request's or response's signature
   // Execute: CLI tools dir and workspace root; empty = the policy's
   // execute.tools_dir / execute.workspace_root, else <data>/tools and
@@ -107,7 +107,7 @@ class Pipeline {
   // Re-drives unfinished requests now (also run at start).
   Status ReconcileNow();
   ApproveStage& approve() { return *approve_; }
-  ApiServer* api() { return api_.get(); }  // null without http_listen
+  ApiServer* api() { return api_.get(); }              // null without http_listen
   Scheduler* scheduler() { return scheduler_.get(); }  // null when replaying
   // What GET /metrics serves (api/metrics.h).
   Metrics& metrics() { return *metrics_; }
@@ -140,10 +140,10 @@ class Pipeline {
   std::unique_ptr<StoreLogView> store_view_;
   std::unique_ptr<CachedLogView> view_;
   std::unique_ptr<Producer> reconcile_producer_;
-  std::unique_ptr<Scheduler> scheduler_;  // fires scheduled calls (none when replaying)
+  std::unique_ptr<Scheduler> scheduler_;            // fires scheduled calls (none when replaying)
   std::unique_ptr<class NotifyDeliveries> notify_;  // deploy/notify_deliveries.h
   std::shared_ptr<const JwtSigner> gate_;
-  std::shared_ptr<ResultPublisher> results_;  // every runner's and the reconciler's
+  std::shared_ptr<ResultPublisher> results_;   // every runner's and the reconciler's
   std::unique_ptr<AuditReader> audit_reader_;  // get_audit_log, over the log
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;

@@ -1,10 +1,10 @@
 #include "deploy/reconciler.h"
-#include "core/log.h"
 
 #include <iostream>
 
 #include "audit/log_sink.h"
 #include "audit/open_requests.h"
+#include "core/log.h"
 #include "core/request_state.h"
 #include "core/trace.h"
 
@@ -20,13 +20,15 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
     StampTraceparent(tp, &m);
     return m;
   };
-  Flow flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""), nullptr};
+  Flow flow{data.value("request", Json::object()), data.value("received_at", ""), data.value("args_hash", ""),
+            nullptr};
   auto redacted = data.find("redacted");
   if (redacted != data.end() && redacted->is_array() && !redacted->empty()) {
     // The log holds the request with its secrets redacted; re-driving it would
     // run the tool with "[REDACTED]" values. End it, saying so.
-    const std::string msg = "the request was received but the broker lost it before it finished, and its "
-                            "secret-bearing args are not kept in the log; submit it again";
+    const std::string msg =
+        "the request was received but the broker lost it before it finished, and its "
+        "secret-bearing args are not kept in the log; submit it again";
     Event e = *st.received;
     e.type = "request.rejected";
     e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, "reconcile");
@@ -35,10 +37,12 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
     e.data = {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "reconciler"}};
     StampTraceparent(tp, &e);
     Json decision = st.decision ? WithoutProvenance(st.decision->data) : Json();
-    Json result = MakeResult(flow.request, "failed", decision, nullptr, ToolResultError(errc::kRequestLost, msg, true));
+    Json result =
+        MakeResult(flow.request, "failed", decision, nullptr, ToolResultError(errc::kRequestLost, msg, true));
     return Redrive{traced(MessageFor(topics.results(), flow.request, result)), std::move(e), 0};
   }
-  if (st.decision == nullptr) return Redrive{traced(MessageFor(topics.decide(), flow.request, flow.ToJson())), {}, -1};
+  if (st.decision == nullptr)
+    return Redrive{traced(MessageFor(topics.decide(), flow.request, flow.ToJson())), {}, -1};
   flow.decision = WithoutProvenance(st.decision->data);
   const std::string verdict = st.verdict();
   if (verdict == "ask" && st.approval_settled == nullptr) {
@@ -78,9 +82,9 @@ Status Reconcile(const LogStore& store, EventSink& sink, Producer& producer, con
                                        producer.max_message_bytes())) {
         continue;
       }
-      log::Error({"reconciler", open.request_id}) << open.request_id << " of org " << open.org_id
-                << " cannot be re-driven (its message is " << plan->message.bytes() << " bytes); it ends with "
-                << errc::kOutputTooLarge << "\n";
+      log::Error({"reconciler", open.request_id})
+          << open.request_id << " of org " << open.org_id << " cannot be re-driven (its message is "
+          << plan->message.bytes() << " bytes); it ends with " << errc::kOutputTooLarge << "\n";
       const std::string tp = TraceparentOf(plan->message);
       StampTraceparent(tp, &result);
       StampTraceparent(tp, &e);

@@ -9,18 +9,18 @@
 #include <optional>
 
 #include "audit/event_log.h"
-#include "runtime/kafka_bus.h"
-#include "runtime/result_publisher.h"
 #include "core/messages.h"
 #include "core/stage.h"
+#include "runtime/kafka_bus.h"
+#include "runtime/result_publisher.h"
 
 namespace tollgate {
 
 // What to do for one request, given its events in log order. Pure.
 struct Redrive {
-  Message message;               // to publish
-  std::optional<Event> event;    // to append first (requests that cannot be re-driven)
-  int log_seq_of_event = -1;     // as StageOutput
+  Message message;             // to publish
+  std::optional<Event> event;  // to append first (requests that cannot be re-driven)
+  int log_seq_of_event = -1;   // as StageOutput
 };
 std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topics& topics, int64_t now_us);
 

@@ -20,8 +20,8 @@ struct Scheduler::State {
   ScheduleBook book;
   using Due = std::pair<int64_t, std::string>;  // (due_us, schedule_id)
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> heap;
-  bool loading = true;          // the start's fold runs: listener events wait
-  std::vector<Event> backlog;   // what the listener saw meanwhile
+  bool loading = true;         // the start's fold runs: listener events wait
+  std::vector<Event> backlog;  // what the listener saw meanwhile
   bool stop = false;
 
   // Requires mu. A create is queued; every entry is trimmed (the fire reads
@@ -45,7 +45,8 @@ namespace {
 // Only these events can change a schedule: the listener skips the rest cheaply.
 bool Relevant(const Event& e) {
   if (e.type == "execution.completed") return e.tool == kScheduleTool;
-  return (e.type == "request.received" || e.type == "request.rejected") && !ScheduleOfFireRequest(e.request_id).empty();
+  return (e.type == "request.received" || e.type == "request.rejected") &&
+         !ScheduleOfFireRequest(e.request_id).empty();
 }
 
 }  // namespace
@@ -106,7 +107,8 @@ size_t Scheduler::pending() const {
   auto heap = state_->heap;
   while (!heap.empty()) {
     const ScheduleEntry* s = state_->book.Find(heap.top().second);
-    if (s != nullptr && s->state == ScheduleEntry::State::kScheduled && ids.insert(s->schedule_id).second) ++n;
+    if (s != nullptr && s->state == ScheduleEntry::State::kScheduled && ids.insert(s->schedule_id).second)
+      ++n;
     heap.pop();
   }
   return n;
@@ -135,7 +137,8 @@ void Scheduler::Loop() {
     Status error;
     const bool sent = Fire(id, &error);
     lock.lock();
-    if (!error.ok()) log::Warn({"scheduler", id}) << "could not fire " << id << ": " << error.ToString() << "\n";
+    if (!error.ok())
+      log::Warn({"scheduler", id}) << "could not fire " << id << ": " << error.ToString() << "\n";
     // Sent (or failed): look again later; the log will show it fired. Not
     // sent: it has fired.
     if (sent || !error.ok()) {

@@ -1,8 +1,4 @@
 #include "deploy/stage_service.h"
-#include "core/log.h"
-
-#include "deploy/observability.h"
-#include "deploy/tool_directory.h"
 
 #include <unistd.h>
 
@@ -12,10 +8,13 @@
 #include "api/metrics.h"
 #include "audit/credentials_log.h"
 #include "audit/log_audit_reader.h"
+#include "core/log.h"
 #include "core/sha256.h"
 #include "deploy/duragent_local_rules.h"
 #include "deploy/gate_key.h"
 #include "deploy/identity.h"
+#include "deploy/observability.h"
+#include "deploy/tool_directory.h"
 #include "runtime/result_publisher.h"
 
 namespace tollgate {
@@ -27,7 +26,8 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
   const std::string& stage = p->options_.stage;
   const bool keeper = stage == "audit";
   if (!keeper && std::find(StageNames().begin(), StageNames().end(), stage) == StageNames().end()) {
-    return Status::Error(errc::kInvalidRequest, "no stage '" + stage + "' (ingest, decide, approve, execute, audit)");
+    return Status::Error(errc::kInvalidRequest,
+                         "no stage '" + stage + "' (ingest, decide, approve, execute, audit)");
   }
   if (po.brokers.empty()) return Status::Error(errc::kInvalidRequest, "a stage service needs --brokers");
   if (po.policy_path.empty()) po.policy_path = DefaultPolicyPath();
@@ -41,7 +41,8 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
   // share a transactional id: the host name is part of the default.
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  if (p->options_.instance.empty()) p->options_.instance = Sha256Hex(std::string(host) + ":" + abs_data).substr(0, 12);
+  if (p->options_.instance.empty())
+    p->options_.instance = Sha256Hex(std::string(host) + ":" + abs_data).substr(0, 12);
 
   p->bus_.brokers = po.brokers;
   p->bus_.topics.prefix = po.topic_prefix;
@@ -66,9 +67,9 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
   // The deployment's key for the events topic: the keeper makes it on
   // first start; every other process must be given the same file.
   std::shared_ptr<const EventsKey> key;
-  s = EventsKey::Load(p->options_.deployment_key.empty() ? po.data_dir + "/keys/events.key"
-                                                         : p->options_.deployment_key,
-                      keeper, &key);
+  s = EventsKey::Load(
+      p->options_.deployment_key.empty() ? po.data_dir + "/keys/events.key" : p->options_.deployment_key,
+      keeper, &key);
   if (!s.ok()) return s;
   // Its Kafka ids carry a secret of the deployment key (deploy/identity.h).
   p->transactional_id_ = StageTransactionalId(*key, stage, p->options_.instance);
@@ -91,9 +92,10 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     // Credential changes (tokens file import, the service key, the HTTP
     // API's) go to the events topic, so every stage folds them.
     const LogStore& store = p->log_->store();
-    s = TopicEventSink::Open(p->bus_, p->transactional_id_ + "-writer", *p->follower_,
-                             [&store](const std::string& id, uint64_t* seq) { return store.SeqOfEvent(id, seq); },
-                             key, &p->topic_sink_);
+    s = TopicEventSink::Open(
+        p->bus_, p->transactional_id_ + "-writer", *p->follower_,
+        [&store](const std::string& id, uint64_t* seq) { return store.SeqOfEvent(id, seq); }, key,
+        &p->topic_sink_);
     if (!s.ok()) return s;
     {
       CredentialRegistry* reg = p->credentials_.get();
@@ -156,9 +158,11 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
         WriteBudgetMetrics(t, raw->built_.decide);
         return t.text();
       };
-      s = MetricsServer::Start(options.metrics_listen, p->credentials_.get(), po.metrics_public, render, &p->metrics_);
+      s = MetricsServer::Start(options.metrics_listen, p->credentials_.get(), po.metrics_public, render,
+                               &p->metrics_);
       if (!s.ok()) return s;
-      s = WriteEndpoints(po.data_dir, {{"metrics", p->metrics_->url()}, {"stage", stage}, {"pid", ::getpid()}});
+      s = WriteEndpoints(po.data_dir,
+                         {{"metrics", p->metrics_->url()}, {"stage", stage}, {"pid", ::getpid()}});
       if (!s.ok()) return s;
       log::Info({stage}) << "metrics at " << p->metrics_->url() << "\n";
     }
@@ -179,9 +183,11 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
       // this one before its disk was lost, sent what it holds.
       no.catch_up_without_state = false;
       const std::string derived = key->Derive("notify-webhook");
-      s = NotifyDefaultSecret(po.data_dir, ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
+      s = NotifyDefaultSecret(po.data_dir,
+                              ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
                               &no.default_secret);
-      if (s.ok()) s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
+      if (s.ok())
+        s = NotifyDeliveries::Start(std::move(no), p->log_->store(), p->log_->head_seq(), &p->notify_);
       if (!s.ok()) return s;
       NotifyDeliveries* n = p->notify_.get();
       p->sink_->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
@@ -223,8 +229,8 @@ Status StageService::Start(const ServiceOptions& options, std::unique_ptr<StageS
     ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {
       return tools->List(org, agent, out);
     };
-    s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(), {{"embedded_broker", false}, {"keeper", true}, {"gate_key", GateKeyJson(*gate)}},
-                 &p->api_);
+    s = ServeLog(po, p->bus_, std::move(ao), p->log_->store(),
+                 {{"embedded_broker", false}, {"keeper", true}, {"gate_key", GateKeyJson(*gate)}}, &p->api_);
     if (!s.ok()) return s;
     if (p->api_ && p->notify_) p->notify_->SetConsoleBase(p->api_->url());
   }

@@ -26,9 +26,9 @@
 
 #include "api/http_api.h"
 #include "api/metrics_server.h"
+#include "api/otlp_export.h"
 #include "deploy/notify_deliveries.h"
 #include "deploy/pipeline.h"
-#include "api/otlp_export.h"
 #include "deploy/stages.h"
 #include "runtime/event_follower.h"
 #include "runtime/stage_runner.h"
@@ -36,7 +36,7 @@
 namespace tollgate {
 
 struct ServiceOptions {
-  std::string stage;        // ingest | decide | approve | execute | audit
+  std::string stage;         // ingest | decide | approve | execute | audit
   PipelineOptions pipeline;  // brokers (required), data_dir, policy, ...
   // Identifies this process across restarts (its transactional id): two
   // processes must not share one. Default: the stage and the data dir.

@@ -1,13 +1,13 @@
 #include "deploy/stages.h"
-#include "deploy/policy_source.h"
-#include "core/log.h"
 
 #include <algorithm>
 #include <iostream>
 
 #include "audit/approvals.h"
+#include "core/log.h"
 #include "decide/decide_stage.h"
 #include "deploy/pipeline.h"
+#include "deploy/policy_source.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
 #include "replay/replay_stage.h"
@@ -55,9 +55,9 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
   auto decide = std::make_unique<DecideStage>(std::move(dc));
   {
     const LogStore& store = env.log->store();
-    Status s = decide->Rebuild(env.log->head_seq(),
-                               [&store](uint64_t seq, Event* e) { return store.ReadEvent(seq, e); },
-                               wanted("decide") ? options.data_dir + "/decide-ledger.snapshot" : "");
+    Status s = decide->Rebuild(
+        env.log->head_seq(), [&store](uint64_t seq, Event* e) { return store.ReadEvent(seq, e); },
+        wanted("decide") ? options.data_dir + "/decide-ledger.snapshot" : "");
     if (!s.ok()) return s;
     // Fail at start rather than hold every request: with no policy in the
     // log, the file must load now.
@@ -112,8 +112,8 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
       // Recorded-result replay: replay/'s stage takes execute's place (no
       // executor is built, so nothing can run a tool).
       out->stages.emplace_back();
-      Status s = replay::MakeReplayStage(topics, options.replay_from, options.replay_session, env.log->store(),
-                                         &out->stages.back());
+      Status s = replay::MakeReplayStage(topics, options.replay_from, options.replay_session,
+                                         env.log->store(), &out->stages.back());
       if (!s.ok()) return s;
     } else if (name == "execute") {
       // Execute enforces the policy in force: the log's when it has one (the
@@ -124,7 +124,7 @@ Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltSt
         s = execute_policy_of(in_force.file()->doc(), policy.get());
         if (!s.ok()) {
           log::Error({"execute"}) << "the execute section in force does not load (" << s.message()
-                    << "); using the file's\n";
+                                  << "); using the file's\n";
         }
       }
       if (!in_force.has_policy() || !s.ok()) {

@@ -5,6 +5,7 @@
 // registered on the log's sink so every later group is folded in.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +18,6 @@
 #include "core/stage.h"
 #include "decide/decide_stage.h"
 #include "decide/policy_in_force.h"
-
-#include <functional>
 #include "execute/audit_reader.h"
 #include "execute/mcp_upstream.h"
 
@@ -30,9 +29,9 @@ struct PipelineOptions;
 struct StageEnv {
   const PipelineOptions* options = nullptr;  // policy_path resolved
   Topics topics;
-  EventLog* log = nullptr;                   // the local log (or copy)
-  LogSink* sink = nullptr;                   // listeners are registered here
-  const LogView* store_view = nullptr;       // reads the log itself
+  EventLog* log = nullptr;              // the local log (or copy)
+  LogSink* sink = nullptr;              // listeners are registered here
+  const LogView* store_view = nullptr;  // reads the log itself
   const CredentialRegistry* credentials = nullptr;
   std::shared_ptr<RedactorInForce> redactor;  // set from the policy in force
   AuditReader* audit = nullptr;               // get_audit_log

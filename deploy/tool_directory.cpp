@@ -1,5 +1,4 @@
 #include "deploy/tool_directory.h"
-#include "deploy/policy_source.h"
 
 #include <algorithm>
 
@@ -7,6 +6,7 @@
 #include "core/tool_catalog.h"
 #include "decide/policy_engine.h"
 #include "decide/tool_access.h"
+#include "deploy/policy_source.h"
 #include "execute/config.h"
 #include "execute/tools/cli_tool.h"
 
@@ -34,9 +34,11 @@ std::vector<ToolDescriptor> UpstreamDescriptors(const Json& described) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
       ToolDescriptor d;
       d.name = "mcp:" + server + "/" + t["name"].get<std::string>();
-      d.description = t.contains("description") && t["description"].is_string() ? t["description"].get<std::string>() : "";
+      d.description = t.contains("description") && t["description"].is_string()
+                          ? t["description"].get<std::string>()
+                          : "";
       d.input_schema = t.contains("inputSchema") && t["inputSchema"].is_object() ? t["inputSchema"]
-                                                                                  : Json{{"type", "object"}};
+                                                                                 : Json{{"type", "object"}};
       d.source = "mcp";
       out.push_back(std::move(d));
     }
@@ -66,7 +68,8 @@ namespace {
 // A built-in's catalog category (filesystem, network, ...); another tool's
 // is its kind: cli, mcp, or network for an http_request alias.
 std::string CategoryOf(const ToolDescriptor& t) {
-  if (const ToolFacts* f = FindBuiltinTool(t.name); f != nullptr && t.source == "builtin") return std::string(f->category);
+  if (const ToolFacts* f = FindBuiltinTool(t.name); f != nullptr && t.source == "builtin")
+    return std::string(f->category);
   return t.source == "http" ? "network" : t.source;
 }
 }  // namespace

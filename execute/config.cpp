@@ -85,7 +85,8 @@ Status Limits(const Json& sec, SandboxLimits* l) {
   return s;
 }
 
-Status StringMap(const Json& j, const std::string& what, std::vector<std::pair<std::string, std::string>>* out) {
+Status StringMap(const Json& j, const std::string& what,
+                 std::vector<std::pair<std::string, std::string>>* out) {
   if (j.is_null()) return Status::Ok();
   if (!j.is_object()) return Bad(what + " must be a map of strings");
   for (const auto& [k, v] : j.items()) {
@@ -100,7 +101,8 @@ Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
   if (!sec.is_object()) return Bad("mcp_servers must be a map of server name to server");
   for (const auto& [name, j] : sec.items()) {
     const std::string at = "mcp_servers." + name;
-    if (name.empty() || name.size() > 64 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
+    if (name.empty() || name.size() > 64 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") != std::string::npos) {
       return Bad(at + ": a server name is 1-64 of a-z, 0-9, _ and -");
     }
     if (name == kKaizenBuiltinServer) {
@@ -108,8 +110,8 @@ Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
     }
     if (!j.is_object()) return Bad(at + " must be a map");
     for (const auto& [k, v] : j.items()) {
-      static const std::set<std::string> kKeys{"command", "env", "read_only", "network", "url",
-                                               "headers", "timeout_ms", "limits", "description"};
+      static const std::set<std::string> kKeys{"command", "env",        "read_only", "network",    "url",
+                                               "headers", "timeout_ms", "limits",    "description"};
       if (!kKeys.count(k)) return Bad(at + ": unknown key " + k);
     }
     McpServerSpec m;
@@ -136,7 +138,8 @@ Status McpServers(const Json& sec, std::vector<McpServerSpec>* out) {
       if (!j["network"].is_boolean()) return Bad(at + ".network must be true or false");
       m.network = j["network"];
     }
-    if (m.command.empty() == m.url.empty()) return Bad(at + ": give either command (stdio) or url (Streamable HTTP)");
+    if (m.command.empty() == m.url.empty())
+      return Bad(at + ": give either command (stdio) or url (Streamable HTTP)");
     for (const auto& p : m.read_only) {
       if (p.empty() || p[0] != '/') return Bad(at + ".read_only: not an absolute path: " + p);
     }
@@ -177,17 +180,19 @@ ExecutePolicy DefaultExecutePolicy(const std::string& data_dir) {
   p.mcp_dir = data_dir + "/mcp";
   // Read-only, well-behaved utilities. Anything that can run another program
   // (find -exec, xargs, env, awk, sed's e command) stays out.
-  p.command_allowlist = {"ls", "cat", "head", "tail", "wc", "grep", "sort", "uniq", "cut", "tr", "echo",
-                         "date", "pwd", "true", "false", "stat", "du", "df", "basename", "dirname",
-                         "sha256sum", "md5sum", "diff", "file", "uname", "whoami", "id", "sleep", "seq"};
-  p.interpreter_blocklist = {"sh",     "bash",   "dash",   "zsh",    "ksh",    "csh",    "tcsh",  "fish",
-                             "python", "python2", "python3", "perl", "ruby",   "node",   "nodejs", "deno",
-                             "bun",    "php",    "lua",    "tclsh",  "wish",   "awk",    "gawk",  "mawk",
-                             "nawk",   "sed",    "env",    "xargs",  "nohup",  "nice",   "timeout", "setsid",
-                             "sudo",   "su",     "doas",   "busybox", "chroot", "strace", "gdb",  "ssh",
-                             "script", "expect", "osascript", "pwsh", "powershell", "java", "jshell", "R",
-                             "Rscript", "julia", "erl", "escript", "guile", "racket", "ocaml", "ghci",
-                             "irb",    "find",   "nsenter", "unshare", "flock", "watch", "parallel", "make"};
+  p.command_allowlist = {"ls",    "cat",    "head",     "tail",    "wc",        "grep",   "sort",  "uniq",
+                         "cut",   "tr",     "echo",     "date",    "pwd",       "true",   "false", "stat",
+                         "du",    "df",     "basename", "dirname", "sha256sum", "md5sum", "diff",  "file",
+                         "uname", "whoami", "id",       "sleep",   "seq"};
+  p.interpreter_blocklist = {
+      "sh",      "bash",    "dash",      "zsh",     "ksh",        "csh",    "tcsh",     "fish",
+      "python",  "python2", "python3",   "perl",    "ruby",       "node",   "nodejs",   "deno",
+      "bun",     "php",     "lua",       "tclsh",   "wish",       "awk",    "gawk",     "mawk",
+      "nawk",    "sed",     "env",       "xargs",   "nohup",      "nice",   "timeout",  "setsid",
+      "sudo",    "su",      "doas",      "busybox", "chroot",     "strace", "gdb",      "ssh",
+      "script",  "expect",  "osascript", "pwsh",    "powershell", "java",   "jshell",   "R",
+      "Rscript", "julia",   "erl",       "escript", "guile",      "racket", "ocaml",    "ghci",
+      "irb",     "find",    "nsenter",   "unshare", "flock",      "watch",  "parallel", "make"};
   p.cli_limits.timeout_ms = 30000;
   return p;
 }
@@ -220,9 +225,10 @@ Status YamlToJson(const std::string& text, Json* out) {
     YAML::Node root = YAML::Load(text);
     size_t values = 0, bytes = 0;
     if (!YamlExpansionWithin(root, 0, &values, &bytes)) {
-      return Status::Error(errc::kInvalidArgs,
-                           "policy: the YAML nests deeper than 64 levels or expands to more than 200000 values or "
-                           "8 MiB (aliases expanding?)");
+      return Status::Error(
+          errc::kInvalidArgs,
+          "policy: the YAML nests deeper than 64 levels or expands to more than 200000 values or "
+          "8 MiB (aliases expanding?)");
     }
     *out = NodeToJson(root);
   } catch (const std::exception& e) {
@@ -244,7 +250,8 @@ static Status SeedToolSettings(const Json& sec, ExecutePolicy* p) {
   if (sec.contains("llm_models_url") && !sec["llm_models_url"].is_null()) {
     NormalUrl u;
     std::string why;
-    if (!sec["llm_models_url"].is_string() || !NormalizeUrl(sec["llm_models_url"].get<std::string>(), "", &u, &why)) {
+    if (!sec["llm_models_url"].is_string() ||
+        !NormalizeUrl(sec["llm_models_url"].get<std::string>(), "", &u, &why)) {
       return Bad("llm_models_url must be an http(s) URL");
     }
     p->llm_models_url = sec["llm_models_url"];
@@ -295,19 +302,22 @@ static Status DuragentToolSettings(const Json& sec, ExecutePolicy* p) {
   if (s.ok()) s = Number(web, "timeout_ms", &p->web_timeout_ms, 1, 120000);
   if (s.ok()) s = str(session, "scope", "session.scope", &p->session_scope);
   if (!s.ok()) return s;
-  if (p->session_scope != "agent" && p->session_scope != "org") return Bad("session.scope must be agent or org");
+  if (p->session_scope != "agent" && p->session_scope != "org")
+    return Bad("session.scope must be agent or org");
   Json llm = memory.value("llm", Json::object());
   if (llm.is_null()) return Status::Ok();
   if (!llm.is_object()) return Bad("memory.llm must be a map");
   for (const auto& [k, v] : llm.items()) {
-    if (k != "url" && k != "model" && k != "api_key" && k != "timeout_ms") return Bad("memory.llm: unknown key " + k);
+    if (k != "url" && k != "model" && k != "api_key" && k != "timeout_ms")
+      return Bad("memory.llm: unknown key " + k);
   }
   s = url(llm, "url", "memory.llm.url", &p->memory_llm_url);
   if (s.ok()) s = str(llm, "model", "memory.llm.model", &p->memory_llm_model);
   if (s.ok()) s = str(llm, "api_key", "memory.llm.api_key", &p->memory_llm_api_key);
   if (s.ok()) s = Number(llm, "timeout_ms", &p->memory_llm_timeout_ms, 1, 600000);
   if (!s.ok()) return s;
-  if (!p->memory_llm_url.empty() && p->memory_llm_model.empty()) return Bad("memory.llm.model is required with url");
+  if (!p->memory_llm_url.empty() && p->memory_llm_model.empty())
+    return Bad("memory.llm.model is required with url");
   return Status::Ok();
 }
 
@@ -315,7 +325,8 @@ namespace {
 // declared_tools: {agent: {tool: {command, description?, readme?}}}, the
 // agent.yaml declarations as decide's loader translated them (absolute
 // paths inside the Duragent directory).
-Status DeclaredTools(const Json& j, std::map<std::string, std::map<std::string, ExecutePolicy::DeclaredTool>>* out) {
+Status DeclaredTools(const Json& j,
+                     std::map<std::string, std::map<std::string, ExecutePolicy::DeclaredTool>>* out) {
   if (!j.is_object()) return Bad("declared_tools must be a map");
   for (const auto& [agent, tools] : j.items()) {
     if (!tools.is_object()) return Bad("declared_tools." + agent + " must be a map");
@@ -361,7 +372,8 @@ Status ExecutePolicyFromJson(const Json& policy, const std::string& data_dir, Ex
       if (!sec["agents_dir"].is_string()) return Bad("agents_dir must be a path");
       p.agents_dir = sec["agents_dir"];
     }
-    if (Status d = DeclaredTools(sec.value("declared_tools", Json::object()), &p.declared_tools); !d.ok()) return d;
+    if (Status d = DeclaredTools(sec.value("declared_tools", Json::object()), &p.declared_tools); !d.ok())
+      return d;
     if (sec.contains("writes_enabled")) {
       if (!sec["writes_enabled"].is_boolean()) return Bad("writes_enabled must be true or false");
       p.writes_enabled = sec["writes_enabled"];

@@ -16,12 +16,12 @@
 namespace tollgate {
 
 struct SandboxLimits {
-  int timeout_ms = 10000;          // wall clock; then the process group is killed
-  int cpu_seconds = 10;            // RLIMIT_CPU
-  size_t memory_mb = 512;          // RLIMIT_AS; 0 = none (MCP servers' default)
-  size_t file_size_mb = 16;        // RLIMIT_FSIZE
-  int open_files = 64;             // RLIMIT_NOFILE
-  int processes = 64;              // RLIMIT_NPROC (per real uid: see run_as)
+  int timeout_ms = 10000;              // wall clock; then the process group is killed
+  int cpu_seconds = 10;                // RLIMIT_CPU
+  size_t memory_mb = 512;              // RLIMIT_AS; 0 = none (MCP servers' default)
+  size_t file_size_mb = 16;            // RLIMIT_FSIZE
+  int open_files = 64;                 // RLIMIT_NOFILE
+  int processes = 64;                  // RLIMIT_NPROC (per real uid: see run_as)
   size_t max_output_bytes = 64 << 10;  // per stream; the rest is dropped (truncated: true)
   bool operator==(const SandboxLimits&) const = default;
 };
@@ -31,21 +31,21 @@ struct SandboxLimits {
 // stdio, run as CLI tools are (sandboxed, no shell, scrubbed env, rlimits),
 // or a Streamable HTTP URL under http_request's SSRF rules.
 struct McpServerSpec {
-  std::string name;                   // [a-z0-9_-]+
-  std::vector<std::string> command;   // stdio: argv; [0] looked up in kSafePath
-  std::vector<std::pair<std::string, std::string>> env;  // values may hold ${env:NAME}
-  std::vector<std::string> read_only; // host paths it may read (absolute)
-  bool network = false;               // stdio: the host's network in its sandbox
-  std::string url;                    // http: the MCP endpoint
+  std::string name;                                          // [a-z0-9_-]+
+  std::vector<std::string> command;                          // stdio: argv; [0] looked up in kSafePath
+  std::vector<std::pair<std::string, std::string>> env;      // values may hold ${env:NAME}
+  std::vector<std::string> read_only;                        // host paths it may read (absolute)
+  bool network = false;                                      // stdio: the host's network in its sandbox
+  std::string url;                                           // http: the MCP endpoint
   std::vector<std::pair<std::string, std::string>> headers;  // values may hold ${env:NAME}
-  int call_timeout_ms = 30000;        // one tools/call
-  SandboxLimits limits;               // stdio; timeout_ms unused (it keeps running)
+  int call_timeout_ms = 30000;                               // one tools/call
+  SandboxLimits limits;                                      // stdio; timeout_ms unused (it keeps running)
   bool operator==(const McpServerSpec&) const = default;
 };
 
 struct ExecutePolicy {
-  std::string workspace_root;      // each agent gets <root>/<org_id>/<agent_id>
-  bool writes_enabled = true;      // write_file / delete_file
+  std::string workspace_root;  // each agent gets <root>/<org_id>/<agent_id>
+  bool writes_enabled = true;  // write_file / delete_file
   size_t max_read_bytes = 1 << 20;
   size_t max_write_bytes = 1 << 20;
   size_t max_list_entries = 1000;
@@ -67,10 +67,10 @@ struct ExecutePolicy {
   // uid, and root ignores it); "" keeps the current user.
   std::string run_as = "nobody";
 
-  std::vector<Cidr> allow_cidrs;   // execute.network.allow_cidrs
+  std::vector<Cidr> allow_cidrs;  // execute.network.allow_cidrs
   int max_redirects = 5;
 
-  std::string tools_dir;           // CLI tools: <tools_dir>/<name>/run (Duragent's workspace tools)
+  std::string tools_dir;  // CLI tools: <tools_dir>/<name>/run (Duragent's workspace tools)
   // Duragent's layout (docs/tools.md, "Tool declarations"): each agent's
   // own tools at <agents_dir>/<agent_id>/tools/<name>/run, and the tools
   // its agent.yaml declares (agent -> tool name -> its command, an absolute
@@ -84,7 +84,7 @@ struct ExecutePolicy {
   // Where running children's process groups are recorded (see
   // KillLeftovers in execute/sandbox.h); "" = not recorded.
   std::string run_dir;
-  SandboxLimits cli_limits;        // CLI tools' limits (timeout 30 s)
+  SandboxLimits cli_limits;  // CLI tools' limits (timeout 30 s)
   // background_process (execute.background, docs/tools.md): live processes
   // per org and agent, each one's output ring, wall-clock lifetime (then
   // killed), RLIMIT_NPROC under the agent's uid, and RLIMIT_AS.
@@ -98,13 +98,13 @@ struct ExecutePolicy {
   };
   BackgroundLimits background;
   std::vector<McpServerSpec> mcp_servers;  // sorted by name
-  std::string mcp_dir;             // each stdio server's workspace: <mcp_dir>/<name>
+  std::string mcp_dir;                     // each stdio server's workspace: <mcp_dir>/<name>
 
   // The AI Orchestrator seed's tools (docs/tools.md, "The AI Orchestrator's tools").
   // list_llm_models: these names, and/or those an Ollama-compatible server
   // lists at GET <llm_models_url>/api/tags (under the SSRF guard: allow_cidrs).
   std::vector<std::string> llm_models;
-  std::string llm_models_url;      // "" = none; an http(s) URL, checked at load
+  std::string llm_models_url;  // "" = none; an http(s) URL, checked at load
   int llm_models_timeout_ms = 5000;
   // search_directory: absolute host directories it may search besides the
   // agent's workspace (each lexically normal, no "..").
@@ -128,7 +128,7 @@ struct ExecutePolicy {
   std::string memory_llm_url, memory_llm_model, memory_llm_api_key;
   int memory_llm_timeout_ms = 30000;
 
-  Json orgs = Json::object();      // the policy's `orgs` sections, for their agents' http_request
+  Json orgs = Json::object();           // the policy's `orgs` sections, for their agents' http_request
   Json http_defaults = Json::object();  // the policy's top-level `http_request` (every agent's defaults)
   // The top-level http_request overridden key by key by
   // orgs.<org_id>.agents.<agent_id>.http_request (as decide reads them;

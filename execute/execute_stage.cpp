@@ -1,11 +1,11 @@
 #include "execute/execute_stage.h"
-#include "core/log.h"
 
 #include <unistd.h>
 
 #include <chrono>
 #include <iostream>
 
+#include "core/log.h"
 #include "core/redact.h"
 #include "core/sha256.h"
 #include "execute/invocation_check.h"
@@ -78,7 +78,8 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
     if (!s.ok()) {
       // Decide refuses such a file before logging it (DecideConfig::validate);
       // one that got in anyway must not leave the old rules running quietly.
-      log::Error({"execute"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString() << "\n";
+      log::Error({"execute"}) << "policy.updated at seq " << e.seq << " not applied: " << s.ToString()
+                              << "\n";
       continue;
     }
     upstreams_->Configure(*next);
@@ -87,8 +88,8 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
   }
 }
 
-Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const Json& decision, int64_t now_us,
-                           std::shared_ptr<const ExecutePolicy> pol) const {
+Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const Json& decision,
+                           int64_t now_us, std::shared_ptr<const ExecutePolicy> pol) const {
   if (!pol) pol = policy();
   const std::string& name = call.tool;
   auto tool = registry_.FindFor(name, request.value("org_id", ""), request.value("agent_id", ""), *pol);
@@ -120,8 +121,10 @@ Json ExecuteStage::RunTool(const Json& request, const ResolvedCall& call, const 
   if (!result["meta"].is_object()) result["meta"] = Json::object();
   // The seed's meta.sandbox: false unless the tool said it ran in the
   // sandbox; a tool's meta.command is its own.
-  if (!result["meta"].contains("sandbox") || !result["meta"]["sandbox"].is_boolean()) result["meta"]["sandbox"] = false;
-  result["meta"]["duration_ms"] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (!result["meta"].contains("sandbox") || !result["meta"]["sandbox"].is_boolean())
+    result["meta"]["sandbox"] = false;
+  result["meta"]["duration_ms"] =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
 
@@ -129,8 +132,8 @@ namespace {
 
 // execution.completed for `tool_result`, and the agent's result.
 void Complete(const Flow& flow, const Json& decision, const Json& approval, const Json& tool_result,
-              const std::string& source, int64_t time_us, const std::string& results_topic, const Redactor& redactor,
-              StageResult* r) {
+              const std::string& source, int64_t time_us, const std::string& results_topic,
+              const Redactor& redactor, StageResult* r) {
   Json logged = tool_result;
   auto redacted = redactor.Redact(logged);
   double cost = 0;
@@ -141,12 +144,16 @@ void Complete(const Flow& flow, const Json& decision, const Json& approval, cons
   }
   const double ms = tool_result["meta"].value("duration_ms", 0.0);
   r->events.push_back(FlowEvent(flow, "execution.completed", time_us,
-                                {{"result", logged}, {"duration_ms", ms}, {"cost_usd", cost},
-                                 {"redacted", redacted}, {"source", source}}));
+                                {{"result", logged},
+                                 {"duration_ms", ms},
+                                 {"cost_usd", cost},
+                                 {"redacted", redacted},
+                                 {"source", source}}));
   const bool ok = tool_result.value("success", false);
   Json result = MakeResult(flow.request, ok ? "completed" : "failed", decision, approval, logged);
   RedactResult(&result, redactor);  // the decision's fields; the ToolResult is `logged` already
-  r->outputs.push_back({MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1, result});
+  r->outputs.push_back(
+      {MessageFor(results_topic, flow.request, result), static_cast<int>(r->events.size()) - 1, result});
 }
 
 }  // namespace
@@ -159,14 +166,17 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   const RequestState& state = input.state;
   if (flow.decision.is_null() || !state.cleared()) {
     // Only what decide allowed, or what approvers granted, as the log records it, runs.
-    return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no allow decision or granted approval in the log",
-                               errc::kNotInLog, Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
+    return RejectMalformedFlow(
+        name(), config_.topics, in, ctx,
+        "request " + flow.request_id() + " has no allow decision or granted approval in the log",
+        errc::kNotInLog,
+        Json{{"request_id", flow.request_id()}, {"org_id", flow.request.value("org_id", "")}});
   }
   const Json approval = ApprovalOf(state);  // null unless approvers cleared it
   if (state.completed != nullptr) {
     if (SourceOf(state.completed) != ctx.source) return r;  // a re-sent copy: ran once already
-    Json result = MakeResult(flow.request, state.completed->data["result"].value("success", false) ? "completed" : "failed",
+    Json result = MakeResult(flow.request,
+                             state.completed->data["result"].value("success", false) ? "completed" : "failed",
                              flow.decision, approval, state.completed->data["result"]);
     result["log_seq"] = state.completed->seq;
     RedactResult(&result, *redactor());
@@ -185,18 +195,21 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   // to later calls).
   std::shared_ptr<const ExecutePolicy> pol = policy();
   const ResolvedCall call = ResolveCall(flow.request, *pol);
-  auto tool = registry_.FindFor(call.tool, flow.request.value("org_id", ""), flow.request.value("agent_id", ""), *pol);
+  auto tool = registry_.FindFor(call.tool, flow.request.value("org_id", ""),
+                                flow.request.value("agent_id", ""), *pol);
   // The flow's decision: ReadFlow checked it is the log's, and unlike the
   // log's copy its request-derived fields are not redacted.
   Json decision = DecisionFromLog(flow.decision);
   const bool read_only = tool && tool->ReadOnly(call.args, decision);
   if (!call.error.is_null()) {  // an alias's arguments that do not expand: nothing runs
-    Complete(flow, flow.decision, approval, call.error, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    Complete(flow, flow.decision, approval, call.error, ctx.source, ctx.now_us, config_.topics.results(),
+             *redactor(), &r);
     return r;
   }
   // What executes is what was decided (execute/invocation_check.h).
   if (Json mismatch = CheckDecidedInvocation(flow.request, call, flow.decision, *pol); !mismatch.is_null()) {
-    Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(),
+             *redactor(), &r);
     return r;
   }
   if (state.started != nullptr) {
@@ -205,17 +218,21 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
     // is never run again (docs/tools.md, "How a call runs").
     const std::string when = "execution started (attempt " + std::to_string(state.attempts) + " at " +
                              FormatTime(state.started->time_us) + ")";
-    Json tr = read_only ? ToolResultError(errc::kExecutionInterrupted,
-                                          when + " but the process stopped while this call was running, so it was "
-                                                 "not run again (it may be what stopped it); the agent may retry it "
-                                                 "as a new request",
-                                          true)
-                        : ToolResultError(errc::kOutcomeUnknown,
-                                          when + " but its outcome was not recorded; the tool is not read-only, so "
-                                                 "it was not run again: check its effect before retrying with a new "
-                                                 "request_id",
-                                          false);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    Json tr = read_only
+                  ? ToolResultError(errc::kExecutionInterrupted,
+                                    when +
+                                        " but the process stopped while this call was running, so it was "
+                                        "not run again (it may be what stopped it); the agent may retry it "
+                                        "as a new request",
+                                    true)
+                  : ToolResultError(errc::kOutcomeUnknown,
+                                    when +
+                                        " but its outcome was not recorded; the tool is not read-only, so "
+                                        "it was not run again: check its effect before retrying with a new "
+                                        "request_id",
+                                    false);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(),
+             &r);
     return r;
   }
   const int attempt = state.attempts + 1;
@@ -227,7 +244,8 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
                                std::to_string(attempt)));
   if (!tool || RunsInline(call.tool)) {
     Json tr = RunTool(flow.request, call, decision, ctx.now_us, pol);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(), &r);
+    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(),
+             &r);
     return r;
   }
   {

@@ -32,7 +32,8 @@ bool SameInvocation(const std::string& decided, const std::string& text) {
     if (at == std::string::npos) return false;
     pos = at + pieces[k].size();
   }
-  return text.size() >= pos + 1 + last.size() && text.compare(text.size() - last.size(), last.size(), last) == 0;
+  return text.size() >= pos + 1 + last.size() &&
+         text.compare(text.size() - last.size(), last.size(), last) == 0;
 }
 
 ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
@@ -55,7 +56,9 @@ ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
   if (call.tool.find(':') != std::string::npos || FindBuiltinTool(call.tool) != nullptr) return call;
   auto alias = std::make_shared<HttpAlias>();
   Status s;
-  if (!FindHttpAlias(policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", "")), call.tool, alias.get(), &s)) return call;
+  if (!FindHttpAlias(policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", "")), call.tool,
+                     alias.get(), &s))
+    return call;
   Json expanded;
   if (s.ok()) s = ExpandHttpAlias(*alias, call.args, &expanded);
   if (!s.ok()) {
@@ -70,7 +73,8 @@ ResolvedCall ResolveCall(const Json& request, const ExecutePolicy& policy) {
 
 Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const Json& decision,
                             const ExecutePolicy& policy) {
-  if (!decision.is_object()) return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
+  if (!decision.is_object())
+    return ToolResultError(errc::kDecisionMismatch, "no decision to check the call against", false);
   const std::string& tool = call.tool;
   const Json& args = call.args;
   const Json http = policy.AgentHttp(request.value("org_id", ""), request.value("agent_id", ""));
@@ -81,17 +85,17 @@ Json CheckDecidedInvocation(const Json& request, const ResolvedCall& call, const
   const std::string inv = BuildInvocation(as, args, http.value("base_url", ""), method, action);
   const std::string decided = decision.value("invocation", "");
   if (!SameInvocation(decided, inv)) {
-    return ToolResultError(errc::kDecisionMismatch,
-                           "the call was decided as '" + decided + "' but would run as '" + inv + "'; it was not run",
-                           false);
+    return ToolResultError(
+        errc::kDecisionMismatch,
+        "the call was decided as '" + decided + "' but would run as '" + inv + "'; it was not run", false);
   }
   const std::string subject = FileSubject(tool, args, action);
   const std::string decided_subject = decision.value("subject", "");
   if (!SameInvocation(decided_subject, subject)) {
-    return ToolResultError(errc::kDecisionMismatch,
-                           "the call's path was decided as '" + decided_subject + "' but is '" + subject +
-                               "'; it was not run",
-                           false);
+    return ToolResultError(
+        errc::kDecisionMismatch,
+        "the call's path was decided as '" + decided_subject + "' but is '" + subject + "'; it was not run",
+        false);
   }
   return nullptr;
 }

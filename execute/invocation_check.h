@@ -30,9 +30,9 @@ namespace tollgate {
 
 // The call as execute runs it.
 struct ResolvedCall {
-  std::string tool;                       // the request's tool; "http_request" for a configured alias
-                                          // (a built-in one, http_get..., keeps its name)
-  Json args = Json::object();             // its arguments (an alias's expansion)
+  std::string tool;                        // the request's tool; "http_request" for a configured alias
+                                           // (a built-in one, http_get..., keeps its name)
+  Json args = Json::object();              // its arguments (an alias's expansion)
   std::shared_ptr<const HttpAlias> alias;  // null unless the request names an alias
   Json error;  // null, or the ToolResult ending a call that cannot be formed (nothing runs)
 };

@@ -114,7 +114,8 @@ class HttpUpstream : public McpUpstream {
 
   Status Request(const std::string& method, const Json& params, int timeout_ms, Json* result) override {
     std::string why;
-    if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why)) return Status::Error(errc::kUpstreamUnavailable, why);
+    if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why))
+      return Status::Error(errc::kUpstreamUnavailable, why);
     Json msg;
     Status st = Exchange(method, params, timeout_ms, &msg);
     if (!st.ok()) return st;
@@ -186,16 +187,18 @@ class HttpUpstream : public McpUpstream {
   Status Exchange(const std::string& method, const Json& params, int timeout_ms, Json* msg) {
     const int64_t id = next_id_++;
     Reply r;
-    Status st = Post(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}, timeout_ms, &r);
+    Status st =
+        Post(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}, timeout_ms, &r);
     if (!st.ok()) return st;
     if (r.status == 404 && method != "initialize") {
       // The server forgot our session: the supervisor reconnects.
       SetState(State::kDown, "the server ended the MCP session");
-      return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name + "' ended the session");
+      return Status::Error(errc::kUpstreamUnavailable,
+                           "upstream MCP server '" + spec_.name + "' ended the session");
     }
     if (r.status < 200 || r.status >= 300) {
-      return Status::Error(errc::kUpstreamUnavailable,
-                           "upstream MCP server '" + spec_.name + "' answered HTTP " + std::to_string(r.status));
+      return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name +
+                                                           "' answered HTTP " + std::to_string(r.status));
     }
     if (method == "initialize" && !r.session.empty()) {
       std::lock_guard<std::mutex> lock(session_mu_);
@@ -225,9 +228,12 @@ class HttpUpstream : public McpUpstream {
     if (!NormalizeUrl(spec_.url, "", &url, &why)) return fail(errc::kUrlForbidden, why);
     Pin pin;
     switch (PinHost(url.host, allow_, &pin, &why)) {
-      case PinResult::kForbidden: return fail(errc::kUrlForbidden, why);
-      case PinResult::kUnresolved: return fail(errc::kUpstreamUnavailable, why);
-      case PinResult::kOk: break;
+      case PinResult::kForbidden:
+        return fail(errc::kUrlForbidden, why);
+      case PinResult::kUnresolved:
+        return fail(errc::kUpstreamUnavailable, why);
+      case PinResult::kOk:
+        break;
     }
     curl_slist* hdrs = nullptr;
     hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
@@ -241,8 +247,9 @@ class HttpUpstream : public McpUpstream {
       std::string val, missing;
       if (!ExpandEnv(v, &val, &missing) || val.find_first_of("\r\n") != std::string::npos) {
         curl_slist_free_all(hdrs);
-        return fail(errc::kUpstreamUnavailable, "header " + k + (missing.empty() ? " is not a valid value"
-                                                                                 : " needs the unset variable " + missing));
+        return fail(errc::kUpstreamUnavailable,
+                    "header " + k +
+                        (missing.empty() ? " is not a valid value" : " needs the unset variable " + missing));
       }
       hdrs = curl_slist_append(hdrs, (k + ": " + val).c_str());
     }

@@ -32,13 +32,15 @@ namespace tollgate {
 namespace {
 
 constexpr size_t kMaxLine = kMaxUpstreamMessage;  // one JSON-RPC message from the server
-constexpr size_t kStderrTail = 2048;    // kept to say why it died
-constexpr int kReadyWaitMs = 5000;      // a call waits this long for a (re)start
+constexpr size_t kStderrTail = 2048;              // kept to say why it died
+constexpr int kReadyWaitMs = 5000;                // a call waits this long for a (re)start
 
 class StdioUpstream : public McpUpstream {
  public:
   StdioUpstream(McpServerSpec spec, const ExecutePolicy& policy)
-      : McpUpstream(std::move(spec)), run_dir_(policy.run_dir), run_as_(policy.run_as),
+      : McpUpstream(std::move(spec)),
+        run_dir_(policy.run_dir),
+        run_as_(policy.run_as),
         workspace_(policy.mcp_dir + "/" + spec_.name) {
     supervisor_ = std::thread([this] { Supervise(); });
   }
@@ -48,7 +50,8 @@ class StdioUpstream : public McpUpstream {
 
   Status Request(const std::string& method, const Json& params, int timeout_ms, Json* result) override {
     std::string why;
-    if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why)) return Status::Error(errc::kUpstreamUnavailable, why);
+    if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why))
+      return Status::Error(errc::kUpstreamUnavailable, why);
     struct Slot {
       std::mutex mu;
       std::condition_variable cv;
@@ -64,14 +67,16 @@ class StdioUpstream : public McpUpstream {
       }
       slot->cv.notify_all();
     });
-    if (id < 0) return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name + "' is not running");
+    if (id < 0)
+      return Status::Error(errc::kUpstreamUnavailable,
+                           "upstream MCP server '" + spec_.name + "' is not running");
     std::unique_lock<std::mutex> lock(slot->mu);
     if (!slot->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return slot->done; })) {
       lock.unlock();
       Forget(id);
       Notify("notifications/cancelled", {{"requestId", id}, {"reason", "timed out in tollgate"}});
-      return Status::Error(errc::kTimeout, "upstream MCP server '" + spec_.name + "' did not answer " + method +
-                                               " within " + std::to_string(timeout_ms) + " ms");
+      return Status::Error(errc::kTimeout, "upstream MCP server '" + spec_.name + "' did not answer " +
+                                               method + " within " + std::to_string(timeout_ms) + " ms");
     }
     return McpAnswer(spec_.name, method, slot->msg, result);
   }
@@ -140,7 +145,8 @@ class StdioUpstream : public McpUpstream {
   void RunOnce() {
     ProcessSpec p;
     p.path = FindProgram(spec_.command[0]);
-    if (p.path.empty()) return SetState(State::kDown, "program " + spec_.command[0] + " not found in " + kSafePath);
+    if (p.path.empty())
+      return SetState(State::kDown, "program " + spec_.command[0] + " not found in " + kSafePath);
     p.argv = spec_.command;
     std::error_code ec;
     std::filesystem::create_directories(workspace_, ec);
@@ -214,7 +220,8 @@ class StdioUpstream : public McpUpstream {
         if (err_tail.size() > 2 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
       }
       siginfo_t si{};
-      if (waitid(P_PID, child.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == child.pid) eof = true;
+      if (waitid(P_PID, child.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == child.pid)
+        eof = true;
     }
     std::map<int64_t, Callback> orphans;
     {
@@ -235,8 +242,9 @@ class StdioUpstream : public McpUpstream {
       // bwrap exits as its program did (128 + S when killed by signal S).
       const std::string how = WIFEXITED(status) && WEXITSTATUS(status) > 128
                                   ? "was killed by signal " + std::to_string(WEXITSTATUS(status) - 128)
-                              : WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                                  : "was killed by signal " + std::to_string(WTERMSIG(status));
+                              : WIFEXITED(status)
+                                  ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                  : "was killed by signal " + std::to_string(WTERMSIG(status));
       why = how + (err_tail.empty() ? std::string() : "; its last words: " + err_tail);
       gone = {{"x-unavailable", "upstream MCP server '" + spec_.name + "' " + why}};
     }
@@ -294,7 +302,9 @@ class StdioUpstream : public McpUpstream {
       } else {
         Reply({{"jsonrpc", "2.0"},
                {"id", m["id"]},
-               {"error", {{"code", -32601}, {"message", "tollgate does not serve " + method + " to upstream servers"}}}});
+               {"error",
+                {{"code", -32601},
+                 {"message", "tollgate does not serve " + method + " to upstream servers"}}}});
       }
       return "";
     }

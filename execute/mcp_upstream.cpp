@@ -24,7 +24,8 @@ std::string McpRefusal(const std::string& server, const std::string& what, const
 }
 
 Status McpAnswer(const std::string& server, const std::string& method, const Json& msg, Json* result) {
-  if (msg.contains("x-unavailable")) return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
+  if (msg.contains("x-unavailable"))
+    return Status::Error(errc::kUpstreamUnavailable, msg["x-unavailable"].get<std::string>());
   if (msg.contains("x-protocol")) {
     return Status::Error(errc::kUpstreamProtocol, msg["x-protocol"].get<std::string>());
   }
@@ -34,9 +35,10 @@ Status McpAnswer(const std::string& server, const std::string& method, const Jso
     // Cut at a character boundary: the text goes into events, whose bytes
     // must stay valid UTF-8.
     const std::string text = TruncateUtf8(has_text ? e["message"].get<std::string>() : e.dump(), 2000);
-    const int64_t code = e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
-    return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method + " (" +
-                                                       std::to_string(code) + "): " + text);
+    const int64_t code =
+        e.is_object() && e.contains("code") && e["code"].is_number_integer() ? e["code"].get<int64_t>() : 0;
+    return Status::Error(errc::kUpstreamToolError, "upstream MCP server '" + server + "' refused " + method +
+                                                       " (" + std::to_string(code) + "): " + text);
   }
   *result = msg.contains("result") ? msg["result"] : Json::object();
   return Status::Ok();
@@ -63,7 +65,9 @@ void McpUpstream::SetTools(Json tools) {
 Json McpUpstream::StatusJson() const {
   std::lock_guard<std::mutex> lock(mu_);
   Json j{{"transport", spec_.url.empty() ? "stdio" : "http"},
-         {"state", state_ == State::kReady ? "ready" : state_ == State::kDown ? "down" : "starting"},
+         {"state", state_ == State::kReady  ? "ready"
+                   : state_ == State::kDown ? "down"
+                                            : "starting"},
          {"tools", tools_}};
   if (!error_.empty()) j["error"] = error_;
   return j;
@@ -87,7 +91,8 @@ bool McpUpstream::WaitReady(int ms, std::string* why) const {
 
 bool McpUpstream::Backoff(std::chrono::steady_clock::time_point up_since) {
   std::unique_lock<std::mutex> lock(mu_);
-  if (std::chrono::steady_clock::now() - up_since > std::chrono::seconds(30)) backoff_ = std::chrono::milliseconds(100);
+  if (std::chrono::steady_clock::now() - up_since > std::chrono::seconds(30))
+    backoff_ = std::chrono::milliseconds(100);
   cv_.wait_for(lock, backoff_, [&] { return stop_; });
   backoff_ = std::min<std::chrono::milliseconds>(backoff_ * 2, std::chrono::seconds(10));
   return !stop_;
@@ -149,9 +154,12 @@ Json McpUpstreams::Call(const std::string& server, const std::string& tool, cons
     auto it = servers_.find(server);
     if (it != servers_.end()) s = it->second;
   }
-  if (!s) return ToolResultError(errc::kUpstreamUnavailable, "no upstream MCP server '" + server + "' is configured", false);
+  if (!s)
+    return ToolResultError(errc::kUpstreamUnavailable,
+                           "no upstream MCP server '" + server + "' is configured", false);
   Json result;
-  const tollgate::Status st = s->Request("tools/call", {{"name", tool}, {"arguments", args}}, s->spec().call_timeout_ms, &result);
+  const tollgate::Status st =
+      s->Request("tools/call", {{"name", tool}, {"arguments", args}}, s->spec().call_timeout_ms, &result);
   // A tool's own error or an answer we refuse would come again the same way.
   if (!st.ok()) {
     return ToolResultError(st.code(), st.message(),
@@ -165,7 +173,8 @@ Json McpUpstreams::Call(const std::string& server, const std::string& tool, cons
     return ToolResultError(errc::kUpstreamProtocol, who + ": the upstream result's isError is not a boolean",
                            false);
   }
-  Json content = result.contains("content") && result["content"].is_array() ? result["content"] : Json::array();
+  Json content =
+      result.contains("content") && result["content"].is_array() ? result["content"] : Json::array();
   if (result.value("isError", false)) {
     // The tool's own words, as its text blocks say them (bounded).
     std::string text;

@@ -29,7 +29,8 @@ constexpr size_t kReadPerTick = 1 << 20;  // per process, so one flood cannot st
 constexpr auto kWatchBudget = std::chrono::milliseconds(20);  // regex time per process per read
 
 int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -275,7 +276,8 @@ void ProcessTable::Wake() {
   if (wake_[1] >= 0) (void)!write(wake_[1], "x", 1);
 }
 
-std::shared_ptr<ProcessTable::Proc> ProcessTable::Find(const ProcessOwner& owner, const std::string& id) const {
+std::shared_ptr<ProcessTable::Proc> ProcessTable::Find(const ProcessOwner& owner,
+                                                       const std::string& id) const {
   auto it = procs_.find(owner);
   if (it == procs_.end()) return nullptr;
   for (const auto& p : it->second) {
@@ -311,9 +313,10 @@ void ProcessTable::StartOne(SpawnRequest* r) {
     int live = 0;
     for (const auto& p : procs_[r->owner]) live += p->running();
     if (live >= r->limits.max_per_agent) {
-      r->done.set_value(Status::Error(kLimit, "this agent already runs " + std::to_string(live) +
-                                                  " background processes (execute.background.max_per_agent: " +
-                                                  std::to_string(r->limits.max_per_agent) + "); kill one first"));
+      r->done.set_value(
+          Status::Error(kLimit, "this agent already runs " + std::to_string(live) +
+                                    " background processes (execute.background.max_per_agent: " +
+                                    std::to_string(r->limits.max_per_agent) + "); kill one first"));
       return;
     }
   }
@@ -416,7 +419,8 @@ void ProcessTable::Monitor() {
         std::string st;
         char sb[512];
         ssize_t n;
-        while (st.size() < 4096 && (n = read(p->child.status, sb, sizeof sb)) > 0) st.append(sb, static_cast<size_t>(n));
+        while (st.size() < 4096 && (n = read(p->child.status, sb, sizeof sb)) > 0)
+          st.append(sb, static_cast<size_t>(n));
         const int ws = StopSandboxed(&p->child);  // reaps the leader: only now may its pid be reused
         const auto at = st.find("\"exit-code\":");
         if (at != std::string::npos) {
@@ -430,7 +434,8 @@ void ProcessTable::Monitor() {
           p->signal = WTERMSIG(ws);
         } else {
           p->exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-          if (p->reason.empty()) p->reason = "sandbox";  // bwrap could not set it up: its message is the output
+          if (p->reason.empty())
+            p->reason = "sandbox";  // bwrap could not set it up: its message is the output
         }
         p->status = p->reason.empty() || p->reason == "sandbox" ? "exited" : "killed";
         p->ended_us = NowUs();
@@ -449,7 +454,8 @@ void ProcessTable::Monitor() {
   }
   // Shutdown: nothing outlives the table.
   std::lock_guard<std::mutex> l(mu_);
-  for (SpawnRequest* r : spawns_) r->done.set_value(Status::Error(errc::kToolExec, "the process table is shutting down"));
+  for (SpawnRequest* r : spawns_)
+    r->done.set_value(Status::Error(errc::kToolExec, "the process table is shutting down"));
   spawns_.clear();
   for (auto& [owner, list] : procs_) {
     for (auto& p : list) {
@@ -529,14 +535,16 @@ Status ProcessTable::Log(const ProcessOwner& owner, const std::string& id, int64
   return Status::Ok();
 }
 
-Status ProcessTable::Capture(const ProcessOwner& owner, const std::string& id, int64_t lines, Json* out) const {
+Status ProcessTable::Capture(const ProcessOwner& owner, const std::string& id, int64_t lines,
+                             Json* out) const {
   std::string tail;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto p = Find(owner, id);
     if (!p) return NotFound(id);
     const Ring& r = p->out;
-    tail = r.Slice(std::max<uint64_t>(r.first(), r.end() >= 4 * kMaxLogBytes ? r.end() - 4 * kMaxLogBytes : 0), r.end());
+    tail = r.Slice(
+        std::max<uint64_t>(r.first(), r.end() >= 4 * kMaxLogBytes ? r.end() - 4 * kMaxLogBytes : 0), r.end());
     *out = p->Info();
   }
   std::vector<std::string> shown = Screen(tail, static_cast<size_t>(lines));
@@ -548,7 +556,8 @@ Status ProcessTable::Capture(const ProcessOwner& owner, const std::string& id, i
   return Status::Ok();
 }
 
-Status ProcessTable::Write(const ProcessOwner& owner, const std::string& id, const std::string& bytes, Json* out) {
+Status ProcessTable::Write(const ProcessOwner& owner, const std::string& id, const std::string& bytes,
+                           Json* out) {
   std::shared_ptr<Proc> p;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -577,7 +586,10 @@ Status ProcessTable::Write(const ProcessOwner& owner, const std::string& id, con
   if (tcgetattr(p->master, &t) == 0 && (t.c_lflag & ISIG)) {
     for (size_t i = 0; i < done; ++i) {
       const cc_t c = static_cast<cc_t>(bytes[i]);
-      const int sig = c == t.c_cc[VINTR] ? SIGINT : c == t.c_cc[VQUIT] ? SIGQUIT : c == t.c_cc[VSUSP] ? SIGTSTP : 0;
+      const int sig = c == t.c_cc[VINTR]   ? SIGINT
+                      : c == t.c_cc[VQUIT] ? SIGQUIT
+                      : c == t.c_cc[VSUSP] ? SIGTSTP
+                                           : 0;
       if (sig == 0) continue;
       std::lock_guard<std::mutex> l(mu_);
       if (!p->running()) break;
@@ -618,9 +630,11 @@ Status ProcessTable::Kill(const ProcessOwner& owner, const std::string& id, int 
   return Status::Ok();
 }
 
-Status ProcessTable::Watch(const ProcessOwner& owner, const std::string& id, const std::string& pattern, Json* info) {
+Status ProcessTable::Watch(const ProcessOwner& owner, const std::string& id, const std::string& pattern,
+                           Json* info) {
   if (pattern.empty() || pattern.size() > kMaxWatchPattern) {
-    return Status::Error(errc::kInvalidArgs, "pattern must be 1 to " + std::to_string(kMaxWatchPattern) + " characters");
+    return Status::Error(errc::kInvalidArgs,
+                         "pattern must be 1 to " + std::to_string(kMaxWatchPattern) + " characters");
   }
   std::shared_ptr<std::regex> re;
   try {
@@ -631,8 +645,10 @@ Status ProcessTable::Watch(const ProcessOwner& owner, const std::string& id, con
     re = std::make_shared<std::regex>("[\\s\\S]*(?:" + pattern + ")",
                                       std::regex::ECMAScript | std::regex_constants::__polynomial);
   } catch (const std::regex_error& e) {
-    return Status::Error(errc::kInvalidArgs, std::string("pattern is not a regular expression this watch runs "
-                                                         "(ECMAScript, no backreferences): ") + e.what());
+    return Status::Error(errc::kInvalidArgs,
+                         std::string("pattern is not a regular expression this watch runs "
+                                     "(ECMAScript, no backreferences): ") +
+                             e.what());
   }
   std::lock_guard<std::mutex> l(mu_);
   auto p = Find(owner, id);

@@ -38,9 +38,9 @@
 namespace tollgate {
 
 inline constexpr int kKillGraceMs = 5000;
-inline constexpr size_t kMaxLogBytes = 64 << 10;    // one log or capture answer
-inline constexpr size_t kMaxWatchPattern = 256;     // characters of a watch regex
-inline constexpr size_t kMaxWatchLine = 1024;       // bytes of a line a watch sees
+inline constexpr size_t kMaxLogBytes = 64 << 10;  // one log or capture answer
+inline constexpr size_t kMaxWatchPattern = 256;   // characters of a watch regex
+inline constexpr size_t kMaxWatchLine = 1024;     // bytes of a line a watch sees
 
 struct ProcessOwner {
   std::string org, agent;
@@ -68,7 +68,8 @@ class ProcessTable {
   // most kMaxLogBytes; earlier than what is kept starts at the oldest kept
   // byte), or else the last `lines` lines (default 100, within the last
   // kMaxLogBytes).
-  Status Log(const ProcessOwner& owner, const std::string& id, int64_t offset, int64_t lines, Json* out) const;
+  Status Log(const ProcessOwner& owner, const std::string& id, int64_t offset, int64_t lines,
+             Json* out) const;
   // What the terminal shows: the last `lines` lines with escape sequences
   // applied or dropped (\r, backspace, erase-line and clear-screen applied;
   // colours, cursor moves and titles dropped).

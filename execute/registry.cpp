@@ -1,10 +1,9 @@
 #include "execute/registry.h"
 
-#include <filesystem>
-#include <set>
-
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <set>
 
 #include "execute/tools/cli_tool.h"
 #include "execute/tools/mcp_tool.h"
@@ -138,14 +137,18 @@ bool RealDir(const std::string& path) {
 }
 
 // The CLI tools of (org, agent) in precedence order, first of a name wins.
-std::vector<CliToolFile> AgentCliFiles(const ExecutePolicy& p, const std::string& org, const std::string& agent) {
+std::vector<CliToolFile> AgentCliFiles(const ExecutePolicy& p, const std::string& org,
+                                       const std::string& agent) {
   std::vector<CliToolFile> out;
   if (ListedAgent(p, org, agent)) {
     if (auto d = p.declared_tools.find(agent); d != p.declared_tools.end()) {
-      for (const auto& [name, t] : d->second) out.push_back(DeclaredToolFile(name, t.command, t.description, t.readme));
+      for (const auto& [name, t] : d->second)
+        out.push_back(DeclaredToolFile(name, t.command, t.description, t.readme));
     }
-    if (!p.agents_dir.empty() && !agent.empty() && agent.find('/') == std::string::npos && agent != "." && agent != "..") {
-      for (auto& f : ScanToolDir(p.agents_dir + "/" + agent + "/tools", CliSource::kAgent, false)) out.push_back(std::move(f));
+    if (!p.agents_dir.empty() && !agent.empty() && agent.find('/') == std::string::npos && agent != "." &&
+        agent != "..") {
+      for (auto& f : ScanToolDir(p.agents_dir + "/" + agent + "/tools", CliSource::kAgent, false))
+        out.push_back(std::move(f));
     }
   }
   if (!p.tools_dir.empty()) {
@@ -161,7 +164,8 @@ std::vector<CliToolFile> AgentCliFiles(const ExecutePolicy& p, const std::string
 }  // namespace
 
 std::shared_ptr<const Tool> ToolRegistry::FindFor(const std::string& name, const std::string& org,
-                                                  const std::string& agent, const ExecutePolicy& policy) const {
+                                                  const std::string& agent,
+                                                  const ExecutePolicy& policy) const {
   if (name.rfind("cli:", 0) != 0) return Find(name);
   for (CliToolFile& f : AgentCliFiles(policy, org, agent)) {
     if ("cli:" + f.name == name) return MakeCliTool(std::move(f));
@@ -178,7 +182,9 @@ Json ToolRegistry::AgentTools(const std::string& org, const std::string& agent, 
       if (f.source == CliSource::kAgentWritten && shadowed != nullptr) shadowed->push_back(name);
       continue;
     }
-    seen[name] = {{"name", name}, {"source", CliSourceName(f.source)}, {"description", FirstParagraph(f.readme)},
+    seen[name] = {{"name", name},
+                  {"source", CliSourceName(f.source)},
+                  {"description", FirstParagraph(f.readme)},
                   {"sha256", f.sha256}};
   }
   Json out = Json::array();
@@ -195,7 +201,8 @@ std::vector<std::string> ToolRegistry::OperatorCliNames(const ExecutePolicy& pol
   std::error_code ec;
   if (!policy.agents_dir.empty()) {
     for (const auto& a : std::filesystem::directory_iterator(policy.agents_dir, ec)) {
-      for (const auto& f : ScanToolDir(a.path().string() + "/tools", CliSource::kAgent, false)) names.insert(f.name);
+      for (const auto& f : ScanToolDir(a.path().string() + "/tools", CliSource::kAgent, false))
+        names.insert(f.name);
     }
   }
   return {names.begin(), names.end()};
@@ -206,7 +213,8 @@ Json ToolRegistry::List() const {
   Json out = Json::array();
   for (const auto* m : {&builtins_, &cli_}) {
     for (const auto& [name, t] : *m) {
-      out.push_back({{"name", name}, {"description", t->description()}, {"kind", m == &cli_ ? "cli" : "builtin"}});
+      out.push_back(
+          {{"name", name}, {"description", t->description()}, {"kind", m == &cli_ ? "cli" : "builtin"}});
     }
   }
   if (upstreams_) {

@@ -40,8 +40,8 @@ class ToolRegistry {
   // the tools dir, then the agent's own workspace `tools/` (agent-written:
   // never shadowing the others). Declarations and the agent's directory
   // count only for an agent the policy lists under orgs.<org>.agents.
-  std::shared_ptr<const Tool> FindFor(const std::string& name, const std::string& org, const std::string& agent,
-                                      const ExecutePolicy& policy) const;
+  std::shared_ptr<const Tool> FindFor(const std::string& name, const std::string& org,
+                                      const std::string& agent, const ExecutePolicy& policy) const;
   // Every CLI tool agent (org, agent) sees now, by that precedence:
   // [{name: "cli:X", source, description, sha256}], sorted by name; an
   // agent-written tool an operator's shadows is left out and named in

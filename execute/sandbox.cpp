@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -14,13 +15,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <sched.h>
 #include <sstream>
 
 #include "execute/seccomp_filter.h"
@@ -89,15 +89,16 @@ constexpr const char* kStage = "/tmp";
 // /etc is not bound whole (it can hold credentials); these files suffice for
 // the dynamic loader, user and group names, the time zone and Debian's
 // alternatives symlinks (/usr/bin/awk -> /etc/alternatives/awk).
-constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/passwd", "/etc/group",
-                                     "/etc/nsswitch.conf", "/etc/localtime", "/etc/alternatives"};
+constexpr const char* kEtcFiles[] = {"/etc/ld.so.cache", "/etc/ld.so.conf",    "/etc/passwd",
+                                     "/etc/group",       "/etc/nsswitch.conf", "/etc/localtime",
+                                     "/etc/alternatives"};
 
 // /bin, /lib... as on the host: merged-usr symlinks become the same symlinks,
 // real directories are bound read-only.
 std::vector<std::string> SystemArgs() {
   std::vector<std::string> a{"--ro-bind", "/usr", "/usr"};
   for (const char* d : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-    struct stat st{};
+    struct stat st {};
     if (lstat(d, &st) != 0) continue;
     if (S_ISLNK(st.st_mode)) {
       char target[PATH_MAX];
@@ -181,7 +182,7 @@ int KillLeftovers(const std::string& run_dir) {
 
 std::string FindProgram(const std::string& name) {
   auto executable = [](const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
   };
   if (name.empty()) return "";
@@ -221,8 +222,9 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   }
   const std::string bwrap = SandboxProgram();
   if (access(bwrap.c_str(), X_OK) != 0) {
-    return Status::Error(errc::kSandbox, "the sandbox program " + bwrap + " is missing (install bubblewrap); "
-                                         "commands and CLI tools never run unconfined");
+    return Status::Error(errc::kSandbox, "the sandbox program " + bwrap +
+                                             " is missing (install bubblewrap); "
+                                             "commands and CLI tools never run unconfined");
   }
   if (spec.cwd_fd < 0 || spec.workspace.empty() || spec.workspace[0] != '/') {
     return Status::Error(errc::kSandbox, "no workspace to run " + spec.path + " in");
@@ -231,11 +233,11 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // The workspace directory belongs to run_as, so the program can create
   // files in it (files the file tools wrote stay tollgate's: read-only to it).
   if (switch_user) {
-    struct stat st{};
+    struct stat st {};
     if (fstat(spec.cwd_fd, &st) == 0 && (st.st_uid != uid || st.st_gid != gid) &&
         fchownat(spec.cwd_fd, "", uid, gid, AT_EMPTY_PATH) != 0) {
-      return Status::Error(errc::kSandbox, "cannot give the workspace " + spec.workspace + " to " + spec.run_as + ": " +
-                                               std::strerror(errno));
+      return Status::Error(errc::kSandbox, "cannot give the workspace " + spec.workspace + " to " +
+                                               spec.run_as + ": " + std::strerror(errno));
     }
   }
   // What the sandbox binds, each opened now (as root when root: the data
@@ -270,7 +272,8 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     if (binds[i].fd < 0) {
       const std::string what = binds[i].dest;
       close_binds();
-      return Status::Error(errc::kToolExec, "cannot open " + what + " for the sandbox: " + std::strerror(errno));
+      return Status::Error(errc::kToolExec,
+                           "cannot open " + what + " for the sandbox: " + std::strerror(errno));
     }
     binds[i].staged = std::string(kStage) + "/" + std::to_string(i);
   }
@@ -287,9 +290,17 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // bwrap's command line, for both ways of reaching the binds: staged (as
   // root dropping to run_as) or by fd (bwrap runs as tollgate's own user).
   auto bwrap_argv = [&](bool staged) {
-    std::vector<std::string> a{bwrap,          "--unshare-all", "--unshare-user", "--die-with-parent",
-                               "--new-session", "--cap-drop",   "ALL",            "--json-status-fd",
-                               std::to_string(status_pipe[1]),  "--seccomp", std::to_string(seccomp_fd)};
+    std::vector<std::string> a{bwrap,
+                               "--unshare-all",
+                               "--unshare-user",
+                               "--die-with-parent",
+                               "--new-session",
+                               "--cap-drop",
+                               "ALL",
+                               "--json-status-fd",
+                               std::to_string(status_pipe[1]),
+                               "--seccomp",
+                               std::to_string(seccomp_fd)};
     if (spec.share_net) a.push_back("--share-net");
     for (auto& x : SystemArgs()) a.push_back(std::move(x));
     if (spec.share_net) {
@@ -338,7 +349,8 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   pid_t pid = fork();
   if (pid < 0) {
     const int e = errno;
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1], status_pipe[0], status_pipe[1]}) {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1], report[0], report[1], status_pipe[0],
+                   status_pipe[1]}) {
       close(fd);
     }
     close_binds();
@@ -370,7 +382,8 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
       if (binds.size() > 64) fail(5);
       for (size_t i = 0; i < binds.size(); ++i) {
         local[i] = open(binds[i].dest.c_str(), O_PATH | O_CLOEXEC | (binds[i].writable ? O_NOFOLLOW : 0));
-        struct stat a{}, b{};
+        struct stat a {
+        }, b{};
         if (local[i] < 0 || fstat(local[i], &a) != 0 || fstat(binds[i].fd, &b) != 0 || a.st_dev != b.st_dev ||
             a.st_ino != b.st_ino) {
           fail(5);
@@ -500,7 +513,8 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   const auto t0 = child.started;
   const SandboxLimits& l = spec.limits;
   // The loop below closes each end once it is done with it.
-  int in[2] = {-1, child.in}, out[2] = {child.out, -1}, err[2] = {child.err, -1}, status_pipe[2] = {child.status, -1};
+  int in[2] = {-1, child.in}, out[2] = {child.out, -1}, err[2] = {child.err, -1},
+      status_pipe[2] = {child.status, -1};
   child.in = child.out = child.err = child.status = -1;
   size_t written = 0;
   if (spec.stdin_data.empty()) CloseFd(in[1]);
@@ -524,7 +538,8 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
     }
     if (out[0] >= 0 && !Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes)) CloseFd(out[0]);
     if (err[0] >= 0 && !Drain(err[0], &res->err, &res->err_truncated, l.max_output_bytes)) CloseFd(err[0]);
-    if (status_pipe[0] >= 0 && !Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096)) CloseFd(status_pipe[0]);
+    if (status_pipe[0] >= 0 && !Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096))
+      CloseFd(status_pipe[0]);
     // Exited? Look without reaping: the leader's pid (= the group id) stays
     // ours until waitpid, so the kill below cannot hit a recycled group.
     siginfo_t si{};
@@ -544,7 +559,8 @@ Status RunSandboxed(const ProcessSpec& spec, ProcessResult* res) {
   CloseFd(in[1]);
   if (out[0] >= 0) Drain(out[0], &res->out, &res->out_truncated, l.max_output_bytes), CloseFd(out[0]);
   if (err[0] >= 0) Drain(err[0], &res->err, &res->err_truncated, l.max_output_bytes), CloseFd(err[0]);
-  if (status_pipe[0] >= 0) Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096), CloseFd(status_pipe[0]);
+  if (status_pipe[0] >= 0)
+    Drain(status_pipe[0], &bwrap_status, &status_truncated, 4096), CloseFd(status_pipe[0]);
   res->duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // bwrap reports {"exit-code": N} only once the program ran (its setup
   // finished); without it, bwrap itself failed to build the sandbox.

@@ -37,15 +37,15 @@
 namespace tollgate {
 
 struct ProcessSpec {
-  std::string path;               // absolute path of the program
-  std::vector<std::string> argv;  // argv[0] included
-  std::vector<std::string> env;   // "NAME=value", the whole environment
-  int cwd_fd = -1;                // the workspace directory (an O_PATH fd is enough)
-  std::string workspace;          // cwd_fd's host path: bound read-write there; required
+  std::string path;                    // absolute path of the program
+  std::vector<std::string> argv;       // argv[0] included
+  std::vector<std::string> env;        // "NAME=value", the whole environment
+  int cwd_fd = -1;                     // the workspace directory (an O_PATH fd is enough)
+  std::string workspace;               // cwd_fd's host path: bound read-write there; required
   std::vector<std::string> read_only;  // more host paths visible read-only at the same path
   std::string stdin_data;
   SandboxLimits limits;
-  std::string run_as;             // user to become when root; "" = stay
+  std::string run_as;  // user to become when root; "" = stay
   // When set, the child's process group is recorded in run_dir/<pgid> while
   // it runs, so that KillLeftovers() can end it after tollgate itself was
   // killed (kill -9 gives no chance to clean up).

@@ -115,7 +115,7 @@ Status UidTable::Open(const std::string& path, uid_t base, uid_t range, std::uni
 }
 
 Status UidTable::CatchUp() {
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd_, &st) != 0) return Fail(path_, std::string("cannot stat: ") + std::strerror(errno));
   if (st.st_size < read_to_)
     return Fail(path_, "it shrank (entries removed by hand?); refusing to reuse uids");

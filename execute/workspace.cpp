@@ -27,7 +27,8 @@ int Openat2(int dirfd, const char* path, int flags, int mode) {
 }
 
 bool PlainName(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos && s.find('\0') == std::string::npos;
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
 }
 
 }  // namespace
@@ -39,9 +40,10 @@ Status Openat2Available() {
       close(fd);
       return Status::Ok();
     }
-    return Status::Error(errc::kSandbox, std::string("this kernel lacks openat2 with RESOLVE_BENEATH (Linux >= 5.6 "
-                                                     "is required); file tools are disabled: ") +
-                                             std::strerror(errno));
+    return Status::Error(errc::kSandbox,
+                         std::string("this kernel lacks openat2 with RESOLVE_BENEATH (Linux >= 5.6 "
+                                     "is required); file tools are disabled: ") +
+                             std::strerror(errno));
   }();
   return status;
 }
@@ -52,7 +54,8 @@ Status PathError(int err, const std::string& rel) {
       return Status::Error(errc::kFileNotFound, "no such file or directory: " + rel);
     case EXDEV:
     case ELOOP:
-      return Status::Error(errc::kPathForbidden, "path leaves the workspace (.., absolute or symlink): " + rel);
+      return Status::Error(errc::kPathForbidden,
+                           "path leaves the workspace (.., absolute or symlink): " + rel);
     case EACCES:
     case EPERM:
       return Status::Error(errc::kPermission, "permission denied: " + rel);
@@ -102,7 +105,8 @@ Status Workspace::Open(const std::string& root, const std::string& org_id, const
   // The workspace itself must be a real directory, not a symlink planted
   // to redirect it.
   int fd = open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return Status::Error(errc::kToolExec, "cannot open workspace " + path + ": " + std::strerror(errno));
+  if (fd < 0)
+    return Status::Error(errc::kToolExec, "cannot open workspace " + path + ": " + std::strerror(errno));
   Workspace w;
   w.fd_ = fd;
   w.path_ = path;
@@ -127,7 +131,8 @@ Status Workspace::OpenBeneath(const std::string& rel, int flags, int mode, int* 
   return OpenBeneathFd(fd_, norm.empty() ? "." : norm, flags, mode, fd);
 }
 
-Status Workspace::OpenParent(const std::string& rel, bool create_parents, int* dir_fd, std::string* leaf) const {
+Status Workspace::OpenParent(const std::string& rel, bool create_parents, int* dir_fd,
+                             std::string* leaf) const {
   std::string p = NormalizePath(rel);  // as decided (see OpenBeneath)
   while (p.size() > 1 && p.back() == '/') p.pop_back();
   const auto slash = p.rfind('/');

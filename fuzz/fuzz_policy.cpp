@@ -9,6 +9,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tollgate::PolicyPtr policy;
-  (void)tollgate::LoadPolicyYaml(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz", &policy);
+  (void)tollgate::LoadPolicyYaml(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz",
+                                 &policy);
   return 0;
 }

@@ -75,7 +75,8 @@ StageResult IngestStage::Reject(const Message& in, const StageContext& ctx, cons
   StampTraceparent(tp, &e);
   StageResult r;
   r.events.push_back(std::move(e));
-  Json result = MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
+  Json result =
+      MakeResult(request, "rejected", nullptr, nullptr, ToolResultError(why.code, why.message, false));
   Message out = MessageFor(config_.topics.results(), request, result);
   StampTraceparent(tp, &out);
   r.outputs.push_back({std::move(out), 0, std::move(result)});
@@ -169,8 +170,9 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
 
   // 2. The message itself.
   if (in.value.size() > config_.max_request_bytes) {
-    return reject(errc::kRequestTooLarge, "request is " + std::to_string(in.value.size()) +
-                                              " bytes; the limit is " + std::to_string(config_.max_request_bytes),
+    return reject(errc::kRequestTooLarge,
+                  "request is " + std::to_string(in.value.size()) + " bytes; the limit is " +
+                      std::to_string(config_.max_request_bytes),
                   ctx.source);
   }
   if (!parsed.ok()) {
@@ -185,7 +187,8 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   // The body speaks for the signer only: the identity it names must be the
   // signed one, and so must its request_id.
   if (doc["org_id"] != who.org_id || doc["agent_id"] != who.identity ||
-      (!who.claimed_request_id.empty() && doc.value("request_id", who.claimed_request_id) != who.claimed_request_id)) {
+      (!who.claimed_request_id.empty() &&
+       doc.value("request_id", who.claimed_request_id) != who.claimed_request_id)) {
     Rejection why{errc::kUnauthenticated,
                   "the request names org '" + doc["org_id"].get<std::string>() + "', agent '" +
                       doc["agent_id"].get<std::string>() + "' or a request_id other than its signature's",
@@ -229,8 +232,8 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   if (!s.ok()) return reject(s.code().c_str(), s.message(), ctx.source);
 
   // The normalised request: the contract's fields, request_id filled in.
-  Json request{{"request_id", request_id}, {"org_id", doc["org_id"]}, {"agent_id", doc["agent_id"]},
-               {"session_id", doc["session_id"]}, {"tool", doc["tool"]}, {"args", doc["args"]}};
+  Json request{{"request_id", request_id},        {"org_id", doc["org_id"]}, {"agent_id", doc["agent_id"]},
+               {"session_id", doc["session_id"]}, {"tool", doc["tool"]},     {"args", doc["args"]}};
   for (const char* opt : {"action", "estimated_cost_usd", "metadata"}) {
     if (doc.contains(opt)) request[opt] = doc[opt];
   }
@@ -268,7 +271,8 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
     // recorded outcome again; one in flight gets nothing new (its result is
     // on its way).
     Json original = ResultFromLog(state);
-    if (!original.is_null()) r.outputs.push_back({MessageFor(config_.topics.results(), request, original), -1});
+    if (!original.is_null())
+      r.outputs.push_back({MessageFor(config_.topics.results(), request, original), -1});
     for (StageOutput& o : r.outputs) StampTraceparent(tp, &o.message);
     return r;
   }
@@ -299,7 +303,7 @@ StageResult IngestStage::Process(const Message& in, const StageContext& ctx, con
   e.agent_id = request["agent_id"];
   e.session_id = request["session_id"];
   e.tool = request["tool"];
-  e.data = {{"request", logged},           {"args_hash", args_hash}, {"content_hash", content_hash},
+  e.data = {{"request", logged},          {"args_hash", args_hash}, {"content_hash", content_hash},
             {"received_at", received_at}, {"source", ctx.source},   {"redacted", redacted},
             {"signed_by", who.key_id}};
   if (!who.via.empty()) e.data["via"] = who.via;

@@ -80,8 +80,8 @@ class IngestStage : public Stage {
     Json extra = Json::object();  // more event data (check)
   };
   // A refusal filed under the proven signer (`partial` names it).
-  StageResult Reject(const Message& in, const StageContext& ctx, const Json& partial, const std::string& request_id,
-                     Rejection why);
+  StageResult Reject(const Message& in, const StageContext& ctx, const Json& partial,
+                     const std::string& request_id, Rejection why);
   // A refusal of what no signature proves: logged, or counted.
   StageResult RejectUnproven(const Message& in, const StageContext& ctx, const Json& said,
                              const std::string& request_id, const SignedBy& who);

@@ -40,7 +40,7 @@ struct HttpCall {
   std::string method;  // POST | GET | DELETE
   std::string body;
   std::function<std::string(const std::string&)> header;  // "" when absent
-  std::string org, agent;  // the agent token's binding
+  std::string org, agent;                                 // the agent token's binding
   // While a stream runs: true once the client has hung up or its token no
   // longer authenticates (revoked). A GET stream then ends; a tools/call
   // waiting for its result ends and withdraws its pending approval, as

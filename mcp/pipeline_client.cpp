@@ -11,7 +11,9 @@ Status PipelineClient::Open(const BusConfig& bus, GateKeys gate_keys, std::uniqu
   c->bus_ = bus;
   c->gate_keys_ = std::move(gate_keys);
   Status s = Producer::Open(bus, "", &c->producer_);
-  if (s.ok()) s = c->producer_->Warm({bus.topics.requests(), bus.topics.approval_responses()}, std::chrono::seconds(10));
+  if (s.ok())
+    s = c->producer_->Warm({bus.topics.requests(), bus.topics.approval_responses()},
+                           std::chrono::seconds(10));
   if (!s.ok()) return s;
   *out = std::move(c);
   return Status::Ok();
@@ -66,8 +68,8 @@ void PipelineClient::Deliver(const Message& m) {
                           {org.get<std::string>(), w->agent, rid.get<std::string>()}, &r);
   if (!s.ok()) {
     ++refused_;
-    log::Warn({"mcp", rid.get<std::string>()}) << "refused a message on " << m.topic << " for " << rid.get<std::string>()
-                                               << ": " << s.message() << "\n";
+    log::Warn({"mcp", rid.get<std::string>()}) << "refused a message on " << m.topic << " for "
+                                               << rid.get<std::string>() << ": " << s.message() << "\n";
     return;
   }
   // The result's trace context, for the tools/call result's _meta.
@@ -81,8 +83,8 @@ void PipelineClient::Deliver(const Message& m) {
   w->cv.notify_all();
 }
 
-Status PipelineClient::Expect(const std::string& org_id, const std::string& agent_id, const std::string& request_id,
-                              std::shared_ptr<Waiter>* out) {
+Status PipelineClient::Expect(const std::string& org_id, const std::string& agent_id,
+                              const std::string& request_id, std::shared_ptr<Waiter>* out) {
   {
     std::lock_guard<std::mutex> lock(tails_mu_);
     if (stop_) return Status::Error(errc::kKafka, "closing");

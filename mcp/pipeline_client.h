@@ -87,7 +87,7 @@ class PipelineClient {
   std::mutex producer_mu_;
   std::mutex tails_mu_;
   std::map<std::string, std::unique_ptr<Consumer>> tails_;  // by topic; guarded by tails_mu_
-  std::vector<std::thread> threads_;                          // guarded by tails_mu_
+  std::vector<std::thread> threads_;                        // guarded by tails_mu_
   std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::shared_ptr<Waiter>> waiters_;
   std::atomic<bool> stop_{false};

@@ -1,8 +1,7 @@
 #include "mcp/protocol.h"
 
-#include <random>
-
 #include <algorithm>
+#include <random>
 
 #include "core/sha256.h"
 
@@ -18,7 +17,9 @@ std::string NegotiateVersion(const std::string& requested) {
   return std::find(v.begin(), v.end(), requested) != v.end() ? requested : v.front();
 }
 
-Json Result(const Json& id, Json result) { return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}; }
+Json Result(const Json& id, Json result) {
+  return {{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}};
+}
 
 Json Error(const Json& id, int code, const std::string& message, Json data) {
   Json err{{"code", code}, {"message", message}};
@@ -103,7 +104,8 @@ Json CallToolResultOf(const Json& r) {
   // the agent can join its own spans to ours.
   if (r.contains("traceparent") && r["traceparent"].is_string()) meta["traceparent"] = r["traceparent"];
   // The ToolResult's meta (duration, and a command's line and sandbox).
-  if (tool_result.contains("meta") && tool_result["meta"].is_object()) meta["io.tollgate/tool_meta"] = tool_result["meta"];
+  if (tool_result.contains("meta") && tool_result["meta"].is_object())
+    meta["io.tollgate/tool_meta"] = tool_result["meta"];
   Json out;
   if (status == "completed" && tool_result.value("success", false)) {
     const Json data = tool_result.contains("data") ? tool_result["data"] : Json(nullptr);
@@ -119,7 +121,8 @@ Json CallToolResultOf(const Json& r) {
     }
     out["isError"] = false;
   } else {
-    Json error = tool_result.contains("error") && tool_result["error"].is_object() ? tool_result["error"] : Json::object();
+    Json error = tool_result.contains("error") && tool_result["error"].is_object() ? tool_result["error"]
+                                                                                   : Json::object();
     const Json& decision = r.contains("decision") ? r["decision"] : Json(nullptr);
     std::string code = error.value("code", "");
     std::string message = error.value("message", "");

@@ -28,7 +28,8 @@ std::string MetaTraceparent(const Json& params) {
   auto meta = params.find("_meta");
   if (meta == params.end() || !meta->is_object()) return "";
   auto tp = meta->find("traceparent");
-  if (tp == meta->end() || !tp->is_string() || !IsValidTraceparent(tp->get_ref<const std::string&>())) return "";
+  if (tp == meta->end() || !tp->is_string() || !IsValidTraceparent(tp->get_ref<const std::string&>()))
+    return "";
   return tp->get<std::string>();
 }
 
@@ -51,7 +52,8 @@ void Session::Handle(const Incoming& in, const Send& send, const std::function<b
                                        : Result(in.id, std::move(list)));
   }
   if (in.method == "tools/call") return CallTool(in, send, gone);
-  send(Error(in.id, kMethodNotFound, "method '" + in.method + "' is not served (this server offers tools only)"));
+  send(Error(in.id, kMethodNotFound,
+             "method '" + in.method + "' is not served (this server offers tools only)"));
 }
 
 Json Session::Initialize(const Incoming& in) {
@@ -82,7 +84,8 @@ Json Session::ListTools(const Incoming& in) {
   // keyword.
   ToolQuery q;
   if (in.params.is_object()) {
-    if (in.params.contains("category") && in.params["category"].is_string()) q.category = in.params["category"];
+    if (in.params.contains("category") && in.params["category"].is_string())
+      q.category = in.params["category"];
     if (in.params.contains("keyword") && in.params["keyword"].is_string()) q.keyword = in.params["keyword"];
     q.safe_only = in.params.value("safe_only", Json(false)) == Json(true);
   }
@@ -92,7 +95,9 @@ Json Session::ListTools(const Incoming& in) {
     const bool read_only = t.value("read_only", false);
     Json schema = t.value("input_schema", Json::object());
     if (!schema.is_object() || schema.value("type", "") != "object") schema = {{"type", "object"}};
-    Json annotations{{"readOnlyHint", read_only}, {"destructiveHint", !read_only}, {"openWorldHint", t.value("source", "") != "builtin"}};
+    Json annotations{{"readOnlyHint", read_only},
+                     {"destructiveHint", !read_only},
+                     {"openWorldHint", t.value("source", "") != "builtin"}};
     tools.push_back({{"name", ClientToolName(name)},
                      {"description", t.value("description", "")},
                      {"inputSchema", std::move(schema)},
@@ -143,7 +148,8 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
     for (const Json& t : list.value("tools", Json::array())) {
       if (t.value("name", "") != tool) continue;
       std::string why = CheckArgsShape(t.value("input_schema", Json::object()), args);
-      if (!why.empty()) return send(Error(in.id, kInvalidParams, "invalid arguments for " + tool + ": " + why));
+      if (!why.empty())
+        return send(Error(in.id, kInvalidParams, "invalid arguments for " + tool + ": " + why));
     }
   }
 
@@ -153,8 +159,12 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
     std::lock_guard<std::mutex> lock(mu_);
     client = client_name_;
   }
-  Json req{{"request_id", rid},      {"org_id", who_.org}, {"agent_id", who_.agent},
-           {"session_id", who_.session}, {"tool", tool},     {"args", std::move(args)},
+  Json req{{"request_id", rid},
+           {"org_id", who_.org},
+           {"agent_id", who_.agent},
+           {"session_id", who_.session},
+           {"tool", tool},
+           {"args", std::move(args)},
            {"metadata", {{"via", "mcp"}, {"mcp_client", client}}}};
   Message m = MessageFor(gw_.pipeline->topics().requests(), req, req);
   m.headers[kHeaderAuth] = gw_.sign_request(who_.org, who_.agent, rid, m.value);
@@ -170,7 +180,8 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   }
   std::shared_ptr<PipelineClient::Waiter> waiter;
   if (Status e = gw_.pipeline->Expect(who_.org, who_.agent, rid, &waiter); !e.ok()) {
-    return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot read results: " + e.ToString())));
+    return send(
+        Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot read results: " + e.ToString())));
   }
   struct Cleanup {
     Session* s;
@@ -183,7 +194,8 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   } cleanup{this, key, who_.org, rid};
 
   Status s = gw_.pipeline->Publish(m);
-  if (!s.ok()) return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot publish: " + s.ToString())));
+  if (!s.ok())
+    return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot publish: " + s.ToString())));
 
   // Progress while it waits, when the client asked for it.
   Json token;
@@ -194,7 +206,8 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   auto tick = [&] {
     if (token.is_null() || std::chrono::steady_clock::now() < next_progress) return;
     next_progress += gw_.progress_every;
-    const auto waited = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start);
     std::string where = gw_.describe ? gw_.describe(who_.org, rid) : "";
     if (where.empty()) where = "in the pipeline";
     send(Notification("notifications/progress",
@@ -224,8 +237,9 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
     // call still in the pipeline is first given a little time to be held
     // (its signed `pending` message) or to end on its own.
     bool held = waiter->pending().has_value();
-    if (!held && waiter->Wait(std::chrono::steady_clock::now() + kHeldWait, [&] { return held || closed_.load(); },
-                              [&] { held = waiter->pending().has_value(); })) {
+    if (!held && waiter->Wait(
+                     std::chrono::steady_clock::now() + kHeldWait, [&] { return held || closed_.load(); },
+                     [&] { held = waiter->pending().has_value(); })) {
       return;  // it ended (ran, or was denied): nothing to withdraw
     }
     Message w;

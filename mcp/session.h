@@ -21,9 +21,9 @@
 #include <string>
 
 #include "core/canonical_json.h"
-#include "core/tool_discovery.h"
 #include "core/message.h"
 #include "core/status.h"
+#include "core/tool_discovery.h"
 #include "mcp/pipeline_client.h"
 #include "mcp/protocol.h"
 

@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
-#include <atomic>
 #include <list>
 #include <memory>
 #include <mutex>

@@ -18,7 +18,9 @@ struct Scanner {
     ++p;
     return true;
   }
-  static bool Hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+  static bool Hex(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+  }
   static int HexVal(char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; }
 
   // One well-formed UTF-8 sequence starting at p (a byte >= 0x80), RFC 3629.
@@ -27,15 +29,24 @@ struct Scanner {
     const unsigned char c = b(0);
     size_t n;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c == 0xE0) n = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) n = 3;
-    else if (c == 0xED) n = 3, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) n = 3;
-    else if (c == 0xF0) n = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) n = 4;
-    else if (c == 0xF4) n = 4, hi = 0x8F;
-    else return false;
+    if (c >= 0xC2 && c <= 0xDF)
+      n = 2;
+    else if (c == 0xE0)
+      n = 3, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC)
+      n = 3;
+    else if (c == 0xED)
+      n = 3, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF)
+      n = 3;
+    else if (c == 0xF0)
+      n = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      n = 4;
+    else if (c == 0xF4)
+      n = 4, hi = 0x8F;
+    else
+      return false;
     if (p + n > t.size()) return false;
     if (b(1) < lo || b(1) > hi) return false;
     for (size_t i = 2; i < n; ++i) {
@@ -119,17 +130,23 @@ struct Scanner {
   bool Value(int depth) {
     if (p >= t.size()) return false;
     switch (t[p]) {
-      case '{': return Object(depth + 1, nullptr);
-      case '[': return Array(depth + 1);
+      case '{':
+        return Object(depth + 1, nullptr);
+      case '[':
+        return Array(depth + 1);
       case '"': {
         std::string_view s;
         bool plain;
         return String(&s, &plain);
       }
-      case 't': return Literal("true");
-      case 'f': return Literal("false");
-      case 'n': return Literal("null");
-      default: return Number();
+      case 't':
+        return Literal("true");
+      case 'f':
+        return Literal("false");
+      case 'n':
+        return Literal("null");
+      default:
+        return Number();
     }
   }
 
@@ -177,8 +194,10 @@ struct Builder : Scanner {
   bool Build(int depth, Json* out) {
     if (p >= t.size()) return false;
     switch (t[p]) {
-      case '{': return BuildObject(depth + 1, out);
-      case '[': return BuildArray(depth + 1, out);
+      case '{':
+        return BuildObject(depth + 1, out);
+      case '[':
+        return BuildArray(depth + 1, out);
       case '"': {
         std::string_view s;
         bool plain;
@@ -209,8 +228,10 @@ struct Builder : Scanner {
     if (digits.size() <= 18 && digits.find_first_not_of("0123456789") == std::string_view::npos) {
       uint64_t v = 0;
       for (char c : digits) v = v * 10 + static_cast<uint64_t>(c - '0');
-      if (neg) *out = -static_cast<int64_t>(v);  // nlohmann: a signed integer, -0 included
-      else *out = v;
+      if (neg)
+        *out = -static_cast<int64_t>(v);  // nlohmann: a signed integer, -0 included
+      else
+        *out = v;
       return true;
     }
     try {

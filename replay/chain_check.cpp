@@ -24,18 +24,22 @@ std::vector<ChainProblem> CheckSessionChain(const std::vector<Event>& events, co
       add(e.seq, errc::kChainBroken, at + " hash does not match its contents");
     }
     if (e.seq == 1) {
-      if (e.prev_hash != genesis) add(e.seq, errc::kChainBroken, at + " is the first record but does not link to genesis");
+      if (e.prev_hash != genesis)
+        add(e.seq, errc::kChainBroken, at + " is the first record but does not link to genesis");
     } else {
       ChainLink before;
       s = link_at(e.seq - 1, &before);
-      if (!s.ok()) add(e.seq, s.code() == errc::kNotFound ? errc::kChainBroken : s.code().c_str(),
-                       at + ": the record before it cannot be read: " + s.message());
-      else if (before.hash != e.prev_hash) add(e.seq, errc::kChainBroken, at + " prev_hash is not the hash of seq " + std::to_string(e.seq - 1));
+      if (!s.ok())
+        add(e.seq, s.code() == errc::kNotFound ? errc::kChainBroken : s.code().c_str(),
+            at + ": the record before it cannot be read: " + s.message());
+      else if (before.hash != e.prev_hash)
+        add(e.seq, errc::kChainBroken, at + " prev_hash is not the hash of seq " + std::to_string(e.seq - 1));
     }
     ChainLink after;
     s = link_at(e.seq + 1, &after);
     if (s.ok()) {
-      if (after.prev_hash != e.hash) add(e.seq, errc::kChainBroken, "seq " + std::to_string(e.seq + 1) + " does not link back to " + at);
+      if (after.prev_hash != e.hash)
+        add(e.seq, errc::kChainBroken, "seq " + std::to_string(e.seq + 1) + " does not link back to " + at);
     } else if (s.code() != errc::kNotFound) {
       add(e.seq, s.code().c_str(), at + ": the record after it cannot be read: " + s.message());
     }

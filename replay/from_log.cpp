@@ -24,8 +24,8 @@ Status CheckTargetChain(const LogStore& store, const Target& target, ChainReport
   Status s = ReadTargetEvents(store, target, &events);
   if (!s.ok()) return s;
   out->events = events.size();
-  out->problems = CheckSessionChain(
-      events, [&store](uint64_t seq, ChainLink* l) { return ReadLink(store, seq, l); });
+  out->problems =
+      CheckSessionChain(events, [&store](uint64_t seq, ChainLink* l) { return ReadLink(store, seq, l); });
   return Status::Ok();
 }
 

@@ -45,15 +45,29 @@ class CostReader : public nlohmann::json_sax<Json> {
   bool number_float(number_float_t v, const string_t&) override { return Number(v); }
   bool string(string_t&) override { return Value(); }
   bool binary(binary_t&) override { return Value(); }
-  bool start_object(std::size_t) override { ++depth_; return true; }
-  bool end_object() override { --depth_; return depth_ > 0; }
-  bool start_array(std::size_t) override { ++depth_; return true; }
-  bool end_array() override { --depth_; return true; }
+  bool start_object(std::size_t) override {
+    ++depth_;
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return depth_ > 0;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
   bool key(string_t& k) override {
     want_ = depth_ == 1 && k == "cost_usd";
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
 
  private:
   bool Value() {
@@ -87,7 +101,8 @@ bool EnvelopeEvent(const EnvelopeView& v, Event* e, bool with_id = true) {
 }
 
 // The index range `prefix` (a field value NUL), as seqs, up to max_seq.
-Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64_t max_seq, std::vector<uint64_t>* out) {
+Status IndexSeqs(const LogStore& store, Cf cf, const std::string& prefix, uint64_t max_seq,
+                 std::vector<uint64_t>* out) {
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(cf)));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     uint64_t seq;
@@ -191,7 +206,8 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
       out->pop_back();
       return Status::Ok();
     }
-    if (!received && keep_bytes && is_target && CanonicalSubset(v.data, kComparedFields, &in.compared_bytes)) {
+    if (!received && keep_bytes && is_target &&
+        CanonicalSubset(v.data, kComparedFields, &in.compared_bytes)) {
       e.data = Json();  // valid JSON: parsing it later cannot fail
     } else if (!keep_bytes || !ParseCanonicalObject(v.data, &e.data)) {
       // (The slow path parses with nlohmann alone: the tests hold the two
@@ -239,13 +255,15 @@ class RecordCursor {
           at_ = UINT64_MAX;
           break;
         }
-        if (!DecodeSeq(it_->key().ToStringView(), &at_)) return Status::Error(errc::kLogCorrupt, "malformed events key");
+        if (!DecodeSeq(it_->key().ToStringView(), &at_))
+          return Status::Error(errc::kLogCorrupt, "malformed events key");
         if (at_ >= want) break;
         it_->Next();
       }
       if (at_ != want) {
-        return Status::Error(errc::kLogCorrupt, "an index points at seq " + std::to_string(want) +
-                                                    " which cannot be read: " + rocksdb::Status::NotFound().ToString());
+        return Status::Error(errc::kLogCorrupt,
+                             "an index points at seq " + std::to_string(want) +
+                                 " which cannot be read: " + rocksdb::Status::NotFound().ToString());
       }
       Status s = visit(want, it_->value().ToStringView());
       if (!s.ok()) return s;
@@ -366,10 +384,12 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
 
 // Reads seqs[from, to) into *out, the policies before each record (and,
 // with `last`, the rest) merged in by seq. `*policy` is the next policy.
-Status ReadChunk(RecordCursor& cursor, size_t from, size_t to, bool last, const Target& target, bool keep_bytes,
-                 std::vector<Event>& policies, size_t* policy, std::vector<DecisionInput>* out) {
+Status ReadChunk(RecordCursor& cursor, size_t from, size_t to, bool last, const Target& target,
+                 bool keep_bytes, std::vector<Event>& policies, size_t* policy,
+                 std::vector<DecisionInput>* out) {
   Status s = cursor.Read(from, to, [&](uint64_t seq, std::string_view value) {
-    while (*policy < policies.size() && policies[*policy].seq < seq) out->push_back({std::move(policies[(*policy)++]), {}});
+    while (*policy < policies.size() && policies[*policy].seq < seq)
+      out->push_back({std::move(policies[(*policy)++]), {}});
     return DecodeInput(seq, value, target, keep_bytes, out);
   });
   if (!s.ok()) return s;
@@ -379,7 +399,8 @@ Status ReadChunk(RecordCursor& cursor, size_t from, size_t to, bool last, const 
 
 constexpr size_t kChunkRecords = 1024;
 
-Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes, std::vector<DecisionInput>* out) {
+Status ReadInputs(const LogStore& store, const Target& target, bool keep_bytes,
+                  std::vector<DecisionInput>* out) {
   out->clear();
   std::vector<Event> policies;
   std::vector<uint64_t> seqs;
@@ -440,7 +461,8 @@ Status StreamDecisionInputs(const LogStore& store, const Target& target,
       }
       chunk.clear();
       const size_t to = std::min(seqs.size(), at + kChunkRecords);
-      Status st = ReadChunk(cursor, at, to, to == seqs.size(), target, /*keep_bytes=*/true, policies, &policy, &chunk);
+      Status st = ReadChunk(cursor, at, to, to == seqs.size(), target, /*keep_bytes=*/true, policies, &policy,
+                            &chunk);
       std::lock_guard lock(mu);
       if (!st.ok()) {
         read_status = st;
@@ -488,7 +510,8 @@ Status ReadSession(const LogStore& store, const std::string& session_id, std::ve
   AuditQuery q;
   q.session_id = session_id;
   Status s = QueryAll(store, q, out);
-  if (s.ok() && out->empty()) return Status::Error(errc::kNotFound, "no event of session '" + session_id + "'");
+  if (s.ok() && out->empty())
+    return Status::Error(errc::kNotFound, "no event of session '" + session_id + "'");
   return s;
 }
 
@@ -550,7 +573,8 @@ Status ScanAll(const LogStore& store, const std::function<bool(const Event&)>& v
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kEvents)));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     uint64_t seq;
-    if (!DecodeSeq(it->key().ToStringView(), &seq)) return Status::Error(errc::kLogCorrupt, "malformed events key");
+    if (!DecodeSeq(it->key().ToStringView(), &seq))
+      return Status::Error(errc::kLogCorrupt, "malformed events key");
     Event e;
     Status s = LogStore::DecodeEvent(seq, it->value().ToStringView(), &e);
     if (!s.ok()) return s;

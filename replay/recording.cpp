@@ -11,7 +11,8 @@
 namespace tollgate::replay {
 
 Recording Recording::FromEvents(std::vector<Event> events, const std::string& only_session) {
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.seq < b.seq; });
   struct Received {
     CallKey key;
     uint64_t seq;
@@ -22,7 +23,8 @@ Recording Recording::FromEvents(std::vector<Event> events, const std::string& on
   for (const Event& e : events) {
     if (!only_session.empty() && e.session_id != only_session) continue;
     if (e.type == "request.received") {
-      received[OrgRequestKey(e.org_id, e.request_id)] = {{e.session_id, e.tool, e.data.value("args_hash", "")}, e.seq};
+      received[OrgRequestKey(e.org_id, e.request_id)] = {
+          {e.session_id, e.tool, e.data.value("args_hash", "")}, e.seq};
     } else if (e.type == "execution.completed") {
       auto r = received.find(OrgRequestKey(e.org_id, e.request_id));
       if (r == received.end()) continue;
@@ -30,7 +32,8 @@ Recording Recording::FromEvents(std::vector<Event> events, const std::string& on
       if (!result.is_object()) continue;
       const Json err = result.value("error", Json());
       if (err.is_object() && err.value("code", "") == kReplayMismatch) continue;
-      RecordedCall c{e.request_id, e.seq, result, e.data.value("duration_ms", 0.0), e.data.value("cost_usd", 0.0)};
+      RecordedCall c{e.request_id, e.seq, result, e.data.value("duration_ms", 0.0),
+                     e.data.value("cost_usd", 0.0)};
       calls.emplace_back(r->second.seq, r->second.key, std::move(c));
       received.erase(r);  // one result per request
     }
@@ -67,8 +70,9 @@ Status LoadExport(const std::string& path, std::vector<Event>* events) {
     if (!in) return Status::Error(errc::kNotFound, "cannot open " + path);
     VerifyReport r = VerifyExport(in);
     if (!r.ok()) {
-      return Status::Error(errc::kChainBroken, path + " does not verify: " + r.Summary() +
-                                                   (r.problems.empty() ? "" : "; " + r.problems[0].status.ToString()));
+      return Status::Error(errc::kChainBroken,
+                           path + " does not verify: " + r.Summary() +
+                               (r.problems.empty() ? "" : "; " + r.problems[0].status.ToString()));
     }
   }
   std::ifstream in(path);
@@ -113,7 +117,8 @@ Status LoadRecording(const std::string& path, const std::string& only_session, R
   }
   *out = Recording::FromEvents(std::move(events), only_session);
   if (!only_session.empty() && out->size() == 0) {
-    return Status::Error(errc::kNotFound, "the recording holds no completed call of session '" + only_session + "'");
+    return Status::Error(errc::kNotFound,
+                         "the recording holds no completed call of session '" + only_session + "'");
   }
   return Status::Ok();
 }

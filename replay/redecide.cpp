@@ -12,9 +12,9 @@
 
 namespace tollgate::replay {
 
-const char* const kComparedFields[] = {"verdict",      "reason",    "rule",        "danger_level",
+const char* const kComparedFields[] = {"verdict",        "reason",     "rule",        "danger_level",
                                        "policy_version", "error_code", "reservation", "approval",
-                                       "invocation",   "read_only", "notify",      nullptr};
+                                       "invocation",     "read_only",  "notify",      nullptr};
 
 bool DecisionChange::verdict_changed() const {
   return !redecided.is_null() && recorded.value("verdict", "") != redecided.value("verdict", "");
@@ -78,15 +78,16 @@ struct Redecider::State {
   RedactorInForce redactor;
   // A target request: received, then (once) re-decided, then completed.
   struct Request {
-    Json request;             // while waiting for its decision
+    Json request;  // while waiting for its decision
     int64_t received_us = 0;
-    bool waiting = false;     // received, its decision not yet folded
-    bool denied = false;      // its re-decided verdict is deny
-    bool completed = false;   // the log shows its execution completed
-    double cost_usd = 0;      // ... at this actual cost
+    bool waiting = false;    // received, its decision not yet folded
+    bool denied = false;     // its re-decided verdict is deny
+    bool completed = false;  // the log shows its execution completed
+    double cost_usd = 0;     // ... at this actual cost
   };
-  std::unordered_map<std::string, Request> requests;  // every target request, by OrgRequestKey(org, request_id)
-  std::vector<std::pair<size_t, bool>> pending;       // (index, in changes?) to fill executed/cost
+  std::unordered_map<std::string, Request>
+      requests;                                  // every target request, by OrgRequestKey(org, request_id)
+  std::vector<std::pair<size_t, bool>> pending;  // (index, in changes?) to fill executed/cost
   uint64_t last_policy_seq = 0;
   std::string policy_error;
   Decision decision;  // reused: DecideInto keeps the hot path free of allocation
@@ -145,8 +146,11 @@ void Redecider::Fold(DecisionInput& input) {
     Status s = st.fold.Apply(e);
     st.redactor.OnAppended({e});
     if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
-    if (!s.ok()) st.policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
-    else st.policy_error.clear();
+    if (!s.ok())
+      st.policy_error =
+          "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
+    else
+      st.policy_error.clear();
     st.last_policy_seq = e.seq;
     return;
   }
@@ -305,9 +309,11 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
   return Redecide(std::move(inputs), target, options);
 }
 
-RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options) {
+RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target,
+                        const RedecideOptions& options) {
   auto by_seq = [](const DecisionInput& a, const DecisionInput& b) { return a.event.seq < b.event.seq; };
-  if (!std::is_sorted(inputs.begin(), inputs.end(), by_seq)) std::stable_sort(inputs.begin(), inputs.end(), by_seq);
+  if (!std::is_sorted(inputs.begin(), inputs.end(), by_seq))
+    std::stable_sort(inputs.begin(), inputs.end(), by_seq);
   Redecider fold(target, options);
   for (DecisionInput& input : inputs) fold.Fold(input);
   return fold.Finish();
@@ -316,10 +322,16 @@ RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target,
 namespace {
 
 Json ChangeJson(const DecisionChange& c) {
-  Json j{{"seq", c.seq},           {"org_id", c.org_id},         {"request_id", c.request_id},
+  Json j{{"seq", c.seq},
+         {"org_id", c.org_id},
+         {"request_id", c.request_id},
          {"session_id", c.session_id},
-         {"agent_id", c.agent_id}, {"tool", c.tool},             {"recorded", c.recorded},
-         {"redecided", c.redecided}, {"fields", c.fields},       {"executed", c.executed},
+         {"agent_id", c.agent_id},
+         {"tool", c.tool},
+         {"recorded", c.recorded},
+         {"redecided", c.redecided},
+         {"fields", c.fields},
+         {"executed", c.executed},
          {"cost_usd", c.cost_usd}};
   if (c.received_us) j["received_at"] = FormatTime(c.received_us);
   if (!c.note.empty()) j["note"] = c.note;
@@ -378,7 +390,8 @@ std::string FormatReport(const RedecideReport& r) {
     o << "\n      now: " << c.redecided.value("reason", "") << "\n";
   }
   for (const auto& c : r.not_redecided) {
-    o << "  seq " << c.seq << "  " << c.request_id << "  " << c.tool << "  not re-decided: " << c.note << "\n";
+    o << "  seq " << c.seq << "  " << c.request_id << "  " << c.tool << "  not re-decided: " << c.note
+      << "\n";
   }
   if (r.sessions.size() > 1) {
     for (const auto& [sid, n] : r.sessions) {
@@ -389,7 +402,8 @@ std::string FormatReport(const RedecideReport& r) {
   o << (r.what_if ? "what-if under " + r.candidate_version : std::string("verify")) << ": " << r.decisions
     << " decisions re-decided, " << r.changes.size() << (r.what_if ? " change verdict" : " differ");
   for (const auto& [t, n] : r.transitions) o << "  " << t << " " << n;
-  if (r.what_if && r.same_verdict_other_rule) o << "  (" << r.same_verdict_other_rule << " keep their verdict under another rule)";
+  if (r.what_if && r.same_verdict_other_rule)
+    o << "  (" << r.same_verdict_other_rule << " keep their verdict under another rule)";
   if (!r.not_redecided.empty()) o << "; " << r.not_redecided.size() << " could not be re-decided";
   o << "\n";
   if (r.what_if) {

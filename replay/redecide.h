@@ -86,10 +86,10 @@ struct RedecideReport {
   };
   std::map<std::string, PerSession> sessions;  // re-decided target sessions
   // Budget effect (what-if; in verify these are the log's own figures).
-  double spend_recorded_usd = 0;        // actual cost of the target calls that completed
-  double spend_avoided_usd = 0;         // ... of those the candidate no longer allows
-  double reserved_recorded_usd = 0;     // sum of the recorded reservations
-  double reserved_redecided_usd = 0;    // sum of the re-decided reservations
+  double spend_recorded_usd = 0;          // actual cost of the target calls that completed
+  double spend_avoided_usd = 0;           // ... of those the candidate no longer allows
+  double reserved_recorded_usd = 0;       // sum of the recorded reservations
+  double reserved_redecided_usd = 0;      // sum of the re-decided reservations
   double newly_allowed_reserved_usd = 0;  // reservations of calls denied before, allowed (or asked) now
   uint64_t budget_denials_recorded = 0, budget_denials_redecided = 0;  // E_BUDGET_EXCEEDED
 
@@ -106,7 +106,8 @@ RedecideReport Redecide(std::vector<Event> events, const Target& target, const R
 // whose bytes are identical to the re-made decision's is not parsed; any
 // other is parsed and compared as above. The report is the same as for the
 // decoded events (tests/replay_test.cpp pins the two paths together).
-RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target, const RedecideOptions& options);
+RedecideReport Redecide(std::vector<DecisionInput> inputs, const Target& target,
+                        const RedecideOptions& options);
 
 // The fold behind Redecide, one input at a time, for a reader that streams
 // the log (StreamDecisionInputs): Redecide(inputs) is Fold over the inputs

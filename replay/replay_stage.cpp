@@ -30,11 +30,13 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
   if (!ReadFlow(name(), config_.topics, in, ctx, log, &input, &r)) return r;
   const Flow& flow = input.flow;
   const RequestState& state = input.state;
-  const bool granted = state.approval_settled != nullptr && state.approval_settled->type == "approval.granted";
+  const bool granted =
+      state.approval_settled != nullptr && state.approval_settled->type == "approval.granted";
   if (flow.decision.is_null() || !(state.verdict() == "allow" || (state.verdict() == "ask" && granted))) {
     // As execute: only what the log shows allowed (or approved) gets a result.
-    return RejectMalformedFlow(name(), config_.topics, in, ctx,
-                               "request " + flow.request_id() + " has no allow decision or granted approval in the log");
+    return RejectMalformedFlow(
+        name(), config_.topics, in, ctx,
+        "request " + flow.request_id() + " has no allow decision or granted approval in the log");
   }
   Json tool_result;
   if (state.completed != nullptr) {
@@ -56,32 +58,40 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
     }
     const CallKey rec_key = RecordedKey(live);
     const RecordedCall* call = config_.recording->Find(rec_key, index);
-    Json replay{{"key", {{"session_id", rec_key.session_id}, {"tool", rec_key.tool}, {"args_hash", rec_key.args_hash}}},
-                {"args_hash", live.args_hash},
-                {"index", index},
-                {"matched", call != nullptr}};
+    Json replay{
+        {"key",
+         {{"session_id", rec_key.session_id}, {"tool", rec_key.tool}, {"args_hash", rec_key.args_hash}}},
+        {"args_hash", live.args_hash},
+        {"index", index},
+        {"matched", call != nullptr}};
     if (call != nullptr) {
       tool_result = call->result;
-      tool_result["meta"]["replayed"] = {{"from_request_id", call->request_id}, {"from_seq", call->completed_seq}};
+      tool_result["meta"]["replayed"] = {{"from_request_id", call->request_id},
+                                         {"from_seq", call->completed_seq}};
       replay["from_request_id"] = call->request_id;
       replay["from_seq"] = call->completed_seq;
     } else {
       const size_t recorded = config_.recording->Count(rec_key);
-      const std::string msg =
-          recorded == 0
-              ? "the recording has no call of " + rec_key.tool + " with these args in session " + rec_key.session_id
-              : "call " + std::to_string(index + 1) + " of " + rec_key.tool + " with these args in session " +
-                    rec_key.session_id + ", but the recording has only " + std::to_string(recorded);
+      const std::string msg = recorded == 0 ? "the recording has no call of " + rec_key.tool +
+                                                  " with these args in session " + rec_key.session_id
+                                            : "call " + std::to_string(index + 1) + " of " + rec_key.tool +
+                                                  " with these args in session " + rec_key.session_id +
+                                                  ", but the recording has only " + std::to_string(recorded);
       tool_result = ToolResultError(kReplayMismatch, msg + "; not executed (replay mode)", false);
     }
     r.events.push_back(FlowEvent(flow, "execution.completed", ctx.now_us,
-                                 {{"result", tool_result}, {"duration_ms", 0}, {"cost_usd", 0},
-                                  {"executor", "replay"}, {"replay", replay}, {"source", ctx.source}}));
+                                 {{"result", tool_result},
+                                  {"duration_ms", 0},
+                                  {"cost_usd", 0},
+                                  {"executor", "replay"},
+                                  {"replay", replay},
+                                  {"source", ctx.source}}));
   }
   const bool ok = tool_result.value("success", false);
   Json result = MakeResult(flow.request, ok ? "completed" : "failed", flow.decision, nullptr, tool_result);
   if (state.completed != nullptr) result["log_seq"] = state.completed->seq;
-  r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0, result});
+  r.outputs.push_back(
+      {MessageFor(config_.topics.results(), flow.request, result), r.events.empty() ? -1 : 0, result});
   return r;
 }
 

@@ -39,7 +39,8 @@ std::string Summary(const Event& e, const RequestTimeline& r) {
     const Json err = d.value("error", Json::object());
     o << "rejected " << Str(err, "code") << ": " << Str(err, "message");
   } else if (e.type == "decision.made") {
-    o << "decision " << Str(d, "verdict") << "  rule " << Str(d, "rule") << "  policy " << Str(d, "policy_version");
+    o << "decision " << Str(d, "verdict") << "  rule " << Str(d, "rule") << "  policy "
+      << Str(d, "policy_version");
     if (!Str(d, "error_code").empty()) o << "  " << Str(d, "error_code");
     o << "  — " << Str(d, "reason");
   } else if (e.type == "approval.requested") {
@@ -55,12 +56,15 @@ std::string Summary(const Event& e, const RequestTimeline& r) {
     o << "approval expired";
     if (r.approval_requested) o << " after " << FormatDuration(e.time_us - r.approval_requested_us);
   } else if (e.type == "execution.started") {
-    o << "execution started (" << Str(d, "executor") << ", attempt " << d.value("attempt", Json(1)).dump() << ")";
+    o << "execution started (" << Str(d, "executor") << ", attempt " << d.value("attempt", Json(1)).dump()
+      << ")";
   } else if (e.type == "execution.completed" && Str(d, "executor") == "replay") {
     // Recorded-result replay (replay/replay_stage.h): nothing ran.
     const Json rp = d.value("replay", Json::object());
-    if (rp.value("matched", false)) o << "served the recorded result of " << Str(rp, "from_request_id") << " (replay)";
-    else o << "replay mismatch: no recorded result, not executed (" << kReplayMismatch << ")";
+    if (rp.value("matched", false))
+      o << "served the recorded result of " << Str(rp, "from_request_id") << " (replay)";
+    else
+      o << "replay mismatch: no recorded result, not executed (" << kReplayMismatch << ")";
   } else if (e.type == "execution.completed") {
     const Json res = d.value("result", Json::object());
     const bool ok = res.value("success", false);
@@ -123,16 +127,22 @@ std::string FormatDuration(int64_t us) {
   char buf[48];
   const double a = static_cast<double>(us < 0 ? -us : us);
   const char* sign = us < 0 ? "-" : "";
-  if (a < 1000) std::snprintf(buf, sizeof buf, "%s%lld µs", sign, static_cast<long long>(a));
-  else if (a < 1e6) std::snprintf(buf, sizeof buf, "%s%.1f ms", sign, a / 1e3);
-  else if (a < 120e6) std::snprintf(buf, sizeof buf, "%s%.2f s", sign, a / 1e6);
-  else if (a < 7200e6) std::snprintf(buf, sizeof buf, "%s%.1f min", sign, a / 60e6);
-  else std::snprintf(buf, sizeof buf, "%s%.1f h", sign, a / 3600e6);
+  if (a < 1000)
+    std::snprintf(buf, sizeof buf, "%s%lld µs", sign, static_cast<long long>(a));
+  else if (a < 1e6)
+    std::snprintf(buf, sizeof buf, "%s%.1f ms", sign, a / 1e3);
+  else if (a < 120e6)
+    std::snprintf(buf, sizeof buf, "%s%.2f s", sign, a / 1e6);
+  else if (a < 7200e6)
+    std::snprintf(buf, sizeof buf, "%s%.1f min", sign, a / 60e6);
+  else
+    std::snprintf(buf, sizeof buf, "%s%.1f h", sign, a / 3600e6);
   return buf;
 }
 
 SessionTimeline BuildTimeline(const std::string& session_id, std::vector<Event> events) {
-  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.seq < b.seq; });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Event& a, const Event& b) { return a.seq < b.seq; });
   SessionTimeline t;
   t.session_id = session_id;
   // Group by request, keeping each request's events in seq order. A
@@ -189,8 +199,12 @@ Json TimelineToJson(const SessionTimeline& t) {
   for (const RequestTimeline& r : t.requests) {
     Json steps = Json::array();
     for (const TimelineStep& s : r.steps) {
-      steps.push_back({{"seq", s.seq}, {"time", FormatTime(s.time_us)}, {"type", s.type}, {"summary", s.summary},
-                       {"since_prev_us", s.since_prev_us}, {"since_start_us", s.since_start_us}});
+      steps.push_back({{"seq", s.seq},
+                       {"time", FormatTime(s.time_us)},
+                       {"type", s.type},
+                       {"summary", s.summary},
+                       {"since_prev_us", s.since_prev_us},
+                       {"since_start_us", s.since_start_us}});
     }
     Json approvals = Json::array();
     for (const ApprovalStep& a : r.approvals) {
@@ -201,12 +215,20 @@ Json TimelineToJson(const SessionTimeline& t) {
       if (a.waited_us >= 0) j["waited_us"] = a.waited_us;
       approvals.push_back(std::move(j));
     }
-    Json j{{"org_id", r.org_id},         {"request_id", r.request_id}, {"tool", r.tool}, {"args_hash", r.args_hash},
-           {"request", r.request},       {"status", r.status}, {"received_at", FormatTime(r.received_us)},
+    Json j{{"org_id", r.org_id},
+           {"request_id", r.request_id},
+           {"tool", r.tool},
+           {"args_hash", r.args_hash},
+           {"request", r.request},
+           {"status", r.status},
+           {"received_at", FormatTime(r.received_us)},
            {"steps", steps}};
     if (!r.decision.is_null()) {
-      j["decision"] = {{"verdict", r.verdict}, {"rule", r.rule}, {"reason", r.reason},
-                       {"policy_version", r.policy_version}, {"danger_level", r.danger_level}};
+      j["decision"] = {{"verdict", r.verdict},
+                       {"rule", r.rule},
+                       {"reason", r.reason},
+                       {"policy_version", r.policy_version},
+                       {"danger_level", r.danger_level}};
       if (!r.decision_error.empty()) j["decision"]["error_code"] = r.decision_error;
     }
     if (r.approval_requested || !r.approvals.empty()) {
@@ -254,7 +276,8 @@ std::string FormatTimeline(const SessionTimeline& t) {
   int n = 0;
   for (const RequestTimeline& r : t.requests) {
     o << "\n#" << ++n << " " << r.request_id << "  " << r.tool << "  → " << r.status;
-    if (prev_request_us) o << "  (" << FormatDuration(r.received_us - prev_request_us) << " after the previous request)";
+    if (prev_request_us)
+      o << "  (" << FormatDuration(r.received_us - prev_request_us) << " after the previous request)";
     o << "\n";
     prev_request_us = r.received_us;
     for (const TimelineStep& s : r.steps) {
@@ -267,7 +290,8 @@ std::string FormatTimeline(const SessionTimeline& t) {
     }
     if (r.result.is_object() && r.result.contains("result")) {
       const Json& tr = r.result["result"];
-      std::string shown = tr.value("success", false) ? tr.value("data", Json()).dump() : tr.value("error", Json()).dump();
+      std::string shown =
+          tr.value("success", false) ? tr.value("data", Json()).dump() : tr.value("error", Json()).dump();
       if (shown.size() > 160) shown = shown.substr(0, 157) + "...";
       o << "  result: " << shown << "\n";
     }

@@ -23,9 +23,9 @@ struct TimelineStep {
   uint64_t seq = 0;
   int64_t time_us = 0;
   std::string type;
-  std::string summary;        // one line for people
-  int64_t since_prev_us = 0;  // since the request's previous step (0 for its first)
-  int64_t since_start_us = 0; // since the request's first step
+  std::string summary;         // one line for people
+  int64_t since_prev_us = 0;   // since the request's previous step (0 for its first)
+  int64_t since_start_us = 0;  // since the request's first step
 };
 
 struct ApprovalStep {
@@ -42,7 +42,7 @@ struct RequestTimeline {
   std::string request_id;
   std::string tool;
   std::string args_hash;
-  Json request;  // as logged (secrets redacted); null when never received
+  Json request;             // as logged (secrets redacted); null when never received
   int64_t received_us = 0;  // from received_at (the time decisions use); else the first event's time
   // Decision; verdict empty when none was made.
   std::string verdict, rule, reason, policy_version, danger_level, decision_error;
@@ -69,7 +69,7 @@ struct RequestTimeline {
 
 struct SessionTimeline {
   std::string session_id;
-  std::string org_id, agent_id;  // of the first event ("" when mixed is impossible to say)
+  std::string org_id, agent_id;           // of the first event ("" when mixed is impossible to say)
   std::vector<RequestTimeline> requests;  // by first seq
   uint64_t events = 0;
   int64_t first_us = 0, last_us = 0;

@@ -35,8 +35,8 @@ CommittedOutputs::CommittedOutputs(std::string incarnation, std::vector<std::str
 CommittedOutputs::Fingerprint CommittedOutputs::FingerprintOf(const Message& m) {
   // Lengths first, so that no two different (topic, key, value) run together
   // into the same bytes.
-  const std::string lengths =
-      std::to_string(m.topic.size()) + "," + std::to_string(m.key.size()) + "," + std::to_string(m.value.size());
+  const std::string lengths = std::to_string(m.topic.size()) + "," + std::to_string(m.key.size()) + "," +
+                              std::to_string(m.value.size());
   const Digest d = Sha256({lengths, m.topic, m.key, m.value});
   Fingerprint f;
   std::copy(d.begin(), d.begin() + f.size(), f.begin());

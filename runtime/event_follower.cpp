@@ -1,5 +1,4 @@
 #include "runtime/event_follower.h"
-#include "core/log.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -13,6 +12,7 @@
 #include <iostream>
 #include <random>
 
+#include "core/log.h"
 #include "core/messages.h"
 #include "core/sha256.h"
 
@@ -36,8 +36,8 @@ int64_t ReadOffset(const std::string& path) {
 std::string Hmac(const std::string& key, const std::string& value) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(value.data()),
-       value.size(), mac, &len);
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(value.data()), value.size(), mac, &len);
   static const char* hex = "0123456789abcdef";
   std::string out;
   for (unsigned int i = 0; i < len; ++i) {
@@ -66,8 +66,8 @@ Status EventsKey::Load(const std::string& path, bool create, std::shared_ptr<con
     in.open(path, std::ios::binary);  // ours, or one made meanwhile
   }
   if (!in) {
-    return Status::Error(errc::kNotFound, "no deployment key at " + path +
-                                              " (the log keeper makes it on first start)");
+    return Status::Error(errc::kNotFound,
+                         "no deployment key at " + path + " (the log keeper makes it on first start)");
   }
   k->key_.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (k->key_.size() < 32) return Status::Error(errc::kInvalidRequest, path + " holds fewer than 32 bytes");
@@ -205,7 +205,8 @@ Status EventFollower::SaveOffset() {
   const std::string tmp = options_.offset_path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << Json{{"topic", options_.bus.topics.events()}, {"partition", 0}, {"next_offset", next}}.dump() << "\n";
+    out << Json{{"topic", options_.bus.topics.events()}, {"partition", 0}, {"next_offset", next}}.dump()
+        << "\n";
     if (!out) return Status::Error(errc::kLogIO, "cannot write " + tmp);
   }
   std::error_code ec;
@@ -215,8 +216,8 @@ Status EventFollower::SaveOffset() {
   return Status::Ok();
 }
 
-Status TopicEventSink::Open(const BusConfig& bus, const std::string& transactional_id, EventFollower& follower,
-                            SeqOfEvent seq_of, std::shared_ptr<const EventsKey> key,
+Status TopicEventSink::Open(const BusConfig& bus, const std::string& transactional_id,
+                            EventFollower& follower, SeqOfEvent seq_of, std::shared_ptr<const EventsKey> key,
                             std::unique_ptr<TopicEventSink>* out) {
   std::unique_ptr<TopicEventSink> sink(new TopicEventSink(bus, follower, std::move(seq_of)));
   sink->transactional_id_ = transactional_id;

@@ -71,8 +71,8 @@ inline constexpr int64_t kRefusalBlockOffsets = 1024;
 inline constexpr size_t kRefusalsLoggedPerBlock = 10;
 
 struct FollowerOptions {
-  BusConfig bus;                      // bus.topics.events() is followed
-  std::string offset_path;            // "" = always start from offset 0
+  BusConfig bus;            // bus.topics.events() is followed
+  std::string offset_path;  // "" = always start from offset 0
   std::chrono::milliseconds timeout{10000};
   size_t max_event_bytes = kDefaultMaxEventBytes;
   std::shared_ptr<const EventsKey> key;  // required: messages it does not seal are refused
@@ -89,7 +89,8 @@ class EventFollower {
   // `sink` appends to the local log (de-duplicating by event id, one group
   // commit per call); `log_empty`: it holds nothing yet (start from offset 0
   // whatever the offset file says).
-  static Status Open(FollowerOptions options, bool log_empty, EventSink& sink, std::unique_ptr<EventFollower>* out);
+  static Status Open(FollowerOptions options, bool log_empty, EventSink& sink,
+                     std::unique_ptr<EventFollower>* out);
   // Appends every event committed on the topic up to now (its last stable
   // offset when called). Thread-safe; concurrent callers wait for each other.
   Status CatchUp();
@@ -126,7 +127,8 @@ class TopicEventSink : public EventSink {
   // The seq the local log holds event `id` under (E_NOT_FOUND if none).
   using SeqOfEvent = std::function<Status(const std::string& id, uint64_t* seq)>;
   static Status Open(const BusConfig& bus, const std::string& transactional_id, EventFollower& follower,
-                     SeqOfEvent seq_of, std::shared_ptr<const EventsKey> key, std::unique_ptr<TopicEventSink>* out);
+                     SeqOfEvent seq_of, std::shared_ptr<const EventsKey> key,
+                     std::unique_ptr<TopicEventSink>* out);
   void AppendAll(std::vector<Event> events, std::vector<Appended>* results) override;
 
  private:

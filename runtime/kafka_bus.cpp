@@ -1,5 +1,4 @@
 #include "runtime/kafka_bus.h"
-#include "core/log.h"
 
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
@@ -11,6 +10,8 @@
 #include <mutex>
 #include <set>
 #include <thread>
+
+#include "core/log.h"
 
 namespace tollgate {
 namespace {
@@ -32,7 +33,10 @@ Status FromKafkaError(const std::string& what, rd_kafka_error_t* error) {
 // librdkafka's own lines go through our structured log (core/log.h), not
 // straight to stderr in its "%3|...|" format.
 void KafkaLog(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
-  log::Line(level <= 3 ? log::Level::kError : level <= 4 ? log::Level::kWarn : log::Level::kInfo, {"kafka"})
+  log::Line(level <= 3   ? log::Level::kError
+            : level <= 4 ? log::Level::kWarn
+                         : log::Level::kInfo,
+            {"kafka"})
       << rd_kafka_name(rk) << ": " << fac << ": " << buf;
 }
 
@@ -102,7 +106,8 @@ Message ToMessage(const rd_kafka_message_t* m) {
     const char* name;
     const void* val;
     size_t size;
-    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+    for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &val, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
       msg.headers[name] = val ? std::string(static_cast<const char*>(val), size) : "";
     }
   }
@@ -138,7 +143,8 @@ Status ReadPartitionSpans(rd_kafka_t* rk, const std::vector<std::string>& topics
     if (!s.ok()) return s;
     for (int32_t p = 0; p < partitions; ++p) {
       PartitionSpan span{topic, p};
-      rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &span.low, &span.high, timeout_ms);
+      rd_kafka_resp_err_t err =
+          rd_kafka_query_watermark_offsets(rk, topic.c_str(), p, &span.low, &span.high, timeout_ms);
       if (err) return KafkaError("offsets of " + topic + "[" + std::to_string(p) + "]", err);
       out->push_back(std::move(span));
     }
@@ -222,10 +228,10 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
       if (md->topics[i].err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
       present.insert(md->topics[i].topic);
       if (md->topics[i].topic == config.topics.events() && md->topics[i].partition_cnt != 1) {
-        s = Status::Error(errc::kKafka, config.topics.events() + " has " +
-                                            std::to_string(md->topics[i].partition_cnt) +
-                                            " partitions; it must have exactly one (the record's total order: "
-                                            "docs/deployments.md)");
+        s = Status::Error(errc::kKafka,
+                          config.topics.events() + " has " + std::to_string(md->topics[i].partition_cnt) +
+                              " partitions; it must have exactly one (the record's total order: "
+                              "docs/deployments.md)");
       }
     }
     rd_kafka_metadata_destroy(md);
@@ -253,10 +259,12 @@ Status EnsureTopics(const BusConfig& config, std::chrono::milliseconds timeout) 
   if (ev == nullptr) {
     s = Status::Error(errc::kKafka, "creating topics timed out; is the broker at " + config.brokers + " up?");
   } else if (rd_kafka_event_error(ev)) {
-    s = Status::Error(errc::kKafka, std::string("creating topics failed: ") + rd_kafka_event_error_string(ev));
+    s = Status::Error(errc::kKafka,
+                      std::string("creating topics failed: ") + rd_kafka_event_error_string(ev));
   } else {
     size_t n = 0;
-    const rd_kafka_topic_result_t** res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    const rd_kafka_topic_result_t** res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
     for (size_t i = 0; i < n && s.ok(); ++i) {
       rd_kafka_resp_err_t e = rd_kafka_topic_result_error(res[i]);
       if (e && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
@@ -284,12 +292,14 @@ Status EnsureTopic(const BusConfig& config, const std::string& topic, std::chron
   bool asked = false;
   for (;;) {
     const int left = static_cast<int>(std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count()));
+        1, std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
+               .count()));
     int partitions = 0;
     if (PartitionCount(rk, topic, std::min(left, 2000), &partitions).ok()) return Status::Ok();
     if (!asked) {
       asked = true;
-      rd_kafka_NewTopic_t* nt = rd_kafka_NewTopic_new(topic.c_str(), PartitionsOf(config, topic), -1, nullptr, 0);
+      rd_kafka_NewTopic_t* nt =
+          rd_kafka_NewTopic_new(topic.c_str(), PartitionsOf(config, topic), -1, nullptr, 0);
       rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
       rd_kafka_CreateTopics(rk, &nt, 1, nullptr, q);
       if (rd_kafka_event_t* ev = rd_kafka_queue_poll(q, std::min(left, 5000))) rd_kafka_event_destroy(ev);
@@ -338,7 +348,8 @@ void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   auto* d = static_cast<Producer::DeliveryState*>(opaque);
   std::lock_guard<std::mutex> lock(d->mu);
   if (d->failed++ == 0) {
-    d->first_error = std::string("delivery to ") + rd_kafka_topic_name(m->rkt) + " failed: " + rd_kafka_err2str(m->err);
+    d->first_error =
+        std::string("delivery to ") + rd_kafka_topic_name(m->rkt) + " failed: " + rd_kafka_err2str(m->err);
   }
 }
 }  // namespace
@@ -390,13 +401,14 @@ Status Producer::Send(const Message& m) {
   for (int attempt = 0;; ++attempt) {
     rd_kafka_headers_t* hdrs = rd_kafka_headers_new(m.headers.size());
     for (const auto& [k, v] : m.headers) rd_kafka_header_add(hdrs, k.data(), k.size(), v.data(), v.size());
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_, RD_KAFKA_V_TOPIC(m.topic.c_str()), RD_KAFKA_V_KEY(m.key.data(), m.key.size()),
-        RD_KAFKA_V_VALUE(const_cast<char*>(m.value.data()), m.value.size()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(rk_, RD_KAFKA_V_TOPIC(m.topic.c_str()), RD_KAFKA_V_KEY(m.key.data(), m.key.size()),
+                          RD_KAFKA_V_VALUE(const_cast<char*>(m.value.data()), m.value.size()),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) break;  // hdrs now owned by librdkafka
     rd_kafka_headers_destroy(hdrs);
-    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || attempt > 100) return KafkaError("produce to " + m.topic, err);
+    if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || attempt > 100)
+      return KafkaError("produce to " + m.topic, err);
     rd_kafka_poll(rk_, 50);
   }
   rd_kafka_poll(rk_, 0);
@@ -417,7 +429,8 @@ Status Producer::Flush(std::chrono::milliseconds timeout) {
   if (err) return KafkaError("flush", err);
   std::lock_guard<std::mutex> lock(delivery_->mu);
   if (delivery_->failed) {
-    Status s = Status::Error(errc::kKafka, delivery_->first_error + " (" + std::to_string(delivery_->failed) + " failed)");
+    Status s = Status::Error(errc::kKafka,
+                             delivery_->first_error + " (" + std::to_string(delivery_->failed) + " failed)");
     delivery_->failed = 0;
     delivery_->first_error.clear();
     return s;
@@ -425,29 +438,34 @@ Status Producer::Flush(std::chrono::milliseconds timeout) {
   return Status::Ok();
 }
 
-Status Producer::BeginTransaction() { return FromKafkaError("begin transaction", rd_kafka_begin_transaction(rk_)); }
+Status Producer::BeginTransaction() {
+  return FromKafkaError("begin transaction", rd_kafka_begin_transaction(rk_));
+}
 
 Status Producer::SendOffsets(const Consumer& consumer, const OffsetMap& next_offsets,
                              std::chrono::milliseconds timeout) {
   if (next_offsets.empty()) return Status::Ok();
   rd_kafka_topic_partition_list_t* list = ToList(next_offsets);
   rd_kafka_consumer_group_metadata_t* md = rd_kafka_consumer_group_metadata(consumer.rk_);
-  Status s = FromKafkaError("send offsets to transaction",
-                            rd_kafka_send_offsets_to_transaction(rk_, list, md, static_cast<int>(timeout.count())));
+  Status s =
+      FromKafkaError("send offsets to transaction",
+                     rd_kafka_send_offsets_to_transaction(rk_, list, md, static_cast<int>(timeout.count())));
   rd_kafka_consumer_group_metadata_destroy(md);
   rd_kafka_topic_partition_list_destroy(list);
   return s;
 }
 
 Status Producer::CommitTransaction(std::chrono::milliseconds timeout) {
-  Status s = FromKafkaError("commit transaction", rd_kafka_commit_transaction(rk_, static_cast<int>(timeout.count())));
+  Status s = FromKafkaError("commit transaction",
+                            rd_kafka_commit_transaction(rk_, static_cast<int>(timeout.count())));
   std::lock_guard<std::mutex> lock(delivery_->mu);
   delivery_->failed = 0;  // a committed transaction delivered everything in it
   return s;
 }
 
 Status Producer::AbortTransaction(std::chrono::milliseconds timeout) {
-  Status s = FromKafkaError("abort transaction", rd_kafka_abort_transaction(rk_, static_cast<int>(timeout.count())));
+  Status s =
+      FromKafkaError("abort transaction", rd_kafka_abort_transaction(rk_, static_cast<int>(timeout.count())));
   std::lock_guard<std::mutex> lock(delivery_->mu);
   delivery_->failed = 0;
   return s;
@@ -468,7 +486,8 @@ std::vector<Consumer::PartitionLag> Consumer::Lag() const {
   for (int i = 0; i < parts->cnt; ++i) {
     const auto& p = parts->elems[i];
     int64_t low = 0, high = 0;
-    if (p.offset < 0 || rd_kafka_get_watermark_offsets(rk_, p.topic, p.partition, &low, &high) != 0 || high < 0) {
+    if (p.offset < 0 || rd_kafka_get_watermark_offsets(rk_, p.topic, p.partition, &low, &high) != 0 ||
+        high < 0) {
       continue;
     }
     out.push_back({p.topic, p.partition, std::max<int64_t>(0, high - p.offset)});
@@ -502,7 +521,8 @@ namespace {
 // Assignment: start every partition at its committed offset, or at the
 // beginning for a group that never committed one. A committed offset the
 // broker no longer holds is data lost before this group read it: reported.
-void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts, void* opaque) {
+void OnRebalance(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* parts,
+                 void* opaque) {
   if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
     rd_kafka_committed(rk, parts, 10000);
     for (int i = 0; i < parts->cnt; ++i) {
@@ -569,8 +589,8 @@ Status Consumer::Open(const BusConfig& config, const std::string& group,
   return Status::Ok();
 }
 
-Status Consumer::OpenTail(const BusConfig& config, const std::string& topic, std::chrono::milliseconds timeout,
-                          std::unique_ptr<Consumer>* out) {
+Status Consumer::OpenTail(const BusConfig& config, const std::string& topic,
+                          std::chrono::milliseconds timeout, std::unique_ptr<Consumer>* out) {
   return OpenTail(config, std::vector<std::string>{topic}, timeout, out);
 }
 
@@ -621,10 +641,10 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
         // The offset we were to read from is gone (the broker dropped it, or
         // restarted empty). Say so, then go on from what the broker has.
         std::string topic = rd_kafka_topic_name(m->rkt);
-        result = Status::Error(errc::kOffsetLost,
-                               "OFFSET LOST on " + topic + "[" + std::to_string(m->partition) +
-                                   "]: " + rd_kafka_message_errstr(m) +
-                                   "; continuing from the earliest offset the broker holds");
+        result =
+            Status::Error(errc::kOffsetLost, "OFFSET LOST on " + topic + "[" + std::to_string(m->partition) +
+                                                 "]: " + rd_kafka_message_errstr(m) +
+                                                 "; continuing from the earliest offset the broker holds");
         // The partition is now in an error state where seek() is refused;
         // re-assigning it from the beginning (the others from where they
         // are) is what restarts its fetcher.
@@ -648,7 +668,9 @@ Status Consumer::Poll(size_t max, std::chrono::milliseconds timeout, std::vector
           }
           rd_kafka_topic_partition_list_destroy(committed);
           rd_kafka_resp_err_t err = rd_kafka_assign(rk_, list);
-          if (err) log::Warn({"consumer"}) << "re-assign after offset loss failed: " << rd_kafka_err2str(err) << "\n";
+          if (err)
+            log::Warn({"consumer"}) << "re-assign after offset loss failed: " << rd_kafka_err2str(err)
+                                    << "\n";
           rd_kafka_topic_partition_list_destroy(list);
         }
       } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF && result.ok()) {
@@ -673,8 +695,9 @@ Status Consumer::Commit(const OffsetMap& next_offsets, bool async) {
   return err ? KafkaError("commit offsets", err) : Status::Ok();
 }
 
-Status ReadGroupOffsets(const BusConfig& config, const std::string& group, const std::vector<std::string>& topics,
-                        std::chrono::milliseconds timeout, OffsetMap* out) {
+Status ReadGroupOffsets(const BusConfig& config, const std::string& group,
+                        const std::vector<std::string>& topics, std::chrono::milliseconds timeout,
+                        OffsetMap* out) {
   const int ms = static_cast<int>(timeout.count());
   Conf conf(config);
   SetConsumerConf(conf, config, group);  // never subscribed: does not join the group
@@ -695,7 +718,8 @@ Status ReadGroupOffsets(const BusConfig& config, const std::string& group, const
   if (err) return KafkaError("committed offsets", err);
   out->clear();
   for (int i = 0; i < list->cnt; ++i) {
-    if (list->elems[i].offset >= 0) (*out)[{list->elems[i].topic, list->elems[i].partition}] = list->elems[i].offset;
+    if (list->elems[i].offset >= 0)
+      (*out)[{list->elems[i].topic, list->elems[i].partition}] = list->elems[i].offset;
   }
   return Status::Ok();
 }
@@ -722,9 +746,9 @@ Status Consumer::RewindToCommitted() {
 
 // ---------------------------------------------------------------- tail reader
 
-Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics, int64_t max_per_partition,
-                         std::chrono::milliseconds timeout, const std::function<void(const Message&)>& each,
-                         TailReadStats* stats) {
+Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics,
+                         int64_t max_per_partition, std::chrono::milliseconds timeout,
+                         const std::function<void(const Message&)>& each, TailReadStats* stats) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   const int ms = static_cast<int>(timeout.count());
@@ -826,7 +850,7 @@ Status PartitionReader::ReadToEnd(std::chrono::milliseconds timeout,
   // last stable offset: an open transaction's messages are past it.
   int64_t low = 0, high = 0;
   rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(rk_, topic_.c_str(), partition_, &low, &high,
-                                                              static_cast<int>(timeout.count()));
+                                                             static_cast<int>(timeout.count()));
   if (err) return KafkaError("end offset of " + topic_, err);
   if (next_ < low) {
     return Status::Error(errc::kOffsetLost, "OFFSET LOST on " + topic_ + "[" + std::to_string(partition_) +

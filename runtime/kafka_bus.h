@@ -24,9 +24,9 @@ struct rd_kafka_mock_cluster_s;
 namespace tollgate {
 
 struct BusConfig {
-  std::string brokers;        // bootstrap.servers
+  std::string brokers;  // bootstrap.servers
   Topics topics;
-  int partitions = 3;         // for topics tollgate creates
+  int partitions = 3;  // for topics tollgate creates
   std::string client_id = "tollgate";
   // Extra librdkafka properties applied to every client (e.g. security).
   std::map<std::string, std::string> extra;
@@ -204,8 +204,8 @@ class Consumer {
 // at a time.
 class PartitionReader {
  public:
-  static Status Open(const BusConfig& config, const std::string& topic, int32_t partition, int64_t from_offset,
-                     std::unique_ptr<PartitionReader>* out);
+  static Status Open(const BusConfig& config, const std::string& topic, int32_t partition,
+                     int64_t from_offset, std::unique_ptr<PartitionReader>* out);
   ~PartitionReader();
   // Calls `each` with every committed message up to the partition's end as
   // it stands when this is called (its last stable offset), in order, then
@@ -218,7 +218,7 @@ class PartitionReader {
   // The next offset to read.
   int64_t position() const { return next_; }
 
- // Reads from `offset` next.
+  // Reads from `offset` next.
   Status Seek(int64_t offset);
 
  private:
@@ -232,8 +232,9 @@ class PartitionReader {
 // The committed offsets (next offset to read) of consumer group `group` for
 // every partition of `topics`; partitions with none committed are left out.
 // Asks the group's coordinator without joining the group.
-Status ReadGroupOffsets(const BusConfig& config, const std::string& group, const std::vector<std::string>& topics,
-                        std::chrono::milliseconds timeout, std::map<std::pair<std::string, int32_t>, int64_t>* out);
+Status ReadGroupOffsets(const BusConfig& config, const std::string& group,
+                        const std::vector<std::string>& topics, std::chrono::milliseconds timeout,
+                        std::map<std::pair<std::string, int32_t>, int64_t>* out);
 
 // What ReadCommittedTail read.
 struct TailReadStats {
@@ -250,9 +251,9 @@ struct TailReadStats {
 // up by an open transaction, a broker down): the caller decides what an
 // incomplete read means for it. Errors: the topics' metadata or offsets
 // cannot be read.
-Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics, int64_t max_per_partition,
-                         std::chrono::milliseconds timeout, const std::function<void(const Message&)>& each,
-                         TailReadStats* stats);
+Status ReadCommittedTail(const BusConfig& config, const std::vector<std::string>& topics,
+                         int64_t max_per_partition, std::chrono::milliseconds timeout,
+                         const std::function<void(const Message&)>& each, TailReadStats* stats);
 
 namespace errc {
 inline constexpr const char* kKafka = "E_KAFKA";

@@ -44,10 +44,10 @@ class SerialWorker {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::function<Status()> todo_;   // guarded by mu_
-  std::optional<Status> done_;     // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
-  bool outstanding_ = false;       // owner thread only
+  std::function<Status()> todo_;  // guarded by mu_
+  std::optional<Status> done_;    // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
+  bool outstanding_ = false;      // owner thread only
   std::thread thread_;
 };
 

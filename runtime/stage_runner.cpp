@@ -1,17 +1,15 @@
 #include "runtime/stage_runner.h"
 
-#include "runtime/result_publisher.h"
+#include <iostream>
+#include <map>
+#include <thread>
+#include <unordered_map>
 
 #include "core/log.h"
 #include "core/messages.h"  // error codes
 #include "core/trace.h"
 #include "runtime/event_follower.h"
-
-
-#include <iostream>
-#include <map>
-#include <thread>
-#include <unordered_map>
+#include "runtime/result_publisher.h"
 
 namespace tollgate {
 namespace {
@@ -24,7 +22,8 @@ constexpr std::chrono::milliseconds kTxnTimeout{30000};
 // copied: every event of every batch passes through here).
 class OverlayView : public LogView {
  public:
-  OverlayView(const LogView& base, const std::vector<Event>& batch_events) : base_(base), events_(batch_events) {}
+  OverlayView(const LogView& base, const std::vector<Event>& batch_events)
+      : base_(base), events_(batch_events) {}
   // events_[from, events_.size()) were just added.
   void Added(size_t from) {
     for (size_t i = from; i < events_.size(); ++i) {
@@ -56,11 +55,13 @@ class OverlayView : public LogView {
 // An output the producer would refuse (over `limit`, its
 // max_message_bytes()) would fail its batch on every retry and wedge the
 // stage: the stage ends its request instead (Stage::RefuseOversize).
-void BoundOutputs(const Stage& stage, const Message& in, const StageContext& ctx, size_t limit, StageResult* r) {
+void BoundOutputs(const Stage& stage, const Message& in, const StageContext& ctx, size_t limit,
+                  StageResult* r) {
   for (const auto& o : r->outputs) {
     if (o.message.bytes() <= limit) continue;
     log::Warn({stage.name()}) << "an output to " << o.message.topic << " is " << o.message.bytes()
-              << " bytes (limit " << limit << "); its request ends with " << errc::kOutputTooLarge << "\n";
+                              << " bytes (limit " << limit << "); its request ends with "
+                              << errc::kOutputTooLarge << "\n";
     const Message too_large = o.message;
     *r = stage.RefuseOversize(in, ctx, std::move(*r), too_large, limit);
     return;
@@ -98,8 +99,8 @@ void CheckEvents(const Stage& stage, const Message& in, const StageContext& ctx,
 // input's trace (core/trace.h; stamped before the checks, which count its
 // bytes, and after them, for a refusal they put in its place), then the
 // two checks above.
-void Finish(const Stage& stage, const Message& in, const StageContext& ctx, size_t max_event_bytes, size_t limit,
-            StageResult* r) {
+void Finish(const Stage& stage, const Message& in, const StageContext& ctx, size_t max_event_bytes,
+            size_t limit, StageResult* r) {
   const std::string tp = TraceparentOf(in);
   StampTraceparent(tp, r);
   CheckEvents(stage, in, ctx, max_event_bytes, r);
@@ -172,13 +173,15 @@ void StageRunner::CheckSoleMember() {
   int assigned = 0, total = 0;
   Status s = consumer_->Coverage(&assigned, &total, std::chrono::milliseconds(2000));
   if (!s.ok()) {
-    log::Warn({stage_.name()}) << "cannot tell whether its group has another member: " << s.ToString() << "\n";
+    log::Warn({stage_.name()}) << "cannot tell whether its group has another member: " << s.ToString()
+                               << "\n";
     return;
   }
   const uint64_t foreign = assigned < total ? 1 : 0;
   if (foreign == stats_.foreign_members.exchange(foreign)) return;
   if (foreign) {
-    log::Error({stage_.name()}) << "its consumer group " << options_.group << " has a member that is not this process: "
+    log::Error({stage_.name()}) << "its consumer group " << options_.group
+                                << " has a member that is not this process: "
                                 << "it was given " << assigned << " of " << total
                                 << " partitions; the rest go to whoever joined (docs/trust.md)\n";
   } else {
@@ -211,28 +214,30 @@ Status StageRunner::ReadBackCommitted(int64_t lookback) {
   // Only inputs at or past the committed offsets can be read again: what
   // the read-back keeps is the re-read window, not the whole tail.
   std::map<TopicPartition, int64_t> committed;
-  Status s = ReadGroupOffsets(options_.bus, options_.group, stage_.input_topics(), options_.republish_read_timeout,
-                              &committed);
+  Status s = ReadGroupOffsets(options_.bus, options_.group, stage_.input_topics(),
+                              options_.republish_read_timeout, &committed);
   if (!s.ok()) return s;
   committed_.SetCommitted(std::move(committed));
   BusConfig bus = options_.bus;
   bus.client_id = "tollgate-" + stage_.name() + "-readback";
   TailReadStats read;
   s = ReadCommittedTail(
-      bus, topics, lookback, options_.republish_read_timeout,
-      [this](const Message& m) { committed_.Add(m); }, &read);
+      bus, topics, lookback, options_.republish_read_timeout, [this](const Message& m) { committed_.Add(m); },
+      &read);
   if (!s.ok()) return s;
   stats_.readback_messages = read.messages;
   stats_.readback_kept = committed_.size();
   stats_.readback_complete = read.complete;
   if (!read.complete) {
-    log::Warn({stage_.name()}) << "read back only part of its committed outputs within "
-              << options_.republish_read_timeout.count() << " ms (" << read.messages
-              << " messages); a message read again after the last crash may have its output sent twice\n";
+    log::Warn({stage_.name()})
+        << "read back only part of its committed outputs within " << options_.republish_read_timeout.count()
+        << " ms (" << read.messages
+        << " messages); a message read again after the last crash may have its output sent twice\n";
   } else if (committed_.size() > 0) {
-    log::Warn({stage_.name()}) << committed_.size()
-              << " committed outputs belong to messages past its committed offsets; re-made, they will not be "
-                 "sent twice\n";
+    log::Warn({stage_.name()})
+        << committed_.size()
+        << " committed outputs belong to messages past its committed offsets; re-made, they will not be "
+           "sent twice\n";
   }
   return Status::Ok();
 }
@@ -241,9 +246,11 @@ void StageRunner::StampSource(Message& out, const std::string& source) {
   out.headers[kHeaderSource] = source;
   // An output on a topic the stage did not declare is not read back after
   // a crash: say so once, it is a stage bug.
-  if (!declared_outputs_.empty() && !declared_outputs_.count(out.topic) && undeclared_.insert(out.topic).second) {
-    log::Warn({stage_.name()}) << "produces to " << out.topic
-              << ", which it does not declare in output_topics(): outputs there may be sent twice after a crash\n";
+  if (!declared_outputs_.empty() && !declared_outputs_.count(out.topic) &&
+      undeclared_.insert(out.topic).second) {
+    log::Warn({stage_.name()})
+        << "produces to " << out.topic
+        << ", which it does not declare in output_topics(): outputs there may be sent twice after a crash\n";
   }
 }
 
@@ -290,8 +297,8 @@ Status StageRunner::Run() {
   // Fail closed: nothing of the failed batch was committed; read it again.
   auto recover = [&](const Status& s) -> Status {
     ++stats_.retries;
-    log::Warn({stage_.name()}) << "batch failed, retrying in " << backoff.count()
-              << " ms: " << s.ToString() << "\n";
+    log::Warn({stage_.name()}) << "batch failed, retrying in " << backoff.count() << " ms: " << s.ToString()
+                               << "\n";
     Status r = consumer_->RewindToCommitted();
     if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
     if (s.code() == errc::kTxnAbortable || s.code() == errc::kKafka) {
@@ -320,10 +327,10 @@ Status StageRunner::Run() {
     batch.clear();
     // While work is in flight, poll briefly so its results go out promptly.
     const bool waiting = !in_flight_.empty();
-    Status polled = consumer_->Poll(options_.max_batch,
-                                    waiting ? std::min(options_.poll_timeout, std::chrono::milliseconds(5))
-                                            : options_.poll_timeout,
-                                    &batch);
+    Status polled = consumer_->Poll(
+        options_.max_batch,
+        waiting ? std::min(options_.poll_timeout, std::chrono::milliseconds(5)) : options_.poll_timeout,
+        &batch);
     if (!polled.ok()) {
       log::Warn({stage_.name()}) << polled.ToString() << "\n";
       if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
@@ -341,16 +348,14 @@ Status StageRunner::Run() {
       Status t = RunTick();
       if (!t.ok()) {
         ++stats_.retries;
-        log::Warn({stage_.name()}) << "tick failed (retried at the next tick): " << t.ToString()
-                  << "\n";
+        log::Warn({stage_.name()}) << "tick failed (retried at the next tick): " << t.ToString() << "\n";
       }
     }
     if (waiting) {
       Status f = PublishFinished();
       if (!f.ok()) {
         ++stats_.retries;
-        log::Warn({stage_.name()}) << "publishing finished work failed (retried): "
-                  << f.ToString() << "\n";
+        log::Warn({stage_.name()}) << "publishing finished work failed (retried): " << f.ToString() << "\n";
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
@@ -388,7 +393,8 @@ Status StageRunner::Run() {
 void StageRunner::Submit(std::unique_ptr<Job> job) {
   std::lock_guard<std::mutex> lock(jobs_mu_);
   if (workers_.empty()) {
-    for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i) workers_.emplace_back([this] { WorkerLoop(); });
+    for (size_t i = 0; i < std::max<size_t>(1, options_.workers); ++i)
+      workers_.emplace_back([this] { WorkerLoop(); });
   }
   queued_.push_back(std::move(job));
   ++stats_.deferred_queued;
@@ -586,7 +592,8 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
 }
 
 void StageRunner::TakeResult(StageResult r, const std::string& source, std::vector<Event>* events,
-                             std::vector<StageOutput>* outputs, std::vector<std::pair<size_t, size_t>>* seq_refs) {
+                             std::vector<StageOutput>* outputs,
+                             std::vector<std::pair<size_t, size_t>>* seq_refs) {
   if (topic_mode()) {
     // The events travel in the outputs' transaction, ahead of them.
     for (const Event& e : r.events) {
@@ -625,9 +632,9 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
     sink_.AppendAll(events, &appended);
     for (size_t i = 0; i < appended.size(); ++i) {
       if (!appended[i].status.ok()) {
-        return Status::Error(appended[i].status.code(),
-                             "append of " + events[i].type + " for " + events[i].request_id +
-                                 " failed: " + appended[i].status.message());
+        return Status::Error(appended[i].status.code(), "append of " + events[i].type + " for " +
+                                                            events[i].request_id +
+                                                            " failed: " + appended[i].status.message());
       }
     }
   }
@@ -649,7 +656,8 @@ Status StageRunner::AppendEvents(const std::vector<Event>& events, std::vector<S
 }
 
 Status StageRunner::AppendAndPublish(const std::vector<Event>& events, std::vector<StageOutput>& outputs,
-                                     const std::vector<std::pair<size_t, size_t>>& seq_refs, const OffsetMap& next,
+                                     const std::vector<std::pair<size_t, size_t>>& seq_refs,
+                                     const OffsetMap& next,
                                      std::chrono::steady_clock::time_point* appended_at,
                                      const std::function<void()>& after_append) {
   // 1. The log first: nothing leaves this stage that the log does not hold.

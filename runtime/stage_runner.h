@@ -65,25 +65,25 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "runtime/committed_outputs.h"
 #include "core/latency_histogram.h"
+#include "core/stage.h"
+#include "runtime/committed_outputs.h"
 #include "runtime/kafka_bus.h"
 #include "runtime/serial_worker.h"
-#include "core/stage.h"
 
 namespace tollgate {
 
 struct RunnerOptions {
   BusConfig bus;
-  std::string group;             // consumer group; default "tollgate-<stage>"
+  std::string group;  // consumer group; default "tollgate-<stage>"
   // This runner should be its group's only member (the embedded
   // deployment): an assignment of fewer than all its input partitions
   // means another member joined, which it reports (foreign_members, an
@@ -212,7 +212,8 @@ class StageRunner {
   // The lookback for a batch just published: it is near the end of each
   // output partition.
   int64_t RecentLookback() const {
-    return std::min(options_.republish_lookback, std::max<int64_t>(8 * static_cast<int64_t>(options_.max_batch), 4096));
+    return std::min(options_.republish_lookback,
+                    std::max<int64_t>(8 * static_cast<int64_t>(options_.max_batch), 4096));
   }
   // Removes from `outputs` (their log_seq set: as they would be sent) those
   // already committed, and the seq refs with them.
@@ -252,8 +253,8 @@ class StageRunner {
 
   // One transaction: `outputs` and `next`. *offsets_stored: the group's
   // offsets are now `next` (the commit after the transaction was accepted).
-  Status Publish(std::vector<StageOutput>& outputs, const std::map<std::pair<std::string, int32_t>, int64_t>& next,
-                 bool* offsets_stored);
+  Status Publish(std::vector<StageOutput>& outputs,
+                 const std::map<std::pair<std::string, int32_t>, int64_t>& next, bool* offsets_stored);
 
   Stage& stage_;
   EventSink& sink_;
@@ -265,9 +266,9 @@ class StageRunner {
   std::chrono::steady_clock::time_point last_tick_{};
   RunnerStats stats_;
 
-  CommittedOutputs committed_;                              // runner thread, after Start()
-  std::set<std::string> declared_outputs_;                  // Stage::output_topics()
-  std::set<std::string> undeclared_;                        // runner thread: topics warned about
+  CommittedOutputs committed_;                             // runner thread, after Start()
+  std::set<std::string> declared_outputs_;                 // Stage::output_topics()
+  std::set<std::string> undeclared_;                       // runner thread: topics warned about
   std::map<TopicPartition, std::set<int64_t>> in_flight_;  // runner thread
   std::map<TopicPartition, int64_t> read_upto_;            // runner thread: last read offset + 1
   std::vector<std::unique_ptr<Job>> unpublished_;          // runner thread: finished, publish failed

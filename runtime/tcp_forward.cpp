@@ -65,7 +65,8 @@ Status TcpForward::Start(int port, const std::string& target, std::unique_ptr<Tc
     const std::string why = strerror(errno);
     close(f->listen_fd_);
     f->listen_fd_ = -1;
-    return Status::Error("E_INVALID_REQUEST", "cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + why);
+    return Status::Error("E_INVALID_REQUEST",
+                         "cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + why);
   }
   socklen_t len = sizeof a;
   getsockname(f->listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);

@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libyaml-cpp-dev libcli11-dev libspdlog-dev
   libcpp-httplib-dev libssl-dev libsodium-dev libbenchmark-dev libjemalloc-dev
   kcat python3-confluent-kafka python3-jwt python3-cryptography python3-pytest black mypy git
-  bubblewrap libseccomp-dev clang libclang-rt-14-dev
+  bubblewrap libseccomp-dev clang libclang-rt-14-dev clang-format
   prometheus
   chromium chromium-driver fonts-dejavu-core
 )

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <string>
 
-#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/jwt.h"
+#include "deploy/pipeline.h"
 
 namespace tollgate::testing {
 
@@ -29,7 +29,8 @@ class TestSigners {
       agent = v.value("agent_id", agent);
       rid = v.value("request_id", "");
     }
-    m->headers[kHeaderAuth] = tollgate::SignRequest(Agent(org, agent), org, agent, rid, m->value, NowMicros() / 1'000'000);
+    m->headers[kHeaderAuth] =
+        tollgate::SignRequest(Agent(org, agent), org, agent, rid, m->value, NowMicros() / 1'000'000);
   }
 
   // The signer of (org, agent); registers a key for it on first use.
@@ -46,8 +47,8 @@ class TestSigners {
     Json v;
     std::string rid;
     if (ParseJson(m->value, &v).ok() && v.is_object()) rid = v.value("request_id", "");
-    m->headers[kHeaderAuth] =
-        tollgate::SignResponse(Approver(org, identity), identity, org, rid, m->value, NowMicros() / 1'000'000);
+    m->headers[kHeaderAuth] = tollgate::SignResponse(Approver(org, identity), identity, org, rid, m->value,
+                                                     NowMicros() / 1'000'000);
   }
 
  private:

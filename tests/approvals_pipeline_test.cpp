@@ -25,8 +25,8 @@
 #include "approve_util.h"
 #include "audit/approvals.h"
 #include "audit/audit_query.h"
-#include "deploy/pipeline.h"
 #include "core/schema.h"
+#include "deploy/pipeline.h"
 #include "test_util.h"
 #include "tests/results_reader.h"
 
@@ -97,7 +97,8 @@ class ApprovalsPipelineTest : public ::testing::Test {
       EXPECT_TRUE(st.ok()) << st.ToString();
     }
     Publish(bus_.topics.approve(), ask.flow.request, ask.flow.ToJson());
-    EXPECT_TRUE(WaitFor([&] { return Has(spec.request_id, "approval.requested", spec.org); })) << "never held";
+    EXPECT_TRUE(WaitFor([&] { return Has(spec.request_id, "approval.requested", spec.org); }))
+        << "never held";
     return ask.flow.args_hash;
   }
   void Publish(const std::string& topic, const Json& request, const Json& value) {
@@ -146,7 +147,8 @@ class ApprovalsPipelineTest : public ::testing::Test {
     EXPECT_TRUE(view.EventsOfRequest(org, rid, &out).ok());
     return out;
   }
-  std::vector<Event> Typed(const std::string& rid, const std::string& type, const std::string& org = "org-1") {
+  std::vector<Event> Typed(const std::string& rid, const std::string& type,
+                           const std::string& org = "org-1") {
     std::vector<Event> out;
     for (auto& e : EventsOf(rid, org)) {
       if (e.type == type) out.push_back(e);
@@ -175,7 +177,8 @@ TEST_F(ApprovalsPipelineTest, AskThenApproveIsExecuted) {
   AskSpec spec;
   spec.request_id = "r-approve";
   const std::string hash = Ask(spec);
-  EXPECT_TRUE(WaitResult("r-approve", std::chrono::seconds(1)).is_null()) << "held: no result before a human answers";
+  EXPECT_TRUE(WaitResult("r-approve", std::chrono::seconds(1)).is_null())
+      << "held: no result before a human answers";
   Respond(Response("r-approve", "approve", "alice", hash));
   Json result = WaitResult("r-approve");
   ASSERT_FALSE(result.is_null());
@@ -183,8 +186,9 @@ TEST_F(ApprovalsPipelineTest, AskThenApproveIsExecuted) {
   EXPECT_EQ(result["result"]["data"]["text"], "hi");
   std::vector<std::string> types;
   for (auto& e : EventsOf("r-approve")) types.push_back(e.type);
-  EXPECT_EQ(types, (std::vector<std::string>{"request.received", "decision.made", "approval.requested",
-                                             "approval.granted", "execution.started", "execution.completed"}));
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"request.received", "decision.made", "approval.requested",
+                                      "approval.granted", "execution.started", "execution.completed"}));
 }
 
 TEST_F(ApprovalsPipelineTest, AskThenDenyGetsADeniedResult) {
@@ -250,8 +254,9 @@ TEST_F(ApprovalsPipelineTest, AnUnsignedOrForgedResponseCountsForNothing) {
   spec.request_id = "r-forged";
   spec.approvers = {"alice"};
   const std::string hash = Ask(spec);
-  Message unsigned_m = MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
-                                  Response("r-forged", "approve", "alice", hash));
+  Message unsigned_m =
+      MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
+                 Response("r-forged", "approve", "alice", hash));
   ASSERT_TRUE(producer_->Send(unsigned_m).ok());
   ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   ASSERT_TRUE(WaitFor([&] { return Has("r-forged", "approval.refused", "unknown"); }));
@@ -259,8 +264,9 @@ TEST_F(ApprovalsPipelineTest, AnUnsignedOrForgedResponseCountsForNothing) {
   EXPECT_EQ(unsigned_refused[0].data["code"], "E_UNAUTHENTICATED");
   EXPECT_FALSE(unsigned_refused[0].data.contains("approver")) << "no proven approver";
   // Signed by mallory, claiming to be alice.
-  Message forged = MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
-                              Response("r-forged", "approve", "alice", hash));
+  Message forged =
+      MessageFor(bus_.topics.approval_responses(), {{"request_id", "r-forged"}, {"agent_id", "agent-1"}},
+                 Response("r-forged", "approve", "alice", hash));
   signers_->SignResponse(&forged, "org-1", "mallory");
   ASSERT_TRUE(producer_->Send(forged).ok());
   ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
@@ -318,7 +324,8 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysAppendsTheAgentRule) {
 // agent is still asked.
 TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAsking) {
   auto submit = [&](const std::string& rid, const std::string& agent) {
-    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", "s-always"},
+    Json req{{"request_id", rid},    {"org_id", "org-1"},
+             {"agent_id", agent},    {"session_id", "s-always"},
              {"tool", "write_file"}, {"args", {{"path", "notes/today.txt"}, {"content", "hello"}}}};
     PublishRequest(req);
   };
@@ -338,7 +345,8 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAski
   const auto second = Typed("r-second", "decision.made");
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].data["verdict"], "allow") << second[0].data.dump();
-  EXPECT_NE(second[0].data.value("policy_version", ""), version_before) << "agent rules are part of the version";
+  EXPECT_NE(second[0].data.value("policy_version", ""), version_before)
+      << "agent rules are part of the version";
   EXPECT_FALSE(Has("r-second", "approval.requested"));
   EXPECT_TRUE(Has("r-second", "execution.started"));
 
@@ -352,9 +360,10 @@ TEST_F(ApprovalsPipelineTest, AllowAlwaysLetsTheNextIdenticalCallPassWithoutAski
   EXPECT_EQ(subject.rfind("write_file:", 0), 0u) << asked[0].data.dump();
   EXPECT_NE(subject.find("notes/today.txt"), std::string::npos) << subject;
   EXPECT_EQ(Typed("r-first", "policy.updated")[0].data["allow"], Json::array({subject}));
-  auto other = Json{{"request_id", "r-other-file"}, {"org_id", "org-1"}, {"agent_id", "agent-1"},
-                    {"session_id", "s-always"}, {"tool", "write_file"},
-                    {"args", {{"path", "notes/other.txt"}, {"content", "hello"}}}};
+  auto other =
+      Json{{"request_id", "r-other-file"}, {"org_id", "org-1"},
+           {"agent_id", "agent-1"},        {"session_id", "s-always"},
+           {"tool", "write_file"},         {"args", {{"path", "notes/other.txt"}, {"content", "hello"}}}};
   PublishRequest(other);
   ASSERT_TRUE(WaitFor([&] { return Has("r-other-file", "approval.requested"); }))
       << "an always for notes/today.txt allowed another file";
@@ -480,7 +489,8 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
 using CliRun = testing::CommandResult;
 // `env`: "NAME=value" assignments for the command, or "".
 CliRun Tollgate(const std::string& args, const std::string& env = "") {
-  return testing::RunCommand(env + (env.empty() ? "" : " ") + std::string(TOLLGATE_BIN) + " " + args + " 2>/dev/null");
+  return testing::RunCommand(env + (env.empty() ? "" : " ") + std::string(TOLLGATE_BIN) + " " + args +
+                             " 2>/dev/null");
 }
 
 // The CLI approves as the identity of a token (--token-file, or
@@ -523,7 +533,8 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
   while (!added.out.empty() && added.out.back() == '\n') added.out.pop_back();
   ASSERT_FALSE(added.out.empty());
   tokens_["mallory"] = added.out;
-  CliRun refused = Tollgate("approvals approve r-cli --token-file " + token_file("mallory") + " --data " + data);
+  CliRun refused =
+      Tollgate("approvals approve r-cli --token-file " + token_file("mallory") + " --data " + data);
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_NE(refused.out.find("E_APPROVER_NOT_ENTITLED"), std::string::npos) << refused.out;
   CliRun unknown = Tollgate("approvals deny r-nope --token-file " + alice + " --data " + data);
@@ -536,7 +547,8 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
   ASSERT_FALSE(result.is_null());
   EXPECT_EQ(result["status"], "completed");
   // The token from the environment.
-  CliRun deny = Tollgate("approvals deny r-cli-other --comment no --data " + data, "TOLLGATE_TOKEN=" + tokens_["bob1"]);
+  CliRun deny =
+      Tollgate("approvals deny r-cli-other --comment no --data " + data, "TOLLGATE_TOKEN=" + tokens_["bob1"]);
   ASSERT_EQ(deny.exit_code, 0) << deny.out;
   EXPECT_EQ(Json::parse(deny.out)["outcome"], "denied");
   EXPECT_EQ(Json::parse(deny.out)["event"]["data"]["approver"], "bob");
@@ -549,8 +561,12 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
 // logged policy.updated) and the next identical call asks again.
 TEST_F(ApprovalsPipelineTest, AnAllowAlwaysRuleIsListedAndARevocationMakesTheNextCallAskAgain) {
   auto submit = [&](const std::string& rid) {
-    PublishRequest({{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", "s-rev"},
-                    {"tool", "write_file"}, {"args", {{"path", "rev.txt"}, {"content", "x"}}}});
+    PublishRequest({{"request_id", rid},
+                    {"org_id", "org-1"},
+                    {"agent_id", "agent-1"},
+                    {"session_id", "s-rev"},
+                    {"tool", "write_file"},
+                    {"args", {{"path", "rev.txt"}, {"content", "x"}}}});
   };
   submit("r-grant");
   ASSERT_TRUE(WaitFor([&] { return Has("r-grant", "approval.requested"); }));
@@ -566,10 +582,13 @@ TEST_F(ApprovalsPipelineTest, AnAllowAlwaysRuleIsListedAndARevocationMakesTheNex
   EXPECT_EQ(rules[0]["pattern"], pattern);
   EXPECT_EQ(rules[0]["granted_by"], "alice");
   EXPECT_EQ(rules[0]["source"], "approval:r-grant");
-  EXPECT_EQ(Json::parse(http_->Get("/v1/rules", Bearer("approver2"))->body)["rules"].size(), 0u) << "org-2 sees none";
+  EXPECT_EQ(Json::parse(http_->Get("/v1/rules", Bearer("approver2"))->body)["rules"].size(), 0u)
+      << "org-2 sees none";
 
-  const Json revoke{{"org_id", "org-1"}, {"agent_id", "agent-1"}, {"pattern", pattern}, {"comment", "too broad"}};
-  EXPECT_EQ(http_->Post("/v1/rules/revoke", Bearer("approver1"), revoke.dump(), "application/json")->status, 403);
+  const Json revoke{
+      {"org_id", "org-1"}, {"agent_id", "agent-1"}, {"pattern", pattern}, {"comment", "too broad"}};
+  EXPECT_EQ(http_->Post("/v1/rules/revoke", Bearer("approver1"), revoke.dump(), "application/json")->status,
+            403);
   Json wrong = revoke;
   wrong["pattern"] = "write_file:*";
   EXPECT_EQ(http_->Post("/v1/rules/revoke", Bearer("admin"), wrong.dump(), "application/json")->status, 404);
@@ -580,8 +599,9 @@ TEST_F(ApprovalsPipelineTest, AnAllowAlwaysRuleIsListedAndARevocationMakesTheNex
   EXPECT_EQ(Json::parse(cli_list.out)["pattern"], pattern) << cli_list.out;
   const std::string admin_token = dir_.sub("admin-rules.token");
   std::ofstream(admin_token) << tokens_["admin"] << "\n";
-  CliRun done = Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --comment 'too broad' --data " +
-                         data + " --token-file " + admin_token);
+  CliRun done =
+      Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --comment 'too broad' --data " +
+               data + " --token-file " + admin_token);
   ASSERT_EQ(done.exit_code, 0) << done.out;
   Event revoked;
   ASSERT_TRUE(p_->log().store().ReadEvent(Json::parse(done.out)["seq"].get<uint64_t>(), &revoked).ok());
@@ -589,15 +609,16 @@ TEST_F(ApprovalsPipelineTest, AnAllowAlwaysRuleIsListedAndARevocationMakesTheNex
   EXPECT_EQ(revoked.data["revoke"], Json::array({pattern}));
   EXPECT_EQ(revoked.data["revoked_by"], "root");
   EXPECT_EQ(revoked.data["comment"], "too broad");
-  EXPECT_EQ(Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --data " + data + " --token-file " +
-                     admin_token)
+  EXPECT_EQ(Tollgate("rules revoke '" + pattern + "' --org org-1 --agent agent-1 --data " + data +
+                     " --token-file " + admin_token)
                 .exit_code,
             1)
       << "no longer in force";
   EXPECT_EQ(Json::parse(http_->Get("/v1/rules?agent=agent-1", Bearer("auditor1"))->body)["rules"].size(), 0u);
 
   submit("r-after");
-  ASSERT_TRUE(WaitFor([&] { return Has("r-after", "approval.requested"); })) << "the revoked rule still allowed it";
+  ASSERT_TRUE(WaitFor([&] { return Has("r-after", "approval.requested"); }))
+      << "the revoked rule still allowed it";
 }
 
 TEST_F(ApprovalsPipelineTest, HttpRefusesWithoutAValidTokenOrRole) {
@@ -627,7 +648,10 @@ TEST_F(ApprovalsPipelineTest, HttpRefusesWithoutAValidTokenOrRole) {
   // get_audit_log tool): naming another agent is 403.
   EXPECT_EQ(http_->Get("/v1/audit", Bearer("agent1"))->status, 200);
   EXPECT_EQ(http_->Get("/v1/audit?agent=agent-2", Bearer("agent1"))->status, 403);
-  EXPECT_EQ(http_->Post("/v1/approvals/x", Bearer("auditor1"), "{\"decision\":\"approve\"}", "application/json")->status, 403);
+  EXPECT_EQ(
+      http_->Post("/v1/approvals/x", Bearer("auditor1"), "{\"decision\":\"approve\"}", "application/json")
+          ->status,
+      403);
 }
 
 TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
@@ -651,41 +675,50 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
   EXPECT_EQ(http_->Get("/v1/approvals?org=org-2", Bearer("approver1"))->status, 403) << "cross-org read";
   Json all = Json::parse(http_->Get("/v1/approvals", Bearer("admin"))->body)["approvals"];
   EXPECT_EQ(all.size(), 2u) << "admin sees every org";
-  Json filtered = Json::parse(http_->Get("/v1/approvals?org=org-2&agent=agent-2", Bearer("admin"))->body)["approvals"];
+  Json filtered =
+      Json::parse(http_->Get("/v1/approvals?org=org-2&agent=agent-2", Bearer("admin"))->body)["approvals"];
   ASSERT_EQ(filtered.size(), 1u);
   EXPECT_EQ(filtered[0]["request_id"], "r-org2");
 
   // Cross-org approval: as if it did not exist; nothing is published.
-  auto cross = http_->Post("/v1/approvals/r-org2", Bearer("approver1"), "{\"decision\":\"approve\"}", "application/json");
+  auto cross = http_->Post("/v1/approvals/r-org2", Bearer("approver1"), "{\"decision\":\"approve\"}",
+                           "application/json");
   ASSERT_TRUE(cross);
   EXPECT_EQ(cross->status, 404);
-  auto unknown = http_->Post("/v1/approvals/r-none", Bearer("approver1"), "{\"decision\":\"approve\"}", "application/json");
+  auto unknown = http_->Post("/v1/approvals/r-none", Bearer("approver1"), "{\"decision\":\"approve\"}",
+                             "application/json");
   EXPECT_EQ(unknown->status, 404);
-  auto malformed = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":\"perhaps\"}", "application/json");
+  auto malformed = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":\"perhaps\"}",
+                               "application/json");
   EXPECT_EQ(malformed->status, 400);
-  auto wrong_type = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":7}", "application/json");
+  auto wrong_type =
+      http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":7}", "application/json");
   EXPECT_EQ(wrong_type->status, 400) << wrong_type->body;
-  EXPECT_EQ(http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "not json", "application/json")->status, 400);
+  EXPECT_EQ(http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "not json", "application/json")->status,
+            400);
   // A deployment-wide caller names the request's org (request ids are per
   // org); without it, nothing is published.
-  auto no_org = http_->Post("/v1/approvals/r-org2", Bearer("admin"), "{\"decision\":\"approve\"}", "application/json");
+  auto no_org =
+      http_->Post("/v1/approvals/r-org2", Bearer("admin"), "{\"decision\":\"approve\"}", "application/json");
   ASSERT_TRUE(no_org);
   EXPECT_EQ(no_org->status, 400) << no_org->body;
   EXPECT_EQ(Json::parse(no_org->body)["error"]["code"], "E_INVALID_QUERY");
   // An org's admin administers that org alone: another org's approvals are
   // as invisible to it as to the org's approvers.
-  auto added = http_->Post("/v1/credentials", Bearer("admin"),
-                           Json{{"kind", "token"}, {"identity", "olga"}, {"org_id", "org-1"}, {"roles", {"admin"}}}.dump(),
-                           "application/json");
+  auto added = http_->Post(
+      "/v1/credentials", Bearer("admin"),
+      Json{{"kind", "token"}, {"identity", "olga"}, {"org_id", "org-1"}, {"roles", {"admin"}}}.dump(),
+      "application/json");
   ASSERT_TRUE(added);
   ASSERT_EQ(added->status, 201) << added->body;
   tokens_["orgadmin1"] = Json::parse(added->body)["token"];
-  EXPECT_EQ(http_->Get("/v1/approvals?org=org-2", Bearer("orgadmin1"))->status, 403) << "an org admin reading another org";
+  EXPECT_EQ(http_->Get("/v1/approvals?org=org-2", Bearer("orgadmin1"))->status, 403)
+      << "an org admin reading another org";
   Json olga_sees = Json::parse(http_->Get("/v1/approvals", Bearer("orgadmin1"))->body)["approvals"];
   ASSERT_EQ(olga_sees.size(), 1u);
   EXPECT_EQ(olga_sees[0]["request_id"], "r-org1");
-  auto olga_cross = http_->Post("/v1/approvals/r-org2?org=org-2", Bearer("orgadmin1"), "{\"decision\":\"approve\"}",
-                                "application/json");
+  auto olga_cross = http_->Post("/v1/approvals/r-org2?org=org-2", Bearer("orgadmin1"),
+                                "{\"decision\":\"approve\"}", "application/json");
   ASSERT_TRUE(olga_cross);
   EXPECT_EQ(olga_cross->status, 404) << "an org admin settling another org's approval: " << olga_cross->body;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -694,14 +727,15 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
 
   // A wrong args hash reaches the stage, which refuses and logs it.
   Json wrong_hash{{"decision", "approve"}, {"args_hash", std::string(64, 'b')}};
-  auto refused = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), wrong_hash.dump(), "application/json");
+  auto refused =
+      http_->Post("/v1/approvals/r-org1", Bearer("approver1"), wrong_hash.dump(), "application/json");
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 409) << refused->body;
   EXPECT_EQ(Json::parse(refused->body)["error"]["code"], "E_ARGS_HASH_MISMATCH");
   EXPECT_TRUE(Has("r-org1", "approval.refused"));
 
-  auto ok = http_->Post("/v1/approvals/r-org1", Bearer("approver1"), "{\"decision\":\"approve\",\"comment\":\"fine\"}",
-                        "application/json");
+  auto ok = http_->Post("/v1/approvals/r-org1", Bearer("approver1"),
+                        "{\"decision\":\"approve\",\"comment\":\"fine\"}", "application/json");
   ASSERT_TRUE(ok);
   ASSERT_EQ(ok->status, 200) << ok->body;
   Json body = Json::parse(ok->body);
@@ -712,11 +746,13 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
   ASSERT_FALSE(result.is_null());
   EXPECT_EQ(result["status"], "completed");
   // Settled: a second answer is refused by the stage.
-  auto again = http_->Post("/v1/approvals/r-org1", Bearer("bob1"), "{\"decision\":\"deny\"}", "application/json");
+  auto again =
+      http_->Post("/v1/approvals/r-org1", Bearer("bob1"), "{\"decision\":\"deny\"}", "application/json");
   EXPECT_EQ(again->status, 409);
   EXPECT_EQ(Json::parse(again->body)["error"]["code"], "E_APPROVAL_SETTLED");
   // The other org's approver settles its own.
-  auto deny = http_->Post("/v1/approvals/r-org2", Bearer("approver2"), "{\"decision\":\"deny\"}", "application/json");
+  auto deny =
+      http_->Post("/v1/approvals/r-org2", Bearer("approver2"), "{\"decision\":\"deny\"}", "application/json");
   ASSERT_EQ(deny->status, 200) << deny->body;
   EXPECT_EQ(Json::parse(deny->body)["outcome"], "denied");
 }
@@ -755,9 +791,12 @@ TEST_F(ApprovalsPipelineTest, HttpAuditIsScopedToTheAuditorsOrg) {
   auto page1 = Json::parse(http_->Get("/v1/audit?session=sess-1&limit=2", Bearer("auditor1"))->body);
   ASSERT_EQ(page1["events"].size(), 2u);
   ASSERT_FALSE(page1["next_cursor"].get<std::string>().empty());
-  auto page2 = Json::parse(
-      http_->Get("/v1/audit?session=sess-1&limit=2&cursor=" + httplib::detail::encode_query_param(page1["next_cursor"].get<std::string>()),
-                 Bearer("auditor1"))->body);
+  auto page2 =
+      Json::parse(http_
+                      ->Get("/v1/audit?session=sess-1&limit=2&cursor=" +
+                                httplib::detail::encode_query_param(page1["next_cursor"].get<std::string>()),
+                            Bearer("auditor1"))
+                      ->body);
   ASSERT_EQ(page2["events"].size(), 1u);
   EXPECT_GT(page2["events"][0]["seq"], page1["events"][1]["seq"]);
   EXPECT_EQ(http_->Get("/v1/audit?limit=5000", Bearer("auditor1"))->status, 400);
@@ -821,11 +860,18 @@ TEST(Tokens, StoreHashesAndRefuseMalformedFiles) {
     return TokenStore::Load(path, &store);
   };
   const std::string hash(64, 'a');
-  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash + "\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[\"root\"]}]}").ok());
-  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash + "\",\"identity\":\"a\",\"org_id\":\"*\",\"roles\":[\"approver\"]}]}").ok())
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash +
+                     "\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[\"root\"]}]}")
+                   .ok());
+  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"" + hash +
+                     "\",\"identity\":\"a\",\"org_id\":\"*\",\"roles\":[\"approver\"]}]}")
+                   .ok())
       << "every org is for admins only";
-  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":\"short\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}").ok());
-  EXPECT_FALSE(write("{\"tokens\":[{\"token_sha256\":7,\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}").ok());
+  EXPECT_FALSE(
+      write("{\"tokens\":[{\"token_sha256\":\"short\",\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}")
+          .ok());
+  EXPECT_FALSE(
+      write("{\"tokens\":[{\"token_sha256\":7,\"identity\":\"a\",\"org_id\":\"o\",\"roles\":[]}]}").ok());
   EXPECT_EQ(TokenStore::Load(dir.sub("none.json"), &store).code(), errc::kNotFound);
 }
 

@@ -6,16 +6,16 @@
 #include <map>
 
 #include "approve/approve_stage.h"
-#include "core/withdraw.h"
 #include "approve_util.h"
-#include "decide/policy_engine.h"
-#include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"
 #include "core/request_state.h"
 #include "core/schema.h"
 #include "core/sha256.h"
+#include "core/withdraw.h"
+#include "decide/policy_engine.h"
+#include "deploy/reconciler.h"
 
 namespace tollgate {
 namespace {
@@ -29,7 +29,8 @@ constexpr int64_t kT0 = 1'790'000'000'000'000;
 // The log as a vector: a request is (org, request_id), as in the real log.
 class VectorLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid,
+                         std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events_) {
       if (e.org_id == org && e.request_id == rid) out->push_back(e);
@@ -122,7 +123,9 @@ class ApproveTest : public ::testing::Test {
     return r;
   }
   // A response signed by the approver it names.
-  StageResult Respond(const Json& response, int64_t at = kT0 + 2'000'000) { return Deliver(Signed(response, at), at); }
+  StageResult Respond(const Json& response, int64_t at = kT0 + 2'000'000) {
+    return Deliver(Signed(response, at), at);
+  }
   RequestState State(const std::string& rid, const std::string& org = "org-1") {
     history_.clear();
     log_.EventsOfRequest(org, rid, &history_);
@@ -310,7 +313,8 @@ TEST_F(ApproveTest, AllowAlwaysWritesTheContractsPolicyUpdated) {
   const std::string pattern = "http_request:POST https://api.example.com/x\\?a=\\*";
   EXPECT_EQ(p.data["allow"], Json::array({pattern}));
   std::string canon;
-  ASSERT_TRUE(CanonicalBytes(Json{{"agent_id", "agent-1"}, {"org_id", "org-1"}, {"allow", {pattern}}}, &canon).ok());
+  ASSERT_TRUE(
+      CanonicalBytes(Json{{"agent_id", "agent-1"}, {"org_id", "org-1"}, {"allow", {pattern}}}, &canon).ok());
   const std::string h = Sha256Hex(canon);
   EXPECT_EQ(p.data["content_hash"], h);
   EXPECT_EQ(p.data["policy_version"], "agent-rule:" + h.substr(0, 16));
@@ -398,7 +402,8 @@ TEST_F(ApproveTest, AnUnsignedResponseCountsForNothing) {
   JwtSigner stranger;
   ASSERT_TRUE(JwtSigner::FromPem(pem, &stranger, KeyIdOfPublicKey(pub)).ok());
   Message forged = Msg(topics_.approval_responses(), Response("r1", "approve", "alice", hash));
-  forged.headers[kHeaderAuth] = SignResponse(stranger, "alice", "org-1", "r1", forged.value, (kT0 + 2'000'000) / 1'000'000);
+  forged.headers[kHeaderAuth] =
+      SignResponse(stranger, "alice", "org-1", "r1", forged.value, (kT0 + 2'000'000) / 1'000'000);
   Message tampered = Signed(Response("r1", "deny", "alice", hash));
   tampered.value = Response("r1", "approve", "alice", hash).dump();
   for (const Message* m : {&forged, &tampered}) {
@@ -501,9 +506,12 @@ TEST_F(ApproveTest, ApproversOfOneNameInTwoOrgsAreTwoIdentitiesAndOnlyTheRequest
   };
   Credential theirs;
   JwtSigner their_key;
-  ASSERT_TRUE(NewSigningKey("approver_key", "org-2", "alice", {"approver"}, "test", &theirs, &their_key).ok());
+  ASSERT_TRUE(
+      NewSigningKey("approver_key", "org-2", "alice", {"approver"}, "test", &theirs, &their_key).ok());
   Credential added;
-  ASSERT_TRUE(NewCredential({{"kind", "approver_key"}, {"org_id", "org-2"}, {"identity", "alice"},
+  ASSERT_TRUE(NewCredential({{"kind", "approver_key"},
+                             {"org_id", "org-2"},
+                             {"identity", "alice"},
                              {"public_key", theirs.public_key}},
                             "admin", "", registry_, &added)
                   .ok())
@@ -518,14 +526,17 @@ TEST_F(ApproveTest, ApproversOfOneNameInTwoOrgsAreTwoIdentitiesAndOnlyTheRequest
   JwtSigner wide_key;
   ASSERT_TRUE(NewSigningKey("approver_key", "*", "alice", {"approver"}, "test", &wide, &wide_key).ok());
   Credential refused;
-  EXPECT_EQ(NewCredential({{"kind", "approver_key"}, {"org_id", "*"}, {"identity", "alice"}, {"public_key", wide.public_key}},
-                          "admin", "", registry_, &refused)
-                .code(),
-            errc::kConflict);
+  EXPECT_EQ(
+      NewCredential(
+          {{"kind", "approver_key"}, {"org_id", "*"}, {"identity", "alice"}, {"public_key", wide.public_key}},
+          "admin", "", registry_, &refused)
+          .code(),
+      errc::kConflict);
   registry_.Apply(CredentialAddedEvent(wide, kT0));  // as if the log had it anyway
   StageResult w = Deliver(signed_as(wide_key, "*"), at);
   ASSERT_EQ(w.events.size(), 1u);
-  EXPECT_EQ(w.events[0].data["code"], "E_UNAUTHENTICATED") << "a name across the deployment-wide line grants nothing";
+  EXPECT_EQ(w.events[0].data["code"], "E_UNAUTHENTICATED")
+      << "a name across the deployment-wide line grants nothing";
   EXPECT_TRUE(State("r1").approval_pending());
 
   StageResult b = Respond(Response("r1", "approve", "bob", hash));
@@ -592,8 +603,8 @@ class WithdrawTest : public ApproveTest {
 
 TEST_F(WithdrawTest, TheAgentWithdrawsItsOwnPendingCallAndItEndsDeniedAsWithdrawn) {
   Hold(AskSpec{});
-  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1",
-                                          "changed my mind", Iat()));
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1",
+                                          "r1", "changed my mind", Iat()));
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].type, "approval.denied");
   EXPECT_EQ(r.events[0].data["withdrawn"], true);
@@ -618,8 +629,8 @@ TEST_F(WithdrawTest, TheServiceMayWithdrawOnTheAgentsBehalf) {
 
 TEST_F(WithdrawTest, AnotherAgentCannotWithdrawItAndTheApprovalStaysPending) {
   Hold(AskSpec{});
-  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-2"), "org-1", "agent-2", "r1",
-                                          "not mine", Iat()));
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-2"), "org-1", "agent-2",
+                                          "r1", "not mine", Iat()));
   ExpectRefused(r, approve_errc::kNotEntitled);
   EXPECT_EQ(stage_.pending(), 1u);
 }
@@ -627,7 +638,8 @@ TEST_F(WithdrawTest, AnotherAgentCannotWithdrawItAndTheApprovalStaysPending) {
 TEST_F(WithdrawTest, AnAgentCanNeverApproveItsOwnCall) {
   const std::string hash = Hold(AskSpec{});
   Message m = Msg(topics_.approval_responses(), Response("r1", "approve", "agent-1", hash));
-  m.headers[kHeaderAuth] = SignRequest(Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1", m.value, Iat());
+  m.headers[kHeaderAuth] =
+      SignRequest(Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1", m.value, Iat());
   ExpectRefused(Deliver(m), approve_errc::kNotEntitled);
   EXPECT_EQ(stage_.pending(), 1u);
 }
@@ -662,9 +674,14 @@ TEST_F(WithdrawTest, ARequestOnAnAgentsBehalfIsTheAgentsOnlyWhenAServiceKeySigns
       SignRequestOnBehalf(Key("agent_key", "org-1", "agent-2"), "org-1", "agent-1", "q1", m.value, Iat());
   EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
   // The service naming one agent in agent_id and another in on_behalf_of.
-  Json claims{{"sub", "tollgate-api"},  {"org_id", "org-1"},  {"agent_id", "agent-1"},
-              {"on_behalf_of", "agent-2"}, {"on_behalf_org", "org-1"}, {"request_id", "q1"},
-              {"value_sha256", Sha256Hex(m.value)}, {"iat", Iat()}};
+  Json claims{{"sub", "tollgate-api"},
+              {"org_id", "org-1"},
+              {"agent_id", "agent-1"},
+              {"on_behalf_of", "agent-2"},
+              {"on_behalf_org", "org-1"},
+              {"request_id", "q1"},
+              {"value_sha256", Sha256Hex(m.value)},
+              {"iat", Iat()}};
   m.headers[kHeaderAuth] = Key("service_key", "*", "tollgate-api").Sign(claims);
   EXPECT_FALSE(AuthenticateRequest(m, registry_, now, kDefaultMaxSkewUs, &by));
   EXPECT_EQ(by.check, "claims");
@@ -673,11 +690,13 @@ TEST_F(WithdrawTest, ARequestOnAnAgentsBehalfIsTheAgentsOnlyWhenAServiceKeySigns
 TEST_F(WithdrawTest, AWithdrawalReleasesTheCallsBudgetReservation) {
   Hold(AskSpec{});
   BudgetLedger ledger;
-  const Json request{{"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", "sess-1"}, {"tool", "echo"}};
-  ledger.ApplyDecision("r1", request, {{"verdict", "ask"}, {"reservation", {{"usd", 0.5}, {"received_at", FormatTime(kT0)}}}});
+  const Json request{
+      {"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", "sess-1"}, {"tool", "echo"}};
+  ledger.ApplyDecision(
+      "r1", request, {{"verdict", "ask"}, {"reservation", {{"usd", 0.5}, {"received_at", FormatTime(kT0)}}}});
   ASSERT_EQ(ledger.Find("org-1", "r1")->state, BudgetEntry::State::kReserved);
-  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1", "r1",
-                                          "cancelled", Iat()));
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-1", "agent-1"), "org-1", "agent-1",
+                                          "r1", "cancelled", Iat()));
   ASSERT_EQ(r.events.size(), 1u);
   ledger.Apply(r.events[0]);
   EXPECT_EQ(ledger.Find("org-1", "r1")->state, BudgetEntry::State::kReleased);
@@ -695,8 +714,8 @@ TEST_F(WithdrawTest, AWithdrawalAfterTheApprovalIsSettledIsRefusedAndChangesNoth
 
 TEST_F(WithdrawTest, AWithdrawalForAnotherOrgsAgentOfTheSameNameIsRefused) {
   Hold(AskSpec{});
-  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-2", "agent-1"), "org-2", "agent-1", "r1",
-                                          "not my org", Iat()));
+  StageResult r = Deliver(WithdrawMessage(topics_, Key("agent_key", "org-2", "agent-1"), "org-2", "agent-1",
+                                          "r1", "not my org", Iat()));
   ExpectRefused(r);
   EXPECT_EQ(stage_.pending(), 1u);
 }
@@ -729,7 +748,8 @@ TEST(RequestStateApprovals, SettledFollowsTheQuorum) {
     e.data = std::move(data);
     ev.push_back(e);
   };
-  add("approval.requested", {{"approvers_needed", 3}, {"deadline", FormatTime(kT0)}, {"args_hash", std::string(64, 'a')}}, "");
+  add("approval.requested",
+      {{"approvers_needed", 3}, {"deadline", FormatTime(kT0)}, {"args_hash", std::string(64, 'a')}}, "");
   add("approval.granted", {{"approver", "a"}, {"scope", "once"}}, "approver:a");
   add("approval.granted", {{"approver", "a"}, {"scope", "once"}}, "approver:a2");
   add("approval.granted", {{"approver", "b"}, {"scope", "once"}}, "approver:b");

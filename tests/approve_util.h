@@ -30,9 +30,9 @@ struct AskSpec {
   int quorum = 1;
   std::vector<std::string> approvers;  // empty: any approver of the org
   int timeout_s = 900;
-  std::string invocation;              // default "builtin:<tool>"
-  std::string subject;                 // file tools: "TOOL:PATH"; none when empty
-  bool notify = false;                 // the decision's notify flag
+  std::string invocation;  // default "builtin:<tool>"
+  std::string subject;     // file tools: "TOOL:PATH"; none when empty
+  bool notify = false;     // the decision's notify flag
 };
 
 struct Ask {
@@ -64,8 +64,12 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
   if (!CanonicalBytes(request, &canon).ok()) std::abort();
   Ask a;
   a.events.push_back(make("request.received", decided_us - 1000,
-                          {{"request", request}, {"args_hash", args_hash}, {"content_hash", Sha256Hex(canon)},
-                           {"received_at", received_at}, {"source", "test"}, {"redacted", Json::array()}}));
+                          {{"request", request},
+                           {"args_hash", args_hash},
+                           {"content_hash", Sha256Hex(canon)},
+                           {"received_at", received_at},
+                           {"source", "test"},
+                           {"redacted", Json::array()}}));
   Json decision{{"verdict", "ask"},
                 {"reason", "'" + s.tool + "' needs a human"},
                 {"rule", "test:ask"},
@@ -84,7 +88,10 @@ inline Ask MakeAsk(const AskSpec& s, int64_t decided_us) {
 inline Json Response(const std::string& rid, const std::string& decision, const std::string& approver,
                      const std::string& args_hash, const std::string& scope = "once",
                      const std::string& response_id = "") {
-  Json r{{"request_id", rid}, {"decision", decision}, {"approver", approver}, {"scope", scope},
+  Json r{{"request_id", rid},
+         {"decision", decision},
+         {"approver", approver},
+         {"scope", scope},
          {"args_hash", args_hash}};
   if (!response_id.empty()) r["response_id"] = response_id;
   return r;

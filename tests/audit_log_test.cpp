@@ -1,6 +1,6 @@
 // audit/: the event log against a real RocksDB in a temp dir.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -14,10 +14,10 @@
 #include <thread>
 
 #include "audit/audit_query.h"
-#include "core/canonical_json.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
 #include "audit/verify.h"
+#include "core/canonical_json.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -152,8 +152,8 @@ TEST(EventLog, ConcurrentAppendersGetDenseUniqueSeqs) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        AppendResult r = log->Append(MakeEvent("request.received", "t" + std::to_string(t) + "-" + std::to_string(i),
-                                               "s" + std::to_string(t)));
+        AppendResult r = log->Append(MakeEvent(
+            "request.received", "t" + std::to_string(t) + "-" + std::to_string(i), "s" + std::to_string(t)));
         ASSERT_TRUE(r.status.ok());
         got[t].push_back(r.seq);
       }
@@ -239,7 +239,10 @@ TEST(EventLog, BadInputGetsAClearErrorAndWritesNothing) {
   ASSERT_TRUE(EventLog::Open(dir.path(), o, &log).ok());
   log->Append(MakeEvent("request.received", "ok"));
 
-  struct Case { Event e; std::string code; };
+  struct Case {
+    Event e;
+    std::string code;
+  };
   std::vector<Case> cases;
   Event e = MakeEvent("request.exploded", "x");
   cases.push_back({e, "E_UNKNOWN_EVENT_TYPE"});
@@ -372,18 +375,40 @@ TEST_F(QueryTest, EachFilterMatchesABruteForceScan) {
     const char* index;
   };
   const Case cases[] = {
-      {"session", [](AuditQuery& q) { q.session_id = "sess3"; }, [](const Event& e) { return e.session_id == "sess3"; }, "idx_session"},
-      {"agent", [](AuditQuery& q) { q.agent_id = "agent2"; }, [](const Event& e) { return e.agent_id == "agent2"; }, "idx_agent"},
-      {"request", [](AuditQuery& q) { q.request_id = "req-42"; }, [](const Event& e) { return e.request_id == "req-42"; }, "idx_request"},
-      {"tool", [](AuditQuery& q) { q.tool = "echo"; }, [](const Event& e) { return e.tool == "echo"; }, "idx_tool"},
-      {"org", [](AuditQuery& q) { q.org_id = "org1"; }, [](const Event& e) { return e.org_id == "org1"; }, "idx_org"},
-      {"type", [](AuditQuery& q) { q.types = {"decision.made"}; }, [](const Event& e) { return e.type == "decision.made"; }, "idx_type"},
-      {"verdict", [](AuditQuery& q) { q.verdict = "deny"; }, [](const Event& e) { return e.type == "decision.made" && e.data["verdict"] == "deny"; }, "idx_type"},
-      {"agent+session+tool", [](AuditQuery& q) { q.agent_id = "agent1"; q.session_id = "sess1"; q.tool = "echo"; },
-       [](const Event& e) { return e.agent_id == "agent1" && e.session_id == "sess1" && e.tool == "echo"; }, "idx_session"},
-      {"time range", [](AuditQuery& q) { q.since_us = 1'790'000'000'100'000; q.until_us = 1'790'000'000'200'000; },
-       [](const Event& e) { return e.time_us >= 1'790'000'000'100'000 && e.time_us < 1'790'000'000'200'000; }, "idx_time"},
-      {"org+types", [](AuditQuery& q) { q.org_id = "org2"; q.types = {"request.received", "decision.made"}; },
+      {"session", [](AuditQuery& q) { q.session_id = "sess3"; },
+       [](const Event& e) { return e.session_id == "sess3"; }, "idx_session"},
+      {"agent", [](AuditQuery& q) { q.agent_id = "agent2"; },
+       [](const Event& e) { return e.agent_id == "agent2"; }, "idx_agent"},
+      {"request", [](AuditQuery& q) { q.request_id = "req-42"; },
+       [](const Event& e) { return e.request_id == "req-42"; }, "idx_request"},
+      {"tool", [](AuditQuery& q) { q.tool = "echo"; }, [](const Event& e) { return e.tool == "echo"; },
+       "idx_tool"},
+      {"org", [](AuditQuery& q) { q.org_id = "org1"; }, [](const Event& e) { return e.org_id == "org1"; },
+       "idx_org"},
+      {"type", [](AuditQuery& q) { q.types = {"decision.made"}; },
+       [](const Event& e) { return e.type == "decision.made"; }, "idx_type"},
+      {"verdict", [](AuditQuery& q) { q.verdict = "deny"; },
+       [](const Event& e) { return e.type == "decision.made" && e.data["verdict"] == "deny"; }, "idx_type"},
+      {"agent+session+tool",
+       [](AuditQuery& q) {
+         q.agent_id = "agent1";
+         q.session_id = "sess1";
+         q.tool = "echo";
+       },
+       [](const Event& e) { return e.agent_id == "agent1" && e.session_id == "sess1" && e.tool == "echo"; },
+       "idx_session"},
+      {"time range",
+       [](AuditQuery& q) {
+         q.since_us = 1'790'000'000'100'000;
+         q.until_us = 1'790'000'000'200'000;
+       },
+       [](const Event& e) { return e.time_us >= 1'790'000'000'100'000 && e.time_us < 1'790'000'000'200'000; },
+       "idx_time"},
+      {"org+types",
+       [](AuditQuery& q) {
+         q.org_id = "org2";
+         q.types = {"request.received", "decision.made"};
+       },
        [](const Event& e) { return e.org_id == "org2"; }, "idx_org"},
       {"nothing", [](AuditQuery&) {}, [](const Event&) { return true; }, "events"},
   };
@@ -459,12 +484,19 @@ TEST_F(QueryTest, TenantScopeIsEnforced) {
 }
 
 TEST_F(QueryTest, InvalidQueriesAreRefused) {
-  struct Case { std::function<void(AuditQuery&)> set; const char* needle; };
+  struct Case {
+    std::function<void(AuditQuery&)> set;
+    const char* needle;
+  };
   const Case cases[] = {
       {[](AuditQuery& q) { q.limit = kMaxQueryLimit + 1; }, "exceeds the maximum"},
       {[](AuditQuery& q) { q.types = {"nonsense"}; }, "unknown event type"},
       {[](AuditQuery& q) { q.verdict = "maybe"; }, "verdict"},
-      {[](AuditQuery& q) { q.since_us = 10; q.until_us = 10; }, "time range is empty"},
+      {[](AuditQuery& q) {
+         q.since_us = 10;
+         q.until_us = 10;
+       },
+       "time range is empty"},
       {[](AuditQuery& q) { q.cursor = "garbage"; }, "cursor"},
   };
   for (const auto& c : cases) {

@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   bus.brokers = p->bootstrap();
   bus.topics = p->topics();
   std::unique_ptr<testing::ResultsReader> reader;
-  if (!testing::ResultsReader::Open(bus, p->gate().public_b64url(), "bp-reader-" + mode, &reader, {"o1"}).ok()) return 8;
+  if (!testing::ResultsReader::Open(bus, p->gate().public_b64url(), "bp-reader-" + mode, &reader, {"o1"})
+           .ok())
+    return 8;
 
   Credential c;
   JwtSigner signer;
@@ -59,20 +61,29 @@ int main(int argc, char** argv) {
   } none;
   std::unique_ptr<Producer> producer;
   if (!Producer::Open(bus, "", &producer).ok()) return 7;
-  Json req{{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
-           {"tool", "background_process"}, {"args", args}};
+  Json req{{"request_id", rid},
+           {"org_id", "o1"},
+           {"agent_id", "a1"},
+           {"session_id", "s1"},
+           {"tool", "background_process"},
+           {"args", args}};
   Message in{"tollgate.requests", 0, 0, "a1", req.dump(), {}};
   in.headers[kHeaderAuth] = SignRequest(signer, "o1", "a1", rid, in.value, NowMicros() / 1'000'000);
   StageResult received = ingest.Process(in, {NowMicros(), "child/requests/0/" + mode}, none);
   if (received.events.size() != 1 || received.events[0].type != "request.received") {
-    std::cerr << "ingest refused: " << (received.events.empty() ? "" : received.events[0].data.dump()) << "\n";
+    std::cerr << "ingest refused: " << (received.events.empty() ? "" : received.events[0].data.dump())
+              << "\n";
     return 4;
   }
   Flow flow;
   if (!Flow::FromJson(Json::parse(received.outputs[0].message.value), &flow)) return 5;
   const std::string action = args["action"];
-  flow.decision = {{"verdict", "allow"}, {"reason", "crash test"}, {"rule", "test"}, {"danger_level", "HIGH"},
-                   {"policy_version", "test"}, {"invocation", BuildInvocation("background_process", args, "", "GET", action)},
+  flow.decision = {{"verdict", "allow"},
+                   {"reason", "crash test"},
+                   {"rule", "test"},
+                   {"danger_level", "HIGH"},
+                   {"policy_version", "test"},
+                   {"invocation", BuildInvocation("background_process", args, "", "GET", action)},
                    {"read_only", action == "list"}};
   if (std::string subject = FileSubject("background_process", args, action); !subject.empty()) {
     flow.decision["subject"] = subject;

@@ -3,13 +3,13 @@
 // is left (the parent-death signal of the table's thread, bwrap's
 // --die-with-parent), and after a restart `list` reports the process lost
 // without starting it again.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include <fcntl.h>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -60,11 +60,13 @@ TEST(BackgroundCrash, AKilledTollgateLeavesNoProcessAndTheRestartReportsItLost) 
   pid_t pid = Start({CRASH_CHILD, "start", data, tools, "sleep " + tag}, dir.sub("start.out"));
   ASSERT_GT(pid, 0);
   int status = 0;
-  ASSERT_TRUE(WaitFor([&] { return Slurp(dir.sub("start.out")).find('\n') != std::string::npos ||
-                                   waitpid(pid, &status, WNOHANG) == pid; },
-                      std::chrono::seconds(60)));
-  ASSERT_NE(Slurp(dir.sub("start.out")), "")
-      << Slurp(dir.sub("start.out.err"));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Slurp(dir.sub("start.out")).find('\n') != std::string::npos ||
+               waitpid(pid, &status, WNOHANG) == pid;
+      },
+      std::chrono::seconds(60)));
+  ASSERT_NE(Slurp(dir.sub("start.out")), "") << Slurp(dir.sub("start.out.err"));
   const Json spawned = Json::parse(Slurp(dir.sub("start.out")));
   ASSERT_EQ(spawned["result"]["success"], true) << spawned.dump();
   const std::string id = spawned["result"]["data"]["process_id"];

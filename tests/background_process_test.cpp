@@ -36,7 +36,8 @@ class BackgroundProcessTest : public ::testing::Test, public ToolFixture {
     c.request_id = request_id;
     return tool_->Run(args, c);
   }
-  std::string Spawn(const std::string& command, const std::string& request_id, const std::string& agent = "a1") {
+  std::string Spawn(const std::string& command, const std::string& request_id,
+                    const std::string& agent = "a1") {
     Json r = Bp({{"action", "spawn"}, {"command", command}}, request_id, agent);
     EXPECT_TRUE(r["success"]) << r.dump();
     EXPECT_EQ(r["data"]["status"], "running");
@@ -67,7 +68,8 @@ TEST_F(BackgroundProcessTest, SpawnedCatEchoesWhatIsWrittenAndIsKilled) {
     const std::string log = Log(id);
     return log.find("hello there") != log.rfind("hello there");
   })) << Log(id);
-  ASSERT_TRUE(Bp({{"action", "send_keys"}, {"process_id", id}, {"keys", {"abc", "Tab", "d", "Enter"}}})["success"]);
+  ASSERT_TRUE(
+      Bp({{"action", "send_keys"}, {"process_id", id}, {"keys", {"abc", "Tab", "d", "Enter"}}})["success"]);
   ASSERT_TRUE(WaitFor([&] { return Log(id).find("abc\td") != std::string::npos; })) << Log(id);
 
   Json list = Bp({{"action", "list"}});
@@ -80,14 +82,16 @@ TEST_F(BackgroundProcessTest, SpawnedCatEchoesWhatIsWrittenAndIsKilled) {
   EXPECT_EQ(k["data"]["status"], "killed") << "kill returns once it ended";
   EXPECT_FALSE(k["data"]["ended_at"].is_null());
   EXPECT_EQ(Code(Bp({{"action", "write"}, {"process_id", id}, {"input", "x"}})), "E_PROCESS_EXITED");
-  EXPECT_TRUE(Bp({{"action", "kill"}, {"process_id", id}})["success"]) << "killing an ended process answers it";
+  EXPECT_TRUE(Bp({{"action", "kill"}, {"process_id", id}})["success"])
+      << "killing an ended process answers it";
 }
 
 TEST_F(BackgroundProcessTest, CaptureShowsTheScreenWithoutEscapeSequences) {
   // Colours, a title, a line overwritten after \r, an erased tail, printed
   // by the program (input would be echoed with its escapes made visible).
-  const std::string id = Spawn(helper_ + " args '\x1b[31mred\x1b[0m \x1b]0;title\x07plain' 'first\rFIRST' "
-                                          "'keep-gone\x1b[5D\x1b[K'",
+  const std::string id = Spawn(helper_ +
+                                   " args '\x1b[31mred\x1b[0m \x1b]0;title\x07plain' 'first\rFIRST' "
+                                   "'keep-gone\x1b[5D\x1b[K'",
                                "req-capture");
   ASSERT_TRUE(WaitFor([&] { return Ended(id); }));
   Json c = Bp({{"action", "capture"}, {"process_id", id}, {"lines", 3}});
@@ -115,15 +119,18 @@ TEST_F(BackgroundProcessTest, WatchRecordsTheFirstMatchingLineInPolynomialTime) 
   EXPECT_EQ(Code(Bp({{"action", "watch"}, {"process_id", id}, {"pattern", "(a"}})), "E_INVALID_ARGS");
   EXPECT_EQ(Code(Bp({{"action", "watch"}, {"process_id", id}, {"pattern", "(a)\\1"}})), "E_INVALID_ARGS")
       << "backreferences need backtracking";
-  EXPECT_EQ(Code(Bp({{"action", "watch"}, {"process_id", id}, {"pattern", std::string(300, 'a')}})), "E_INVALID_ARGS");
+  EXPECT_EQ(Code(Bp({{"action", "watch"}, {"process_id", id}, {"pattern", std::string(300, 'a')}})),
+            "E_INVALID_ARGS");
   // A pattern that backtracks exponentially elsewhere, against a long line.
   Json w = Bp({{"action", "watch"}, {"process_id", id}, {"pattern", "^(a|a)*b$"}});
   ASSERT_TRUE(w["success"]) << w.dump();
-  ASSERT_TRUE(Bp({{"action", "write"}, {"process_id", id}, {"input", std::string(900, 'a') + "c\n"}})["success"]);
+  ASSERT_TRUE(
+      Bp({{"action", "write"}, {"process_id", id}, {"input", std::string(900, 'a') + "c\n"}})["success"]);
   ASSERT_TRUE(WaitFor([&] { return Log(id).size() > 1800; }));
   EXPECT_FALSE(Status(id)["data"]["watch"]["matched"]);
   ASSERT_TRUE(Bp({{"action", "watch"}, {"process_id", id}, {"pattern", "^ready [0-9]+$"}})["success"]);
-  ASSERT_TRUE(Bp({{"action", "write"}, {"process_id", id}, {"input", "not ready\nready 42\nready 43\n"}})["success"]);
+  ASSERT_TRUE(
+      Bp({{"action", "write"}, {"process_id", id}, {"input", "not ready\nready 42\nready 43\n"}})["success"]);
   ASSERT_TRUE(WaitFor([&] { return Status(id)["data"]["watch"]["matched"] == true; })) << Status(id).dump();
   EXPECT_EQ(Status(id)["data"]["watch"]["match"]["line"], "ready 42");
   Json list = Bp({{"action", "list"}});
@@ -137,7 +144,8 @@ TEST_F(BackgroundProcessTest, OutputFloodIsKeptWithinOutputBytes) {
   policy().background.output_bytes = 64 << 10;
   const std::string tag = UniqueTag();
   const std::string id = Spawn(helper_ + " flood " + tag, "req-flood");
-  ASSERT_TRUE(WaitFor([&] { return Status(id)["data"].value("output_bytes", 0) > (1 << 20); })) << Status(id).dump();
+  ASSERT_TRUE(WaitFor([&] { return Status(id)["data"].value("output_bytes", 0) > (1 << 20); }))
+      << Status(id).dump();
   Json log = Bp({{"action", "log"}, {"process_id", id}, {"offset", 0}});
   ASSERT_TRUE(log["success"]);
   EXPECT_GT(log["data"]["dropped_bytes"].get<int64_t>(), 0);
@@ -226,8 +234,11 @@ TEST_F(BackgroundProcessTest, NothingOutlivesTheTool) {
 class EarlierRun : public AuditReader {
  public:
   Status Query(const std::string&, const Json&, Json* page) override {
-    Json spawn{{"process_id", "bp-0123456789ab"}, {"command", "sleep 600"}, {"action", "spawn"},
-               {"started_at", "2026-01-01T00:00:00.000000Z"}, {"status", "running"}};
+    Json spawn{{"process_id", "bp-0123456789ab"},
+               {"command", "sleep 600"},
+               {"action", "spawn"},
+               {"started_at", "2026-01-01T00:00:00.000000Z"},
+               {"status", "running"}};
     Json status{{"process_id", "bp-0123456789ab"}, {"status", "running"}};  // a status answer: not a spawn
     *page = {{"events", Json::array({{{"data", {{"result", {{"success", true}, {"data", status}}}}}},
                                      {{"data", {{"result", {{"success", true}, {"data", spawn}}}}}}})},

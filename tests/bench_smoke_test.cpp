@@ -17,7 +17,8 @@ TEST(LogBench, QuickRunReportsEveryRatio) {
   o.quick = true;
   Json r = RunLogBench(o);
   ASSERT_FALSE(r.contains("error")) << r.dump();
-  for (const char* key : {"append_vs_raw", "sync_vs_rocksdb_group", "query_vs_raw_scan", "query_growth_10x"}) {
+  for (const char* key :
+       {"append_vs_raw", "sync_vs_rocksdb_group", "query_vs_raw_scan", "query_growth_10x"}) {
     ASSERT_TRUE(r.contains(key)) << key;
     double v = r[key].get<double>();
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
@@ -37,8 +38,8 @@ TEST(ReplayBench, QuickRunReportsTheRatio) {
   ASSERT_FALSE(r.contains("error")) << r.dump();
   EXPECT_EQ(r["decisions"], 2000);
   EXPECT_EQ(r["events"], 8000);
-  for (const char* key : {"redecide_vs_floor", "floor_events_per_s", "redecide_vs_scan", "redecide_events_per_s",
-                          "scan_events_per_s"}) {
+  for (const char* key : {"redecide_vs_floor", "floor_events_per_s", "redecide_vs_scan",
+                          "redecide_events_per_s", "scan_events_per_s"}) {
     ASSERT_TRUE(r.contains(key)) << key;
     double v = r[key].get<double>();
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;
@@ -71,8 +72,9 @@ TEST(DecideBench, QuickRunReportsEveryFigure) {
   o.quick = true;
   Json r = bench::RunDecideBench(o);
   ASSERT_FALSE(r.contains("error")) << r.dump();
-  for (const char* key : {"p50_us", "p99_us", "p50_us_1000", "p99_us_1000", "growth_10x", "p50_json_us",
-                          "decisions_per_s", "regex_baseline_per_s", "decide_vs_baseline", "vs_cedar_p50", "vs_opa"}) {
+  for (const char* key :
+       {"p50_us", "p99_us", "p50_us_1000", "p99_us_1000", "growth_10x", "p50_json_us", "decisions_per_s",
+        "regex_baseline_per_s", "decide_vs_baseline", "vs_cedar_p50", "vs_opa"}) {
     ASSERT_TRUE(r.contains(key) && r[key].is_number()) << key << " in " << r.dump();
     EXPECT_TRUE(std::isfinite(r[key].get<double>())) << key;
     EXPECT_GT(r[key].get<double>(), 0) << key;

@@ -33,7 +33,9 @@ class CommandTest : public ::testing::Test, public ToolFixture {
     policy().limits.max_output_bytes = 4096;
     tag_ = UniqueTag();
   }
-  Json Cmd(const std::string& command, const Json& args) { return Call("execute_command", {{"command", command}, {"args", args}}); }
+  Json Cmd(const std::string& command, const Json& args) {
+    return Call("execute_command", {{"command", command}, {"args", args}});
+  }
   std::string helper_, tag_;
 };
 
@@ -85,9 +87,9 @@ TEST_F(CommandTest, RefusesWhatIsNotAllowed) {
   EXPECT_EQ(Code(Call("execute_command", {{"command", "ls"}, {"args", {1}}})), "E_INVALID_ARGS");
   // Options that run another program.
   policy().command_allowlist.push_back("tar");
-  policy().interpreter_blocklist.erase(std::remove(policy().interpreter_blocklist.begin(),
-                                                   policy().interpreter_blocklist.end(), "find"),
-                                       policy().interpreter_blocklist.end());
+  policy().interpreter_blocklist.erase(
+      std::remove(policy().interpreter_blocklist.begin(), policy().interpreter_blocklist.end(), "find"),
+      policy().interpreter_blocklist.end());
   policy().command_allowlist.push_back("find");
   EXPECT_EQ(Code(Cmd("find", {".", "-exec", "id", ";"})), "E_CMD_NOT_ALLOWED");
   EXPECT_EQ(Code(Cmd("tar", {"cf", "x.tar", "--to-command=sh", "."})), "E_CMD_NOT_ALLOWED");
@@ -115,10 +117,11 @@ TEST(Destructive, PatternsAreRecognised) {
 }
 
 TEST_F(CommandTest, MetacharactersAndDashArgumentsArePlainBytes) {
-  Json r = Cmd(helper_, {"args", "a; touch pwned", "$(touch pwned2)", "`id`", "| cat", "&& id", "-rf", "--help",
-                         "-", "--", "*", "~", "x\ny"});
+  Json r = Cmd(helper_, {"args", "a; touch pwned", "$(touch pwned2)", "`id`", "| cat", "&& id", "-rf",
+                         "--help", "-", "--", "*", "~", "x\ny"});
   ASSERT_TRUE(r["success"]) << r.dump();
-  EXPECT_EQ(r["data"]["stdout"], "a; touch pwned\n$(touch pwned2)\n`id`\n| cat\n&& id\n-rf\n--help\n-\n--\n*\n~\nx\ny\n");
+  EXPECT_EQ(r["data"]["stdout"],
+            "a; touch pwned\n$(touch pwned2)\n`id`\n| cat\n&& id\n-rf\n--help\n-\n--\n*\n~\nx\ny\n");
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/pwned"));
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/pwned2"));
   r = Cmd("echo", {"-n", "$HOME"});

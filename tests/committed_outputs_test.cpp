@@ -1,13 +1,15 @@
 // runtime/committed_outputs: which re-made outputs are already committed.
+#include "runtime/committed_outputs.h"
+
 #include <gtest/gtest.h>
 
-#include "runtime/committed_outputs.h"
 #include "core/messages.h"
 
 namespace tollgate {
 namespace {
 
-Message Out(const std::string& topic, const std::string& key, const std::string& value, const std::string& source) {
+Message Out(const std::string& topic, const std::string& key, const std::string& value,
+            const std::string& source) {
   Message m{topic, -1, -1, key, value, {}};
   if (!source.empty()) m.headers[kHeaderSource] = source;
   return m;
@@ -53,7 +55,7 @@ TEST(CommittedOutputsTest, KeyAndValueBoundariesDoNotRunTogether) {
 
 TEST(CommittedOutputsTest, OutputsOfOtherInputsOrAnotherBrokerIncarnationAreIgnored) {
   CommittedOutputs c("emb-1", {"in"});
-  c.Add(Out("out", "k", "v", "emb-0/in/0/1"));   // an earlier embedded broker: its offsets mean nothing now
+  c.Add(Out("out", "k", "v", "emb-0/in/0/1"));     // an earlier embedded broker: its offsets mean nothing now
   c.Add(Out("out", "k", "v", "emb-1/other/0/1"));  // another stage's input
   c.Add(Out("out", "k", "v", ""));                 // an agent's own message
   c.Add(Out("out", "k", "v", "emb-1/tick/x"));     // a tick's output
@@ -63,7 +65,8 @@ TEST(CommittedOutputsTest, OutputsOfOtherInputsOrAnotherBrokerIncarnationAreIgno
 
 TEST(CommittedOutputsTest, InputsBelowTheCommittedOffsetAreForgotten) {
   CommittedOutputs c("ext", {"in"});
-  for (int o = 0; o < 10; ++o) c.Add(Out("out", "k", "v" + std::to_string(o), "ext/in/0/" + std::to_string(o)));
+  for (int o = 0; o < 10; ++o)
+    c.Add(Out("out", "k", "v" + std::to_string(o), "ext/in/0/" + std::to_string(o)));
   c.Add(Out("out", "k", "v3", "ext/in/1/3"));
   c.ForgetBelow({{{"in", 0}, 5}});
   EXPECT_EQ(c.size(), 6u);

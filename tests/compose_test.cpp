@@ -98,7 +98,8 @@ TEST(Compose, RunsEveryStageAsAServiceWithValidCommands) {
 
   // And --check does refuse a bad invocation, so the test can fail.
   std::string bad_out;
-  EXPECT_NE(RunProcess({TOLLGATE_BIN, "stage", "judge", "--brokers", "b", "--data", "d", "--check"}, &bad_out), 0);
+  EXPECT_NE(
+      RunProcess({TOLLGATE_BIN, "stage", "judge", "--brokers", "b", "--data", "d", "--check"}, &bad_out), 0);
   EXPECT_NE(RunProcess({TOLLGATE_BIN, "stage", "decide", "--data", "d", "--check"}, &bad_out), 0);
 }
 

@@ -22,7 +22,8 @@ TEST(CanonicalJson, SortsKeysAndDropsWhitespace) {
 
 TEST(CanonicalJson, RoundTripsExactly) {
   const std::string inputs[] = {R"({"n":-0.1,"big":18446744073709551615,"neg":-9223372036854775808})",
-                                R"({"s":"line\nbreak \"quoted\" \u0001 tab\t"})", R"([1.0,1e300,0.30000000000000004])"};
+                                R"({"s":"line\nbreak \"quoted\" \u0001 tab\t"})",
+                                R"([1.0,1e300,0.30000000000000004])"};
   for (const auto& in : inputs) {
     Json j;
     ASSERT_TRUE(ParseJson(in, &j).ok());
@@ -144,7 +145,10 @@ TEST(Event, FromJsonRefusesWrongTypesAndUnknownFields) {
   Json good = Good().BodyJson();
   Event parsed;
   ASSERT_TRUE(EventFromJson(good, &parsed).ok());
-  struct Case { std::function<void(Json&)> mutate; std::string needle; };
+  struct Case {
+    std::function<void(Json&)> mutate;
+    std::string needle;
+  };
   const Case cases[] = {
       {[](Json& j) { j["org_id"] = 5; }, "'org_id' must be a string"},
       {[](Json& j) { j["seq"] = -1; }, "'seq'"},
@@ -178,8 +182,10 @@ TEST(Event, EncodeBodyEnforcesTheSizeLimit) {
 // The body is written field by field for speed; it must stay byte for byte
 // the canonical JSON of BodyJson(), which is what the hash covers.
 TEST(Event, EncodedBodyIsTheCanonicalJsonOfTheEnvelope) {
-  const std::vector<std::string> odd = {"plain", "", "quote\"d", "back\\slash", "ünï", "日本", "tab\tx",
-                                        "del\x7f", "emoji \xF0\x9F\x98\x80", "/slash", "<>&'"};
+  const std::vector<std::string> odd = {"plain",       "",        "quote\"d",
+                                        "back\\slash", "ünï",     "日本",
+                                        "tab\tx",      "del\x7f", "emoji \xF0\x9F\x98\x80",
+                                        "/slash",      "<>&'"};
   int n = 0;
   for (const std::string& v : odd) {
     Event e;

@@ -8,13 +8,12 @@
 // 50 cycles by default; TOLLGATE_LONG_TESTS=1 runs 500. TOLLGATE_TEST_SEED=N
 // replays one schedule of delays (the seed is printed at the start).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -69,7 +68,8 @@ class Child {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
     std::string exe = LOG_CRASH_CHILD;
     char* argv[] = {exe.data(), const_cast<char*>(log_dir.c_str()), const_cast<char*>(run.c_str()), nullptr};
     int rc = posix_spawn(&pid_, exe.c_str(), &fa, nullptr, argv, environ);
@@ -246,13 +246,14 @@ void CrashCycles(int first_cycle, int cycles, std::mt19937_64& rng, Totals& tota
       if (l.kind == "ack") {
         ++totals.acks;
         ++cycle_acks;
-        EXPECT_GT(l.seq, ready_head) << "fresh append of " << l.id << " got a seq at or below the head at open";
+        EXPECT_GT(l.seq, ready_head) << "fresh append of " << l.id
+                                     << " got a seq at or below the head at open";
         auto [it, inserted] = acked.emplace(l.id, l.seq);
-        EXPECT_TRUE(inserted) << l.id << " was acknowledged twice as new: seq " << it->second << " and " << l.seq
-                              << " (idempotent append broken)";
+        EXPECT_TRUE(inserted) << l.id << " was acknowledged twice as new: seq " << it->second << " and "
+                              << l.seq << " (idempotent append broken)";
         if (auto d = dup_only.find(l.id); d != dup_only.end()) {
-          ADD_FAILURE() << l.id << " was acknowledged as new at seq " << l.seq << " after being a duplicate at "
-                        << d->second;
+          ADD_FAILURE() << l.id << " was acknowledged as new at seq " << l.seq
+                        << " after being a duplicate at " << d->second;
         }
       } else {
         ++totals.dups;
@@ -311,7 +312,8 @@ void CrashCycles(int first_cycle, int cycles, std::mt19937_64& rng, Totals& tota
     ASSERT_TRUE(EventLog::Open(log_dir, LogOptions{}, &log).ok());
     EXPECT_EQ(log->head_seq(), prev_head);
     for (int i = 0; i < 10; ++i) {
-      AppendResult r = log->Append(testing::MakeEvent("request.received", "after-crashes-" + std::to_string(i)));
+      AppendResult r =
+          log->Append(testing::MakeEvent("request.received", "after-crashes-" + std::to_string(i)));
       ASSERT_TRUE(r.status.ok()) << r.status.ToString();
       EXPECT_EQ(r.seq, prev_head + 1 + i);
     }

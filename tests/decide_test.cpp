@@ -32,14 +32,18 @@ PolicyPtr MustLoad(const std::string& yaml) {
 
 Json Req(const std::string& agent, const std::string& tool, Json args, const std::string& rid = "r1",
          const std::string& session = "s1", const std::string& org = "o1") {
-  return {{"request_id", rid}, {"org_id", org},  {"agent_id", agent},
-          {"session_id", session}, {"tool", tool}, {"args", std::move(args)}};
+  return {{"request_id", rid},     {"org_id", org}, {"agent_id", agent},
+          {"session_id", session}, {"tool", tool},  {"args", std::move(args)}};
 }
 
 // ---------------------------------------------------------------------------
 // Globs.
 TEST(Glob, MatchesStarQuestionClassesAndEscapes) {
-  struct Case { const char* pattern; const char* text; bool match; };
+  struct Case {
+    const char* pattern;
+    const char* text;
+    bool match;
+  };
   const Case cases[] = {
       {"builtin:echo", "builtin:echo", true},
       {"builtin:echo", "builtin:echoes", false},
@@ -88,7 +92,8 @@ TEST(Glob, EscapedLiteralMatchesExactlyItself) {
 TEST(GlobSet, ReportsTheFirstMatchInListOrderWhateverTheIndexBucket) {
   GlobSet set;
   std::string err;
-  for (const char* p : {"cli:deploy-prod*", "*:*prod*", "cli:*", "cli:deploy*"}) ASSERT_TRUE(set.Add(p, &err));
+  for (const char* p : {"cli:deploy-prod*", "*:*prod*", "cli:*", "cli:deploy*"})
+    ASSERT_TRUE(set.Add(p, &err));
   EXPECT_EQ(set.FirstMatch("cli:deploy-prod-eu"), 0);
   EXPECT_EQ(set.FirstMatch("cli:deploy-staging"), 2);
   EXPECT_EQ(set.FirstMatch("bash:prod"), 1);
@@ -103,11 +108,16 @@ TEST(GlobSet, ReportsTheFirstMatchInListOrderWhateverTheIndexBucket) {
 // ---------------------------------------------------------------------------
 // Loading.
 TEST(PolicyLoad, ErrorsNameTheLine) {
-  struct Case { std::string yaml, needle; };
+  struct Case {
+    std::string yaml, needle;
+  };
   const Case cases[] = {
-      {"mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n", "line 6: /orgs/o1/agents/a1/mode"},
-      // An agent entry is an org's: a top-level one is refused, naming its line and the org-qualified spelling.
-      {"mode: ask\nagents:\n  a1:\n    mode: restrict\n", "line 4: /agents/a1: an agent entry belongs to one org"},
+      {"mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n",
+       "line 6: /orgs/o1/agents/a1/mode"},
+      // An agent entry is an org's: a top-level one is refused, naming its line and the org-qualified
+      // spelling.
+      {"mode: ask\nagents:\n  a1:\n    mode: restrict\n",
+       "line 4: /agents/a1: an agent entry belongs to one org"},
       {"mode: ask\ndeny:\n  - \"cli:ok\"\n  - \"cli:[bad\"\n", "line 4:"},
       {"mode: ask\n  deny: [\n", "line 2:"},
       {"mode: ask\nmode: plan\n", "line 2: duplicate key 'mode'"},
@@ -115,7 +125,8 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
       {"budgets:\n  - {name: b, window: fortnight, max_usd: 1}\n", "line 2:"},
       {"unknown_key: 1\n", "unknown_key"},
       {"- just\n- a list\n", "mapping"},
-      {"approvals:\n  groups: {ops: [alice]}\n  danger:\n    CRITICAL: {quorum: 2, approvers: [\"group:ops\"]}\n",
+      {"approvals:\n  groups: {ops: [alice]}\n  danger:\n    CRITICAL: {quorum: 2, approvers: "
+       "[\"group:ops\"]}\n",
        "line 4: quorum 2 needs at least that many approvers; 1 listed"},
       {"approvals:\n  tools:\n    x: {approvers: [\"group:nobody\"]}\n", "unknown approver group 'nobody'"},
       // Kaizen's rule priority is an integer.
@@ -133,11 +144,12 @@ TEST(PolicyLoad, ErrorsNameTheLine) {
 // Kaizen's PermissionRule priority: a later rule of higher priority beats
 // an earlier one; equal priorities keep list order.
 TEST(PolicyLoad, HigherPriorityRulesMatchFirstAndTiesKeepListOrder) {
-  const std::string yaml = "mode: ask\nrules:\n"
-                           "  - {name: ask-writes, tool: write_file, verdict: ask}\n"
-                           "  - {name: deny-etc, tool: write_file, when: {file_prefix: /etc}, verdict: deny, priority: 10}\n"
-                           "  - {name: first-allow, tool: echo, verdict: allow}\n"
-                           "  - {name: second-allow, tool: echo, verdict: allow}\n";
+  const std::string yaml =
+      "mode: ask\nrules:\n"
+      "  - {name: ask-writes, tool: write_file, verdict: ask}\n"
+      "  - {name: deny-etc, tool: write_file, when: {file_prefix: /etc}, verdict: deny, priority: 10}\n"
+      "  - {name: first-allow, tool: echo, verdict: allow}\n"
+      "  - {name: second-allow, tool: echo, verdict: allow}\n";
   PolicyInForce pif;
   pif.SetFile(MustLoad(yaml));
   BudgetLedger ledger;
@@ -193,7 +205,8 @@ TEST(PolicyLoad, AWriteWhileWritesAreDisabledIsDeniedAtDecide) {
     Json d = Decide(pif, ledger, DecideInput{&req, kT0});
     EXPECT_EQ(d["verdict"], "deny") << tool;
     EXPECT_EQ(d["rule"], "registry:writes-disabled") << tool;
-    EXPECT_EQ(d["error_code"], "E_WRITE_DISABLED") << tool << " (the seed's name; the result's alias is E_WRITES_DISABLED)";
+    EXPECT_EQ(d["error_code"], "E_WRITE_DISABLED")
+        << tool << " (the seed's name; the result's alias is E_WRITES_DISABLED)";
   }
   Json read = Req("a", "read_file", {{"path", "x"}});
   EXPECT_EQ(Decide(pif, ledger, DecideInput{&read, kT0})["verdict"], "allow");
@@ -204,9 +217,10 @@ TEST(PolicyLoad, AWriteWhileWritesAreDisabledIsDeniedAtDecide) {
 // same listing otherwise, is decided as before.
 TEST(PolicyLoad, AToolNoExecutorRunsIsDeniedAtDecide) {
   PolicyInForce pif;
-  pif.SetFile(MustLoad(
-      "mode: ask\nallow: [\"*:*\"]\ntools:\n  deploy_app: {danger: LOW, read_only: true}\n"
-      "  \"mcp:undeclared/*\": {danger: LOW, read_only: true}\n  \"cli:deploy\": {danger: LOW, read_only: true}\n"));
+  pif.SetFile(
+      MustLoad("mode: ask\nallow: [\"*:*\"]\ntools:\n  deploy_app: {danger: LOW, read_only: true}\n"
+               "  \"mcp:undeclared/*\": {danger: LOW, read_only: true}\n  \"cli:deploy\": {danger: LOW, "
+               "read_only: true}\n"));
   BudgetLedger ledger;
   for (const char* tool : {"deploy_app", "mcp:undeclared/run"}) {
     Json req = Req("a", tool, Json::object());
@@ -261,8 +275,10 @@ TEST(PolicyLoad, ACliToolNoExecutorHoldsIsDeniedOnceTheExecutorsHaveSaid) {
   TempDir dir;
   ASSERT_TRUE(WriteDecideSnapshot(dir.sub("snap"), st, 3, "tools-3").ok());
   auto read = [&](uint64_t seq, Event* e) {
-    if (seq == 3) *e = log[2];
-    else *e = testing::MakeEvent("request.received", "r" + std::to_string(seq));
+    if (seq == 3)
+      *e = log[2];
+    else
+      *e = testing::MakeEvent("request.received", "r" + std::to_string(seq));
     e->seq = seq;
     return Status::Ok();
   };
@@ -270,7 +286,8 @@ TEST(PolicyLoad, ACliToolNoExecutorHoldsIsDeniedOnceTheExecutorsHaveSaid) {
   bool used = false;
   ASSERT_TRUE(RebuildDecideState(3, read, dir.sub("snap"), &restored, &used).ok());
   ASSERT_TRUE(used);
-  EXPECT_EQ(decide(restored, "cli:gpu-train")["verdict"], "allow") << decide(restored, "cli:gpu-train").dump();
+  EXPECT_EQ(decide(restored, "cli:gpu-train")["verdict"], "allow")
+      << decide(restored, "cli:gpu-train").dump();
   EXPECT_EQ(decide(restored, "cli:code-search")["rule"], "registry:no-executor");
 }
 
@@ -422,82 +439,216 @@ void RunTable(const char* yaml, const std::vector<Case>& cases, const PolicyInFo
 }
 
 TEST(Precedence, OrgAllowEverythingStillHonoursDenyRulesGrantsAndModes) {
-  RunTable(kPolicy, {
-      {"deny beats org allow *:*", "anyone", "execute_command", {{"command", "echo $password"}}, "deny",
-       "org.deny:*:*password*", "E_POLICY_DENIED"},
-      {"deny beats allow for file path subjects", "anyone", "read_file", {{"path", "/srv/password.txt"}}, "deny",
-       "org.deny:", "E_POLICY_DENIED"},
-      {"file subjects are normalised", "anyone", "delete_file", {{"path", "/etc//./shadow"}}, "deny",
-       "org.deny:*:*/etc/shadow*", "E_POLICY_DENIED"},
-      {"bash deny", "anyone", "execute_command", {{"command", "rm -rf x"}}, "deny", "org.deny:bash:rm *",
-       "E_POLICY_DENIED"},
-      {"org allow", "anyone", "write_file", {{"path", "notes.txt"}}, "allow", "org.allow:*:*", ""},
-      {"file_prefix rule denies", "anyone", "read_file", {{"path", "/etc/hosts"}}, "deny", "org.rule:no-etc",
-       "E_POLICY_DENIED"},
-      {"file_prefix sees through ..", "anyone", "write_file", {{"path", "/srv/../etc/cron"}}, "deny",
-       "org.rule:no-etc", "E_POLICY_DENIED"},
-      {"file_prefix is per path component", "anyone", "read_file", {{"path", "/etcetera/x"}}, "allow", "org.allow",
-       ""},
-      {"command rule asks before the allow list", "anyone", "execute_command", {{"command", "/usr/bin/git push"}},
-       "ask", "org.rule:git-asks", ""},
-      {"org tool allowlist", "anyone", "calculate", Json::object(), "deny", "org.tool_allowlist", "E_POLICY_DENIED"},
-      {"unknown tool", "anyone", "teleport", Json::object(), "deny", "registry:unknown-tool", "E_UNKNOWN_TOOL"},
-      {"restrict allows what is allowed", "restricted", "echo", Json::object(), "allow", "agent.allow:builtin:echo",
-       ""},
-      {"restrict + org allow", "restricted", "write_file", {{"path", "a"}}, "allow", "org.allow", ""},
-      {"plan denies writes", "planner", "write_file", {{"path", "a"}}, "deny", "mode:plan@agent", "E_POLICY_DENIED"},
-      {"plan allows reads", "planner", "read_file", {{"path", "a"}}, "allow", "org.allow", ""},
-      {"grants", "narrow", "read_file", {{"path", "a"}}, "deny", "agent.tools", "E_POLICY_DENIED"},
-      {"grants pass", "narrow", "echo", Json::object(), "allow", "org.allow", ""},
-      {"http host outside allowlist", "web", "http_request", {{"method", "GET"}, {"url", "https://evil.com/x"}},
-       "deny", "http.hosts", "E_POLICY_DENIED"},
-      {"http host glob", "web", "http_request", {{"method", "GET"}, {"url", "https://a.trusted.org/x"}}, "allow",
-       "agent.allow:http_request:*", ""},
-      {"http relative url resolves against base_url", "web", "http_request", {{"url", "/users"}}, "allow",
-       "agent.allow", ""},
-      {"http method outside allowed_methods", "web", "http_request",
-       {{"method", "DELETE"}, {"url", "https://api.example.com/x"}}, "deny", "http.allowed_methods",
-       "E_POLICY_DENIED"},
-      {"dangerous honours deny", "risky", "execute_command", {{"command", "rm -rf /"}}, "deny", "org.deny",
-       "E_POLICY_DENIED"},
-      {"dangerous allows the rest", "risky", "calculate", Json::object(), "allow", "mode:dangerous", ""},
-  });
+  RunTable(
+      kPolicy,
+      {
+          {"deny beats org allow *:*",
+           "anyone",
+           "execute_command",
+           {{"command", "echo $password"}},
+           "deny",
+           "org.deny:*:*password*",
+           "E_POLICY_DENIED"},
+          {"deny beats allow for file path subjects",
+           "anyone",
+           "read_file",
+           {{"path", "/srv/password.txt"}},
+           "deny",
+           "org.deny:",
+           "E_POLICY_DENIED"},
+          {"file subjects are normalised",
+           "anyone",
+           "delete_file",
+           {{"path", "/etc//./shadow"}},
+           "deny",
+           "org.deny:*:*/etc/shadow*",
+           "E_POLICY_DENIED"},
+          {"bash deny",
+           "anyone",
+           "execute_command",
+           {{"command", "rm -rf x"}},
+           "deny",
+           "org.deny:bash:rm *",
+           "E_POLICY_DENIED"},
+          {"org allow", "anyone", "write_file", {{"path", "notes.txt"}}, "allow", "org.allow:*:*", ""},
+          {"file_prefix rule denies",
+           "anyone",
+           "read_file",
+           {{"path", "/etc/hosts"}},
+           "deny",
+           "org.rule:no-etc",
+           "E_POLICY_DENIED"},
+          {"file_prefix sees through ..",
+           "anyone",
+           "write_file",
+           {{"path", "/srv/../etc/cron"}},
+           "deny",
+           "org.rule:no-etc",
+           "E_POLICY_DENIED"},
+          {"file_prefix is per path component",
+           "anyone",
+           "read_file",
+           {{"path", "/etcetera/x"}},
+           "allow",
+           "org.allow",
+           ""},
+          {"command rule asks before the allow list",
+           "anyone",
+           "execute_command",
+           {{"command", "/usr/bin/git push"}},
+           "ask",
+           "org.rule:git-asks",
+           ""},
+          {"org tool allowlist", "anyone", "calculate", Json::object(), "deny", "org.tool_allowlist",
+           "E_POLICY_DENIED"},
+          {"unknown tool", "anyone", "teleport", Json::object(), "deny", "registry:unknown-tool",
+           "E_UNKNOWN_TOOL"},
+          {"restrict allows what is allowed", "restricted", "echo", Json::object(), "allow",
+           "agent.allow:builtin:echo", ""},
+          {"restrict + org allow", "restricted", "write_file", {{"path", "a"}}, "allow", "org.allow", ""},
+          {"plan denies writes",
+           "planner",
+           "write_file",
+           {{"path", "a"}},
+           "deny",
+           "mode:plan@agent",
+           "E_POLICY_DENIED"},
+          {"plan allows reads", "planner", "read_file", {{"path", "a"}}, "allow", "org.allow", ""},
+          {"grants", "narrow", "read_file", {{"path", "a"}}, "deny", "agent.tools", "E_POLICY_DENIED"},
+          {"grants pass", "narrow", "echo", Json::object(), "allow", "org.allow", ""},
+          {"http host outside allowlist",
+           "web",
+           "http_request",
+           {{"method", "GET"}, {"url", "https://evil.com/x"}},
+           "deny",
+           "http.hosts",
+           "E_POLICY_DENIED"},
+          {"http host glob",
+           "web",
+           "http_request",
+           {{"method", "GET"}, {"url", "https://a.trusted.org/x"}},
+           "allow",
+           "agent.allow:http_request:*",
+           ""},
+          {"http relative url resolves against base_url",
+           "web",
+           "http_request",
+           {{"url", "/users"}},
+           "allow",
+           "agent.allow",
+           ""},
+          {"http method outside allowed_methods",
+           "web",
+           "http_request",
+           {{"method", "DELETE"}, {"url", "https://api.example.com/x"}},
+           "deny",
+           "http.allowed_methods",
+           "E_POLICY_DENIED"},
+          {"dangerous honours deny",
+           "risky",
+           "execute_command",
+           {{"command", "rm -rf /"}},
+           "deny",
+           "org.deny",
+           "E_POLICY_DENIED"},
+          {"dangerous allows the rest", "risky", "calculate", Json::object(), "allow", "mode:dangerous", ""},
+      });
 }
 
 // Bypass is the deployment's alone (an org section or an agent entry, which
 // lives in one, may not set it): it skips even the deny list.
 TEST(Precedence, BypassAllowsEvenWhatIsDenied) {
-  RunTable("mode: bypass\ndeny: [\"bash:rm *\"]\n",
-           {{"bypass allows even denied", "anyone", "execute_command", {{"command", "rm -rf /"}}, "allow",
-             "mode:bypass", ""}});
+  RunTable("mode: bypass\ndeny: [\"bash:rm *\"]\n", {{"bypass allows even denied",
+                                                      "anyone",
+                                                      "execute_command",
+                                                      {{"command", "rm -rf /"}},
+                                                      "allow",
+                                                      "mode:bypass",
+                                                      ""}});
 }
 
 TEST(Precedence, TiersModesHttpAndThreshold) {
-  RunTable(kPolicyNoOrgAllow, {
-      {"read-only below threshold runs in ask mode", "a", "read_file", {{"path", "x"}}, "allow", "mode:ask@org", ""},
-      {"mutating asks in ask mode", "a", "write_file", {{"path", "x"}}, "ask", "mode:ask@org", ""},
-      {"HIGH asks at the threshold", "a", "execute_command", {{"command", "ls"}}, "ask", "approval_threshold", ""},
-      {"restrict denies what is not allowed", "restricted", "read_file", {{"path", "x"}}, "deny",
-       "mode:restrict@agent", "E_POLICY_DENIED"},
-      {"restrict allows the allow list", "restricted", "echo", Json::object(), "allow", "agent.allow", ""},
-      {"plan denies writes", "planner", "delete_file", {{"path", "x"}}, "deny", "mode:plan@agent",
-       "E_POLICY_DENIED"},
-      {"plan lets GET through (read-only)", "planner", "http_request", {{"url", "https://x.org/"}}, "allow",
-       "mode:plan@agent", ""},
-      {"mutating http asks", "a", "http_request", {{"method", "POST"}, {"url", "https://x.org/"}}, "ask",
-       "http.mutating", ""},
-      {"mutating http auto-approved", "auto", "http_request", {{"method", "DELETE"}, {"url", "https://x.org/"}},
-       "allow", "http.auto_approve", ""},
-      {"GET to a host outside the allowlist", "web", "http_request", {{"url", "https://other.com/"}}, "deny",
-       "http.hosts", "E_POLICY_DENIED"},
-      {"GET inside the allowlist", "web", "http_request", {{"url", "https://API.example.com/x"}}, "allow",
-       "mode:ask@org", ""},
-      {"bad url", "a", "http_request", {{"url", "not a url"}}, "deny", "http.url", "E_POLICY_DENIED"},
-      {"PUT not in org allowed_methods", "a", "http_request", {{"method", "PUT"}, {"url", "https://x.org/"}}, "deny",
-       "http.allowed_methods", "E_POLICY_DENIED"},
-      {"cli defaults to HIGH: asks", "a", "cli:deploy", Json::object(), "ask", "approval_threshold", ""},
-      {"cli deny glob", "a", "cli:forbidden-thing", Json::object(), "deny", "org.deny", "E_POLICY_DENIED"},
-  });
+  RunTable(
+      kPolicyNoOrgAllow,
+      {
+          {"read-only below threshold runs in ask mode",
+           "a",
+           "read_file",
+           {{"path", "x"}},
+           "allow",
+           "mode:ask@org",
+           ""},
+          {"mutating asks in ask mode", "a", "write_file", {{"path", "x"}}, "ask", "mode:ask@org", ""},
+          {"HIGH asks at the threshold",
+           "a",
+           "execute_command",
+           {{"command", "ls"}},
+           "ask",
+           "approval_threshold",
+           ""},
+          {"restrict denies what is not allowed",
+           "restricted",
+           "read_file",
+           {{"path", "x"}},
+           "deny",
+           "mode:restrict@agent",
+           "E_POLICY_DENIED"},
+          {"restrict allows the allow list", "restricted", "echo", Json::object(), "allow", "agent.allow",
+           ""},
+          {"plan denies writes",
+           "planner",
+           "delete_file",
+           {{"path", "x"}},
+           "deny",
+           "mode:plan@agent",
+           "E_POLICY_DENIED"},
+          {"plan lets GET through (read-only)",
+           "planner",
+           "http_request",
+           {{"url", "https://x.org/"}},
+           "allow",
+           "mode:plan@agent",
+           ""},
+          {"mutating http asks",
+           "a",
+           "http_request",
+           {{"method", "POST"}, {"url", "https://x.org/"}},
+           "ask",
+           "http.mutating",
+           ""},
+          {"mutating http auto-approved",
+           "auto",
+           "http_request",
+           {{"method", "DELETE"}, {"url", "https://x.org/"}},
+           "allow",
+           "http.auto_approve",
+           ""},
+          {"GET to a host outside the allowlist",
+           "web",
+           "http_request",
+           {{"url", "https://other.com/"}},
+           "deny",
+           "http.hosts",
+           "E_POLICY_DENIED"},
+          {"GET inside the allowlist",
+           "web",
+           "http_request",
+           {{"url", "https://API.example.com/x"}},
+           "allow",
+           "mode:ask@org",
+           ""},
+          {"bad url", "a", "http_request", {{"url", "not a url"}}, "deny", "http.url", "E_POLICY_DENIED"},
+          {"PUT not in org allowed_methods",
+           "a",
+           "http_request",
+           {{"method", "PUT"}, {"url", "https://x.org/"}},
+           "deny",
+           "http.allowed_methods",
+           "E_POLICY_DENIED"},
+          {"cli defaults to HIGH: asks", "a", "cli:deploy", Json::object(), "ask", "approval_threshold", ""},
+          {"cli deny glob", "a", "cli:forbidden-thing", Json::object(), "deny", "org.deny",
+           "E_POLICY_DENIED"},
+      });
 }
 
 TEST(Precedence, AgentLocalAllowLiftsAnAskButNeverAnOrgDeny) {
@@ -505,16 +656,22 @@ TEST(Precedence, AgentLocalAllowLiftsAnAskButNeverAnOrgDeny) {
   const std::string write_inv = "builtin:write_file";
   ASSERT_TRUE(local.AddAgentLocal("o1", "a", {EscapeGlob(write_inv)}, std::string(64, 'a')).ok());
   ASSERT_TRUE(local.AddAgentLocal("o1", "a", {"cli:forbidden*", "*:*"}, std::string(64, 'b')).ok());
-  RunTable(kPolicyNoOrgAllow,
-           {
-               {"local allow lifts the ask", "a", "write_file", {{"path", "x"}}, "allow", "agent_local.allow", ""},
-               {"local allow cannot lift an org deny", "a", "cli:forbidden-x", Json::object(), "deny", "org.deny",
-                "E_POLICY_DENIED"},
-               {"local allow cannot lift *:*password*", "a", "read_file", {{"path", "password"}}, "deny", "org.deny",
-                "E_POLICY_DENIED"},
-               {"other agents are unaffected", "b", "write_file", {{"path", "x"}}, "ask", "mode:ask", ""},
-           },
-           &local);
+  RunTable(
+      kPolicyNoOrgAllow,
+      {
+          {"local allow lifts the ask", "a", "write_file", {{"path", "x"}}, "allow", "agent_local.allow", ""},
+          {"local allow cannot lift an org deny", "a", "cli:forbidden-x", Json::object(), "deny", "org.deny",
+           "E_POLICY_DENIED"},
+          {"local allow cannot lift *:*password*",
+           "a",
+           "read_file",
+           {{"path", "password"}},
+           "deny",
+           "org.deny",
+           "E_POLICY_DENIED"},
+          {"other agents are unaffected", "b", "write_file", {{"path", "x"}}, "ask", "mode:ask", ""},
+      },
+      &local);
 }
 
 TEST(Precedence, AgentLocalRulesComeFromPolicyUpdatedAndChangeTheVersion) {
@@ -526,8 +683,13 @@ TEST(Precedence, AgentLocalRulesComeFromPolicyUpdatedAndChangeTheVersion) {
   std::string canon;
   ASSERT_TRUE(CanonicalBytes(body, &canon).ok());
   const std::string h = Sha256Hex(canon);
-  e.data = {{"policy_version", "agent-rule:" + h.substr(0, 16)}, {"content_hash", h}, {"source", "approval:req-9"},
-            {"tier", "agent_local"}, {"org_id", "o1"}, {"agent_id", "a"}, {"allow", {"builtin:write_file"}},
+  e.data = {{"policy_version", "agent-rule:" + h.substr(0, 16)},
+            {"content_hash", h},
+            {"source", "approval:req-9"},
+            {"tier", "agent_local"},
+            {"org_id", "o1"},
+            {"agent_id", "a"},
+            {"allow", {"builtin:write_file"}},
             {"approver", "alice"}};
   ASSERT_TRUE(SchemaRegistry::Builtin().Validate("event_data.policy.updated", e.data).ok());
   ASSERT_TRUE(pif.Apply(e).ok());
@@ -604,7 +766,9 @@ TEST(Decision, DependsOnReceivedAtNeverTheWallClock) {
   PolicyInForce pif;
   pif.SetFile(MustLoad("budgets:\n  - {name: per-minute, scope: agent, window: minute, max_calls: 1}\n"));
   BudgetLedger ledger;
-  ledger.ApplyDecision("old", Req("a", "echo", {}), {{"verdict", "allow"}, {"reservation", {{"usd", 0}, {"received_at", FormatTime(kT0 - 30 * kSec)}}}});
+  ledger.ApplyDecision(
+      "old", Req("a", "echo", {}),
+      {{"verdict", "allow"}, {"reservation", {{"usd", 0}, {"received_at", FormatTime(kT0 - 30 * kSec)}}}});
   Json req = Req("a", "echo", Json::object(), "r2");
   Json first = Decide(pif, ledger, DecideInput{&req, kT0});
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -666,11 +830,14 @@ TEST(Ledger, ManyLateEntriesKeepSumsExact) {
     if (i % 3 == 0) l.Apply(Completed("r" + std::to_string(i), 0));
     if (i % 3 == 0 && at > kT0 - 100 * kSec && at <= kT0 + 100 * kSec) want -= 1000 * (i + 1);
   }
-  EXPECT_EQ(l.Sum(BudgetLedger::Scope::kOrg, "o1", "", "", "", kT0 - 100 * kSec, kT0 + 100 * kSec, "").micros, want);
+  EXPECT_EQ(l.Sum(BudgetLedger::Scope::kOrg, "o1", "", "", "", kT0 - 100 * kSec, kT0 + 100 * kSec, "").micros,
+            want);
   BudgetLedger copy;
   ASSERT_TRUE(BudgetLedger::Deserialize(l.Serialize(), &copy).ok());
   EXPECT_TRUE(copy == l);
-  EXPECT_EQ(copy.Sum(BudgetLedger::Scope::kOrg, "o1", "", "", "", kT0 - 100 * kSec, kT0 + 100 * kSec, "").micros, want);
+  EXPECT_EQ(
+      copy.Sum(BudgetLedger::Scope::kOrg, "o1", "", "", "", kT0 - 100 * kSec, kT0 + 100 * kSec, "").micros,
+      want);
   std::string bad = l.Serialize();
   bad[bad.size() / 2] ^= 1;
   EXPECT_FALSE(BudgetLedger::Deserialize(bad, &copy).ok());
@@ -720,7 +887,8 @@ TEST(Budgets, ReservationsStopOverspendAndTheMessageNamesTheBudget) {
   // Session USD: 10 per session; g1 0.5 + g2 3 + g4 3 = 6.5 spent in s1.
   d = decide("e1", "echo", 4, kT0 + 4);
   EXPECT_EQ(d["rule"], "budget:session-usd") << d.dump();
-  EXPECT_EQ(decide("e2", "echo", 4, kT0 + 4, "s2")["verdict"], "allow") << "another session has its own budget";
+  EXPECT_EQ(decide("e2", "echo", 4, kT0 + 4, "s2")["verdict"], "allow")
+      << "another session has its own budget";
   // Calls per minute: 5 (g1, g2, g4, e2 counted; g3 and e1 were denied).
   EXPECT_EQ(decide("e3", "echo", 0, kT0 + 5)["verdict"], "allow");
   d = decide("e4", "echo", 0, kT0 + 6);
@@ -737,7 +905,8 @@ TEST(Budgets, ReservationsStopOverspendAndTheMessageNamesTheBudget) {
 // The stage: policy versions and the ledger against a real log.
 class VectorLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid,
+                         std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events) {
       if (e.org_id == org && e.request_id == rid) out->push_back(e);
@@ -831,7 +1000,8 @@ TEST(DecideStage, FailsClosedUntilAPolicyIsInForceThenReloadsEdits) {
 
 TEST(DecideStage, ConcurrentRequestsInOneBatchCannotOverspend) {
   DecideStage stage(DecideConfig{});
-  stage.UsePolicy(MustLoad("allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 10}\n"));
+  stage.UsePolicy(
+      MustLoad("allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 10}\n"));
   VectorLog log;
   int allowed = 0;
   for (int i = 0; i < 5; ++i) {
@@ -877,8 +1047,12 @@ TEST(DecideStage, RebuildFromARealLogWithSnapshotEqualsTheLiveState) {
   append({PolicyUpdatedEvent(*p, kT0)});
   auto decision = [&](const std::string& rid, double usd, int64_t at) {
     Event e = testing::MakeEvent("decision.made", rid, "s1", "a1", "o1", "echo", at);
-    e.data = {{"verdict", "allow"}, {"reason", "r"}, {"rule", "x"}, {"danger_level", "SAFE"},
-              {"policy_version", p->version()}, {"reservation", {{"usd", usd}, {"received_at", FormatTime(at)}}}};
+    e.data = {{"verdict", "allow"},
+              {"reason", "r"},
+              {"rule", "x"},
+              {"danger_level", "SAFE"},
+              {"policy_version", p->version()},
+              {"reservation", {{"usd", usd}, {"received_at", FormatTime(at)}}}};
     return e;
   };
   append({decision("q1", 1, kT0), decision("q2", 2, kT0 + kSec)});
@@ -895,7 +1069,9 @@ TEST(DecideStage, RebuildFromARealLogWithSnapshotEqualsTheLiveState) {
   EXPECT_FALSE(used) << "no snapshot yet";
   EXPECT_TRUE(first.ledger() == live.ledger());
   EXPECT_EQ(first.policy().version(), p->version());
-  EXPECT_EQ(first.ledger().Sum(BudgetLedger::Scope::kAgent, "o1", "a1", "", "", INT64_MIN, kT0 + 9 * kSec, "").micros,
+  EXPECT_EQ(first.ledger()
+                .Sum(BudgetLedger::Scope::kAgent, "o1", "a1", "", "", INT64_MIN, kT0 + 9 * kSec, "")
+                .micros,
             2'250'000);
 
   // More events after the snapshot, then restart from it.
@@ -935,9 +1111,11 @@ TEST(DecideStage, PeriodicSnapshotWithAnOutOfOrderGroupRebuildsExactly) {
   std::vector<Event> log;  // log[i] has seq i + 1
   for (int i = 0; i < 1500; ++i) {
     const std::string rid = "p" + std::to_string(i);
-    Event e = testing::MakeEvent(i % 2 ? "execution.completed" : "decision.made", i % 2 ? "p" + std::to_string(i - 1) : rid);
+    Event e = testing::MakeEvent(i % 2 ? "execution.completed" : "decision.made",
+                                 i % 2 ? "p" + std::to_string(i - 1) : rid);
     e.data = i % 2 ? Json{{"cost_usd", 0.5}}
-                   : Json{{"verdict", "allow"}, {"reservation", {{"usd", 1}, {"received_at", FormatTime(kT0 + i)}}}};
+                   : Json{{"verdict", "allow"},
+                          {"reservation", {{"usd", 1}, {"received_at", FormatTime(kT0 + i)}}}};
     e.seq = i + 1;
     log.push_back(e);
   }
@@ -951,8 +1129,10 @@ TEST(DecideStage, PeriodicSnapshotWithAnOutOfOrderGroupRebuildsExactly) {
   ASSERT_TRUE(live.Rebuild(0, read, snap).ok());
   std::vector<Event> late;
   for (const Event& e : log) {
-    if (e.seq == 1099 || e.seq == 1100) late.push_back(e);  // a request whose group's listener runs late
-    else live.OnAppended({e});
+    if (e.seq == 1099 || e.seq == 1100)
+      late.push_back(e);  // a request whose group's listener runs late
+    else
+      live.OnAppended({e});
   }
   live.Tick({kT0 + 301 * kSec, ""}, VectorLog());  // snapshot now: covers seq 1500, lacks 1099-1100
   live.OnAppended(late);

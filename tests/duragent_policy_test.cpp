@@ -2,8 +2,10 @@
 // seed's example policy loaded as written, its three modes and pattern
 // table through decide's pure engine, the workspace layout and its merge
 // table, agent.yaml's tools, the watch, and the notify deliveries.
-#include <gtest/gtest.h>
+#include "decide/duragent_policy.h"
 
+#include <gtest/gtest.h>
+#include <httplib.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -12,21 +14,18 @@
 #include <sstream>
 #include <thread>
 
-#include <httplib.h>
-
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "decide/decide_stage.h"
-#include "decide/duragent_policy.h"
-#include "decide/policy_engine.h"
 #include "decide/policy_compiler.h"
+#include "decide/policy_engine.h"
 #include "decide/policy_watch.h"
 #include "deploy/duragent_local_rules.h"
 #include "deploy/notify_deliveries.h"
 #include "deploy/stage_service.h"
+#include "execute/config.h"
 #include "runtime/event_follower.h"
 #include "runtime/kafka_bus.h"
-#include "execute/config.h"
 #include "test_util.h"
 
 namespace tollgate {
@@ -84,8 +83,8 @@ struct Engine {
 
   Decision Decide(const std::string& tool, Json args, const std::string& agent = "a1",
                   const std::string& org = "default") {
-    Json req{{"request_id", "r1"}, {"org_id", org},  {"agent_id", agent},
-             {"session_id", "s1"}, {"tool", tool}, {"args", std::move(args)}};
+    Json req{{"request_id", "r1"}, {"org_id", org}, {"agent_id", agent},
+             {"session_id", "s1"}, {"tool", tool},  {"args", std::move(args)}};
     DecideInput in;
     in.request = &req;
     in.received_at_us = kT0;
@@ -137,9 +136,13 @@ TEST(DuragentPolicyFile, AnotherKindOrApiVersionIsRefusedWithItsLine) {
 TEST(DuragentPolicyFile, AWebhookSecretMayOnlyBeAnEnvReference) {
   PolicyPtr p;
   const std::string head = "apiVersion: duragent/v1alpha1\nkind: Policy\nnotify:\n  deliveries:\n";
-  EXPECT_FALSE(LoadPolicyYaml(head + "    - {type: webhook, url: \"http://127.0.0.1:1/\", secret: hunter2}\n", "p", &p).ok());
-  EXPECT_TRUE(
-      LoadPolicyYaml(head + "    - {type: webhook, url: \"http://127.0.0.1:1/\", secret: \"${env:HOOK_KEY}\"}\n", "p", &p).ok());
+  EXPECT_FALSE(
+      LoadPolicyYaml(head + "    - {type: webhook, url: \"http://127.0.0.1:1/\", secret: hunter2}\n", "p", &p)
+          .ok());
+  EXPECT_TRUE(LoadPolicyYaml(
+                  head + "    - {type: webhook, url: \"http://127.0.0.1:1/\", secret: \"${env:HOOK_KEY}\"}\n",
+                  "p", &p)
+                  .ok());
   Status s = LoadPolicyYaml(head + "    - {type: webhook}\n", "p", &p);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("needs a url"), std::string::npos) << s.message();
@@ -147,7 +150,8 @@ TEST(DuragentPolicyFile, AWebhookSecretMayOnlyBeAnEnvReference) {
 
 TEST(DuragentPolicyFile, DisabledNotifyAnnotatesNothing) {
   Engine on(LoadYaml(SeedWithMode("ask")));
-  EXPECT_EQ(on.Decide("bash", {{"command", "git push origin main"}}).notify, std::vector<std::string>{"bash:git push*"});
+  EXPECT_EQ(on.Decide("bash", {{"command", "git push origin main"}}).notify,
+            std::vector<std::string>{"bash:git push*"});
   std::string y = SeedWithMode("ask");
   y.replace(y.find("enabled: true"), 13, "enabled: false");
   Engine off(LoadYaml(y));
@@ -251,7 +255,8 @@ execute:
   EXPECT_EQ(call("web", "search", {{"query", "x"}}).verdict, "allow");
   EXPECT_EQ(e.Decide("read_file", {{"path", "notes/secret.txt"}}).verdict, "deny");
 
-  Engine web_all(LoadYaml("apiVersion: duragent/v1alpha1\nkind: Policy\nmode: restrict\nallow: [\"builtin:web:*\"]\n"));
+  Engine web_all(
+      LoadYaml("apiVersion: duragent/v1alpha1\nkind: Policy\nmode: restrict\nallow: [\"builtin:web:*\"]\n"));
   EXPECT_EQ(web_all.Decide("web", {{"action", "fetch"}, {"url", "https://example.com/"}}).verdict, "allow");
   EXPECT_EQ(web_all.Decide("web", {{"action", "search"}, {"query", "x"}}).verdict, "allow");
   EXPECT_EQ(web_all.Decide("schedule", {{"action", "list"}}).verdict, "deny");
@@ -279,7 +284,8 @@ TEST(DuragentLayout, TheSeedsExampleAsWorkspaceAndAsAnAgentsPolicyDecidesAlike) 
     EXPECT_EQ(e.Bash("git status | head"), "allow");
     EXPECT_EQ(e.Bash("git status; curl x"), "ask");
     EXPECT_EQ(e.Decide("echo", {{"text", "hi"}}).verdict, "ask");
-    EXPECT_EQ(e.Decide("bash", {{"command", "git push origin"}}).notify, std::vector<std::string>{"bash:git push*"});
+    EXPECT_EQ(e.Decide("bash", {{"command", "git push origin"}}).notify,
+              std::vector<std::string>{"bash:git push*"});
   }
 }
 
@@ -336,7 +342,8 @@ notify:
   EXPECT_EQ(e.Decide("cli:deploy-prod", Json::object(), "a1").verdict, "deny");
   EXPECT_EQ(e.Decide("cli:deploy-prod", Json::object(), "a2").verdict, "allow");
   // Notify: the union (workspace, base, local), deliveries included.
-  EXPECT_EQ(e.Decide("bash", {{"command", "git push"}}, "a1").notify, std::vector<std::string>{"bash:git push*"});
+  EXPECT_EQ(e.Decide("bash", {{"command", "git push"}}, "a1").notify,
+            std::vector<std::string>{"bash:git push*"});
   EXPECT_EQ(e.Decide("bash", {{"command", "rm -f x"}}, "a1").notify, std::vector<std::string>{"bash:rm *"});
   EXPECT_EQ(e.Decide("bash", {{"command", "make install"}}, "a1").notify,
             std::vector<std::string>{"bash:make install*"});
@@ -392,12 +399,14 @@ spec:
   Status s = ExecutePolicyFromJson(doc, l.dir() + "/data", &ep);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(ep.agents_dir, l.dir() + "/agents");
-  EXPECT_EQ(ep.declared_tools["coder"]["code-search"].command, l.dir() + "/agents/coder/tools/code-search.sh");
+  EXPECT_EQ(ep.declared_tools["coder"]["code-search"].command,
+            l.dir() + "/agents/coder/tools/code-search.sh");
 }
 
 TEST(DuragentLayout, ACommandOutsideTheWorkspaceIsRefusedWithItsLine) {
   Layout l;
-  l.Agent("a1", "agent.yaml", "spec:\n  tools:\n    - type: cli\n      name: x\n      command: ../../../etc/x\n");
+  l.Agent("a1", "agent.yaml",
+          "spec:\n  tools:\n    - type: cli\n      name: x\n      command: ../../../etc/x\n");
   PolicyPtr p;
   Status s = LoadPolicyFile(l.dir(), &p);
   ASSERT_FALSE(s.ok());
@@ -465,7 +474,10 @@ TEST(DuragentAllowAlways, AGrantIsAddedToTheAgentsLocalFileAndTheWatchReloadsIt)
 
   auto listener = DuragentLocalRulesListener(l.dir(), [&] { return pif; });
   Event e = testing::MakeEvent("policy.updated", "r9", "s1", "a1", "default");
-  e.data = {{"tier", "agent_local"}, {"source", "approval:r9"}, {"org_id", "default"}, {"agent_id", "a1"},
+  e.data = {{"tier", "agent_local"},
+            {"source", "approval:r9"},
+            {"org_id", "default"},
+            {"agent_id", "a1"},
             {"allow", Json::array({"bash:make  \\*x"})}};
   listener({e});
   listener({e});  // idempotent
@@ -506,7 +518,8 @@ TEST(DuragentAllowAlways, AGrantIsAddedToTheAgentsLocalFileAndTheWatchReloadsIt)
 
   // A revocation takes it out again.
   Event revoke = testing::MakeEvent("policy.updated", "", "", "a1", "default");
-  revoke.data = {{"tier", "agent_local"}, {"source", "revoked by admin"}, {"org_id", "default"}, {"agent_id", "a1"},
+  revoke.data = {{"tier", "agent_local"},  {"source", "revoked by admin"},
+                 {"org_id", "default"},    {"agent_id", "a1"},
                  {"allow", Json::array()}, {"revoke", Json::array({"bash:make  \\*x"})}};
   listener({revoke});
   watch.Poll(pif);
@@ -531,7 +544,8 @@ struct Receiver {
       srv.Post(path, [this](const httplib::Request& req, httplib::Response& res) {
         std::lock_guard<std::mutex> lock(mu);
         got.push_back({req.path, req.body, req.get_header_value("X-Tollgate-Timestamp"),
-                       req.get_header_value("X-Tollgate-Signature"), req.get_header_value("X-Tollgate-Delivery")});
+                       req.get_header_value("X-Tollgate-Signature"),
+                       req.get_header_value("X-Tollgate-Delivery")});
         res.status = 204;
       });
     }
@@ -551,7 +565,8 @@ struct Receiver {
       {
         std::lock_guard<std::mutex> lock(mu);
         for (const auto& g : got) {
-          if (g.body.find("\"" + rid + "\"") != std::string::npos || g.body.find("`" + rid + "`") != std::string::npos)
+          if (g.body.find("\"" + rid + "\"") != std::string::npos ||
+              g.body.find("`" + rid + "`") != std::string::npos)
             out.push_back(g);
         }
       }
@@ -585,10 +600,12 @@ notify:
   deliveries:
     - type: log
     - type: webhook
-      url: ")") + rx.url("/hook") + R"("
+      url: ")") + rx.url("/hook") +
+                         R"("
       secret: "${env:TG_NOTIFY_TEST_KEY}"
     - type: webhook
-      url: ")" + rx.url("/slack") + R"("
+      url: ")" + rx.url("/slack") +
+                         R"("
       format: slack
 )"));
     EXPECT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
@@ -612,17 +629,24 @@ notify:
   void Call(const std::string& rid, const std::string& line, bool notify) {
     Event rec = testing::MakeEvent("request.received", rid, "s1", "a1", "o1", "bash");
     rec.data = {{"request",
-                 {{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"}, {"tool", "bash"},
+                 {{"request_id", rid},
+                  {"org_id", "o1"},
+                  {"agent_id", "a1"},
+                  {"session_id", "s1"},
+                  {"tool", "bash"},
                   {"args", {{"command", line}, {"token", "[REDACTED]"}}}}},
                 {"args_hash", std::string(64, 'a')},
                 {"received_at", FormatTime(kT0)}};
     Event dec = testing::MakeEvent("decision.made", rid, "s1", "a1", "o1", "bash");
-    dec.data = {{"verdict", "allow"}, {"reason", "r"}, {"rule", "mode:dangerous@org"}, {"danger_level", "HIGH"},
-                {"policy_version", "file:x"}, {"invocation", "bash:" + line}};
+    dec.data = {{"verdict", "allow"},           {"reason", "r"},
+                {"rule", "mode:dangerous@org"}, {"danger_level", "HIGH"},
+                {"policy_version", "file:x"},   {"invocation", "bash:" + line}};
     if (notify) dec.data["notify"] = Json::array({"bash:git push*"});
     Event done = testing::MakeEvent("execution.completed", rid, "s1", "a1", "o1", "bash");
-    done.data = {{"result", {{"success", true}, {"data", {{"exit_code", 0}}}, {"error", nullptr}, {"meta", Json::object()}}},
-                 {"duration_ms", 3}};
+    done.data = {
+        {"result",
+         {{"success", true}, {"data", {{"exit_code", 0}}}, {"error", nullptr}, {"meta", Json::object()}}},
+        {"duration_ms", 3}};
     for (Event& e : std::vector<Event>{rec, dec, done}) {
       std::vector<EventSink::Appended> res;
       sink->AppendAll({e}, &res);
@@ -659,8 +683,8 @@ TEST(DuragentNotify, DeliversOnceAfterTheCallRanSignedAndSlackShaped) {
   ASSERT_TRUE(sl["text"].is_string());
   EXPECT_NE(sl["text"].get<std::string>().find("git push origin main"), std::string::npos);
   EXPECT_EQ(sl["blocks"][0]["type"], "section");
-  EXPECT_EQ(slack.signature,
-            "sha256=" + NotifySignature("derived-default-secret-0123456789abcdef", slack.timestamp, slack.body));
+  EXPECT_EQ(slack.signature, "sha256=" + NotifySignature("derived-default-secret-0123456789abcdef",
+                                                         slack.timestamp, slack.body));
   EXPECT_EQ(rig.n->logged.load(), 1u);
 
   // A call that matched no notify pattern sends nothing: r2 is queued
@@ -698,7 +722,8 @@ TEST(DuragentNotify, TheDefaultSecretIsWrittenOwnerOnlyAndKept) {
   EXPECT_EQ(s1, std::string(64, 'b'));
   EXPECT_EQ(s2, s1);
   const auto perms = std::filesystem::status(dir.sub("keys/notify-webhook.secret")).permissions();
-  EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all), std::filesystem::perms::none);
+  EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
 }
 
 // ---------------------------------------------------------------------------
@@ -745,16 +770,27 @@ struct KeeperRig {
   void Call(const std::string& rid) {
     Event rec = testing::MakeEvent("request.received", rid, "s1", "a1", "default", "bash");
     rec.data = {{"request",
-                 {{"request_id", rid}, {"org_id", "default"}, {"agent_id", "a1"}, {"session_id", "s1"},
-                  {"tool", "bash"}, {"args", {{"command", "git push"}}}}},
+                 {{"request_id", rid},
+                  {"org_id", "default"},
+                  {"agent_id", "a1"},
+                  {"session_id", "s1"},
+                  {"tool", "bash"},
+                  {"args", {{"command", "git push"}}}}},
                 {"args_hash", std::string(64, 'a')},
                 {"received_at", FormatTime(kT0)}};
     Event dec = testing::MakeEvent("decision.made", rid, "s1", "a1", "default", "bash");
-    dec.data = {{"verdict", "allow"}, {"reason", "r"}, {"rule", "allow"}, {"danger_level", "HIGH"},
-                {"policy_version", "file:x"}, {"invocation", "bash:git push"}, {"notify", {"bash:git push*"}}};
+    dec.data = {{"verdict", "allow"},
+                {"reason", "r"},
+                {"rule", "allow"},
+                {"danger_level", "HIGH"},
+                {"policy_version", "file:x"},
+                {"invocation", "bash:git push"},
+                {"notify", {"bash:git push*"}}};
     Event done = testing::MakeEvent("execution.completed", rid, "s1", "a1", "default", "bash");
-    done.data = {{"result", {{"success", true}, {"data", {{"exit_code", 0}}}, {"error", nullptr}, {"meta", Json::object()}}},
-                 {"duration_ms", 3}};
+    done.data = {
+        {"result",
+         {{"success", true}, {"data", {{"exit_code", 0}}}, {"error", nullptr}, {"meta", Json::object()}}},
+        {"duration_ms", 3}};
     Publish({rec, dec, done});
   }
 };
@@ -763,8 +799,10 @@ TEST(DuragentKeeper, TheLogKeeperDeliversNotifyOnceSignedAndWritesAllowAlwaysInt
   KeeperRig rig;
   Receiver rx;
   Layout l;
-  l.Workspace("apiVersion: duragent/v1alpha1\nkind: Policy\nmode: ask\nnotify:\n  patterns: [\"bash:git push*\"]\n"
-              "  deliveries:\n    - type: log\n    - type: webhook\n      url: \"" + rx.url("/hook") + "\"\n");
+  l.Workspace(
+      "apiVersion: duragent/v1alpha1\nkind: Policy\nmode: ask\nnotify:\n  patterns: [\"bash:git push*\"]\n"
+      "  deliveries:\n    - type: log\n    - type: webhook\n      url: \"" +
+      rx.url("/hook") + "\"\n");
   l.Agent("a1", "policy.yaml", "mode: ask\n");
   auto k1 = rig.Keeper("k1", l.dir());
   ASSERT_TRUE(k1 && k1->notify());
@@ -778,8 +816,7 @@ TEST(DuragentKeeper, TheLogKeeperDeliversNotifyOnceSignedAndWritesAllowAlwaysInt
   ASSERT_FALSE(secret.empty());
   EXPECT_EQ(got[0].signature, "sha256=" + NotifySignature(secret, got[0].timestamp, got[0].body));
   EXPECT_EQ(Json::parse(got[0].body)["request_id"], "r1");
-  EXPECT_EQ(Json::parse(got[0].body)["console_url"],
-            k1->api()->url() + "/#/session/s1?request=r1");
+  EXPECT_EQ(Json::parse(got[0].body)["console_url"], k1->api()->url() + "/#/session/s1?request=r1");
 
   // A keeper whose copy is new (read from the topic) does not send the
   // past again; a later call is sent by each keeper, under one delivery id.
@@ -799,8 +836,12 @@ TEST(DuragentKeeper, TheLogKeeperDeliversNotifyOnceSignedAndWritesAllowAlwaysInt
   // "Allow always" for a1, as approve commits it: the keeper writes it into
   // the agent's policy.local.yaml.
   Event grant = testing::MakeEvent("policy.updated", "r9", "s1", "a1", "default");
-  grant.data = {{"tier", "agent_local"}, {"source", "approval:r9"}, {"org_id", "default"}, {"agent_id", "a1"},
-                {"allow", Json::array({"bash:make x"})}, {"content_hash", std::string(64, 'c')},
+  grant.data = {{"tier", "agent_local"},
+                {"source", "approval:r9"},
+                {"org_id", "default"},
+                {"agent_id", "a1"},
+                {"allow", Json::array({"bash:make x"})},
+                {"content_hash", std::string(64, 'c')},
                 {"policy_version", "agent-rule:cccccccccccccccc"}};
   rig.Publish({grant});
   const std::string local = l.dir() + "/agents/a1/policy.local.yaml";

@@ -38,8 +38,8 @@ Json DecideOne(const std::string& yaml, const std::string& tool, Json args, cons
   PolicyInForce pif;
   pif.SetFile(MustLoad(yaml));
   BudgetLedger ledger;
-  Json req{{"request_id", "r1"}, {"org_id", "o1"}, {"agent_id", "a"}, {"session_id", "s1"},
-           {"tool", tool},       {"args", std::move(args)}};
+  Json req{{"request_id", "r1"}, {"org_id", "o1"}, {"agent_id", "a"},
+           {"session_id", "s1"}, {"tool", tool},   {"args", std::move(args)}};
   if (!action.empty()) req["action"] = action;
   return Decide(pif, ledger, DecideInput{&req, kT0});
 }
@@ -47,7 +47,11 @@ Json DecideOne(const std::string& yaml, const std::string& tool, Json args, cons
 // ---------------------------------------------------------------------------
 // Pipe filters and `bash`.
 TEST(PipeFilter, OnlyAPureFilterOfAPipeIsCoveredByItsProducer) {
-  struct Case { const char* line; size_t i; bool filter; };
+  struct Case {
+    const char* line;
+    size_t i;
+    bool filter;
+  };
   const Case cases[] = {
       {"git status | head", 1, true},
       {"git log | head -n 5", 1, true},
@@ -55,13 +59,13 @@ TEST(PipeFilter, OnlyAPureFilterOfAPipeIsCoveredByItsProducer) {
       {"git log | grep -i fix", 1, true},
       {"git log | grep -e fix -e bug", 1, true},
       {"git log | sort -r | uniq -c", 2, true},
-      {"git status ; head", 1, false},            // not fed by a pipe
+      {"git status ; head", 1, false},              // not fed by a pipe
       {"git status | head /etc/passwd", 1, false},  // reads a file
       {"git status | grep x /etc/shadow", 1, false},
       {"git status | grep -f patterns", 1, false},  // -f reads a file
       {"git status | sort -o out", 1, false},       // -o writes one
       {"git status | sort --compress-program=x", 1, false},
-      {"git status | head > out", 1, false},        // redirected
+      {"git status | head > out", 1, false},  // redirected
       {"git status | curl x", 1, false},
       {"git status | head", 0, false},
   };
@@ -87,12 +91,14 @@ TEST(DuragentBash, GitAllowedRunsGitPipedIntoHeadButNotGitThenCurl) {
 
 TEST(DuragentBash, ASpawnedBackgroundProcessIsHeldCommandByCommandToo) {
   const std::string policy = "mode: dangerous\ndeny: [\"bash:*sudo*\"]\nallow: [\"bash:sleep *\"]\n";
-  const Json denied = DecideOne(policy, "background_process", {{"action", "spawn"}, {"command", "sleep 1; sudo ls"}});
+  const Json denied =
+      DecideOne(policy, "background_process", {{"action", "spawn"}, {"command", "sleep 1; sudo ls"}});
   EXPECT_EQ(denied["verdict"], "deny");
-  EXPECT_EQ(DecideOne(policy, "background_process", {{"action", "spawn"}, {"command", "sleep 5"}})["verdict"], "allow");
+  EXPECT_EQ(DecideOne(policy, "background_process", {{"action", "spawn"}, {"command", "sleep 5"}})["verdict"],
+            "allow");
   // Its other actions are plain built-in calls.
-  const Json list = DecideOne("mode: restrict\nallow: [\"builtin:background_process:list\"]\n", "background_process",
-                              {{"action", "list"}});
+  const Json list = DecideOne("mode: restrict\nallow: [\"builtin:background_process:list\"]\n",
+                              "background_process", {{"action", "list"}});
   EXPECT_EQ(list["verdict"], "allow");
   EXPECT_EQ(list["read_only"], true);
 }
@@ -100,23 +106,28 @@ TEST(DuragentBash, ASpawnedBackgroundProcessIsHeldCommandByCommandToo) {
 // ---------------------------------------------------------------------------
 // Actions in invocations.
 TEST(DuragentPatterns, TheRequestsActionIsMatchedAsToolColonAction) {
-  const Json loud = DecideOne("mode: dangerous\ndeny: [\"builtin:echo:loud\"]\n", "echo", {{"text", "x"}}, "loud");
+  const Json loud =
+      DecideOne("mode: dangerous\ndeny: [\"builtin:echo:loud\"]\n", "echo", {{"text", "x"}}, "loud");
   EXPECT_EQ(loud["verdict"], "deny");
   EXPECT_EQ(loud["invocation"], "builtin:echo:loud");
-  EXPECT_EQ(DecideOne("mode: dangerous\ndeny: [\"builtin:echo:loud\"]\n", "echo", {{"text", "x"}}, "quiet")["verdict"],
+  EXPECT_EQ(DecideOne("mode: dangerous\ndeny: [\"builtin:echo:loud\"]\n", "echo", {{"text", "x"}},
+                      "quiet")["verdict"],
             "allow");
   // A tool-level glob holds for every action; an action glob for its own.
-  EXPECT_EQ(DecideOne("mode: dangerous\ndeny: [\"builtin:web\"]\n", "web", {{"action", "search"}, {"query", "q"}})["verdict"],
+  EXPECT_EQ(DecideOne("mode: dangerous\ndeny: [\"builtin:web\"]\n", "web",
+                      {{"action", "search"}, {"query", "q"}})["verdict"],
             "deny");
   const std::string search_only = "mode: restrict\nallow: [\"builtin:web:search\"]\n";
   EXPECT_EQ(DecideOne(search_only, "web", {{"action", "search"}, {"query", "q"}})["verdict"], "allow");
-  EXPECT_EQ(DecideOne(search_only, "web", {{"action", "fetch"}, {"url", "https://x.test/"}})["verdict"], "deny");
+  EXPECT_EQ(DecideOne(search_only, "web", {{"action", "fetch"}, {"url", "https://x.test/"}})["verdict"],
+            "deny");
   const std::string all = "mode: restrict\nallow: [\"builtin:schedule:*\"]\n";
   const Json list = DecideOne(all, "schedule", {{"action", "list"}});
   EXPECT_EQ(list["verdict"], "allow");
   EXPECT_EQ(list["read_only"], true);
-  EXPECT_EQ(DecideOne(all, "schedule", {{"action", "create"}, {"tool", "echo"}, {"delay_seconds", 5}})["read_only"],
-            false);
+  EXPECT_EQ(
+      DecideOne(all, "schedule", {{"action", "create"}, {"tool", "echo"}, {"delay_seconds", 5}})["read_only"],
+      false);
 }
 
 TEST(DuragentPatterns, McpServerColonStarIsTheServersEveryTool) {
@@ -164,10 +175,11 @@ TEST(ToolDiscovery, DeclaredThenAgentThenWorkspaceThenAgentWrittenWhichNeverShad
   p.agents_dir = d.sub("duragent/agents");
   p.orgs = Json::parse(R"({"o1": {"agents": {"a": {}}}})");
   WriteFile(d.sub("duragent/agents/a/code-search.sh"), "#!/bin/sh\n", 0755);
-  p.declared_tools["a"]["code-search"] = {d.sub("duragent/agents/a/code-search.sh"), "Search codebase for patterns", ""};
+  p.declared_tools["a"]["code-search"] = {d.sub("duragent/agents/a/code-search.sh"),
+                                          "Search codebase for patterns", ""};
   WriteFile(p.agents_dir + "/a/tools/code-search/run", "#!/bin/sh\n", 0755);  // the declaration wins
   WriteFile(p.agents_dir + "/a/tools/deploy/run", "#!/bin/sh\n", 0755);
-  WriteFile(p.tools_dir + "/deploy/run", "#!/bin/sh\n", 0755);                // the agent's wins
+  WriteFile(p.tools_dir + "/deploy/run", "#!/bin/sh\n", 0755);  // the agent's wins
   WriteFile(p.tools_dir + "/lint/run", "#!/bin/sh\n", 0755);
   WriteFile(p.workspace_root + "/o1/a/tools/lint/run.py", "print(1)\n", 0644);  // shadowed: never
   WriteFile(p.workspace_root + "/o1/a/tools/mine/run.py", "print(1)\n", 0644);
@@ -184,7 +196,8 @@ TEST(ToolDiscovery, DeclaredThenAgentThenWorkspaceThenAgentWrittenWhichNeverShad
   // Another org's agent of the same id gets neither the declarations nor the agent directory.
   std::map<std::string, std::string> other;
   for (const Json& t : reg.AgentTools("o2", "a", p)) other[t["name"]] = t["source"];
-  EXPECT_EQ(other, (std::map<std::string, std::string>{{"cli:deploy", "workspace"}, {"cli:lint", "workspace"}}));
+  EXPECT_EQ(other,
+            (std::map<std::string, std::string>{{"cli:deploy", "workspace"}, {"cli:lint", "workspace"}}));
 }
 
 // ---------------------------------------------------------------------------
@@ -196,7 +209,8 @@ TEST_F(ReloadToolsPipeline, AnAgentWritesAToolReloadsAndCallsItInTheSameSessionB
   const std::string script =
       "#!/usr/bin/env python3\nimport json, sys\nargs = json.load(sys.stdin)\n"
       "print(json.dumps({'hello': args.get('name')}))\n";
-  Json w = Call("w1", "write_file", {{"path", "tools/new-tool/run.py"}, {"content", script}, {"create_dirs", true}});
+  Json w = Call("w1", "write_file",
+                {{"path", "tools/new-tool/run.py"}, {"content", script}, {"create_dirs", true}});
   ASSERT_EQ(w["status"], "completed") << w.dump();
 
   // Not reloaded yet: nothing runs.

@@ -64,7 +64,8 @@ TEST(HtmlMarkdown, HostilePagesStayLinearBoundedAndValidUtf8) {
   std::string links;
   for (int i = 0; i < 100000; ++i) links += "<a href=\"/p" + std::to_string(i) + "\">x</a><br>";
   MarkdownPage q = HtmlToMarkdown(links, "http://example.com/" + std::string(3000, 'a'), 256 << 10);
-  MarkdownPage r = HtmlToMarkdown("<script>" + std::string(1 << 20, '<') + "<p>unterminated <a href='", "", 1 << 20);
+  MarkdownPage r =
+      HtmlToMarkdown("<script>" + std::string(1 << 20, '<') + "<p>unterminated <a href='", "", 1 << 20);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(secs, 5.0) << "linear in the input";
   EXPECT_EQ(ToValidUtf8(p.markdown), p.markdown);
@@ -101,9 +102,10 @@ TEST_F(WebTest, FetchGivesThePageAsMarkdownWithItsTitleAndFinalUrl) {
       res.set_header("Location", "/docs/page");
       return;
     }
-    res.set_content("<html><head><title>Docs</title></head><body><h2>Hello</h2><p>See <a href='next'>next</a>.</p>"
-                    "</body></html>",
-                    "text/html; charset=utf-8");
+    res.set_content(
+        "<html><head><title>Docs</title></head><body><h2>Hello</h2><p>See <a href='next'>next</a>.</p>"
+        "</body></html>",
+        "text/html; charset=utf-8");
   };
   Json r = Fetch(s.origin() + "/start");
   ASSERT_TRUE(r["success"]) << r.dump();
@@ -226,7 +228,9 @@ TEST_F(WebTest, MarkdownOverFiftyKilobytesIsCutWithANoticeOfHowMuch) {
   RecordingServer s;
   std::string page = "<html><body>";
   for (int i = 0; i < 3000; ++i) page += "<p>paragraph number " + std::to_string(i) + " with some words</p>";
-  s.handler = [&](const httplib::Request&, httplib::Response& res) { res.set_content(page + "</body></html>", "text/html"); };
+  s.handler = [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(page + "</body></html>", "text/html");
+  };
   Json r = Fetch(s.origin() + "/");
   ASSERT_TRUE(r["success"]) << r.dump().substr(0, 300);
   const std::string md = r["data"]["markdown"];
@@ -305,7 +309,8 @@ TEST_F(WebTest, ASearchAPISlowerThanItsTimeoutIsATimeoutNotAHang) {
   Json r = Call("web", {{"action", "search"}, {"query", "q"}});
   EXPECT_FALSE(r["success"]) << r.dump();
   EXPECT_NE(Code(r).find("TIMEOUT"), std::string::npos) << r.dump();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1400)) << "it did not wait for the answer";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1400))
+      << "it did not wait for the answer";
   unsetenv("TG_TEST_BRAVE_KEY");
 }
 
@@ -369,13 +374,13 @@ class DuragentLogTest : public ::testing::Test {
   }
   // One call: request.received, the real decision, the real execute stage;
   // every event in the log. The ToolResult as execution.completed holds it.
-  Json Call(const std::string& org, const std::string& agent, const std::string& session, const std::string& tool,
-            const Json& args) {
+  Json Call(const std::string& org, const std::string& agent, const std::string& session,
+            const std::string& tool, const Json& args) {
     const std::string rid = "rq-" + std::to_string(++n_);
     const int64_t t = kT0 + n_ * 1'000'000;
     Flow f;
-    f.request = {{"request_id", rid}, {"org_id", org},  {"agent_id", agent},
-                 {"session_id", session}, {"tool", tool}, {"args", args}};
+    f.request = {{"request_id", rid},     {"org_id", org}, {"agent_id", agent},
+                 {"session_id", session}, {"tool", tool},  {"args", args}};
     f.received_at = FormatTime(t);
     f.args_hash = ArgsHash(args);
     f.decision = tollgate::Decide(pif_, BudgetLedger(), DecideInput{&f.request, t});
@@ -386,8 +391,12 @@ class DuragentLogTest : public ::testing::Test {
     std::string canon;
     EXPECT_TRUE(CanonicalBytes(f.request, &canon).ok());
     Append({FlowEvent(f, "request.received", t,
-                      {{"request", f.request}, {"received_at", f.received_at}, {"args_hash", f.args_hash},
-                       {"content_hash", Sha256Hex(canon)}, {"source", "test"}, {"redacted", Json::array()}}),
+                      {{"request", f.request},
+                       {"received_at", f.received_at},
+                       {"args_hash", f.args_hash},
+                       {"content_hash", Sha256Hex(canon)},
+                       {"source", "test"},
+                       {"redacted", Json::array()}}),
             FlowEvent(f, "decision.made", t + 1, f.decision)});
     StoreLogView view(log_->store());
     StageResult r = stage_->Process(MessageFor(topics_.execute(), f.request, f.ToJson()),
@@ -430,8 +439,9 @@ class DuragentLogTest : public ::testing::Test {
 
 // o1/a1 works in s1 then s2, o1/a2 in s3, and o2/a1 (another org, same
 // agent and session ids) in s1 and s9.
-void History(DuragentLogTest* t, const std::function<Json(const std::string&, const std::string&, const std::string&,
-                                                          const std::string&, const Json&)>& call) {
+void History(DuragentLogTest* t,
+             const std::function<Json(const std::string&, const std::string&, const std::string&,
+                                      const std::string&, const Json&)>& call) {
   call("o1", "a1", "s1", "echo", {{"text", "hello"}});
   call("o1", "a1", "s1", "calculate", {{"expression", "1 + 2"}});
   call("o2", "a1", "s1", "echo", {{"text", "other org"}});
@@ -499,16 +509,19 @@ TEST_F(DuragentLogTest, ScopeOrgShowsTheOrgsOtherAgentsButNeverAnotherOrg) {
   EXPECT_EQ(Code(Call("o1", "a1", "s2", "session", {{"action", "read"}, {"session_id", "s9"}})),
             "E_SESSION_NOT_FOUND");
   r = Call("o2", "a1", "s9", "session", {{"action", "list"}});
-  EXPECT_EQ(Ids(r["data"]["sessions"], "session_id"), (std::vector<std::string>{"s9", "s1"})) << "o2 sees o2 only";
+  EXPECT_EQ(Ids(r["data"]["sessions"], "session_id"), (std::vector<std::string>{"s9", "s1"}))
+      << "o2 sees o2 only";
 }
 
 TEST_F(DuragentLogTest, MemoryIsFoldedFromTheLogPerAgent) {
-  Json r = Call("o1", "a1", "s1", "memory",
-                {{"action", "remember"}, {"content", "The deploy script lives in ops/deploy.sh"}, {"tags", {"ops"}}});
+  Json r = Call(
+      "o1", "a1", "s1", "memory",
+      {{"action", "remember"}, {"content", "The deploy script lives in ops/deploy.sh"}, {"tags", {"ops"}}});
   ASSERT_TRUE(r.value("success", false)) << r.dump();
   const std::string first = r["data"]["memory_id"];
   EXPECT_EQ(first.rfind("mem_", 0), 0u);
-  Call("o1", "a1", "s2", "memory", {{"action", "remember"}, {"content", "Staging database is read-only on Fridays"}});
+  Call("o1", "a1", "s2", "memory",
+       {{"action", "remember"}, {"content", "Staging database is read-only on Fridays"}});
   Call("o1", "a1", "s2", "memory", {{"action", "update_world"}, {"content", "v1 world"}});
   Call("o1", "a1", "s2", "memory", {{"action", "update_world"}, {"content", "v2 world: prod is eu-west"}});
   Call("o1", "a2", "s1", "memory", {{"action", "remember"}, {"content", "a2's own deploy notes"}});
@@ -546,8 +559,9 @@ TEST_F(DuragentLogTest, ReflectWithoutAModelSaysItIsNotConfigured) {
 TEST_F(DuragentLogTest, ReflectSummarisesThroughTheConfiguredModelAndIsRecalledAsAMemory) {
   RecordingServer llm;
   llm.handler = [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"choices":[{"message":{"role":"assistant","content":"Deploys need care on Fridays."}}]})",
-                    "application/json");
+    res.set_content(
+        R"({"choices":[{"message":{"role":"assistant","content":"Deploys need care on Fridays."}}]})",
+        "application/json");
   };
   setenv("TG_TEST_LLM_KEY", "llm-secret-2", 1);
   Load("  network: {allow_cidrs: [127.0.0.1/32]}\n  memory: {llm: {url: \"" + llm.origin() +
@@ -562,7 +576,8 @@ TEST_F(DuragentLogTest, ReflectSummarisesThroughTheConfiguredModelAndIsRecalledA
   EXPECT_EQ(llm.last_headers().find("Authorization")->second, "Bearer llm-secret-2");
   const Json sent = Json::parse(llm.bodies()[0]);
   EXPECT_EQ(sent["model"], "tiny");
-  EXPECT_NE(sent["messages"][1]["content"].get<std::string>().find("Deploy failed on Friday"), std::string::npos);
+  EXPECT_NE(sent["messages"][1]["content"].get<std::string>().find("Deploy failed on Friday"),
+            std::string::npos);
   r = Call("o1", "a1", "s2", "memory", {{"action", "recall"}, {"query", "fridays"}});
   ASSERT_EQ(r["data"]["memories"].size(), 1u) << r.dump();
   EXPECT_EQ(r["data"]["memories"][0]["kind"], "reflection");

@@ -12,15 +12,15 @@
 // the decide issue lands) allows only echo and current_time.
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <iostream>
+#include <map>
 #include <thread>
 
-#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/flow_stage.h"
 #include "core/messages.h"
+#include "deploy/pipeline.h"
 #include "ingest/ingest_stage.h"
 #include "tests/results_reader.h"
 
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     if (!Producer::Open(bus, "", &producer).ok()) return 7;
     for (size_t i = 0; i < rids.size(); ++i) {
       const std::string& rid = rids[i];
-      Json req{{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
+      Json req{{"request_id", rid},         {"org_id", "o1"},        {"agent_id", "a1"}, {"session_id", "s1"},
                {"tool", "cli:slow_append"}, {"args", {{"n", i + 1}}}};
       Message in{"tollgate.requests", 0, static_cast<int64_t>(i), "a1", req.dump(), {}};
       in.headers[kHeaderAuth] = SignRequest(signer, "o1", "a1", rid, in.value, NowMicros() / 1'000'000);
@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
       if (received.events.size() != 1 || received.events[0].type != "request.received") return 4;
       Flow flow;
       if (!Flow::FromJson(Json::parse(received.outputs[0].message.value), &flow)) return 5;
-      flow.decision = {{"verdict", "allow"}, {"reason", "crash test"}, {"rule", "test"}, {"danger_level", "LOW"},
+      flow.decision = {{"verdict", "allow"},       {"reason", "crash test"},
+                       {"rule", "test"},           {"danger_level", "LOW"},
                        {"policy_version", "test"}, {"invocation", "cli:slow_append"}};
       if (rid == "crash-2") flow.decision["read_only"] = true;
       AppendResult a = p->log().Append(received.events[0]);

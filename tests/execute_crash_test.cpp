@@ -88,7 +88,7 @@ TEST(ExecuteCrash, AKillDuringToolsEndsThemWithoutASecondRunMutatingOutcomeUnkno
   ASSERT_EQ(Sleepers(), 0) << "the tool's `sleep` outlived the killed tollgate";
   // The pipeline made its data directory and log tollgate's alone.
   for (const std::string& d : {data, data + "/log"}) {
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(stat(d.c_str(), &st), 0) << d;
     EXPECT_EQ(st.st_mode & 0777, 0700u) << d;
   }

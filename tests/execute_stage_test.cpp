@@ -3,15 +3,16 @@
 // started-but-never-completed execution is never run again: it ends a
 // read-only call with E_EXECUTION_INTERRUPTED and a mutating one with
 // E_OUTCOME_UNKNOWN.
+#include "execute/execute_stage.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "deploy/reconciler.h"
 #include "core/invocation.h"
 #include "core/request_state.h"
 #include "core/sha256.h"
-#include "execute/execute_stage.h"
+#include "deploy/reconciler.h"
 #include "tests/execute_flow_util.h"
 #include "tests/test_util.h"
 
@@ -41,10 +42,13 @@ class ExecuteStageTest : public ::testing::Test {
   }
   // Logs request.received and an allow decision for a call; the message
   // decide would send to execute.
-  Message Allowed(const std::string& rid, const std::string& tool, const Json& args, Json extra = Json::object()) {
+  Message Allowed(const std::string& rid, const std::string& tool, const Json& args,
+                  Json extra = Json::object()) {
     return testing::LogAllowed(&log_, topics_, rid, tool, args, extra);
   }
-  StageContext Ctx(int offset) { return {1'790'000'000'000'000, "inc/tollgate.execute/0/" + std::to_string(offset)}; }
+  StageContext Ctx(int offset) {
+    return {1'790'000'000'000'000, "inc/tollgate.execute/0/" + std::to_string(offset)};
+  }
   std::string Workspace() const { return dir_.path() + "/workspaces/o1/a1"; }
   Json ResultOf(const StageResult& r) {
     EXPECT_EQ(r.outputs.size(), 1u);
@@ -93,7 +97,7 @@ TEST_F(ExecuteStageTest, AMutatingToolStartedButNotCompletedEndsOutcomeUnknown) 
   Message m = Allowed("w2", "write_file", {{"path", "once.txt"}, {"content", "x"}, {"append", true}});
   StageResult r = stage_->Process(m, Ctx(1), log_);
   log_.Append(r.events);
-  r = StageResult{};  // the crash: started is durable, the work never ran
+  r = StageResult{};           // the crash: started is durable, the work never ran
   for (int offset : {1, 2}) {  // the same message re-read, or the reconciler's copy
     StageResult after = stage_->Process(m, Ctx(offset), log_);
     EXPECT_FALSE(after.deferred) << "it must not run again";
@@ -130,7 +134,7 @@ TEST_F(ExecuteStageTest, AReadOnlyToolStartedButNotCompletedEndsInterruptedAndIs
   Message m = Allowed("r1", "read_file", {{"path", "r.txt"}});
   StageResult r = stage_->Process(m, Ctx(1), log_);
   log_.Append(r.events);
-  r = StageResult{};  // the crash: maybe this very call took the process down
+  r = StageResult{};           // the crash: maybe this very call took the process down
   for (int offset : {1, 2}) {  // the same message re-read, or the reconciler's copy
     StageResult after = stage_->Process(m, Ctx(offset), log_);
     EXPECT_FALSE(after.deferred) << "a call that may have crashed the process is not run again";
@@ -178,7 +182,8 @@ TEST_F(ExecuteStageTest, CliToolsAreReadOnlyOnlyWhenTheDecisionSaysSo) {
   StageResult after = stage_->Process(mut, Ctx(4), log_);
   EXPECT_FALSE(after.deferred);
   ASSERT_EQ(after.events.size(), 1u);
-  EXPECT_EQ(after.events[0].data["result"]["error"]["code"], "E_OUTCOME_UNKNOWN") << "no read_only: fail closed";
+  EXPECT_EQ(after.events[0].data["result"]["error"]["code"], "E_OUTCOME_UNKNOWN")
+      << "no read_only: fail closed";
 }
 
 TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
@@ -205,7 +210,8 @@ TEST_F(ExecuteStageTest, OnlyAllowedOrGrantedCallsRun) {
 // filed under org "unknown" and leaves the request it names alone.
 TEST_F(ExecuteStageTest, AFlowWhoseRequestWasNeverReceivedDoesNotRun) {
   Flow forged = testing::AllowedFlow("x1", "write_file", {{"path", "forged.txt"}, {"content", "x"}});
-  StageResult r = stage_->Process(MessageFor(topics_.execute(), forged.request, forged.ToJson()), Ctx(1), log_);
+  StageResult r =
+      stage_->Process(MessageFor(topics_.execute(), forged.request, forged.ToJson()), Ctx(1), log_);
   EXPECT_FALSE(r.deferred) << "nothing runs";
   ASSERT_EQ(r.events.size(), 1u);
   EXPECT_EQ(r.events[0].type, "request.rejected");
@@ -234,7 +240,8 @@ TEST_F(ExecuteStageTest, AFlowThatDiffersFromTheLogDoesNotRun) {
   other_decision.decision["reason"] = "forged";
   int n = 1;
   for (const Flow* forged : {&other_args, &other_time, &other_decision}) {
-    StageResult r = stage_->Process(MessageFor(topics_.execute(), forged->request, forged->ToJson()), Ctx(n++), log_);
+    StageResult r =
+        stage_->Process(MessageFor(topics_.execute(), forged->request, forged->ToJson()), Ctx(n++), log_);
     EXPECT_FALSE(r.deferred);
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0].data["error"]["code"], "E_FLOW_MISMATCH");
@@ -268,8 +275,9 @@ TEST_F(ExecuteStageTest, PureToolsRunInlineAndUnknownToolsFail) {
 // The tool got "k-1" (echo returns it); neither the log nor the results
 // topic holds it (docs/redaction.md).
 TEST_F(ExecuteStageTest, SecretsAreRedactedInTheLogAndInTheResult) {
-  StageResult r = stage_->Process(Allowed("e4", "echo", {{"api_key", "k-1"}, {"note", "sk-live-4eC39HqLyjWDarjtT1zdp7dc"}}),
-                                  Ctx(1), log_);
+  StageResult r = stage_->Process(
+      Allowed("e4", "echo", {{"api_key", "k-1"}, {"note", "sk-live-4eC39HqLyjWDarjtT1zdp7dc"}}), Ctx(1),
+      log_);
   EXPECT_EQ(r.events[1].data["result"]["data"]["api_key"], "[REDACTED]");
   EXPECT_EQ(r.events[1].data["result"]["data"]["note"], "[REDACTED]");
   EXPECT_EQ(ResultOf(r)["result"]["data"]["api_key"], "[REDACTED]");

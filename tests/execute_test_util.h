@@ -51,7 +51,8 @@ class ToolFixture {
     c.audit = audit_;
     return c;
   }
-  Json Call(const std::string& tool, const Json& args, const std::string& org = "o1", const std::string& agent = "a1") {
+  Json Call(const std::string& tool, const Json& args, const std::string& org = "o1",
+            const std::string& agent = "a1") {
     auto t = registry_.Find(tool);
     if (!t) return Json{{"success", false}, {"error", {{"code", "NO_SUCH_TOOL"}}}};
     return t->Run(args, Ctx(org, agent));

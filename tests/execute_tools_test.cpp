@@ -1,10 +1,9 @@
 // The built-in tools against real files, and the traversal/symlink suite:
 // every way out of the workspace is refused with E_PATH_FORBIDDEN.
 #include <gtest/gtest.h>
-
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "execute/tools/cli_tool.h"
@@ -43,26 +42,29 @@ TEST_F(ToolsTest, CalculateEvaluatesAndRefusesWhatIsNotArithmetic) {
   EXPECT_DOUBLE_EQ(calc("7 // 2")["data"]["result"].get<double>(), 3);
   EXPECT_DOUBLE_EQ(calc("-7 // 2")["data"]["result"].get<double>(), -4);
   EXPECT_DOUBLE_EQ(calc("2 * 3 ** 2")["data"]["result"].get<double>(), 18);
-  for (const char* bad : {"1 / 0", "__import__('os')", "system(\"ls\")", "1 +", "(1", "2 ** ", "x",
-                          "1; 2", "sqrt(-1)", "10 ^ 400", "", "pow(1)", "1 // 0", "2 *** 2"}) {
+  for (const char* bad : {"1 / 0", "__import__('os')", "system(\"ls\")", "1 +", "(1", "2 ** ", "x", "1; 2",
+                          "sqrt(-1)", "10 ^ 400", "", "pow(1)", "1 // 0", "2 *** 2"}) {
     Json r = calc(bad);
     EXPECT_FALSE(r["success"]) << bad;
     EXPECT_EQ(Code(r), "E_CALC_ERROR") << bad;
     EXPECT_EQ(r["error"]["alias"], "E_INVALID_ARGS") << bad;
   }
-  EXPECT_EQ(Code(calc(std::string(200, '(') + "1" + std::string(200, ')'))), "E_CALC_ERROR") << "depth capped";
+  EXPECT_EQ(Code(calc(std::string(200, '(') + "1" + std::string(200, ')'))), "E_CALC_ERROR")
+      << "depth capped";
 }
 
 TEST_F(ToolsTest, WriteReadAppendListExistsDelete) {
   Json w = Call("write_file", {{"path", "notes/a.txt"}, {"content", "one\n"}});
   ASSERT_TRUE(w["success"]) << w.dump();
   EXPECT_TRUE(std::filesystem::exists(workspace() + "/notes/a.txt")) << "written under <root>/<org>/<agent>";
-  ASSERT_TRUE(Call("write_file", {{"path", "notes/a.txt"}, {"content", "two\n"}, {"append", true}})["success"]);
+  ASSERT_TRUE(
+      Call("write_file", {{"path", "notes/a.txt"}, {"content", "two\n"}, {"append", true}})["success"]);
   Json r = Call("read_file", {{"path", "notes/a.txt"}});
   EXPECT_EQ(r["data"]["content"], "one\ntwo\n");
   EXPECT_EQ(r["data"]["encoding"], "utf-8");
   ASSERT_TRUE(Call("write_file", {{"path", "notes/a.txt"}, {"content", "three"}})["success"]);
-  EXPECT_EQ(Call("read_file", {{"path", "notes/a.txt"}})["data"]["content"], "three") << "no append: truncates";
+  EXPECT_EQ(Call("read_file", {{"path", "notes/a.txt"}})["data"]["content"], "three")
+      << "no append: truncates";
 
   Write(workspace() + "/bin.dat", std::string("\xff\x00\x01", 3));
   r = Call("read_file", {{"path", "bin.dat"}});
@@ -93,7 +95,8 @@ TEST_F(ToolsTest, ABase64WriteWritesTheDecodedBytes) {
   EXPECT_EQ(w["data"]["bytes_written"], 5);
   std::ifstream in(workspace() + "/b.dat", std::ios::binary);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), std::string("\xff\x00\x01hi", 5));
-  EXPECT_EQ(Code(Call("write_file", {{"path", "b.dat"}, {"content", "%%%"}, {"encoding", "base64"}})), "E_INVALID_ARGS");
+  EXPECT_EQ(Code(Call("write_file", {{"path", "b.dat"}, {"content", "%%%"}, {"encoding", "base64"}})),
+            "E_INVALID_ARGS");
 }
 
 // Issue 15: a too-long path failed only after creating thousands of nested
@@ -106,7 +109,8 @@ TEST_F(ToolsTest, ATooLongPathCreatesNoDirectory) {
   std::string many;
   for (int i = 0; i < 300; ++i) many += "d/";  // 600 bytes, 300 components
   EXPECT_EQ(Code(Call("write_file", {{"path", many + "f"}, {"content", "x"}})), "E_PATH_FORBIDDEN");
-  EXPECT_EQ(Code(Call("write_file", {{"path", "x/" + std::string(256, 'n')}, {"content", "x"}})), "E_PATH_FORBIDDEN");
+  EXPECT_EQ(Code(Call("write_file", {{"path", "x/" + std::string(256, 'n')}, {"content", "x"}})),
+            "E_PATH_FORBIDDEN");
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/d")) << "no directory was created";
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/x"));
   ASSERT_TRUE(Call("write_file", {{"path", "ok/./a/../f.txt"}, {"content", "x"}})["success"]);
@@ -134,7 +138,8 @@ TEST_F(ToolsTest, AgentsHaveSeparateWorkspaces) {
   EXPECT_EQ(Code(Call("read_file", {{"path", "x"}}, "o1", "a2")), "E_FILE_NOT_FOUND");
   EXPECT_EQ(Code(Call("read_file", {{"path", "../a1/x"}}, "o1", "a2")), "E_PATH_FORBIDDEN");
   EXPECT_EQ(Code(Call("read_file", {{"path", "../../o1/a1/x"}}, "o2", "a1")), "E_PATH_FORBIDDEN");
-  EXPECT_EQ(Code(Call("read_file", {{"path", "x"}}, "..", "a1")), "E_PATH_FORBIDDEN") << "ids are names, not paths";
+  EXPECT_EQ(Code(Call("read_file", {{"path", "x"}}, "..", "a1")), "E_PATH_FORBIDDEN")
+      << "ids are names, not paths";
 }
 
 TEST_F(ToolsTest, CapsAndWriteSwitch) {
@@ -183,10 +188,23 @@ TEST_F(ToolsTest, TraversalAndSymlinkSuite) {
   std::filesystem::create_symlink("/proc/self/root/etc/passwd", workspace() + "/proc_link");
   std::filesystem::create_symlink("loop_b", workspace() + "/loop_a");
   std::filesystem::create_symlink("loop_a", workspace() + "/loop_b");
-  const char* escapes[] = {"../secret.txt", "../../../secret.txt", "/etc/passwd", "sub/../../../../secret.txt",
-                           "./../../secret.txt", "abs_link", "rel_link", "etc_link/passwd", "dir_link/secret.txt",
-                           "sub/nested_link", "proc_link", "/proc/self/root/etc/passwd", "..", "/",
-                           "sub/../..", "sub/../../../../../../../../../../etc/shadow", "//etc/passwd"};
+  const char* escapes[] = {"../secret.txt",
+                           "../../../secret.txt",
+                           "/etc/passwd",
+                           "sub/../../../../secret.txt",
+                           "./../../secret.txt",
+                           "abs_link",
+                           "rel_link",
+                           "etc_link/passwd",
+                           "dir_link/secret.txt",
+                           "sub/nested_link",
+                           "proc_link",
+                           "/proc/self/root/etc/passwd",
+                           "..",
+                           "/",
+                           "sub/../..",
+                           "sub/../../../../../../../../../../etc/shadow",
+                           "//etc/passwd"};
   for (const char* p : escapes) {
     Json r = Call("read_file", {{"path", p}});
     EXPECT_EQ(Code(r), "E_PATH_FORBIDDEN") << p << " -> " << r.dump();
@@ -194,12 +212,14 @@ TEST_F(ToolsTest, TraversalAndSymlinkSuite) {
     EXPECT_EQ(Code(Call("list_directory", {{"path", p}})), "E_PATH_FORBIDDEN") << p;
   }
   EXPECT_NE(Code(Call("read_file", {{"path", "loop_a"}})), "") << "a symlink loop fails";
-  for (const char* p : {"../evil.txt", "/tmp/evil.txt", "dir_link/evil.txt", "etc_link/evil", "sub/../../evil.txt"}) {
+  for (const char* p :
+       {"../evil.txt", "/tmp/evil.txt", "dir_link/evil.txt", "etc_link/evil", "sub/../../evil.txt"}) {
     EXPECT_EQ(Code(Call("write_file", {{"path", p}, {"content", "x"}})), "E_PATH_FORBIDDEN") << p;
   }
   // Writing through a symlink that points outside, by its name: refused.
   EXPECT_EQ(Code(Call("write_file", {{"path", "abs_link"}, {"content", "overwritten"}})), "E_PATH_FORBIDDEN");
-  EXPECT_EQ(Code(Call("write_file", {{"path", "abs_link"}, {"content", "x"}, {"append", true}})), "E_PATH_FORBIDDEN");
+  EXPECT_EQ(Code(Call("write_file", {{"path", "abs_link"}, {"content", "x"}, {"append", true}})),
+            "E_PATH_FORBIDDEN");
   EXPECT_EQ(Code(Call("delete_file", {{"path", "../secret.txt"}})), "E_PATH_FORBIDDEN");
   EXPECT_EQ(Code(Call("delete_file", {{"path", "dir_link/secret.txt"}})), "E_PATH_FORBIDDEN");
   // Deleting a symlink removes the link, never its target.
@@ -292,7 +312,8 @@ TEST_F(ToolsTest, GetAuditLogsLastNIsTheNewestEntriesOldestFirstWithTheirCount) 
   audit_ = nullptr;
 }
 
-void MakeCliTool(const std::string& tools, const std::string& name, const std::string& script, const std::string& readme) {
+void MakeCliTool(const std::string& tools, const std::string& name, const std::string& script,
+                 const std::string& readme) {
   std::filesystem::create_directories(tools + "/" + name);
   std::ofstream(tools + "/" + name + "/run") << script;
   std::filesystem::permissions(tools + "/" + name + "/run", std::filesystem::perms(0755));
@@ -304,7 +325,10 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
   ToolRegistry reg(tools);
   reg.RegisterBuiltins();
   EXPECT_EQ(reg.Reload(), 0u) << "a missing dir has none";
-  MakeCliTool(tools, "upper", "#!/bin/sh\nread line\necho \"{\\\"success\\\":true,\\\"data\\\":{\\\"got\\\":$line,\\\"cwd\\\":\\\"$(pwd)\\\"},\\\"meta\\\":{\\\"cost_usd\\\":0.25}}\"\n",
+  MakeCliTool(tools, "upper",
+              "#!/bin/sh\nread line\necho "
+              "\"{\\\"success\\\":true,\\\"data\\\":{\\\"got\\\":$line,\\\"cwd\\\":\\\"$(pwd)\\\"},"
+              "\\\"meta\\\":{\\\"cost_usd\\\":0.25}}\"\n",
               "Uppercases things.");
   MakeCliTool(tools, "fails", "#!/bin/sh\necho oops >&2\nexit 3\n", "Always fails.");
   MakeCliTool(tools, "notjson", "#!/bin/sh\necho hello\n", "");
@@ -313,7 +337,8 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
   auto t = reg.Find("cli:upper");
   ASSERT_TRUE(t);
   EXPECT_EQ(t->description(), "Uppercases things.");
-  EXPECT_FALSE(t->ReadOnly(Json::object(), Json{{"verdict", "allow"}})) << "no read_only: mutating (fail closed)";
+  EXPECT_FALSE(t->ReadOnly(Json::object(), Json{{"verdict", "allow"}}))
+      << "no read_only: mutating (fail closed)";
   EXPECT_TRUE(t->ReadOnly(Json::object(), Json{{"read_only", true}}));
   Json r = t->Run({{"k", 1}}, Ctx());
   ASSERT_TRUE(r["success"]) << r.dump();
@@ -335,14 +360,16 @@ TEST_F(ToolsTest, CliToolsAreDiscoveredReloadedAndRun) {
 TEST_F(ToolsTest, ACliToolsSchemaRefusesArgumentsItDoesNotTakeBeforeItRuns) {
   const std::string tools = dir().sub("tools");
   ToolRegistry reg(tools);
-  MakeCliTool(tools, "report", "#!/bin/sh\ncat >/dev/null\necho ran > ran.txt\necho '{\"ok\":1}'\n", "Reports.");
+  MakeCliTool(tools, "report", "#!/bin/sh\ncat >/dev/null\necho ran > ran.txt\necho '{\"ok\":1}'\n",
+              "Reports.");
   std::ofstream(tools + "/report/schema.json")
       << R"({"type":"object","properties":{"days":{"type":"integer"}},"required":["days"],"additionalProperties":false})";
   ASSERT_EQ(reg.Reload(), 1u);
   auto t = reg.Find("cli:report");
   Json r = t->Run({{"days", 7}, {"format", "pdf"}}, Ctx());
   EXPECT_EQ(Code(r), "E_INVALID_ARGS");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown argument 'format'"), std::string::npos) << r.dump();
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("unknown argument 'format'"), std::string::npos)
+      << r.dump();
   EXPECT_EQ(Code(t->Run({{"days", "seven"}}, Ctx())), "E_INVALID_ARGS");
   EXPECT_EQ(Code(t->Run(Json::object(), Ctx())), "E_INVALID_ARGS") << "days is required";
   EXPECT_FALSE(std::filesystem::exists(workspace() + "/ran.txt")) << "refused before it ran";
@@ -391,7 +418,9 @@ execute:
     allow: [ls, cat]
     run_as: ""
     limits: {timeout_ms: 2000, processes: 10}
-)", &j).ok());
+)",
+                         &j)
+                  .ok());
   ExecutePolicy p;
   ASSERT_TRUE(ExecutePolicyFromJson(j, "/data", &p).ok());
   EXPECT_EQ(p.workspace_root, "/srv/ws");
@@ -413,7 +442,8 @@ execute:
   ASSERT_TRUE(ExecutePolicyFromJson(Json(), "/data", &p).ok());
   EXPECT_EQ(p.workspace_root, "/data/workspaces") << "absent: safe defaults";
   EXPECT_TRUE(p.allow_cidrs.empty());
-  EXPECT_FALSE(ExecutePolicyFromJson({{"execute", {{"network", {{"allow_cidrs", {"10.0.0.0/33"}}}}}}}, "/d", &p).ok());
+  EXPECT_FALSE(
+      ExecutePolicyFromJson({{"execute", {{"network", {{"allow_cidrs", {"10.0.0.0/33"}}}}}}}, "/d", &p).ok());
   EXPECT_FALSE(ExecutePolicyFromJson({{"execute", {{"writes_enabled", "yes"}}}}, "/d", &p).ok());
   EXPECT_FALSE(ExecutePolicyFromJson({{"execute", {{"max_read_bytes", -1}}}}, "/d", &p).ok());
 }

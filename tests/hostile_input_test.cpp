@@ -4,10 +4,9 @@
 // and the pipeline goes on serving everyone else. Agents are real
 // librdkafka producers signing with registered keys (agent_keys.h); the
 // HTTP API is reached over loopback.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
@@ -67,12 +66,13 @@ class Harness {
 
   static Json Request(const std::string& org, const std::string& agent, const std::string& rid,
                       const std::string& tool, Json args) {
-    return {{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", "s-" + agent},
-            {"tool", tool},      {"args", std::move(args)}};
+    return {{"request_id", rid},          {"org_id", org}, {"agent_id", agent},
+            {"session_id", "s-" + agent}, {"tool", tool},  {"args", std::move(args)}};
   }
   // Publishes `value` as is (any bytes) on tollgate.requests, signed by
   // (org, agent) for request `rid`.
-  void SendRaw(const std::string& org, const std::string& agent, const std::string& rid, const std::string& value) {
+  void SendRaw(const std::string& org, const std::string& agent, const std::string& rid,
+               const std::string& value) {
     Message m;
     m.topic = bus.topics.requests();
     m.key = agent;
@@ -137,7 +137,8 @@ class Harness {
   std::map<std::string, std::vector<Json>> results_by;
 };
 
-std::string Nested(size_t levels, const std::string& open, const std::string& close, const std::string& inner) {
+std::string Nested(size_t levels, const std::string& open, const std::string& close,
+                   const std::string& inner) {
   std::string s;
   s.reserve(levels * (open.size() + close.size()) + inner.size());
   for (size_t i = 0; i < levels; ++i) s += open;
@@ -223,8 +224,8 @@ TEST_F(HostileInput, AnApprovalResponseWithAnOverflowingNumberIsRefusedAndThePip
   m.key = "a1";
   m.value = value;
   m.headers[kHeaderRequestId] = "r1";
-  m.headers[kHeaderAuth] = SignResponse(h_->signers->Approver("o1", "alice"), "alice", "o1", "r1", value,
-                                        NowMicros() / 1'000'000);
+  m.headers[kHeaderAuth] =
+      SignResponse(h_->signers->Approver("o1", "alice"), "alice", "o1", "r1", value, NowMicros() / 1'000'000);
   h_->Send(m);
   // The refusal is logged (org unknown: it is about no request the log knows).
   auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -251,8 +252,8 @@ TEST_F(HostileInput, ADeeplyNestedApprovalBodyGetsA400AndTheServerLives) {
   ASSERT_TRUE(ParseJson(res->body, &reply).ok()) << res->body;
   EXPECT_EQ(reply["error"]["code"], errc::kJsonTooDeep) << res->body;
   // An overflowing number in a body: 400 too.
-  res = http.Post("/v1/approvals/r1?org=o1", bearer,
-                  R"({"decision":"approve","n":1e999999})", "application/json");
+  res = http.Post("/v1/approvals/r1?org=o1", bearer, R"({"decision":"approve","n":1e999999})",
+                  "application/json");
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400) << res->body;
   auto health = http.Get("/healthz");
@@ -340,7 +341,8 @@ TEST_F(HostileInput, AHugeUrlEndsWithAClearErrorAndWedgesNothingAcrossARestart) 
   // 600 KB of URL: decide copied it into decision.invocation, its output
   // outgrew the broker's message limit and decide retried for ever.
   const std::string url = "http://127.0.0.1:9/" + std::string(600 * 1024, 'a');
-  h_->SendRequest(Harness::Request("o1", "a1", "huge-url", "http_request", {{"method", "GET"}, {"url", url}}));
+  h_->SendRequest(
+      Harness::Request("o1", "a1", "huge-url", "http_request", {{"method", "GET"}, {"url", url}}));
   Json r = h_->WaitResult("o1", "huge-url");
   ASSERT_FALSE(r.is_null()) << "no result for the huge URL";
   EXPECT_EQ(r["status"], "denied") << r.dump().substr(0, 2000);
@@ -392,11 +394,12 @@ TEST(HostileStart, ARequestTheReconcilerCannotSendDoesNotStopTheStart) {
     ASSERT_TRUE(EventLog::Open(data + "/log", lo, &log).ok());
     const std::string big(3 << 20, 'u');
     Json request = Harness::Request("o1", "a1", "stuck", "http_request", {{"method", "GET"}, {"url", big}});
-    Event rec = testing::MakeEvent("request.received", "stuck", "s-a1", "a1", "o1", "http_request", NowMicros(),
-                                   {{"request", request},
-                                    {"args_hash", ArgsHash(request["args"])},
-                                    {"received_at", "2026-01-01T00:00:00Z"},
-                                    {"source", "old/tollgate.requests/0/1"}});
+    Event rec =
+        testing::MakeEvent("request.received", "stuck", "s-a1", "a1", "o1", "http_request", NowMicros(),
+                           {{"request", request},
+                            {"args_hash", ArgsHash(request["args"])},
+                            {"received_at", "2026-01-01T00:00:00Z"},
+                            {"source", "old/tollgate.requests/0/1"}});
     ASSERT_TRUE(log->Append(rec).status.ok());
     Event dec = testing::MakeEvent("decision.made", "stuck", "s-a1", "a1", "o1", "http_request", NowMicros(),
                                    {{"verdict", "allow"},
@@ -480,7 +483,8 @@ TEST(HostileDecision, AnOversizeInvocationIsDeniedAndTextIsCut) {
          {"policy_version", "v1"},
          {"invocation", "http_request:GET http://x/" + std::string(kMaxInvocationBytes, 'a')},
          {"reservation", {{"usd", 1.0}}},
-         {"checks", Json::array({{{"check", "mode"}, {"result", "allow"}, {"detail", std::string(5000, 'd')}}})}};
+         {"checks",
+          Json::array({{{"check", "mode"}, {"result", "allow"}, {"detail", std::string(5000, 'd')}}})}};
   EXPECT_TRUE(BoundDecision(&d));
   EXPECT_EQ(d["verdict"], "deny");
   EXPECT_EQ(d["error_code"], errc::kInvocationTooLarge);
@@ -520,10 +524,11 @@ TEST(HostileExport, VerifyingAnExportWithItsHeadCutSaysWhichRangeItChecked) {
   std::unique_ptr<EventLog> log;
   ASSERT_TRUE(EventLog::Open(dir.sub("log"), LogOptions{}, &log).ok());
   for (int i = 1; i <= 6; ++i) {
-    ASSERT_TRUE(log->Append(testing::MakeEvent("request.rejected", "r" + std::to_string(i), "s1", "a1", "o1", "echo",
-                                               1'790'000'000'000'000 + i,
-                                               {{"error", {{"code", "E_INVALID_REQUEST"}, {"message", "x"}}}}))
-                    .status.ok());
+    ASSERT_TRUE(
+        log->Append(testing::MakeEvent("request.rejected", "r" + std::to_string(i), "s1", "a1", "o1", "echo",
+                                       1'790'000'000'000'000 + i,
+                                       {{"error", {{"code", "E_INVALID_REQUEST"}, {"message", "x"}}}}))
+            .status.ok());
   }
   auto export_file = [&](std::optional<uint64_t> from, const std::string& name) {
     ExportRange range;
@@ -542,7 +547,7 @@ TEST(HostileExport, VerifyingAnExportWithItsHeadCutSaysWhichRangeItChecked) {
   EXPECT_NE(w.out.find("seqs 1..6"), std::string::npos) << w.out;
   EXPECT_EQ(w.out.find("PARTIAL"), std::string::npos) << w.out;
   testing::CommandResult c = verify(cut);
-  EXPECT_EQ(c.exit_code, 0) << c.out;  // what it holds is intact...
+  EXPECT_EQ(c.exit_code, 0) << c.out;                              // what it holds is intact...
   EXPECT_NE(c.out.find("seqs 4..6"), std::string::npos) << c.out;  // ...and it says what that is
   EXPECT_NE(c.out.find("PARTIAL: starts at seq 4"), std::string::npos) << c.out;
 }

@@ -24,7 +24,9 @@ std::string TicketAgent(const RecordingServer& s, const std::string& extra = "")
          "    mode: ask\n" +
          extra +
          "    http_request:\n"
-         "      base_url: \"" + s.origin() + "/api/\"\n"
+         "      base_url: \"" +
+         s.origin() +
+         "/api/\"\n"
          "      aliases:\n"
          "        create_ticket:\n"
          "          description: Open a ticket in the tracker\n"
@@ -47,7 +49,9 @@ class HttpAliasTest : public HttpPipelineTest {
     tool_ = "create_ticket";
     setenv("TOLLGATE_TEST_TICKET_TOKEN", "tok-secret-1", 1);
   }
-  static std::vector<std::string> Reasons(const Json& d) { return {d.value("reason", ""), d.value("rule", "")}; }
+  static std::vector<std::string> Reasons(const Json& d) {
+    return {d.value("reason", ""), d.value("rule", "")};
+  }
 };
 
 TEST_F(HttpAliasTest, AnAliasIsDecidedAndSentAsTheHttpRequestItExpandsTo) {
@@ -73,7 +77,8 @@ TEST_F(HttpAliasTest, AnAliasIsDecidedAndSentAsTheHttpRequestItExpandsTo) {
   EXPECT_EQ(r["data"]["json"]["id"], 42);
   ASSERT_EQ(s.targets(), std::vector<std::string>{"/api/projects/ops/tickets"});
   EXPECT_EQ(s.methods(), std::vector<std::string>{"POST"});
-  EXPECT_EQ(body_seen, (Json{{"title", "disk full"}, {"priority", 2}})) << "the path's argument is not in the body";
+  EXPECT_EQ(body_seen, (Json{{"title", "disk full"}, {"priority", 2}}))
+      << "the path's argument is not in the body";
   const auto h = s.last_headers();
   ASSERT_EQ(h.count("Authorization"), 1u);
   EXPECT_EQ(h.find("Authorization")->second, "Bearer tok-secret-1");
@@ -133,7 +138,8 @@ TEST_F(HttpAliasTest, ArgumentsThatDoNotFitTheAliasAreDeniedAtDecideNamingTheFie
     EXPECT_EQ(d["verdict"], "deny") << c.args.dump();
     EXPECT_EQ(d["error_code"], "E_INVALID_ARGS") << c.args.dump();
     EXPECT_EQ(d["rule"], "alias:create_ticket");
-    EXPECT_NE(d.value("reason", "").find(c.says), std::string::npos) << d["reason"] << " should say " << c.says;
+    EXPECT_NE(d.value("reason", "").find(c.says), std::string::npos)
+        << d["reason"] << " should say " << c.says;
   }
   // Execute refuses the same arguments by itself (a forged allow), before
   // anything starts.
@@ -153,15 +159,18 @@ TEST_F(HttpAliasTest, AHugeArgumentAgainstAPatternIsRefusedNotMatched) {
   RecordingServer s;
   Load(Yaml(s, "  support:\n    mode: dangerous\n    http_request:\n      base_url: \"" + s.origin() +
                    "/\"\n      aliases:\n        note:\n          method: post\n          url: notes\n"
-                   "          input_schema: {type: object, properties: {text: {type: string, pattern: \"^[a-z]+$\"}}}\n"));
+                   "          input_schema: {type: object, properties: {text: {type: string, pattern: "
+                   "\"^[a-z]+$\"}}}\n"));
   tool_ = "note";
   Json huge = Decide("support", "h1", {{"text", std::string(200000, 'a')}});
   EXPECT_EQ(huge["verdict"], "deny");
   EXPECT_EQ(huge["error_code"], "E_INVALID_ARGS");
-  EXPECT_NE(huge.value("reason", "").find("/text: longer than 4096 bytes"), std::string::npos) << huge["reason"];
+  EXPECT_NE(huge.value("reason", "").find("/text: longer than 4096 bytes"), std::string::npos)
+      << huge["reason"];
   Json fine = Decide("support", "h2", {{"text", std::string(4000, 'a')}});
   ASSERT_EQ(fine["verdict"], "allow") << fine.dump();
-  EXPECT_EQ(Decide("support", "h3", {{"text", "UPPER"}})["error_code"], "E_INVALID_ARGS") << "the pattern still holds";
+  EXPECT_EQ(Decide("support", "h3", {{"text", "UPPER"}})["error_code"], "E_INVALID_ARGS")
+      << "the pattern still holds";
   // Execute refuses it by itself too.
   EXPECT_EQ(Code(Execute("support", "h4", {{"text", std::string(200000, 'a')}}, fine)), "E_INVALID_ARGS");
   ASSERT_TRUE(Execute("support", "h2", {{"text", std::string(4000, 'a')}}, fine).value("success", false));
@@ -173,14 +182,16 @@ TEST_F(HttpAliasTest, AHugeArgumentAgainstAPatternIsRefusedNotMatched) {
 // expands to, and its method is granted for it alone.
 TEST_F(HttpAliasTest, AnAliasCannotWalkAroundTheHttpRules) {
   RecordingServer s;
-  Load(Yaml(s, TicketAgent(s, "    deny: [\"http_request:POST " + s.origin() + "/api/projects/secret/*\"]\n"
+  Load(Yaml(s, TicketAgent(s, "    deny: [\"http_request:POST " + s.origin() +
+                                  "/api/projects/secret/*\"]\n"
                                   "    rules: [{tools: create_ticket, verdict: allow}]\n")));
   Json d = Decide("support", "g1", {{"project", "secret"}, {"title", "t"}});
   EXPECT_EQ(d["verdict"], "deny") << d.dump();
   EXPECT_EQ(d["error_code"], "E_POLICY_DENIED");
   // A deny rule on the URL's path.
-  Load(Yaml(s, TicketAgent(s, "    rules:\n      - {name: no-ops, tools: create_ticket, verdict: deny, when: "
-                                  "{path_prefix: /api/projects/ops/}}\n")));
+  Load(Yaml(s, TicketAgent(s,
+                           "    rules:\n      - {name: no-ops, tools: create_ticket, verdict: deny, when: "
+                           "{path_prefix: /api/projects/ops/}}\n")));
   EXPECT_EQ(Decide("support", "g2", {{"project", "ops"}, {"title", "t"}})["rule"], "agent.rule:no-ops");
   EXPECT_EQ(Decide("support", "g3", {{"project", "dev"}, {"title", "t"}})["verdict"], "ask");
   // The hosts list.
@@ -209,7 +220,8 @@ TEST_F(HttpAliasTest, AnAliasExecuteDoesNotHaveAsDecidedIsRefusedAndNothingRuns)
   Json d = Decide("support", "x1", args);
   ASSERT_EQ(d["verdict"], "allow");
   Json moved = pif_.file()->doc();
-  moved["orgs"]["o1"]["agents"]["support"]["http_request"]["aliases"]["create_ticket"]["url"] = "admin/{project}";
+  moved["orgs"]["o1"]["agents"]["support"]["http_request"]["aliases"]["create_ticket"]["url"] =
+      "admin/{project}";
   LoadExecute(moved);
   bool started = true;
   EXPECT_EQ(Code(Execute("support", "x1", args, d, &started)), "E_DECISION_MISMATCH");
@@ -222,20 +234,23 @@ TEST_F(HttpAliasTest, AnAliasExecuteDoesNotHaveAsDecidedIsRefusedAndNothingRuns)
 
 TEST_F(HttpAliasTest, TopLevelAliasesServeEveryAgentAndAnAgentsOwnWinByName) {
   RecordingServer s;
-  const std::string yaml = "mode: ask\n"
-                           "execute:\n  network:\n    allow_cidrs: [127.0.0.0/8]\n"
-                           "http_request:\n"
-                           "  base_url: \"" + s.origin() + "/\"\n"
-                           "  aliases:\n"
-                           "    status: {method: GET, url: \"status/{service}\", description: Service status}\n"
-                           "    search: {method: GET, url: \"search\"}\n"
-                           "orgs:\n"
-                           "  o1:\n"
-                           "    agents:\n"
-                           "      special:\n"
-                           "        http_request:\n"
-                           "          aliases:\n"
-                           "            status: {method: GET, url: \"v2/status/{service}\"}\n";
+  const std::string yaml =
+      "mode: ask\n"
+      "execute:\n  network:\n    allow_cidrs: [127.0.0.0/8]\n"
+      "http_request:\n"
+      "  base_url: \"" +
+      s.origin() +
+      "/\"\n"
+      "  aliases:\n"
+      "    status: {method: GET, url: \"status/{service}\", description: Service status}\n"
+      "    search: {method: GET, url: \"search\"}\n"
+      "orgs:\n"
+      "  o1:\n"
+      "    agents:\n"
+      "      special:\n"
+      "        http_request:\n"
+      "          aliases:\n"
+      "            status: {method: GET, url: \"v2/status/{service}\"}\n";
   Load(yaml);
   tool_ = "status";
   Json a = Decide("anyone", "s1", {{"service", "db"}});
@@ -260,7 +275,8 @@ TEST_F(HttpAliasTest, TopLevelAliasesServeEveryAgentAndAnAgentsOwnWinByName) {
   for (const auto& t : listed["tools"]) by_name[t["name"]] = t;
   ASSERT_TRUE(by_name.count("status") && by_name.count("search")) << listed.dump();
   EXPECT_EQ(by_name["status"]["source"], "http");
-  EXPECT_EQ(by_name["status"]["description"], "GET v2/status/{service}") << "the agent's own alias, described by its call";
+  EXPECT_EQ(by_name["status"]["description"], "GET v2/status/{service}")
+      << "the agent's own alias, described by its call";
   EXPECT_EQ(by_name["status"]["depends_on_arguments"], true);
   ASSERT_TRUE(dir.List("o1", "anyone", &listed).ok());
   for (const auto& t : listed["tools"]) {
@@ -303,7 +319,8 @@ TEST(HttpAliasPolicy, AMalformedAliasIsRefusedWithItsLine) {
   };
   for (const auto& c : cases) {
     const std::string yaml =
-        "mode: ask\norgs:\n  o1:\n    agents:\n      a:\n        http_request:\n          aliases:\n            " +
+        "mode: ask\norgs:\n  o1:\n    agents:\n      a:\n        http_request:\n          aliases:\n         "
+        "   " +
         c.alias + "\n";
     PolicyPtr p;
     Status s = LoadPolicyYaml(yaml, "p.yaml", &p);
@@ -324,7 +341,9 @@ namespace {
 // the call with a code, never an exception out of the stage.
 TEST(HttpAliasPolicy, AMalformedAliasInExecutesCopyIsAnErrorNotAThrow) {
   ExecutePolicy p;
-  p.orgs = {{"o1", {{"agents", {{"a", {{"http_request", {{"aliases", {{"t1", {{"method", 5}, {"url", "/x"}}}}}}}}}}}}}};
+  p.orgs = {
+      {"o1",
+       {{"agents", {{"a", {{"http_request", {{"aliases", {{"t1", {{"method", 5}, {"url", "/x"}}}}}}}}}}}}}};
   const Json request{{"org_id", "o1"}, {"agent_id", "a"}, {"tool", "t1"}, {"args", Json::object()}};
   ResolvedCall call = ResolveCall(request, p);
   ASSERT_TRUE(call.error.is_object()) << call.tool;

@@ -4,9 +4,8 @@
 // they received. Traffic only goes to 127.0.0.1.
 #pragma once
 
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <mutex>
@@ -42,7 +41,8 @@ class RecordingServer {
     server_.Delete(".*", h);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int i = 0; i < 500 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ~RecordingServer() {
     server_.stop();
@@ -106,8 +106,8 @@ class HttpPipelineTest : public ::testing::Test {
     return tollgate::Decide(pif_, BudgetLedger(), DecideInput{&req, kT0});
   }
   Json Request(const std::string& agent, const std::string& rid, const Json& args) const {
-    return {{"request_id", rid}, {"org_id", org_}, {"agent_id", agent}, {"session_id", "s1"}, {"tool", tool_},
-            {"args", args}};
+    return {{"request_id", rid},  {"org_id", org_}, {"agent_id", agent},
+            {"session_id", "s1"}, {"tool", tool_},  {"args", args}};
   }
   // Logs request.received and `decision` as decision.made, sends the flow
   // to execute and runs what it defers: the execution.completed result.
@@ -121,8 +121,12 @@ class HttpPipelineTest : public ::testing::Test {
     std::string canon;
     EXPECT_TRUE(CanonicalBytes(f.request, &canon).ok());
     log_.Append({FlowEvent(f, "request.received", kT0,
-                           {{"request", f.request}, {"received_at", f.received_at}, {"args_hash", f.args_hash},
-                            {"content_hash", Sha256Hex(canon)}, {"source", "test"}, {"redacted", Json::array()}}),
+                           {{"request", f.request},
+                            {"received_at", f.received_at},
+                            {"args_hash", f.args_hash},
+                            {"content_hash", Sha256Hex(canon)},
+                            {"source", "test"},
+                            {"redacted", Json::array()}}),
                  FlowEvent(f, "decision.made", kT0 + 1, decision)});
     StageResult r = stage_->Process(MessageFor(topics_.execute(), f.request, f.ToJson()),
                                     {kT0 + 2, "inc/tollgate.execute/0/" + std::to_string(++offset_)}, log_);

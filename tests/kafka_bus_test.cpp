@@ -1,5 +1,7 @@
 // runtime/kafka_bus against the embedded broker (librdkafka's mock cluster on
 // 127.0.0.1) with real clients.
+#include "runtime/kafka_bus.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include <thread>
 
 #include "audit/log_sink.h"
-#include "runtime/kafka_bus.h"
 #include "runtime/stage_runner.h"
 #include "test_util.h"
 
@@ -35,9 +36,15 @@ int32_t JavaPartition(const std::string& key, int partitions) {
     h ^= k;
   }
   switch (length % 4) {
-    case 3: h ^= data[i + 2] << 16; [[fallthrough]];
-    case 2: h ^= data[i + 1] << 8; [[fallthrough]];
-    case 1: h ^= data[i]; h *= m;
+    case 3:
+      h ^= data[i + 2] << 16;
+      [[fallthrough]];
+    case 2:
+      h ^= data[i + 1] << 8;
+      [[fallthrough]];
+    case 1:
+      h ^= data[i];
+      h *= m;
   }
   h ^= h >> 13;
   h *= m;
@@ -51,7 +58,8 @@ class BusTest : public ::testing::Test {
     ASSERT_TRUE(EmbeddedBroker::Start(1, &broker_).ok());
     bus_.brokers = broker_->bootstrap();
   }
-  std::vector<Message> Drain(Consumer& c, size_t want, std::chrono::seconds timeout = std::chrono::seconds(15)) {
+  std::vector<Message> Drain(Consumer& c, size_t want,
+                             std::chrono::seconds timeout = std::chrono::seconds(15)) {
     std::vector<Message> out;
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
@@ -67,7 +75,8 @@ class BusTest : public ::testing::Test {
       ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
     }
     for (int i = from; i < to; ++i) {
-      ASSERT_TRUE(producer_->Send({topic, -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
+      ASSERT_TRUE(
+          producer_->Send({topic, -1, -1, "k" + std::to_string(i % 7), "m-" + std::to_string(i), {}}).ok());
     }
     ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   }
@@ -88,7 +97,8 @@ class BusTest : public ::testing::Test {
     std::map<std::string, int> copies;
     TailReadStats read;
     Status s = ReadCommittedTail(
-        bus_, {topic}, 1 << 30, std::chrono::seconds(10), [&](const Message& m) { ++copies[m.value]; }, &read);
+        bus_, {topic}, 1 << 30, std::chrono::seconds(10), [&](const Message& m) { ++copies[m.value]; },
+        &read);
     EXPECT_TRUE(s.ok() && read.complete) << s.ToString();
     return copies;
   }
@@ -231,7 +241,8 @@ TEST_F(BusTest, AnOffsetLossOnOnePartitionLeavesTheOthersReading) {
     }
   };
   poll_for(std::chrono::seconds(8), 99);  // settle: read what partition 0 still holds
-  for (int32_t part : {0, 1, 2}) ASSERT_TRUE(p->Send({"lossy3", part, -1, "k", "after-" + std::to_string(part), {}}).ok());
+  for (int32_t part : {0, 1, 2})
+    ASSERT_TRUE(p->Send({"lossy3", part, -1, "k", "after-" + std::to_string(part), {}}).ok());
   ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
   poll_for(std::chrono::seconds(15), 3);
   std::set<std::string> after;
@@ -263,8 +274,7 @@ class CountingStage : public Stage {
 
 // Runs a StageRunner over `topic` until it has processed `want` messages in
 // total (or 20 s pass), then stops it.
-void RunUntil(Stage& stage, EventSink& sink, const LogView& view, const RunnerOptions& options,
-              size_t want) {
+void RunUntil(Stage& stage, EventSink& sink, const LogView& view, const RunnerOptions& options, size_t want) {
   StageRunner runner(stage, sink, view, options);
   ASSERT_TRUE(runner.Start().ok());
   std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
@@ -290,7 +300,8 @@ TEST_F(BusTest, ARestartedStageResumesAfterWhatItCommitted) {
   std::unique_ptr<Producer> p;
   ASSERT_TRUE(Producer::Open(bus_, "", &p).ok());
   auto publish = [&](int from, int to) {
-    for (int i = from; i < to; ++i) ASSERT_TRUE(p->Send({"work", -1, -1, "k", "m-" + std::to_string(i), {}}).ok());
+    for (int i = from; i < to; ++i)
+      ASSERT_TRUE(p->Send({"work", -1, -1, "k", "m-" + std::to_string(i), {}}).ok());
     ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
   };
   RunnerOptions options;
@@ -437,7 +448,8 @@ TEST_F(BusTest, AFailedPipelinedTransactionIsReadAgainAndNothingIsLostOrDoubled)
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     runner.Stop();
     t.join();
-    EXPECT_GE(runner.stats().retries.load(), 1u) << "the injected errors failed no transaction: the test proves nothing";
+    EXPECT_GE(runner.stats().retries.load(), 1u)
+        << "the injected errors failed no transaction: the test proves nothing";
     EXPECT_GE(runner.stats().pipelined.load(), 1u);
   }
   EXPECT_EQ(log->head_seq(), static_cast<uint64_t>(kInputs)) << "re-processing appended no event twice";
@@ -451,7 +463,8 @@ TEST_F(BusTest, AFailedPipelinedTransactionIsReadAgainAndNothingIsLostOrDoubled)
   std::vector<std::string> expected;
   for (int i = kInputs; i < kInputs + 5; ++i) expected.push_back("m-" + std::to_string(i));
   std::sort(after.seen.begin(), after.seen.end());
-  EXPECT_EQ(after.seen, expected) << "inputs before the restart were read again: their offsets were not committed";
+  EXPECT_EQ(after.seen, expected)
+      << "inputs before the restart were read again: their offsets were not committed";
 
   std::unique_ptr<Consumer> c;
   ASSERT_TRUE(Consumer::Open(bus_, "g-fwd-reader", {"fwd-out"}, &c).ok());
@@ -508,7 +521,8 @@ TEST_F(BusTest, MessagesReadAgainDoNotSendTheirCommittedOutputsTwice) {
   }
   runner.Stop();
   t.join();
-  ASSERT_EQ(second.processed.load(), kFirst + kLater) << "the inputs were not read again: the test proves nothing";
+  ASSERT_EQ(second.processed.load(), kFirst + kLater)
+      << "the inputs were not read again: the test proves nothing";
   EXPECT_EQ(runner.stats().already_committed.load(), static_cast<uint64_t>(kFirst - kFirst / 10));
   EXPECT_EQ(log->head_seq(), static_cast<uint64_t>(kFirst + kLater));
 
@@ -522,7 +536,8 @@ TEST_F(BusTest, MessagesReadAgainDoNotSendTheirCommittedOutputsTwice) {
     };
     if (n(v) != 1) wrong.push_back(v + " x" + std::to_string(n(v)));
     const int changed = n(v + "-changed");
-    if (changed != (i < kFirst && i % 10 == 0 ? 1 : 0)) wrong.push_back(v + "-changed x" + std::to_string(changed));
+    if (changed != (i < kFirst && i % 10 == 0 ? 1 : 0))
+      wrong.push_back(v + "-changed x" + std::to_string(changed));
   }
   EXPECT_TRUE(wrong.empty()) << ::testing::PrintToString(wrong);
 }
@@ -574,7 +589,8 @@ TEST_F(BusTest, AnOffsetCommitFromAnotherThreadCompletesWhileTheRevokeWaitsForIt
   }
   ASSERT_GE(revokes.load(), 1) << "no rebalance happened: the test proves nothing";
   ASSERT_TRUE(commit_done.load()) << "the commit did not return while the revoke callback waited";
-  std::cout << "[ commit during revoke ] " << (commit_status.ok() ? "accepted" : commit_status.ToString()) << "\n";
+  std::cout << "[ commit during revoke ] " << (commit_status.ok() ? "accepted" : commit_status.ToString())
+            << "\n";
   b->Close();
   a->Close();
 }
@@ -645,7 +661,8 @@ TEST_F(BusTest, RebalancesMidStreamLoseNothingAndSendNothingTwice) {
     const int n = it == copies.end() ? 0 : it->second;
     if (n != 1) wrong.push_back("m-" + std::to_string(i) + " x" + std::to_string(n));
   }
-  EXPECT_TRUE(wrong.empty()) << wrong.size() << " inputs without exactly one output: " << ::testing::PrintToString(wrong);
+  EXPECT_TRUE(wrong.empty()) << wrong.size()
+                             << " inputs without exactly one output: " << ::testing::PrintToString(wrong);
 }
 
 }  // namespace

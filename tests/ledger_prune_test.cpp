@@ -59,8 +59,12 @@ TEST(LedgerPruning, ALongRunsLedgerStaysBoundedAndDecidesAsAnUnprunedOne) {
     const std::string agent = "a" + std::to_string(i % 4);
     const std::string session = agent + "-s" + std::to_string(i / 24000);  // 2.8 days each
     const std::string rid = "r" + std::to_string(i);
-    Json req = {{"request_id", rid}, {"org_id", "o1"},  {"agent_id", agent}, {"session_id", session},
-                {"tool", i % 3 ? "echo" : "calculate"}, {"args", Json::object()},
+    Json req = {{"request_id", rid},
+                {"org_id", "o1"},
+                {"agent_id", agent},
+                {"session_id", session},
+                {"tool", i % 3 ? "echo" : "calculate"},
+                {"args", Json::object()},
                 {"estimated_cost_usd", 0.05 * (i % 9)}};
     const Json got = Decide(run.pruned.policy(), run.pruned.ledger(), DecideInput{&req, at});
     const Json want = Decide(run.full.policy(), run.full.ledger(), DecideInput{&req, at});
@@ -70,11 +74,13 @@ TEST(LedgerPruning, ALongRunsLedgerStaysBoundedAndDecidesAsAnUnprunedOne) {
       ++denied_by[got.value("rule", "")];
     }
 
-    Event d = testing::MakeEvent("decision.made", rid, session, agent, "o1", req["tool"].get<std::string>(), at, got);
+    Event d = testing::MakeEvent("decision.made", rid, session, agent, "o1", req["tool"].get<std::string>(),
+                                 at, got);
     run.Apply(d);
     if (got.value("verdict", "") != "deny" && i % 97 != 0) {  // every 97th stays reserved
-      Event end = testing::MakeEvent(i % 7 ? "execution.completed" : "approval.denied", rid, session, agent, "o1",
-                                     req["tool"].get<std::string>(), at + 2 * kSec, Json{{"cost_usd", 0.04 * (i % 5)}});
+      Event end = testing::MakeEvent(i % 7 ? "execution.completed" : "approval.denied", rid, session, agent,
+                                     "o1", req["tool"].get<std::string>(), at + 2 * kSec,
+                                     Json{{"cost_usd", 0.04 * (i % 5)}});
       run.Apply(end);
     }
     run.pruned.MaybePrune();
@@ -147,7 +153,8 @@ TEST(LedgerPruning, AReservedEntryIsNeverPrunedAndItsSettlementStillCounts) {
   EXPECT_EQ(session().calls, 3);
   // A rolling window over the last day sees only the new one.
   EXPECT_EQ(l.Sum(BudgetLedger::Scope::kAgent, "o1", "a1", "", "", kT0 + 2 * 86'400 * kSec,
-                  kT0 + 4 * 86'400 * kSec, "").micros,
+                  kT0 + 4 * 86'400 * kSec, "")
+                .micros,
             4'000'000);
 }
 

@@ -2,9 +2,8 @@
 // live edit of the execute section applies to every later call, and a file
 // whose execute section would not load is never logged as in force.
 // Network traffic goes only to a loopback server that counts its hits.
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <fstream>
 #include <map>
@@ -28,7 +27,8 @@ class CountingServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int i = 0; i < 500 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ~CountingServer() {
     server_.stop();
@@ -56,7 +56,8 @@ http_request:
 execute:
   writes_enabled: )") +
          (writes ? "true" : "false") + R"(
-  network: {allow_cidrs: )" + cidrs + R"(, max_redirects: 0}
+  network: {allow_cidrs: )" +
+         cidrs + R"(, max_redirects: 0}
 )";
 }
 
@@ -81,7 +82,8 @@ class LivePolicyTest : public testing::PolicyPipelineTest {
     // as a different policy).
     std::ofstream(dir_.sub("policy.yaml.new"), std::ios::trunc) << text;
     std::filesystem::rename(dir_.sub("policy.yaml.new"), dir_.sub("policy.yaml"));
-    for (int i = 0; i < 400 && PolicyEvents() <= before; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    for (int i = 0; i < 400 && PolicyEvents() <= before; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
     ASSERT_GT(PolicyEvents(), before) << "the edit was not logged";
   }
 };

@@ -123,11 +123,13 @@ Event GenEvent(const std::string& run, int t, uint64_t n) {
   switch (step) {
     case 0:
       e.type = "request.received";
-      e.data = {{"args", {{"path", "/srv/data/report-" + rs + ".txt"}, {"pattern", "TODO|FIXME"}, {"limit", 50}}},
-                {"args_hash", args_hash},
-                {"estimated_cost_usd", 0.0025 * static_cast<double>(req % 7)},
-                {"metadata", {{"trace_id", tollgate::Sha256Hex(e.request_id).substr(0, 16)},
-                              {"note", "h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93 \"quoted\"\ttab"}}}};
+      e.data = {
+          {"args", {{"path", "/srv/data/report-" + rs + ".txt"}, {"pattern", "TODO|FIXME"}, {"limit", 50}}},
+          {"args_hash", args_hash},
+          {"estimated_cost_usd", 0.0025 * static_cast<double>(req % 7)},
+          {"metadata",
+           {{"trace_id", tollgate::Sha256Hex(e.request_id).substr(0, 16)},
+            {"note", "h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93 \"quoted\"\ttab"}}}};
       break;
     case 1:
       e.type = "decision.made";
@@ -136,7 +138,8 @@ Event GenEvent(const std::string& run, int t, uint64_t n) {
                 {"rule", "rule-" + std::to_string(req % 11)},
                 {"danger", static_cast<int>(req % 4)},
                 {"policy_version", "v3"},
-                {"budget", {{"reserved_usd", 0.01}, {"remaining_usd", 12.5 - 0.01 * static_cast<double>(req % 100)}}}};
+                {"budget",
+                 {{"reserved_usd", 0.01}, {"remaining_usd", 12.5 - 0.01 * static_cast<double>(req % 100)}}}};
       break;
     case 2:
       if (needs_approval) {
@@ -160,9 +163,10 @@ Event GenEvent(const std::string& run, int t, uint64_t n) {
         e.data = {{"result",
                    {{"success", req % 5 != 3},
                     {"data", {{"stdout", "line 1\nline 2\n"}, {"lines", Json::array({1, 2, 3})}}},
-                    {"error", req % 5 == 3 ? Json{{"code", "E_TOOL_EXEC"}, {"message", "exit status 2"},
-                                                  {"recoverable", false}}
-                                           : Json(nullptr)},
+                    {"error",
+                     req % 5 == 3
+                         ? Json{{"code", "E_TOOL_EXEC"}, {"message", "exit status 2"}, {"recoverable", false}}
+                         : Json(nullptr)},
                     {"meta", {{"duration_ms", 12 + req % 40}}}}},
                   {"actual_cost_usd", 0.001 * static_cast<double>(req % 13)}};
       }
@@ -184,7 +188,8 @@ Event GenShared(const std::string& run, uint64_t k) {
   e.agent_id = "agent-shared";
   e.session_id = "sess-" + run + "-shared";
   e.tool = "write_file";
-  e.time_us = kBaseTimeUs + static_cast<int64_t>(Fnv1a(run) % 1'000'000'000'000) + static_cast<int64_t>(k) * 1'000;
+  e.time_us =
+      kBaseTimeUs + static_cast<int64_t>(Fnv1a(run) % 1'000'000'000'000) + static_cast<int64_t>(k) * 1'000;
   e.data = {{"gen", {{"run", run}, {"shared", k}}},
             {"approver", "alice@example.com"},
             {"scope", "always"},
@@ -203,7 +208,8 @@ bool Regenerate(const Event& stored, Event* out) {
     *out = GenShared(run, (*g)["shared"].get<uint64_t>());
     return true;
   }
-  if (g->contains("t") && (*g)["t"].is_number_integer() && g->contains("n") && (*g)["n"].is_number_unsigned()) {
+  if (g->contains("t") && (*g)["t"].is_number_integer() && g->contains("n") &&
+      (*g)["n"].is_number_unsigned()) {
     *out = GenEvent(run, (*g)["t"].get<int>(), (*g)["n"].get<uint64_t>());
     return true;
   }
@@ -247,7 +253,9 @@ void Writer(EventLog& log, const std::string& run, int t, uint64_t head) {
     Event e = GenEvent(run, t, n);
     AppendResult r = log.Append(e);
     Report("append", e, r);
-    if (r.duplicate) Fail("fresh event " + e.id + " (" + run + "/" + std::to_string(t) + "/" + std::to_string(n) + ") was a duplicate");
+    if (r.duplicate)
+      Fail("fresh event " + e.id + " (" + run + "/" + std::to_string(t) + "/" + std::to_string(n) +
+           ") was a duplicate");
     mine[n] = r.seq;
     if (n % 8 == 3) {
       Event sh = GenShared(run, n / 8);

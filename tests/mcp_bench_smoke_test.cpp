@@ -19,7 +19,9 @@ namespace {
 using testing::RunCommand;
 using testing::TempDir;
 
-bool PositiveFinite(const Json& v) { return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0; }
+bool PositiveFinite(const Json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
+}
 
 TEST(McpBenchSmoke, PrintsTheOverheadRatioAsItsLastLine) {
   TempDir dir;

@@ -2,6 +2,8 @@
 // execute reads it, decide's view of mcp:SERVER/TOOL, the MCP clients'
 // spelling of tool globs, and a server that cannot stay up failing closed.
 // The end-to-end cases with real servers are tests/mcp/upstream.test.mjs.
+#include "execute/mcp_upstream.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +11,6 @@
 #include "core/invocation.h"
 #include "decide/tool_access.h"
 #include "execute/config.h"
-#include "execute/mcp_upstream.h"
 #include "execute/tool.h"
 #include "test_util.h"
 
@@ -26,10 +27,12 @@ Status Parse(const std::string& yaml, ExecutePolicy* out) {
 
 TEST(McpServersConfig, AStdioAndAnHttpServerAreReadWithTheirDefaults) {
   ExecutePolicy p;
-  ASSERT_TRUE(Parse("execute:\n  mcp_servers:\n"
-                    "    zeta: {url: 'http://127.0.0.1:9/mcp', headers: {Authorization: 'Bearer ${env:T}'}}\n"
-                    "    alpha: {command: [node, /srv/a.js], env: {K: v}, read_only: [/srv], timeout_ms: 500}\n",
-                    &p).ok());
+  ASSERT_TRUE(
+      Parse("execute:\n  mcp_servers:\n"
+            "    zeta: {url: 'http://127.0.0.1:9/mcp', headers: {Authorization: 'Bearer ${env:T}'}}\n"
+            "    alpha: {command: [node, /srv/a.js], env: {K: v}, read_only: [/srv], timeout_ms: 500}\n",
+            &p)
+          .ok());
   ASSERT_EQ(p.mcp_servers.size(), 2u);
   const McpServerSpec& a = p.mcp_servers[0];  // sorted by name
   EXPECT_EQ(a.name, "alpha");
@@ -45,9 +48,10 @@ TEST(McpServersConfig, AStdioAndAnHttpServerAreReadWithTheirDefaults) {
 
 TEST(McpServersConfig, AMalformedServerIsRefusedSayingWhich) {
   ExecutePolicy p;
-  for (const char* bad : {"    x: {}\n", "    x: {command: [a], url: 'http://h/'}\n", "    Bad/Name: {command: [a]}\n",
-                          "    x: {command: [a], shell: true}\n", "    x: {command: [a], read_only: [rel]}\n",
-                          "    x: {command: a}\n", "    x: {url: 'http://h/', headers: {A: 1}}\n"}) {
+  for (const char* bad :
+       {"    x: {}\n", "    x: {command: [a], url: 'http://h/'}\n", "    Bad/Name: {command: [a]}\n",
+        "    x: {command: [a], shell: true}\n", "    x: {command: [a], read_only: [rel]}\n",
+        "    x: {command: a}\n", "    x: {url: 'http://h/', headers: {A: 1}}\n"}) {
     Status s = Parse(std::string("execute:\n  mcp_servers:\n") + bad, &p);
     EXPECT_FALSE(s.ok()) << bad;
     EXPECT_NE(s.message().find("mcp_servers."), std::string::npos) << s.message();

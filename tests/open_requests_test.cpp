@@ -1,6 +1,8 @@
 // audit/open_requests.h: the log's index of unfinished requests, against a
 // real RocksDB, checked against RequestState (what the reconciler and the
 // approve stage would conclude from each request's whole history).
+#include "audit/open_requests.h"
+
 #include <gtest/gtest.h>
 #include <rocksdb/write_batch.h>
 
@@ -10,7 +12,6 @@
 #include "audit/approvals.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
-#include "audit/open_requests.h"
 #include "core/messages.h"
 #include "core/request_state.h"
 #include "test_util.h"
@@ -29,8 +30,8 @@ std::unique_ptr<EventLog> OpenLog(const std::string& path) {
 }
 
 // One step of a request's history; `n` keeps ids of repeated types apart.
-Event Step(const std::string& type, const std::string& rid, const std::string& org, Json data = Json::object(),
-           int n = 0) {
+Event Step(const std::string& type, const std::string& rid, const std::string& org,
+           Json data = Json::object(), int n = 0) {
   Event e = MakeEvent(type, rid, "s1", "a1", org, "echo", 1'790'000'000'000'000, std::move(data));
   if (n > 0) e.id += "-" + std::to_string(n);
   return e;
@@ -50,20 +51,25 @@ std::vector<Event> Histories(const std::string& org) {
   add({Step("request.received", "denied", org), Step("decision.made", "denied", org, Verdict("deny"))});
   add({Step("request.received", "asked", org), Step("decision.made", "asked", org, Verdict("ask")),
        Step("approval.requested", "asked", org, {{"approvers_needed", 2}})});
-  add({Step("request.received", "half-granted", org), Step("decision.made", "half-granted", org, Verdict("ask")),
+  add({Step("request.received", "half-granted", org),
+       Step("decision.made", "half-granted", org, Verdict("ask")),
        Step("approval.requested", "half-granted", org, {{"approvers_needed", 2}}),
        Step("approval.granted", "half-granted", org, {{"approver", "u1"}})});
   add({Step("request.received", "refused", org), Step("decision.made", "refused", org, Verdict("ask")),
-       Step("approval.requested", "refused", org), Step("approval.denied", "refused", org, {{"approver", "u1"}})});
+       Step("approval.requested", "refused", org),
+       Step("approval.denied", "refused", org, {{"approver", "u1"}})});
   add({Step("request.received", "expired", org), Step("decision.made", "expired", org, Verdict("ask")),
        Step("approval.requested", "expired", org), Step("approval.expired", "expired", org)});
   add({Step("request.received", "granted", org), Step("decision.made", "granted", org, Verdict("ask")),
-       Step("approval.requested", "granted", org), Step("approval.granted", "granted", org, {{"approver", "u1"}})});
-  add({Step("request.received", "lost", org), Step("request.rejected", "lost", org, Rejected(errc::kRequestLost))});
+       Step("approval.requested", "granted", org),
+       Step("approval.granted", "granted", org, {{"approver", "u1"}})});
+  add({Step("request.received", "lost", org),
+       Step("request.rejected", "lost", org, Rejected(errc::kRequestLost))});
   add({Step("request.received", "copy", org),
        Step("request.rejected", "copy", org, Rejected(errc::kDuplicateRequest))});
   add({Step("request.rejected", "never-received", org, Rejected(errc::kInvalidRequest))});
-  add({Step("request.received", "again", org), Step("request.rejected", "again", org, Rejected(errc::kRequestLost)),
+  add({Step("request.received", "again", org),
+       Step("request.rejected", "again", org, Rejected(errc::kRequestLost)),
        Step("request.received", "again", org, {}, 2)});
   return h;
 }

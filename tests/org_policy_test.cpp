@@ -3,7 +3,6 @@
 // deployment deny, gives the org a version of its own; and the budget
 // ledger keeps two orgs' requests with one request id apart.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -32,8 +31,8 @@ PolicyPtr MustLoad(const std::string& yaml) {
 
 Json Req(const std::string& org, const std::string& agent, const std::string& tool, Json args,
          const std::string& rid = "r1", double cost = -1) {
-  Json r = {{"request_id", rid}, {"org_id", org},   {"agent_id", agent},
-            {"session_id", "s1"}, {"tool", tool},   {"args", std::move(args)}};
+  Json r = {{"request_id", rid},  {"org_id", org}, {"agent_id", agent},
+            {"session_id", "s1"}, {"tool", tool},  {"args", std::move(args)}};
   if (cost >= 0) r["estimated_cost_usd"] = cost;
   return r;
 }
@@ -79,7 +78,8 @@ orgs:
       write_file: {danger: HIGH}
 )";
 
-const char* const kOrgs[] = {"plain", "unlisted", "plain-mode", "denier", "allower", "agency", "budgeted", "tooled"};
+const char* const kOrgs[] = {"plain",   "unlisted", "plain-mode", "denier",
+                             "allower", "agency",   "budgeted",   "tooled"};
 
 struct Expect {
   const char* verdict;
@@ -100,26 +100,70 @@ TEST(OrgPolicy, AnOrgsSectionChangesThatOrgsVerdictsAndNoOtherOrgs) {
   PolicyInForce pif;
   pif.SetFile(MustLoad(kOrgsPolicy));
   const std::vector<OrgCase> cases = {
-      {"mode replaces", "x", "write_file", {{"path", "n.txt"}}, -1, {"ask", "mode:ask@org"},
+      {"mode replaces",
+       "x",
+       "write_file",
+       {{"path", "n.txt"}},
+       -1,
+       {"ask", "mode:ask@org"},
        {{"plain-mode", {"deny", "mode:restrict@org"}}, {"tooled", {"ask", "approval_threshold"}}}},
-      {"deny is the union", "x", "execute_command", {{"command", "ls"}}, -1, {"ask", "approval_threshold"},
+      {"deny is the union",
+       "x",
+       "execute_command",
+       {{"command", "ls"}},
+       -1,
+       {"ask", "approval_threshold"},
        {{"denier", {"deny", "org.deny:bash:*"}}, {"plain-mode", {"deny", "mode:restrict@org"}}}},
-      {"the deployment's deny holds in every org", "x", "read_file", {{"path", "/srv/password.txt"}}, -1,
-       {"deny", "org.deny:*:*password*"}, {}},
-      {"the deployment's deny holds for a dangerous agent", "helper", "read_file", {{"path", "/srv/password.txt"}}, -1,
-       {"deny", "org.deny:*:*password*"}, {}},
-      {"allow replaces: a glob the org added", "x", "cli:report", Json::object(), -1, {"ask", "approval_threshold"},
+      {"the deployment's deny holds in every org",
+       "x",
+       "read_file",
+       {{"path", "/srv/password.txt"}},
+       -1,
+       {"deny", "org.deny:*:*password*"},
+       {}},
+      {"the deployment's deny holds for a dangerous agent",
+       "helper",
+       "read_file",
+       {{"path", "/srv/password.txt"}},
+       -1,
+       {"deny", "org.deny:*:*password*"},
+       {}},
+      {"allow replaces: a glob the org added",
+       "x",
+       "cli:report",
+       Json::object(),
+       -1,
+       {"ask", "approval_threshold"},
        {{"allower", {"allow", "org.allow:cli:report"}}, {"plain-mode", {"deny", "mode:restrict@org"}}}},
-      {"allow replaces: a glob the org dropped", "x", "read_file", {{"path", "notes.txt"}}, -1,
-       {"allow", "org.allow:builtin:read_file"}, {{"allower", {"allow", "mode:ask@org"}}}},
-      {"an org's agent entry binds that org's agent alone", "bot", "read_file", {{"path", "notes.txt"}}, -1,
+      {"allow replaces: a glob the org dropped",
+       "x",
+       "read_file",
+       {{"path", "notes.txt"}},
+       -1,
+       {"allow", "org.allow:builtin:read_file"},
+       {{"allower", {"allow", "mode:ask@org"}}}},
+      {"an org's agent entry binds that org's agent alone",
+       "bot",
+       "read_file",
+       {{"path", "notes.txt"}},
+       -1,
        {"allow", "org.allow:builtin:read_file"},
        {{"agency", {"deny", "agent.tools"}}, {"allower", {"allow", "mode:ask@org"}}}},
-      {"an agent only the org has", "helper", "write_file", {{"path", "n.txt"}}, -1, {"ask", "mode:ask@org"},
+      {"an agent only the org has",
+       "helper",
+       "write_file",
+       {{"path", "n.txt"}},
+       -1,
+       {"ask", "mode:ask@org"},
        {{"agency", {"allow", "mode:dangerous@agent"}},
         {"plain-mode", {"deny", "mode:restrict@org"}},
         {"tooled", {"ask", "approval_threshold"}}}},
-      {"budgets merge by name", "x", "echo", {{"text", "hi"}}, 5.0, {"allow", "org.allow:builtin:echo"},
+      {"budgets merge by name",
+       "x",
+       "echo",
+       {{"text", "hi"}},
+       5.0,
+       {"allow", "org.allow:builtin:echo"},
        {{"budgeted", {"deny", "budget:org-day"}}}},
   };
   BudgetLedger ledger;
@@ -127,11 +171,13 @@ TEST(OrgPolicy, AnOrgsSectionChangesThatOrgsVerdictsAndNoOtherOrgs) {
     Json plain_req = Req("plain", c.agent, c.tool, c.args, "r1", c.cost);
     const Json plain = Decide(pif, ledger, DecideInput{&plain_req, kT0});
     EXPECT_EQ(plain["verdict"], c.everyone.verdict) << c.name << ": " << plain.dump();
-    EXPECT_EQ(plain["rule"].get<std::string>().rfind(c.everyone.rule_prefix, 0), 0u) << c.name << ": " << plain["rule"];
+    EXPECT_EQ(plain["rule"].get<std::string>().rfind(c.everyone.rule_prefix, 0), 0u)
+        << c.name << ": " << plain["rule"];
     for (const char* org : kOrgs) {
       Json req = Req(org, c.agent, c.tool, c.args, "r1", c.cost);
       const Json d = Decide(pif, ledger, DecideInput{&req, kT0});
-      EXPECT_TRUE(SchemaRegistry::Builtin().Validate("event_data.decision.made", d).ok()) << c.name << d.dump();
+      EXPECT_TRUE(SchemaRegistry::Builtin().Validate("event_data.decision.made", d).ok())
+          << c.name << d.dump();
       auto it = c.differ.find(org);
       if (it == c.differ.end()) {
         EXPECT_EQ(WithoutVersion(d), WithoutVersion(plain)) << c.name << " in org " << org;
@@ -215,7 +261,8 @@ orgs:
   PolicyPtr p;
   Status s = LoadPolicyYaml("deny: [\"*:*x*\"]\norgs:\n  acme:\n    mode: bypass\n", "t.yaml", &p);
   EXPECT_EQ(s.code(), "E_POLICY_INVALID");
-  EXPECT_NE(s.message().find("line 4: /orgs/acme/mode: bypass is not allowed"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("line 4: /orgs/acme/mode: bypass is not allowed"), std::string::npos)
+      << s.message();
   s = LoadPolicyYaml("orgs:\n  acme:\n    agents:\n      a1:\n        mode: bypass\n", "t.yaml", &p);
   EXPECT_NE(s.message().find("line 5: /orgs/acme/agents/a1/mode: bypass"), std::string::npos) << s.message();
   // A top-level agent entry (which would bind a1 in every org) is refused whatever it says.
@@ -238,9 +285,14 @@ Event AllowAlways(const std::string& org, const std::string& agent, const std::s
   EXPECT_TRUE(CanonicalBytes(rule, &bytes).ok());
   const std::string hash = Sha256Hex(bytes);
   Event e = testing::MakeEvent("policy.updated", "req-" + org, "s1", agent, org, "write_file");
-  e.data = {{"policy_version", "agent-rule:" + hash.substr(0, 16)}, {"content_hash", hash},
-            {"source", "approval:req"}, {"tier", "agent_local"}, {"org_id", org}, {"agent_id", agent},
-            {"allow", Json::array({pattern})}, {"approver", "alice"}};
+  e.data = {{"policy_version", "agent-rule:" + hash.substr(0, 16)},
+            {"content_hash", hash},
+            {"source", "approval:req"},
+            {"tier", "agent_local"},
+            {"org_id", org},
+            {"agent_id", agent},
+            {"allow", Json::array({pattern})},
+            {"approver", "alice"}};
   EXPECT_TRUE(SchemaRegistry::Builtin().Validate("event_data.policy.updated", e.data).ok());
   return e;
 }
@@ -303,8 +355,9 @@ TEST(OrgPolicy, OneOrgsEditNeverChangesAnotherOrgsVersion) {
   ASSERT_TRUE(CanonicalBytes(pif.file()->EffectiveDoc("globex"), &bytes).ok());
   EXPECT_EQ(globex, "file:" + Sha256Hex(bytes).substr(0, 16));
   // A reload of the same file (another text, same content) changes nothing.
-  pif.SetFile(MustLoad("allow: [builtin:echo]   # reordered\nmode: ask\n"
-                       "orgs:\n  globex: {deny: [\"cli:*\"]}\n  acme: {mode: restrict}\n"));
+  pif.SetFile(
+      MustLoad("allow: [builtin:echo]   # reordered\nmode: ask\n"
+               "orgs:\n  globex: {deny: [\"cli:*\"]}\n  acme: {mode: restrict}\n"));
   EXPECT_EQ(VersionFor(pif, "globex"), globex);
   EXPECT_EQ(VersionFor(pif, "acme"), acme_local);
 }
@@ -312,7 +365,8 @@ TEST(OrgPolicy, OneOrgsEditNeverChangesAnotherOrgsVersion) {
 // The ledger is keyed by (org, request): two orgs' requests with the same
 // request_id are two requests.
 Json Reservation(double usd, int64_t at) {
-  return {{"verdict", "allow"}, {"reservation", {{"usd", usd}, {"received_at", FormatTime(at)}, {"budgets", Json::array()}}}};
+  return {{"verdict", "allow"},
+          {"reservation", {{"usd", usd}, {"received_at", FormatTime(at)}, {"budgets", Json::array()}}}};
 }
 
 TEST(OrgLedger, TwoOrgsRequestsWithOneIdReserveSettleAndReleaseIndependently) {
@@ -333,7 +387,8 @@ TEST(OrgLedger, TwoOrgsRequestsWithOneIdReserveSettleAndReleaseIndependently) {
   EXPECT_EQ(sum("o2", "r1").micros, 0);
 
   // o1's completes: o2's stays reserved.
-  l.Apply(testing::MakeEvent("execution.completed", "r1", "s1", "a1", "o1", "echo", kT0, {{"cost_usd", 0.5}}));
+  l.Apply(
+      testing::MakeEvent("execution.completed", "r1", "s1", "a1", "o1", "echo", kT0, {{"cost_usd", 0.5}}));
   EXPECT_EQ(l.Find("o1", "r1")->state, BudgetEntry::State::kSettled);
   EXPECT_EQ(l.Find("o2", "r1")->state, BudgetEntry::State::kReserved);
   EXPECT_EQ(sum("o1").micros, 500'000);
@@ -383,8 +438,9 @@ TEST(OrgLedger, TwoOrgsRequestsWithOneIdReserveSettleAndReleaseIndependently) {
 // repeats of the first's, which would let it spend for free).
 TEST(OrgLedger, EachOrgsBudgetCountsItsOwnRequestsWithTheSameIds) {
   PolicyInForce pif;
-  pif.SetFile(MustLoad("allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 2}\n"
-                       "orgs:\n  o2:\n    budgets:\n      - {name: cap, scope: agent, window: day, max_usd: 3}\n"));
+  pif.SetFile(
+      MustLoad("allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 2}\n"
+               "orgs:\n  o2:\n    budgets:\n      - {name: cap, scope: agent, window: day, max_usd: 3}\n"));
   BudgetLedger ledger;
   std::map<std::string, int> allowed;
   for (int i = 0; i < 5; ++i) {
@@ -407,20 +463,23 @@ int RunTollgate(const std::string& args, std::string* out) {
 }
 
 TEST(OrgPolicyCheck, ErrorsInAnOrgSectionNameTheirLine) {
-  const std::string head = "mode: ask\napproval_threshold: HIGH\napprovals:\n  groups: {ops: [alice, bob]}\norgs:\n  acme:\n";
+  const std::string head =
+      "mode: ask\napproval_threshold: HIGH\napprovals:\n  groups: {ops: [alice, bob]}\norgs:\n  acme:\n";
   // Line 7 is the first line inside acme's section.
   struct Case {
     std::string body, needle;
   };
   const Case cases[] = {
       {"    mode: sideways\n", "line 7: /orgs/acme/mode"},
-      {"    modes: ask\n", "line 7:"},                                        // unknown key, as at the top
-      {"    deny: [\"cli:ok\", \"cli:[bad\"]\n", "line 7:"},                  // a bad glob
+      {"    modes: ask\n", "line 7:"},                        // unknown key, as at the top
+      {"    deny: [\"cli:ok\", \"cli:[bad\"]\n", "line 7:"},  // a bad glob
       {"    tools:\n      echo: {danger: EXTREME}\n", "line 8:"},
-      {"    agents:\n      a1:\n        budgets:\n          - {name: b, window: fortnight, max_usd: 1}\n", "line 10:"},
+      {"    agents:\n      a1:\n        budgets:\n          - {name: b, window: fortnight, max_usd: 1}\n",
+       "line 10:"},
       {"    approvals:\n      default: {quorum: 3, approvers: [\"group:ops\"]}\n",
        "line 8: quorum 3 needs at least that many approvers; 2 listed (in org 'acme')"},
-      {"    approvals:\n      tools:\n        x: {approvers: [\"group:nobody\"]}\n", "unknown approver group 'nobody'"},
+      {"    approvals:\n      tools:\n        x: {approvers: [\"group:nobody\"]}\n",
+       "unknown approver group 'nobody'"},
       {"    http_request: {base_url: \"https://acme.example\"}\n", "line 7: /orgs/acme/http_request"},
       {"    execute: {}\n", "line 7:"},
       {"    version: 2\n", "line 7:"},
@@ -443,7 +502,8 @@ TEST(OrgPolicyCheck, ErrorsInAnOrgSectionNameTheirLine) {
   EXPECT_EQ(RunTollgate("policy check " + dir.sub("ctl.yaml"), &out), 1) << out;
   EXPECT_NE(out.find("line 2:"), std::string::npos) << out;
   // A good file: ok, with each org's version.
-  std::ofstream(dir.sub("good.yaml"), std::ios::trunc) << head << "    mode: restrict\n  globex:\n    deny: [\"cli:*\"]\n";
+  std::ofstream(dir.sub("good.yaml"), std::ios::trunc)
+      << head << "    mode: restrict\n  globex:\n    deny: [\"cli:*\"]\n";
   ASSERT_EQ(RunTollgate("policy check " + dir.sub("good.yaml"), &out), 0) << out;
   PolicyPtr p;
   ASSERT_TRUE(LoadPolicyFile(dir.sub("good.yaml"), &p).ok());
@@ -454,8 +514,12 @@ TEST(OrgPolicyCheck, ErrorsInAnOrgSectionNameTheirLine) {
 
 // Loaded from JSON (replay, a snapshot): no lines, the pointer in the file.
 TEST(OrgPolicyCheck, AnErrorInAMergedSectionNamesItsPlaceInTheFile) {
-  Json doc = {{"approvals", {{"groups", {{"ops", {"alice"}}}}}},
-              {"orgs", {{"acme", {{"agents", {{"a1", {{"budgets", Json::array({{{"name", "b"}, {"window", "week"}, {"max_usd", 1}}})}}}}}}}}}};
+  Json doc = {
+      {"approvals", {{"groups", {{"ops", {"alice"}}}}}},
+      {"orgs",
+       {{"acme",
+         {{"agents",
+           {{"a1", {{"budgets", Json::array({{{"name", "b"}, {"window", "week"}, {"max_usd", 1}}})}}}}}}}}}};
   PolicyPtr p;
   Status s = LoadPolicyJson(doc, "json", &p);
   EXPECT_EQ(s.code(), "E_POLICY_INVALID");

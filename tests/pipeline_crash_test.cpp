@@ -52,12 +52,12 @@
 #include "audit/log_sink.h"
 #include "audit/log_store.h"
 #include "audit/verify.h"
-#include "deploy/pipeline.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"
-#include "runtime/kafka_bus.h"
 #include "core/messages.h"
+#include "deploy/pipeline.h"
+#include "runtime/kafka_bus.h"
 #include "test_util.h"
 
 extern char** environ;
@@ -155,9 +155,7 @@ class Child {
   bool running() const { return pid_ > 0; }
   std::string out() const { return ReadFile(out_path_); }
   std::string err() const { return ReadFile(err_path_); }
-  std::string Describe() const {
-    return "--- stdout:\n" + Tail(out()) + "\n--- stderr:\n" + Tail(err());
-  }
+  std::string Describe() const { return "--- stdout:\n" + Tail(out()) + "\n--- stderr:\n" + Tail(err()); }
 
   void Signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
@@ -264,19 +262,21 @@ struct Workload {
   int n = 0;
   int agents = 5;
   // agent id -> its signer (RegisterAgents).
-  std::shared_ptr<std::map<std::string, JwtSigner>> signers = std::make_shared<std::map<std::string, JwtSigner>>();
+  std::shared_ptr<std::map<std::string, JwtSigner>> signers =
+      std::make_shared<std::map<std::string, JwtSigner>>();
   std::string rid(int i) const { return "crash-" + tag + "-" + std::to_string(i); }
   std::string agent(int i) const { return "agent-" + std::to_string(i % agents); }
   Json request(int i) const {
-    return {{"request_id", rid(i)},  {"org_id", kOrg},
-            {"agent_id", agent(i)},  {"session_id", "sess-" + tag + "-" + std::to_string(i % agents)},
-            {"tool", "echo"},        {"args", {{"i", i}, {"text", "hello " + std::to_string(i)}}}};
+    return {{"request_id", rid(i)}, {"org_id", kOrg},
+            {"agent_id", agent(i)}, {"session_id", "sess-" + tag + "-" + std::to_string(i % agents)},
+            {"tool", "echo"},       {"args", {{"i", i}, {"text", "hello " + std::to_string(i)}}}};
   }
   // Request `i` on `topics`' requests topic, signed by its agent's key.
   Message message(const Topics& topics, int i) const {
     Json req = request(i);
     Message m = MessageFor(topics.requests(), req, req);
-    m.headers[kHeaderAuth] = SignRequest(signers->at(agent(i)), kOrg, agent(i), rid(i), m.value, NowMicros() / 1'000'000);
+    m.headers[kHeaderAuth] =
+        SignRequest(signers->at(agent(i)), kOrg, agent(i), rid(i), m.value, NowMicros() / 1'000'000);
     return m;
   }
 };
@@ -290,7 +290,8 @@ Status RegisterAgents(const std::string& data, const std::string& scratch, Workl
     Child c;
     std::string err;
     if (!c.Start({TOLLGATE_BIN, "agents", "add", "--data", data, "--org", Workload::kOrg, "--agent", agent},
-                 scratch + "/agents-add-" + agent + ".out", scratch + "/agents-add-" + agent + ".err", &err)) {
+                 scratch + "/agents-add-" + agent + ".out", scratch + "/agents-add-" + agent + ".err",
+                 &err)) {
       return Status::Error("E_TEST", err);
     }
     auto st = c.Wait(seconds(60));
@@ -536,7 +537,9 @@ std::vector<std::string> UpArgs(const std::string& data, const std::string& brok
   return a;
 }
 
-bool Contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+bool Contains(const std::string& text, const std::string& needle) {
+  return text.find(needle) != std::string::npos;
+}
 
 // ------------------------------------------------------------------ tests
 
@@ -597,7 +600,9 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
 
   std::unique_ptr<Consumer> live;
   s = EnsureTopic(bus, bus.topics.results_for("org-crash"), seconds(10));
-  if (s.ok()) s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results_for("org-crash")}, &live);
+  if (s.ok())
+    s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()),
+                       {bus.topics.results_for("org-crash")}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
 
   ResultTally seen;
@@ -652,7 +657,8 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   EXPECT_EQ(pub.error(), "");
   EXPECT_EQ(pub.sent(), kRequests);
   ASSERT_FALSE(up.Poll()) << "up #2 died by itself\n" << up.Describe();
-  ASSERT_TRUE(all) << "after 90 s only " << seen.count.size() << " of " << kRequests << " requests have a result\n"
+  ASSERT_TRUE(all) << "after 90 s only " << seen.count.size() << " of " << kRequests
+                   << " requests have a result\n"
                    << up.Describe();
   std::cout << "[ time ] all " << kRequests << " results " << Since(restart_at) << " s after the restart ("
             << Since(t0) << " s in)\n";
@@ -726,10 +732,11 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
     }
   }
   std::cout << "[ results ] identical re-deliveries: " << redelivered.size() << head(redelivered) << "\n";
-  EXPECT_TRUE(redelivered.empty()) << redelivered.size() << " results were delivered twice:" << head(redelivered);
+  EXPECT_TRUE(redelivered.empty()) << redelivered.size()
+                                   << " results were delivered twice:" << head(redelivered);
   EXPECT_TRUE(duplicated.empty()) << duplicated.size() << " requests have more than one different result on "
-                                  << bus.topics.results_for("org-crash") << " (" << all_results.total << " messages for "
-                                  << kRequests << " requests):" << head(duplicated);
+                                  << bus.topics.results_for("org-crash") << " (" << all_results.total
+                                  << " messages for " << kRequests << " requests):" << head(duplicated);
   EXPECT_TRUE(not_completed.empty()) << head(not_completed);
   EXPECT_TRUE(foreign.empty()) << "results for requests nobody sent:" << head(foreign);
 
@@ -810,7 +817,9 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
 
   std::unique_ptr<Consumer> live;
   s = EnsureTopic(bus, bus.topics.results_for("org-crash"), seconds(10));
-  if (s.ok()) s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()), {bus.topics.results_for("org-crash")}, &live);
+  if (s.ok())
+    s = Consumer::Open(bus, "crash-test-live-" + std::to_string(Seed()),
+                       {bus.topics.results_for("org-crash")}, &live);
   ASSERT_TRUE(s.ok()) << s.ToString();
   ResultTally seen;
   s = WarmUp(bus, w, 0, *live, seen, up, seconds(60));
@@ -882,8 +891,9 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
     s = LogStore::Open(data + "/log", OpenMode::kSecondary, &secondary);
     ASSERT_TRUE(s.ok()) << s.ToString();
     size_t received = 0, completed = 0;
-    bool done = WaitUntil([&] { return EveryReceivedIsCompleted(*secondary, &received, &completed) || up.Poll(); },
-                          seconds(30));
+    bool done =
+        WaitUntil([&] { return EveryReceivedIsCompleted(*secondary, &received, &completed) || up.Poll(); },
+                  seconds(30));
     std::cout << "[ time ] " << completed << "/" << received << " requests complete in the log " << Since(t0)
               << " s in\n";
     ASSERT_FALSE(up.Poll()) << "up #2 died by itself\n" << up.Describe();
@@ -928,8 +938,8 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
             << " requests reached the log (the rest died with the embedded broker)\n";
   std::string head;
   for (size_t i = 0; i < bad.size() && i < 10; ++i) head += "\n  " + bad[i];
-  EXPECT_TRUE(bad.empty()) << bad.size() << " requests in the log without exactly one complete set of events:"
-                           << head;
+  EXPECT_TRUE(bad.empty()) << bad.size()
+                           << " requests in the log without exactly one complete set of events:" << head;
   EXPECT_EQ(in_log, received_at_kill) << "the restart added or lost requests";
   EXPECT_TRUE(lost_after_result.empty()) << "a request whose result an agent saw is not in the log";
   VerifyReport report = VerifyLog(*store);
@@ -995,25 +1005,29 @@ TEST_F(PipelineCrashTest, UpServesSubmitAndStopsOnSigint) {
   r = Json::parse(sout, nullptr, false);
   EXPECT_EQ(r.value("status", ""), "denied") << sout;
   EXPECT_EQ(r["result"]["error"].value("code", ""), "E_POLICY_DENIED") << sout;
-  EXPECT_EQ(run("submit-bad", {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1",
-                               "--tool", "echo", "--args", "not json", "--wait"},
+  EXPECT_EQ(run("submit-bad",
+                {TOLLGATE_BIN, "submit", "--data", data, "--agent", "a1", "--session", "s1", "--tool", "echo",
+                 "--args", "not json", "--wait"},
                 &sout),
             2);
   // The running log, read by another process (a RocksDB secondary).
   EXPECT_EQ(run("verify", {TOLLGATE_BIN, "audit", "verify", "--data", data + "/log"}, &sout), 0) << sout;
-  EXPECT_EQ(run("query", {TOLLGATE_BIN, "audit", "query", "--data", data + "/log", "--session", "s1"}, &sout), 0);
+  EXPECT_EQ(run("query", {TOLLGATE_BIN, "audit", "query", "--data", data + "/log", "--session", "s1"}, &sout),
+            0);
   size_t lines = 0;
   for (char ch : sout) lines += ch == '\n';
   EXPECT_GE(lines, 6u) << "two requests: received, decided, result at least\n" << sout;
   // The data directory works as well as its log, as for every other command;
   // a directory holding no log says where it looked.
   std::string by_data;
-  EXPECT_EQ(run("query-data", {TOLLGATE_BIN, "audit", "query", "--data", data, "--session", "s1"}, &by_data), 0);
+  EXPECT_EQ(run("query-data", {TOLLGATE_BIN, "audit", "query", "--data", data, "--session", "s1"}, &by_data),
+            0);
   EXPECT_EQ(by_data, sout);
   std::string missing;
-  EXPECT_EQ(run("query-missing", {TOLLGATE_BIN, "audit", "query", "--data", data + "/nothing-here", "--session", "s1"},
-                &missing),
-            2);
+  EXPECT_EQ(
+      run("query-missing",
+          {TOLLGATE_BIN, "audit", "query", "--data", data + "/nothing-here", "--session", "s1"}, &missing),
+      2);
 
   up.Signal(SIGINT);
   auto st = up.Wait(seconds(20));
@@ -1097,7 +1111,8 @@ TEST(LogSinkContract, AStageBatchIsOneGroupCommit) {
     std::vector<EventSink::Appended> out;
     sink.AppendAll(events, &out);
     ASSERT_EQ(out.size(), 2u);
-    ASSERT_TRUE(out[0].status.ok() && out[1].status.ok()) << out[0].status.ToString() << out[1].status.ToString();
+    ASSERT_TRUE(out[0].status.ok() && out[1].status.ok())
+        << out[0].status.ToString() << out[1].status.ToString();
     pairs.emplace_back(out[0].seq, out[1].seq);
   }
   log.reset();

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "deploy/pipeline.h"
 #include "core/messages.h"
+#include "deploy/pipeline.h"
 #include "tests/agent_keys.h"
 #include "tests/results_reader.h"
 #include "tests/test_util.h"
@@ -45,8 +45,8 @@ class PolicyPipelineTest : public ::testing::Test {
   // A request of agent-1 of org-1.
   static Json Request(const std::string& rid, const std::string& tool, Json args,
                       const std::string& session = "sess-1") {
-    return {{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", "agent-1"}, {"session_id", session},
-            {"tool", tool},      {"args", std::move(args)}};
+    return {{"request_id", rid},     {"org_id", "org-1"}, {"agent_id", "agent-1"},
+            {"session_id", session}, {"tool", tool},      {"args", std::move(args)}};
   }
   // Signs `req` as its agent and publishes it on tollgate.requests.
   void Send(const Json& req) {

@@ -3,25 +3,24 @@
 // real Kafka clients (librdkafka, python3-confluent-kafka) as agents. Every
 // request is signed by its agent's registered key (tests/agent_keys.h,
 // docs/trust.md), except the one that checks an unsigned request is refused.
+#include "deploy/pipeline.h"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
-
-#include <fstream>
-#include <thread>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <thread>
 
 #include "agent_keys.h"
 #include "audit/audit_query.h"
 #include "audit/verify.h"
-#include "deploy/pipeline.h"
-#include "core/unproven.h"
 #include "core/messages.h"
 #include "core/schema.h"
+#include "core/unproven.h"
 #include "test_util.h"
 #include "tests/results_reader.h"
 
@@ -44,7 +43,8 @@ class PipelineTest : public ::testing::Test {
     bus_.brokers = p_->bootstrap();
     bus_.extra["message.max.bytes"] = "16000000";
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    ASSERT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
+    ASSERT_TRUE(
+        testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
   // "" = the shipped default policy.
   virtual std::string PolicyPath() { return ""; }
@@ -76,18 +76,21 @@ class PipelineTest : public ::testing::Test {
   }
   // The same, signed as agent `agent` of `org` whatever the value says (for
   // a value that names no one: not JSON, not an object).
-  void SendSignedAs(const std::string& org, const std::string& agent, const std::string& key, const std::string& value) {
+  void SendSignedAs(const std::string& org, const std::string& agent, const std::string& key,
+                    const std::string& value) {
     Message m;
     m.topic = bus_.topics.requests();
     m.key = key;
     m.value = value;
-    m.headers[kHeaderAuth] = SignRequest(signers_->Agent(org, agent), org, agent, "", value, NowMicros() / 1'000'000);
+    m.headers[kHeaderAuth] =
+        SignRequest(signers_->Agent(org, agent), org, agent, "", value, NowMicros() / 1'000'000);
     ASSERT_TRUE(producer_->Send(m).ok());
     ASSERT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
   }
-  Json Request(const std::string& rid, const std::string& tool, Json args, const std::string& agent = "agent-1") {
-    return {{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", agent}, {"session_id", "sess-1"},
-            {"tool", tool}, {"args", std::move(args)}};
+  Json Request(const std::string& rid, const std::string& tool, Json args,
+               const std::string& agent = "agent-1") {
+    return {{"request_id", rid},      {"org_id", "org-1"}, {"agent_id", agent},
+            {"session_id", "sess-1"}, {"tool", tool},      {"args", std::move(args)}};
   }
   // Reads results until `want` distinct keys (by request_id header, or by
   // Kafka key when `by_key`) are in, or 30 s pass.
@@ -146,7 +149,9 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
     std::string pem;
     Credential c;
     JwtSigner unused;  // the script signs
-    ASSERT_TRUE(NewSigningKey("agent_key", "example-org", "example-agent", {"agent"}, "test", &c, &unused, &pem).ok());
+    ASSERT_TRUE(
+        NewSigningKey("agent_key", "example-org", "example-agent", {"agent"}, "test", &c, &unused, &pem)
+            .ok());
     ASSERT_TRUE(WritePrivateKeyFile(key_file, pem).ok());
     ASSERT_TRUE(p_->AppendCredentialEvent(CredentialAddedEvent(c, NowMicros())).ok());
   }
@@ -158,9 +163,19 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
   posix_spawn_file_actions_addclose(&fa, out_pipe[0]);
   std::string bootstrap = p_->bootstrap();
   const std::string gate = p_->gate().public_b64url();
-  const char* argv[] = {"/usr/bin/python3", TOLLGATE_SOURCE_DIR "/examples/agent.py", "--bootstrap",
-                        bootstrap.c_str(), "--key", key_file.c_str(), "--gate-key", gate.c_str(),
-                        "--count", "12", "--timeout", "60", nullptr};
+  const char* argv[] = {"/usr/bin/python3",
+                        TOLLGATE_SOURCE_DIR "/examples/agent.py",
+                        "--bootstrap",
+                        bootstrap.c_str(),
+                        "--key",
+                        key_file.c_str(),
+                        "--gate-key",
+                        gate.c_str(),
+                        "--count",
+                        "12",
+                        "--timeout",
+                        "60",
+                        nullptr};
   pid_t pid;
   ASSERT_EQ(posix_spawn(&pid, argv[0], &fa, nullptr, const_cast<char**>(argv), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
@@ -187,7 +202,9 @@ TEST_F(PipelineTest, AnExternalPythonAgentGetsResultsAndTheLogHoldsEveryStep) {
 }
 
 TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
-  struct Case { std::string key, value, status, code, needle; };
+  struct Case {
+    std::string key, value, status, code, needle;
+  };
   Json wrong_type = Request("bad-type", "echo", "not-an-object", "k-type");
   Json missing = Request("bad-missing", "echo", Json::object(), "k-missing");
   missing.erase("tool");
@@ -198,8 +215,8 @@ TEST_F(PipelineTest, BadInputGetsASpecificResultAndNoStageStops) {
       {"k-type", wrong_type.dump(), "rejected", "E_INVALID_REQUEST", "args"},
       {"k-unknown", Request("unknown-tool", "teleport", Json::object(), "k-unknown").dump(), "denied",
        "E_UNKNOWN_TOOL", "teleport"},
-      {"k-denied", Request("denied-tool", "delete_file", {{"path", "/etc/shadow"}}, "k-denied").dump(), "denied",
-       "E_POLICY_DENIED", "delete_file"},
+      {"k-denied", Request("denied-tool", "delete_file", {{"path", "/etc/shadow"}}, "k-denied").dump(),
+       "denied", "E_POLICY_DENIED", "delete_file"},
   };
   for (const auto& c : cases) {
     // A registered agent sending bytes that name no one: signed as itself.
@@ -285,12 +302,15 @@ TEST_F(PipelineTest, ATenMegabyteRequestIsRejectedAsTooLarge) {
   auto events = EventsOf(r["request_id"]);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].type, "request.rejected");
-  EXPECT_EQ(events[0].data["size_bytes"], 10'000'000 + Request("huge", "echo", {{"text", ""}}, "k-huge").dump().size());
+  EXPECT_EQ(events[0].data["size_bytes"],
+            10'000'000 + Request("huge", "echo", {{"text", ""}}, "k-huge").dump().size());
   EXPECT_LT(events[0].RecordJson().dump().size(), 4096u) << "the log keeps the refusal, not the payload";
 }
 
 TEST_F(PipelineTest, DuplicatesAreCaughtAndSecretsStayOutOfTheLog) {
-  Json req = Request("dup-1", "echo", {{"note", "n"}, {"headers", {{"Authorization", "Bearer s3cret"}}}, {"password", "hunter2"}});
+  Json req =
+      Request("dup-1", "echo",
+              {{"note", "n"}, {"headers", {{"Authorization", "Bearer s3cret"}}}, {"password", "hunter2"}});
   Send("agent-1", req.dump());
   auto first = Collect(1);
   ASSERT_EQ(first["dup-1"].size(), 1u);
@@ -403,7 +423,8 @@ class PipelinePolicyTest : public PipelineTest {
     return out;
   }
   bool WaitForPolicyEvents(size_t n) {
-    for (int i = 0; i < 200 && PolicyEvents().size() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (int i = 0; i < 200 && PolicyEvents().size() < n; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     return PolicyEvents().size() >= n;
   }
 };

@@ -1,7 +1,6 @@
 // `tollgate policy check` and `tollgate policy explain` as a user runs them
 // (the real binary), including budgets read from a real log under --data.
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -35,7 +34,8 @@ TEST(PolicyCli, CheckAcceptsTheDefaultAndRefusesABadFileWithItsLine) {
   EXPECT_EQ(RunTollgate("policy check " TOLLGATE_SOURCE_DIR "/config/default-policy.yaml", &out), 0) << out;
   EXPECT_NE(out.find("ok (file:"), std::string::npos) << out;
   TempDir dir;
-  std::ofstream(dir.sub("bad.yaml")) << "mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n";
+  std::ofstream(dir.sub("bad.yaml"))
+      << "mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n";
   EXPECT_EQ(RunTollgate("policy check " + dir.sub("bad.yaml"), &out), 1);
   EXPECT_NE(out.find("line 6: /orgs/o1/agents/a1/mode"), std::string::npos) << out;
   // A top-level agent entry would bind a1 in every org: refused, with its line and the spelling to use.
@@ -48,8 +48,9 @@ TEST(PolicyCli, CheckAcceptsTheDefaultAndRefusesABadFileWithItsLine) {
 TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {
   TempDir dir;
   std::string out;
-  ASSERT_EQ(RunTollgate("policy explain --data " + dir.sub("none") + " --agent a1 --tool write_file --args '{\"path\":\"x\"}'",
-                &out),
+  ASSERT_EQ(RunTollgate("policy explain --data " + dir.sub("none") +
+                            " --agent a1 --tool write_file --args '{\"path\":\"x\"}'",
+                        &out),
             0)
       << out;
   Json d = LastLineJson(out);
@@ -63,21 +64,26 @@ TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {
 TEST(PolicyCli, ExplainReadsBudgetsFromTheLogUnderData) {
   TempDir dir;
   const std::string policy = dir.sub("p.yaml");
-  std::ofstream(policy) << "allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 5}\n";
+  std::ofstream(policy)
+      << "allow: [\"*:*\"]\nbudgets:\n  - {name: cap, scope: agent, window: day, max_usd: 5}\n";
   {
     std::unique_ptr<EventLog> log;
     std::filesystem::create_directories(dir.sub("data"));
     Status s = EventLog::Open(dir.sub("data/log"), LogOptions{}, &log);
     ASSERT_TRUE(s.ok()) << s.ToString();
     Event e = testing::MakeEvent("decision.made", "spent-1", "s1", "a1", "default", "echo", NowMicros());
-    e.data = {{"verdict", "allow"}, {"reason", "r"}, {"rule", "x"}, {"danger_level", "SAFE"},
-              {"policy_version", "v"}, {"reservation", {{"usd", 4.5}, {"received_at", FormatTime(NowMicros() - 1000)}}}};
+    e.data = {{"verdict", "allow"},
+              {"reason", "r"},
+              {"rule", "x"},
+              {"danger_level", "SAFE"},
+              {"policy_version", "v"},
+              {"reservation", {{"usd", 4.5}, {"received_at", FormatTime(NowMicros() - 1000)}}}};
     ASSERT_TRUE(log->Append(e).status.ok());
   }
   std::string out;
   ASSERT_EQ(RunTollgate("policy explain --policy " + policy + " --data " + dir.sub("data") +
-                    " --agent a1 --tool echo --cost 1",
-                &out),
+                            " --agent a1 --tool echo --cost 1",
+                        &out),
             0)
       << out;
   Json d = LastLineJson(out);
@@ -85,8 +91,9 @@ TEST(PolicyCli, ExplainReadsBudgetsFromTheLogUnderData) {
   EXPECT_EQ(d["error_code"], "E_BUDGET_EXCEEDED");
   EXPECT_NE(d["reason"].get<std::string>().find("spent $4.50 of $5.00"), std::string::npos) << d["reason"];
   // Another agent has its own budget.
-  ASSERT_EQ(RunTollgate("policy explain --policy " + policy + " --data " + dir.sub("data") + " --agent a2 --tool echo --cost 1",
-                &out),
+  ASSERT_EQ(RunTollgate("policy explain --policy " + policy + " --data " + dir.sub("data") +
+                            " --agent a2 --tool echo --cost 1",
+                        &out),
             0);
   EXPECT_EQ(LastLineJson(out)["verdict"], "allow") << out;
 }

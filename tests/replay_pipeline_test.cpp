@@ -11,8 +11,8 @@
 #include "audit/export.h"
 #include "audit/log_sink.h"
 #include "audit/verify.h"
-#include "deploy/pipeline.h"
 #include "core/messages.h"
+#include "deploy/pipeline.h"
 #include "replay/chain_check.h"
 #include "replay/log_source.h"
 #include "replay/recording.h"
@@ -38,7 +38,8 @@ class AgentRun {
     signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     EXPECT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    EXPECT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
+    EXPECT_TRUE(
+        testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
   ~AgentRun() {
     results_.reset();
@@ -51,8 +52,8 @@ class AgentRun {
   // Sends one call and waits for its result (calls go one at a time, so
   // their order is the order of the recording's keys).
   Json Call(const std::string& rid, const std::string& session, const std::string& tool, Json args) {
-    Json req{{"request_id", rid}, {"org_id", "org-1"},  {"agent_id", "agent-1"},
-             {"session_id", session}, {"tool", tool}, {"args", std::move(args)}};
+    Json req{{"request_id", rid},     {"org_id", "org-1"}, {"agent_id", "agent-1"},
+             {"session_id", session}, {"tool", tool},      {"args", std::move(args)}};
     Message m;
     m.topic = bus_.topics.requests();
     m.key = "agent-1";
@@ -129,7 +130,8 @@ TEST_F(ReplayPipelineTest, ServesRecordedResultsAndReportsMismatches) {
   Json r4 = run.Call("r4", "s1", "echo", {{"n", 2}});
   for (const Json* r : {&r1, &r2, &r3, &r4}) ASSERT_EQ((*r)["status"], "completed") << r->dump();
   EXPECT_EQ(r1["result"]["meta"]["replayed"]["from_request_id"], "a");
-  EXPECT_EQ(r3["result"]["meta"]["replayed"]["from_request_id"], "c") << "the second call of a key gets the second result";
+  EXPECT_EQ(r3["result"]["meta"]["replayed"]["from_request_id"], "c")
+      << "the second call of a key gets the second result";
   EXPECT_EQ(r4["result"]["meta"]["replayed"]["from_request_id"], "b");
   EXPECT_EQ(r2["result"]["data"], recorded_["t"]["result"]["data"]) << "current_time was not run again";
   EXPECT_EQ(r4["result"]["data"], recorded_["b"]["result"]["data"]);
@@ -142,13 +144,16 @@ TEST_F(ReplayPipelineTest, ServesRecordedResultsAndReportsMismatches) {
     EXPECT_EQ((*m)["status"], "failed") << m->dump();
     EXPECT_EQ((*m)["result"]["error"]["code"], replay::kReplayMismatch) << m->dump();
   }
-  EXPECT_NE(m2["result"]["error"]["message"].get<std::string>().find("only 2"), std::string::npos) << m2.dump();
+  EXPECT_NE(m2["result"]["error"]["message"].get<std::string>().find("only 2"), std::string::npos)
+      << m2.dump();
 
   // The log: served and mismatched calls end in execution.completed by the
   // replay executor, nothing was started, and the log verifies.
   for (const std::string rid : {"r1", "r2", "m1", "m2"}) {
     auto events = run.EventsOf(rid);
-    EXPECT_EQ(Types(events), (std::vector<std::string>{"request.received", "decision.made", "execution.completed"})) << rid;
+    EXPECT_EQ(Types(events),
+              (std::vector<std::string>{"request.received", "decision.made", "execution.completed"}))
+        << rid;
     ASSERT_FALSE(events.empty());
     EXPECT_EQ(events.back().data["executor"], "replay");
     EXPECT_EQ(events.back().data["replay"]["matched"], rid[0] == 'r') << rid;
@@ -174,7 +179,8 @@ TEST_F(ReplayPipelineTest, ReplaySessionMapsEveryRerunSessionOntoTheRecordedOne)
   Json x = run.Call("x", "rerun-1", "echo", {{"n", 2}});
   Json y = run.Call("y", "rerun-2", "echo", {{"n", 2}});
   EXPECT_EQ(x["result"]["meta"]["replayed"]["from_request_id"], "b") << x.dump();
-  EXPECT_EQ(y["result"]["meta"]["replayed"]["from_request_id"], "b") << "each re-run session replays s1 from the start";
+  EXPECT_EQ(y["result"]["meta"]["replayed"]["from_request_id"], "b")
+      << "each re-run session replays s1 from the start";
   Json z = run.Call("z", "rerun-1", "echo", {{"n", 2}});
   EXPECT_EQ(z["result"]["error"]["code"], replay::kReplayMismatch) << z.dump();
 }

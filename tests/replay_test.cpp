@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <rocksdb/db.h>
-
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -40,8 +39,8 @@ class Recorder {
  public:
   explicit Recorder(EventLog& log) : log_(log) {}
 
-  Event Base(const std::string& type, const std::string& rid, const std::string& session, const std::string& tool,
-             int64_t t, Json data, const std::string& disc = "") {
+  Event Base(const std::string& type, const std::string& rid, const std::string& session,
+             const std::string& tool, int64_t t, Json data, const std::string& disc = "") {
     Event e;
     e.type = type;
     e.request_id = rid;
@@ -58,23 +57,29 @@ class Recorder {
     AppendResult r = log_.Append(std::move(e));
     ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   }
-  void Received(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t) {
-    Json req{{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", session},
-             {"tool", tool}, {"args", args}};
+  void Received(const std::string& rid, const std::string& session, const std::string& tool, Json args,
+                int64_t t) {
+    Json req{{"request_id", rid},     {"org_id", org}, {"agent_id", agent},
+             {"session_id", session}, {"tool", tool},  {"args", args}};
     Append(Base("request.received", rid, session, tool, t,
                 {{"request", req}, {"args_hash", ArgsHash(args)}, {"received_at", FormatTime(t)}}));
   }
-  void Decision(const std::string& rid, const std::string& session, const std::string& tool, const std::string& verdict,
-                int64_t t, const std::string& rule = "r1", const std::string& version = "v1") {
-    Json d{{"verdict", verdict}, {"reason", "because " + rule}, {"rule", rule}, {"danger_level", "SAFE"},
+  void Decision(const std::string& rid, const std::string& session, const std::string& tool,
+                const std::string& verdict, int64_t t, const std::string& rule = "r1",
+                const std::string& version = "v1") {
+    Json d{{"verdict", verdict},
+           {"reason", "because " + rule},
+           {"rule", rule},
+           {"danger_level", "SAFE"},
            {"policy_version", version}};
     if (verdict == "deny") d["error_code"] = errc::kPolicyDenied;
     Append(Base("decision.made", rid, session, tool, t, d));
   }
-  void Executed(const std::string& rid, const std::string& session, const std::string& tool, Json data, int64_t t0,
-                int64_t t1, bool ok = true) {
+  void Executed(const std::string& rid, const std::string& session, const std::string& tool, Json data,
+                int64_t t0, int64_t t1, bool ok = true) {
     Append(Base("execution.started", rid, session, tool, t0, {{"executor", "builtin"}, {"attempt", 1}}, "1"));
-    Json result = ok ? ToolResultOk(data, (t1 - t0) / 1000.0) : ToolResultError(errc::kToolExec, "boom", false);
+    Json result =
+        ok ? ToolResultOk(data, (t1 - t0) / 1000.0) : ToolResultError(errc::kToolExec, "boom", false);
     Append(Base("execution.completed", rid, session, tool, t1,
                 {{"result", result}, {"duration_ms", (t1 - t0) / 1000.0}, {"cost_usd", 0.25}}));
   }
@@ -111,7 +116,8 @@ class ReplayLogTest : public ::testing::Test {
     rec_->Received("r3", "s1", "write_file", {{"path", "b"}}, kT0 + 200000);
     rec_->Decision("r3", "s1", "write_file", "ask", kT0 + 201000, "ask-writes");
     rec_->Append(rec_->Base("approval.requested", "r3", "s1", "write_file", kT0 + 202000,
-                            {{"approvers_needed", 1}, {"deadline", FormatTime(kT0 + 900'000'000)},
+                            {{"approvers_needed", 1},
+                             {"deadline", FormatTime(kT0 + 900'000'000)},
                              {"args_hash", ArgsHash({{"path", "b"}})}}));
     rec_->Call("x2", "other", "echo", {{"text", "y"}}, {{"text", "y"}}, kT0 + 300000);
     rec_->Append(rec_->Base("approval.granted", "r3", "s1", "write_file", kT0 + 3'202'000,
@@ -236,7 +242,8 @@ TEST_F(ReplayLogTest, SessionChainFindsAnEditedEvent) {
   edited[2].hash = ToHex(logfmt::ChainHash(prev, body));
   problems = CheckSessionChain(edited, LinksOf(log_->store()));
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].status.message().find("does not link back"), std::string::npos) << problems[0].status.ToString();
+  EXPECT_NE(problems[0].status.message().find("does not link back"), std::string::npos)
+      << problems[0].status.ToString();
 }
 
 // The same through RocksDB itself: a record rewritten behind the log's back.
@@ -255,7 +262,10 @@ TEST_F(ReplayLogTest, SessionChainFindsARecordRewrittenOnDisk) {
   body.replace(at, 7, "\"deny\" ");  // same length is not needed; keep it valid JSON
   body.erase(at + 6, 1);
   std::string forged = logfmt::EncodeRecord(rec.prev_hash, rec.hash, body);
-  ASSERT_TRUE(log_->store().db()->Put({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(target.seq), forged).ok());
+  ASSERT_TRUE(log_->store()
+                  .db()
+                  ->Put({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(target.seq), forged)
+                  .ok());
   ASSERT_TRUE(ReadSession(log_->store(), "s1", &events).ok());
   EXPECT_EQ(events[1].data["verdict"], "deny");
   auto problems = CheckSessionChain(events, LinksOf(log_->store()));
@@ -359,17 +369,20 @@ class DecidingRecorder {
     e.id = MakeEventId(e.type, "", p->content_hash() + std::to_string(t));
     e.org_id = "org-1";
     e.time_us = t;
-    e.data = {{"policy_version", p->version()}, {"content_hash", p->content_hash()}, {"source", p->source()},
-              {"tier", "file"}, {"policy", p->doc()}};
+    e.data = {{"policy_version", p->version()},
+              {"content_hash", p->content_hash()},
+              {"source", p->source()},
+              {"tier", "file"},
+              {"policy", p->doc()}};
     Fold(e);
     rec_.Append(e);
   }
   // One call; returns the verdict decide gave.
-  std::string Call(const std::string& rid, const std::string& session, const std::string& tool, Json args, int64_t t,
-                   double actual_cost = 0) {
+  std::string Call(const std::string& rid, const std::string& session, const std::string& tool, Json args,
+                   int64_t t, double actual_cost = 0) {
     rec_.Received(rid, session, tool, args, t);
-    Json req{{"request_id", rid}, {"org_id", rec_.org}, {"agent_id", rec_.agent}, {"session_id", session},
-             {"tool", tool}, {"args", args}};
+    Json req{{"request_id", rid},     {"org_id", rec_.org}, {"agent_id", rec_.agent},
+             {"session_id", session}, {"tool", tool},       {"args", args}};
     DecideInput in{&req, t};
     Json d = Decide(decide_under ? bypass_ : policy_, ledger_, in);
     d["source"] = "test";
@@ -379,12 +392,13 @@ class DecidingRecorder {
     rec_.Append(de);
     const std::string verdict = d["verdict"];
     if (verdict == "ask") {
-      rec_.Append(rec_.Base("approval.granted", rid, session, tool, t + 2000, {{"approver", "alice"}, {"scope", "once"}},
-                            "alice"));
+      rec_.Append(rec_.Base("approval.granted", rid, session, tool, t + 2000,
+                            {{"approver", "alice"}, {"scope", "once"}}, "alice"));
     }
     if (verdict != "deny") {
-      Event done = rec_.Base("execution.completed", rid, session, tool, t + 3000,
-                             {{"result", ToolResultOk({{"ok", true}}, 1)}, {"duration_ms", 1}, {"cost_usd", actual_cost}});
+      Event done = rec_.Base(
+          "execution.completed", rid, session, tool, t + 3000,
+          {{"result", ToolResultOk({{"ok", true}}, 1)}, {"duration_ms", 1}, {"cost_usd", actual_cost}});
       Fold(done);
       rec_.Append(done);
     }
@@ -402,9 +416,14 @@ class DecidingRecorder {
     ASSERT_TRUE(CanonicalBytes(rule, &bytes).ok());
     const std::string hash = Sha256Hex(bytes);
     Event e = rec_.Base("policy.updated", rid, "s-approvals", "write_file", t,
-                        {{"policy_version", "agent-rule:" + hash.substr(0, 16)}, {"content_hash", hash},
-                         {"source", "approval:" + rid}, {"tier", "agent_local"}, {"org_id", rec_.org},
-                         {"agent_id", rec_.agent}, {"allow", Json::array({pattern})}, {"approver", "alice"}},
+                        {{"policy_version", "agent-rule:" + hash.substr(0, 16)},
+                         {"content_hash", hash},
+                         {"source", "approval:" + rid},
+                         {"tier", "agent_local"},
+                         {"org_id", rec_.org},
+                         {"agent_id", rec_.agent},
+                         {"allow", Json::array({pattern})},
+                         {"approver", "alice"}},
                         "always");
     Fold(e);
     rec_.Append(e);
@@ -495,13 +514,20 @@ class RedecideTest : public ReplayLogTest {
   // (denied), then reads of $1 each until the $2.50 budget denies one.
   void RecordSession(const std::string& session, int64_t t) {
     EXPECT_EQ(dec_->Call(session + "-echo", session, "echo", {{"text", "hi"}}, t), "allow");
-    EXPECT_EQ(dec_->Call(session + "-secret", session, "read_file", {{"path", "/srv/secret.txt"}}, t + 10'000), "deny");
-    EXPECT_EQ(dec_->Call(session + "-write", session, "write_file", {{"path", "/srv/out"}, {"content", "x"}}, t + 20'000),
+    EXPECT_EQ(
+        dec_->Call(session + "-secret", session, "read_file", {{"path", "/srv/secret.txt"}}, t + 10'000),
+        "deny");
+    EXPECT_EQ(dec_->Call(session + "-write", session, "write_file", {{"path", "/srv/out"}, {"content", "x"}},
+                         t + 20'000),
               "ask");
-    EXPECT_EQ(dec_->Call(session + "-del", session, "delete_file", {{"path", "/srv/out"}}, t + 30'000), "deny");
-    EXPECT_EQ(dec_->Call(session + "-read1", session, "read_file", {{"path", "/a/1"}}, t + 40'000, 1.0), "allow");
-    EXPECT_EQ(dec_->Call(session + "-read2", session, "read_file", {{"path", "/b/2"}}, t + 50'000, 1.0), "allow");
-    EXPECT_EQ(dec_->Call(session + "-read3", session, "read_file", {{"path", "/a/3"}}, t + 60'000, 1.0), "deny")
+    EXPECT_EQ(dec_->Call(session + "-del", session, "delete_file", {{"path", "/srv/out"}}, t + 30'000),
+              "deny");
+    EXPECT_EQ(dec_->Call(session + "-read1", session, "read_file", {{"path", "/a/1"}}, t + 40'000, 1.0),
+              "allow");
+    EXPECT_EQ(dec_->Call(session + "-read2", session, "read_file", {{"path", "/b/2"}}, t + 50'000, 1.0),
+              "allow");
+    EXPECT_EQ(dec_->Call(session + "-read3", session, "read_file", {{"path", "/a/3"}}, t + 60'000, 1.0),
+              "deny")
         << "the $2.50 session budget has room for two $1 reads";
   }
 
@@ -535,7 +561,9 @@ TEST_F(RedecideTest, VerifyReportsDecisionsAPolicyChangeBehindTheLogsBackAltered
   bypass.replace(bypass.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
   dec_->Bypass(MustLoad(bypass));
   EXPECT_EQ(dec_->Call("late-echo", "s1", "echo", {{"text", "hi"}}, kT0 + 200'000), "deny");
-  EXPECT_EQ(dec_->Call("late-write", "s1", "write_file", {{"path", "/srv/o2"}, {"content", "y"}}, kT0 + 210'000), "ask");
+  EXPECT_EQ(
+      dec_->Call("late-write", "s1", "write_file", {{"path", "/srv/o2"}, {"content", "y"}}, kT0 + 210'000),
+      "ask");
   RedecideReport r = Run(Target::Session("s1"));
   EXPECT_EQ(r.decisions, 9u);
   ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
@@ -604,7 +632,8 @@ TEST_F(RedecideTest, FastPathFindsWhatTheSlowPathFindsOnEditedDecisions) {
   EXPECT_EQ(kept_as_bytes, 11u) << "every target decision is canonical";
   std::vector<std::string> changed;
   for (const auto& c : r.changes) changed.push_back(c.request_id);
-  EXPECT_EQ(changed, (std::vector<std::string>{"e-reason", "e-unicode", "e-missing", "e-verdict", "e-notify", "e-float"}))
+  EXPECT_EQ(changed, (std::vector<std::string>{"e-reason", "e-unicode", "e-missing", "e-verdict", "e-notify",
+                                               "e-float"}))
       << FormatReport(r);
   ASSERT_EQ(r.changes.size(), 6u);
   EXPECT_EQ(r.changes[0].fields, std::vector<std::string>{"reason"});
@@ -614,7 +643,8 @@ TEST_F(RedecideTest, FastPathFindsWhatTheSlowPathFindsOnEditedDecisions) {
   EXPECT_EQ(r.changes[5].fields, std::vector<std::string>{"read_only"});
   // And under a candidate, and over the agent.
   std::string candidate = kLoggedPolicy;
-  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22,
+                    "deny: [\"builtin:echo\", \"delete_file:*\"");
   Run(Target::Session("s1"), MustLoad(candidate));
   Target agent;
   agent.agent_id = "agent-1";
@@ -646,7 +676,8 @@ TEST_F(RedecideTest, FastPathOnALongSessionReadOnTwoThreads) {
   EXPECT_EQ(r.changes.size(), edited) << FormatReport(r).substr(0, 2000);
   EXPECT_EQ(kept_as_bytes, 1200u);
   std::string candidate = kLoggedPolicy;
-  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/srv/q1*\", \"delete_file:*\"");
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22,
+                    "deny: [\"read_file:/srv/q1*\", \"delete_file:*\"");
   r = Run(Target::Session("long"), MustLoad(candidate));
   EXPECT_GT(r.changes.size(), 0u);
 }
@@ -674,7 +705,8 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
     const int64_t t = kT0 + 1000 + i * 1000;
     other_org(i % 7 == 0 ? 40 : i % 3, t);
     const std::string tool = i % 4 == 0 ? "write_file" : "echo";
-    dec_->Call("c" + std::to_string(i), i % 2 ? "s1" : "s2", tool, {{"path", "/srv/x"}, {"text", "t"}}, t + 500);
+    dec_->Call("c" + std::to_string(i), i % 2 ? "s1" : "s2", tool, {{"path", "/srv/x"}, {"text", "t"}},
+               t + 500);
   }
   // Another org's "allow always" before the target's last event: not read.
   rec_->org = "org-2";
@@ -694,9 +726,8 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
                                     e.type == "approval.denied" || e.type == "approval.expired";
                 const bool policy = e.type == "policy.updated" &&
                                     (e.data.value("tier", "file") == "file" || e.org_id == "org-1");
-                if (policy ||
-                    (e.org_id == "org-1" && (ledger || (e.type == "request.received" &&
-                                                        target.Matches(e))))) {
+                if (policy || (e.org_id == "org-1" &&
+                               (ledger || (e.type == "request.received" && target.Matches(e))))) {
                   want.push_back(e.seq);
                 }
                 return true;
@@ -709,10 +740,12 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
 
   // A record of the org gone from under its index.
   const uint64_t gone = want[want.size() / 2];
-  ASSERT_TRUE(log_->store().db()->Delete({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(gone)).ok());
+  ASSERT_TRUE(
+      log_->store().db()->Delete({}, log_->store().cf(logfmt::kEvents), logfmt::EncodeSeq(gone)).ok());
   Status st = ReadDecisionInputs(log_->store(), target, &events);
   EXPECT_EQ(st.code(), errc::kLogCorrupt);
-  EXPECT_NE(st.message().find("seq " + std::to_string(gone) + " which cannot be read"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("seq " + std::to_string(gone) + " which cannot be read"), std::string::npos)
+      << st.ToString();
   size_t handed = 0;
   st = StreamDecisionInputs(log_->store(), target, [&](std::vector<DecisionInput>& chunk) {
     for (const DecisionInput& in : chunk) EXPECT_LT(in.event.seq, gone);
@@ -728,7 +761,8 @@ TEST_F(RedecideTest, FastReadTakesExactlyTheEventsTheFoldReads) {
 // decisions carry org-1's version before and after org-2's changes, and
 // org-1's re-decision reads nothing of org-2's.
 TEST_F(RedecideTest, VerifyOfAMixedTwoOrgLogIsCleanAndEachOrgKeepsItsOwnVersion) {
-  const PolicyPtr policy = MustLoad(std::string(kLoggedPolicy) + "orgs:\n  org-2:\n    notify: [\"builtin:echo\"]\n");
+  const PolicyPtr policy =
+      MustLoad(std::string(kLoggedPolicy) + "orgs:\n  org-2:\n    notify: [\"builtin:echo\"]\n");
   dec_->LoadPolicy(policy, kT0);
   RecordSession("s1", kT0 + 1000);  // org-1
   rec_->org = "org-2";
@@ -797,7 +831,8 @@ TEST_F(RedecideTest, VerifyOfAMixedTwoOrgLogIsCleanAndEachOrgKeepsItsOwnVersion)
 }
 
 TEST_F(RedecideTest, DecisionsWithNoPolicyInTheLogAreReportedNotGuessed) {
-  rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}}, kT0);  // slice-era decision, no policy.updated
+  rec_->Call("r1", "s1", "echo", {{"text", "hi"}}, {{"text", "hi"}},
+             kT0);  // slice-era decision, no policy.updated
   RedecideReport r = Run(Target::Session("s1"));
   EXPECT_EQ(r.decisions, 0u);
   ASSERT_EQ(r.not_redecided.size(), 1u);
@@ -835,7 +870,8 @@ budgets:
   EXPECT_EQ(r.transitions["allow→deny"], 2u);
   EXPECT_EQ(r.transitions["deny→allow"], 2u);
   EXPECT_DOUBLE_EQ(r.spend_avoided_usd, 1.0) << "read2 ran for $1 and would not have";
-  if (std::getenv("REPLAY_TEST_PRINT")) std::cout << FormatReport(r) << r.ToJson().dump(1).substr(0, 1500) << "\n";
+  if (std::getenv("REPLAY_TEST_PRINT"))
+    std::cout << FormatReport(r) << r.ToJson().dump(1).substr(0, 1500) << "\n";
 }
 
 TEST_F(RedecideTest, WhatIfAskBecomesAllowAndAllowBecomesAsk) {
@@ -869,7 +905,8 @@ TEST_F(RedecideTest, WhatIfBudgetEffect) {
   dec_->LoadPolicy(MustLoad(kLoggedPolicy), kT0);
   RecordSession("s1", kT0 + 1000);
   std::string candidate = kLoggedPolicy;
-  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"read_file:/b/*\", \"delete_file:*\"");
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22,
+                    "deny: [\"read_file:/b/*\", \"delete_file:*\"");
   RedecideReport r = Run(Target::Session("s1"), MustLoad(candidate));
   ASSERT_EQ(r.changes.size(), 2u) << FormatReport(r);
   EXPECT_EQ(r.changes[0].request_id, "s1-read2");
@@ -894,7 +931,8 @@ TEST_F(RedecideTest, WhatIfOverAnAgentsSessionsInATimeRange) {
   RecordSession("s2", kT0 + 1'000'000);
   RecordSession("s3", kT0 + 2'000'000);
   std::string candidate = kLoggedPolicy;
-  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22, "deny: [\"builtin:echo\", \"delete_file:*\"");
+  candidate.replace(candidate.find("deny: [\"delete_file:*\""), 22,
+                    "deny: [\"builtin:echo\", \"delete_file:*\"");
   Target t;
   t.agent_id = "agent-1";
   t.since_us = kT0 + 1'000'000;  // s2 and s3
@@ -998,19 +1036,21 @@ TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg)
   o.bus.brokers = broker->bootstrap();
   const std::string tokens = dir_.sub("tokens.json");
   std::map<std::string, std::string> token;
-  for (const auto& [name, who] : std::vector<std::pair<std::string, Principal>>{
-           {"auditor1", {"aud-1", "org-1", {"auditor"}}},
-           {"auditor2", {"aud-2", "org-2", {"auditor"}}},
-           {"auditor3", {"aud-3", "org-3", {"auditor"}}},
-           {"approver1", {"app-1", "org-1", {"approver"}}},
-           {"admin", {"root", "*", {"admin"}}}}) {
+  for (const auto& [name, who] :
+       std::vector<std::pair<std::string, Principal>>{{"auditor1", {"aud-1", "org-1", {"auditor"}}},
+                                                      {"auditor2", {"aud-2", "org-2", {"auditor"}}},
+                                                      {"auditor3", {"aud-3", "org-3", {"auditor"}}},
+                                                      {"approver1", {"app-1", "org-1", {"approver"}}},
+                                                      {"admin", {"root", "*", {"admin"}}}}) {
     ASSERT_TRUE(AddToken(tokens, who, &token[name]).ok());
   }
   ASSERT_TRUE(TokenStore::Load(tokens, &o.tokens).ok());
   std::unique_ptr<ApiServer> api;
   ASSERT_TRUE(ApiServer::Start(std::move(o), log_->store(), &api).ok());
   httplib::Client http("127.0.0.1", api->port());
-  auto as = [&](const std::string& who) { return httplib::Headers{{"Authorization", "Bearer " + token[who]}}; };
+  auto as = [&](const std::string& who) {
+    return httplib::Headers{{"Authorization", "Bearer " + token[who]}};
+  };
   auto code_of = [](const httplib::Result& r) { return Json::parse(r->body)["error"].value("code", ""); };
   auto request_ids = [](const Json& timeline) {
     std::set<std::string> ids;
@@ -1033,7 +1073,8 @@ TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg)
   EXPECT_EQ(request_ids(Json::parse(all->body)["timeline"]).size(), 9u);
   auto admin_verify = http.Get("/v1/replay/sessions/s1/verify", as("admin"));
   ASSERT_EQ(admin_verify->status, 200) << admin_verify->body;
-  EXPECT_EQ(Json::parse(admin_verify->body)["verify"]["decisions"], 9) << "both orgs' requests of the session";
+  EXPECT_EQ(Json::parse(admin_verify->body)["verify"]["decisions"], 9)
+      << "both orgs' requests of the session";
   EXPECT_TRUE(Json::parse(admin_verify->body)["clean"]) << admin_verify->body;
   auto admin_org2 = http.Get("/v1/replay/sessions/s1?org=org-2", as("admin"));
   EXPECT_EQ(request_ids(Json::parse(admin_org2->body)["timeline"]), std::set<std::string>{"o2-r1"});
@@ -1102,7 +1143,8 @@ TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg)
   Json since_j = Json::parse(since->body)["what_if"]["sessions"];
   EXPECT_EQ(since_j["s1"]["decisions"], 1) << "only s1-tail is after since: " << since->body;
   EXPECT_EQ(since_j["s2"]["decisions"], 8);
-  auto bad_policy = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), "rules: [", "application/yaml");
+  auto bad_policy =
+      http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), "rules: [", "application/yaml");
   EXPECT_EQ(bad_policy->status, 400);
   EXPECT_EQ(code_of(bad_policy), "E_POLICY_INVALID");
   auto no_policy = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), "", "application/yaml");
@@ -1110,10 +1152,11 @@ TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg)
   EXPECT_EQ(http.Post("/v1/replay/what-if", as("auditor1"), bypass, "application/yaml")->status, 400)
       << "no agent";
   EXPECT_EQ(http.Post("/v1/replay/what-if?agent=agent-1&since=yesterday", as("auditor1"), bypass,
-                      "application/yaml")->status,
+                      "application/yaml")
+                ->status,
             400);
-  auto huge = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), std::string(kMaxApiBodyBytes + 1, '#'),
-                        "application/yaml");
+  auto huge = http.Post("/v1/replay/sessions/s1/what-if", as("auditor1"),
+                        std::string(kMaxApiBodyBytes + 1, '#'), "application/yaml");
   ASSERT_TRUE(huge);
   EXPECT_EQ(huge->status, 413);
   EXPECT_EQ(code_of(huge), "E_BODY_TOO_LARGE");
@@ -1130,26 +1173,29 @@ TEST_F(RedecideTest, HttpReplayServesTimelineVerifyAndWhatIfWithinTheCallersOrg)
   std::unique_ptr<ApiServer> full;
   ASSERT_TRUE(ApiServer::Start(std::move(busy), log_->store(), &full).ok());
   httplib::Client http_full("127.0.0.1", full->port());
-  for (const auto& r : {http_full.Get("/v1/replay/sessions/s1", as("auditor1")),
-                        http_full.Get("/v1/replay/sessions/s1/verify", as("auditor1")),
-                        http_full.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), bypass, "application/yaml")}) {
+  for (const auto& r :
+       {http_full.Get("/v1/replay/sessions/s1", as("auditor1")),
+        http_full.Get("/v1/replay/sessions/s1/verify", as("auditor1")),
+        http_full.Post("/v1/replay/sessions/s1/what-if", as("auditor1"), bypass, "application/yaml")}) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 503) << r->body;
     EXPECT_EQ(code_of(r), "E_BUSY");
   }
-  EXPECT_EQ(http_full.Get("/v1/audit?session=s1", as("auditor1"))->status, 200) << "other endpoints are not limited";
+  EXPECT_EQ(http_full.Get("/v1/audit?session=s1", as("auditor1"))->status, 200)
+      << "other endpoints are not limited";
 }
 
 // The canonical scan: what it accepts parses, and the subset it cuts is the
 // canonical form of those fields.
 TEST(CanonicalScanTest, SubsetIsTheCanonicalBytesOfTheFieldsAlone) {
   const char* const keys[] = {"b", "d", "zz", nullptr};
-  Json v = {{"a", {{"x", Json::array({1, -2.5e-7, "s\"\\\n\u00e9"})}}},
-            {"b", "caf\u00e9 \u20ac \xf0\x9f\x98\x80 \t\x01"},
-            {"c", nullptr},
-            {"d", {{"usd", 0.001}, {"n", 18446744073709551615ull}, {"neg", -9223372036854775807ll}, {"f", false}}},
-            {"e", Json::array()},
-            {"f", Json::object()}};
+  Json v = {
+      {"a", {{"x", Json::array({1, -2.5e-7, "s\"\\\n\u00e9"})}}},
+      {"b", "caf\u00e9 \u20ac \xf0\x9f\x98\x80 \t\x01"},
+      {"c", nullptr},
+      {"d", {{"usd", 0.001}, {"n", 18446744073709551615ull}, {"neg", -9223372036854775807ll}, {"f", false}}},
+      {"e", Json::array()},
+      {"f", Json::object()}};
   std::string text, sub, want;
   ASSERT_TRUE(CanonicalBytes(v, &text).ok());
   ASSERT_TRUE(CanonicalSubset(text, keys, &sub)) << text;
@@ -1165,12 +1211,35 @@ TEST(CanonicalScanTest, SubsetIsTheCanonicalBytesOfTheFieldsAlone) {
 
 TEST(CanonicalScanTest, RefusesWhatIsNotPlainCanonicalJson) {
   std::vector<CanonicalMember> m;
-  for (const char* bad : {"", "{", "}", "[]", "{\"a\":1,}", "{\"b\":1,\"a\":2}", "{\"a\":1,\"a\":2}",
-                          "{ \"a\":1}", "{\"a\": 1}", "{\"a\":01}", "{\"a\":1.}", "{\"a\":.5}", "{\"a\":-}",
-                          "{\"a\":1e}", "{\"a\":1e400}", "{\"a\":tru}", "{\"a\":\"x}", "{\"a\":\"\\x\"}",
-                          "{\"a\":\"\\ud800\"}", "{\"a\":\"\xc3\"}", "{\"a\":\"\xc0\xaf\"}", "{\"a\":\"\xed\xa0\x80\"}",
-                          "{\"a\":\"\x01\"}", "{\"a\":[1,]}", "{\"a\":[1 2]}", "{\"a\":1}x", "{\"\\u0061\":1}",
-                          "{\"a\":{\"b\":}}", "{\"a\":1}\n"}) {
+  for (const char* bad : {"",
+                          "{",
+                          "}",
+                          "[]",
+                          "{\"a\":1,}",
+                          "{\"b\":1,\"a\":2}",
+                          "{\"a\":1,\"a\":2}",
+                          "{ \"a\":1}",
+                          "{\"a\": 1}",
+                          "{\"a\":01}",
+                          "{\"a\":1.}",
+                          "{\"a\":.5}",
+                          "{\"a\":-}",
+                          "{\"a\":1e}",
+                          "{\"a\":1e400}",
+                          "{\"a\":tru}",
+                          "{\"a\":\"x}",
+                          "{\"a\":\"\\x\"}",
+                          "{\"a\":\"\\ud800\"}",
+                          "{\"a\":\"\xc3\"}",
+                          "{\"a\":\"\xc0\xaf\"}",
+                          "{\"a\":\"\xed\xa0\x80\"}",
+                          "{\"a\":\"\x01\"}",
+                          "{\"a\":[1,]}",
+                          "{\"a\":[1 2]}",
+                          "{\"a\":1}x",
+                          "{\"\\u0061\":1}",
+                          "{\"a\":{\"b\":}}",
+                          "{\"a\":1}\n"}) {
     EXPECT_FALSE(ScanCanonicalObject(bad, &m)) << bad;
   }
   std::string deep(100, '[');
@@ -1180,10 +1249,17 @@ TEST(CanonicalScanTest, RefusesWhatIsNotPlainCanonicalJson) {
 // Mutations of a decision's canonical bytes: whatever the scan accepts
 // parses, and its subset parses to those fields of the parsed whole.
 TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
-  Json d = {{"verdict", "allow"}, {"reason", "r \"q\" \u00e9"}, {"rule", "allow[0]"}, {"danger_level", "LOW"},
-            {"policy_version", "file:0123"}, {"reservation", {{"usd", 1.5}, {"received_at", "t"}, {"budgets", {"b"}}}},
-            {"invocation", "builtin:echo"}, {"read_only", true}, {"checks", Json::array({{{"check", "deny"}}})},
-            {"source", "decide"}, {"notify", {"n*"}}};
+  Json d = {{"verdict", "allow"},
+            {"reason", "r \"q\" \u00e9"},
+            {"rule", "allow[0]"},
+            {"danger_level", "LOW"},
+            {"policy_version", "file:0123"},
+            {"reservation", {{"usd", 1.5}, {"received_at", "t"}, {"budgets", {"b"}}}},
+            {"invocation", "builtin:echo"},
+            {"read_only", true},
+            {"checks", Json::array({{{"check", "deny"}}})},
+            {"source", "decide"},
+            {"notify", {"n*"}}};
   std::string bases[2];
   ASSERT_TRUE(CanonicalBytes(d, &bases[0]).ok());
   d["reason"] = "r q \u00e9";  // no escape: the builder takes it
@@ -1197,9 +1273,15 @@ TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
     for (int k = 0; k < edits; ++k) {
       const size_t at = rng() % t.size();
       switch (rng() % 3) {
-        case 0: t[at] = alphabet[rng() % alphabet.size()]; break;
-        case 1: t.erase(at, 1); break;
-        default: t.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+        case 0:
+          t[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          t.erase(at, 1);
+          break;
+        default:
+          t.insert(at, 1, alphabet[rng() % alphabet.size()]);
+          break;
       }
     }
     Json built;
@@ -1229,12 +1311,13 @@ TEST(CanonicalScanTest, WhatItAcceptsParsesToTheSameFields) {
 // leaves escapes, unsorted keys at any depth and anything the scan refuses
 // to ParseJson.
 TEST(CanonicalScanTest, ParseCanonicalObjectBuildsWhatParseJsonBuilds) {
-  for (const char* ok : {"{}", "{\"a\":1}", "{\"a\":-0,\"b\":0,\"c\":-7,\"d\":123456789012345678}",
-                         "{\"a\":1234567890123456789012,\"b\":-9223372036854775809,\"c\":18446744073709551615}",
-                         "{\"a\":1.5,\"b\":-2.5e-7,\"c\":1E+2,\"d\":0.1,\"e\":1.0}",
-                         "{\"a\":[],\"b\":{},\"c\":[1,\"x\",null,true,false,{\"k\":[{}]}]}",
-                         "{\"a\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
-                         "{\"request\":{\"args\":{\"content\":\"xx\",\"path\":\"/p\"},\"tool\":\"echo\"}}"}) {
+  for (const char* ok :
+       {"{}", "{\"a\":1}", "{\"a\":-0,\"b\":0,\"c\":-7,\"d\":123456789012345678}",
+        "{\"a\":1234567890123456789012,\"b\":-9223372036854775809,\"c\":18446744073709551615}",
+        "{\"a\":1.5,\"b\":-2.5e-7,\"c\":1E+2,\"d\":0.1,\"e\":1.0}",
+        "{\"a\":[],\"b\":{},\"c\":[1,\"x\",null,true,false,{\"k\":[{}]}]}",
+        "{\"a\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+        "{\"request\":{\"args\":{\"content\":\"xx\",\"path\":\"/p\"},\"tool\":\"echo\"}}"}) {
     Json built, parsed;
     ASSERT_TRUE(ParseCanonicalObject(ok, &built)) << ok;
     ASSERT_TRUE(ParseJson(ok, &parsed).ok()) << ok;
@@ -1278,20 +1361,26 @@ budgets:
   pif.SetFile(p);
   ASSERT_TRUE(pif.AddAgentLocal("org-1", "agent-1", {"cli:dep\\*"}, "h1").ok());
   BudgetLedger ledger, by_json, by_struct;
-  const char* tools[] = {"echo", "read_file", "write_file", "delete_file", "fetch", "weird", "nope", "cli:dep*",
-                         "http_request", "execute_command"};
+  const char* tools[] = {"echo",  "read_file", "write_file", "delete_file",  "fetch",
+                         "weird", "nope",      "cli:dep*",   "http_request", "execute_command"};
   std::set<std::string> seen;
   Decision d;
   for (int i = 0; i < 200; ++i) {
     const std::string tool = tools[i % 10];
     const std::string rid = "r" + std::to_string(i);
-    Json args = {{"path", i % 3 == 0 ? "/tmp/x" : i % 3 == 1 ? "/srv/secret" : "/srv/caf\u00e9 \"q\""},
+    Json args = {{"path", i % 3 == 0   ? "/tmp/x"
+                          : i % 3 == 1 ? "/srv/secret"
+                                       : "/srv/caf\u00e9 \"q\""},
                  {"text", "t\x01"},
                  {"url", "https://example.com/a"},
                  {"method", i % 2 ? "POST" : "GET"},
                  {"command", "ls -l"}};
-    Json req{{"request_id", rid}, {"org_id", "org-1"}, {"agent_id", i % 5 ? "agent-1" : "agent-\u00e9"},
-             {"session_id", i % 4 ? "s1" : "s2"}, {"tool", tool}, {"args", args}};
+    Json req{{"request_id", rid},
+             {"org_id", "org-1"},
+             {"agent_id", i % 5 ? "agent-1" : "agent-\u00e9"},
+             {"session_id", i % 4 ? "s1" : "s2"},
+             {"tool", tool},
+             {"args", args}};
     if (i % 6 == 0) req["estimated_cost_usd"] = 0.125 * (i % 5);
     const int64_t t = kT0 + i * 1000;
     DecideInput in{&req, t};
@@ -1315,8 +1404,9 @@ budgets:
     EXPECT_TRUE(by_struct == by_json) << i;
   }
   // Every kind of decision was met.
-  for (const char* kind : {"allow+res", "allow+res+notify", "ask+res", "ask+res+notify", "deny+E_POLICY_DENIED",
-                           "deny+E_BUDGET_EXCEEDED", "deny+E_UNKNOWN_TOOL", "deny+E_NO_POLICY"}) {
+  for (const char* kind :
+       {"allow+res", "allow+res+notify", "ask+res", "ask+res+notify", "deny+E_POLICY_DENIED",
+        "deny+E_BUDGET_EXCEEDED", "deny+E_UNKNOWN_TOOL", "deny+E_NO_POLICY"}) {
     bool any = false;
     for (const auto& k : seen) any = any || k.rfind(kind, 0) == 0;
     EXPECT_TRUE(any) << kind << " not met; met: " << ::testing::PrintToString(seen);

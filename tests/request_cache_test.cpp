@@ -1,10 +1,11 @@
 // audit/request_cache: the in-memory request histories stages read instead
 // of the log. Pinned to the log itself: for every request, what the cache
 // answers is what StoreLogView reads from RocksDB.
+#include "audit/request_cache.h"
+
 #include <gtest/gtest.h>
 
 #include "audit/log_sink.h"
-#include "audit/request_cache.h"
 #include "test_util.h"
 
 namespace tollgate {

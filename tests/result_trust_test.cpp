@@ -5,7 +5,6 @@
 // request id. Through the real pipeline, the MCP gateway's waiter and the
 // real `tollgate submit --wait` process.
 #include <gtest/gtest.h>
-
 #include <httplib.h>
 
 #include <fstream>
@@ -50,8 +49,10 @@ TEST(ResultSignature, OnlyTheGatesSignatureOverTheExactBytesForTheWaitersOwnIdsI
   ASSERT_TRUE(NewSigningKey("approver_key", "*", "o", {}, "t", &c2, &other).ok());
   Ed25519Verifier gate_key;
   ASSERT_TRUE(Ed25519Verifier::FromPublic(gate.public_b64url(), &gate_key).ok());
-  const Json req{{"request_id", "r1"}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s"}, {"tool", "echo"}};
-  Message m = MessageFor("tollgate.results.o1", req, MakeResult(req, "completed", nullptr, nullptr, ToolResultOk(1, 0)));
+  const Json req{
+      {"request_id", "r1"}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s"}, {"tool", "echo"}};
+  Message m = MessageFor("tollgate.results.o1", req,
+                         MakeResult(req, "completed", nullptr, nullptr, ToolResultOk(1, 0)));
   ASSERT_TRUE(SignResult(gate, &m));
   Json out;
   EXPECT_TRUE(VerifyResult(m, {gate_key}, {"o1", "a1", "r1"}, &out).ok());
@@ -59,7 +60,8 @@ TEST(ResultSignature, OnlyTheGatesSignatureOverTheExactBytesForTheWaitersOwnIdsI
   EXPECT_EQ(VerifyResult(m, {gate_key}, {"o2", "a1", "r1"}, &out).code(), errc::kResultUnsigned);
   EXPECT_EQ(VerifyResult(m, {gate_key}, {"o1", "a2", "r1"}, &out).code(), errc::kResultUnsigned);
   EXPECT_EQ(VerifyResult(m, {gate_key}, {"o1", "a1", "r2"}, &out).code(), errc::kResultUnsigned);
-  EXPECT_EQ(VerifyResult(m, {}, {"o1", "a1", "r1"}, &out).code(), errc::kResultUnsigned) << "no key, no trust";
+  EXPECT_EQ(VerifyResult(m, {}, {"o1", "a1", "r1"}, &out).code(), errc::kResultUnsigned)
+      << "no key, no trust";
   Message changed = m;
   changed.value.insert(changed.value.size() - 1, " ");  // same JSON, other bytes
   EXPECT_EQ(VerifyResult(changed, {gate_key}, {"o1", "a1", "r1"}, &out).code(), errc::kResultUnsigned);
@@ -74,7 +76,8 @@ TEST(ResultSignature, OnlyTheGatesSignatureOverTheExactBytesForTheWaitersOwnIdsI
   request_sig.headers[kHeaderResultSig] = SignRequest(gate, "o1", "a1", "r1", m.value, 1);
   EXPECT_EQ(VerifyResult(request_sig, {gate_key}, {"o1", "a1", "r1"}, &out).code(), errc::kResultUnsigned);
   // Deterministic: a result re-made after a crash is the same bytes.
-  Message again = MessageFor("tollgate.results.o1", req, MakeResult(req, "completed", nullptr, nullptr, ToolResultOk(1, 0)));
+  Message again = MessageFor("tollgate.results.o1", req,
+                             MakeResult(req, "completed", nullptr, nullptr, ToolResultOk(1, 0)));
   ASSERT_TRUE(SignResult(gate, &again));
   EXPECT_EQ(again.headers[kHeaderResultSig], m.headers[kHeaderResultSig]);
 }
@@ -102,8 +105,8 @@ class ResultTrustTest : public ::testing::TestWithParam<bool> {
 
   static Json Request(const std::string& org, const std::string& agent, const std::string& rid,
                       const std::string& tool, Json args) {
-    return {{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", "s-" + agent},
-            {"tool", tool},      {"args", std::move(args)}};
+    return {{"request_id", rid},          {"org_id", org}, {"agent_id", agent},
+            {"session_id", "s-" + agent}, {"tool", tool},  {"args", std::move(args)}};
   }
   Message Signed(const Json& req) {
     Message m = MessageFor(bus_.topics.requests(), req, req);
@@ -148,7 +151,8 @@ class ResultTrustTest : public ::testing::TestWithParam<bool> {
   void Approve(const std::string& org, const std::string& agent, const std::string& rid) {
     const std::string hash = First(org, rid, "approval.requested").data.value("args_hash", "");
     const Json resp = testing::Response(rid, "approve", "alice", hash);
-    Message m = MessageFor(bus_.topics.approval_responses(), {{"request_id", rid}, {"agent_id", agent}}, resp);
+    Message m =
+        MessageFor(bus_.topics.approval_responses(), {{"request_id", rid}, {"agent_id", agent}}, resp);
     signers_->SignResponse(&m, org, "alice");
     Send(m);
   }
@@ -211,12 +215,15 @@ TEST_P(ResultTrustTest, EachOrgsResultsGoToItsOwnTopicSignedByTheGateKeyTheLogHo
 
 TEST_P(ResultTrustTest, AForgedResultNeverEndsAWaitingCallAndTheRealOneDoes) {
   std::unique_ptr<mcp::PipelineClient> client;
-  ASSERT_TRUE(mcp::PipelineClient::Open(bus_, [this] { return GateVerifiers(p_->credentials()); }, &client).ok());
+  ASSERT_TRUE(mcp::PipelineClient::Open(
+                  bus_, [this] { return GateVerifiers(p_->credentials()); }, &client)
+                  .ok());
   std::shared_ptr<mcp::PipelineClient::Waiter> waiter;
   ASSERT_TRUE(client->Expect("o1", "a1", "victim-1", &waiter).ok());
   // The victim's call asks (write_file under the default policy).
-  ASSERT_TRUE(client->Publish(Signed(Request("o1", "a1", "victim-1", "write_file",
-                                             {{"path", "notes.txt"}, {"content", "mine"}})))
+  ASSERT_TRUE(client
+                  ->Publish(Signed(Request("o1", "a1", "victim-1", "write_file",
+                                           {{"path", "notes.txt"}, {"content", "mine"}})))
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return Has("o1", "victim-1", "approval.requested"); }, 30s));
   // It is told it waits: a signed pending message with the approval's terms.
@@ -253,12 +260,15 @@ TEST_P(ResultTrustTest, AForgedResultNeverEndsAWaitingCallAndTheRealOneDoes) {
 
 TEST_P(ResultTrustTest, AnotherOrgsAgentAnsweredUnderTheSameIdDoesNotEndTheVictimsWait) {
   std::unique_ptr<mcp::PipelineClient> client;
-  ASSERT_TRUE(mcp::PipelineClient::Open(bus_, [this] { return GateVerifiers(p_->credentials()); }, &client).ok());
+  ASSERT_TRUE(mcp::PipelineClient::Open(
+                  bus_, [this] { return GateVerifiers(p_->credentials()); }, &client)
+                  .ok());
   std::shared_ptr<mcp::PipelineClient::Waiter> victim, attacker;
   ASSERT_TRUE(client->Expect("o1", "a1", "shared-id", &victim).ok());
   ASSERT_TRUE(client->Expect("o2", "x9", "shared-id", &attacker).ok());
-  ASSERT_TRUE(client->Publish(Signed(Request("o1", "a1", "shared-id", "write_file",
-                                             {{"path", "n.txt"}, {"content", "v"}})))
+  ASSERT_TRUE(client
+                  ->Publish(Signed(
+                      Request("o1", "a1", "shared-id", "write_file", {{"path", "n.txt"}, {"content", "v"}})))
                   .ok());
   ASSERT_TRUE(WaitUntil([&] { return Has("o1", "shared-id", "approval.requested"); }, 30s));
   // o2's agent signs its own echo under the victim's request id: the gate
@@ -282,12 +292,13 @@ TEST_P(ResultTrustTest, AnotherOrgsAgentAnsweredUnderTheSameIdDoesNotEndTheVicti
 TEST_P(ResultTrustTest, SubmitWaitPrintsThePendingStateAndAcceptsOnlyItsOwnSignedResult) {
   testing::ChildProcess submit;
   const std::string data = dir_.sub("data");
-  ASSERT_TRUE(submit.Start({TOLLGATE_BIN, "submit", "--data", data, "--org", "o1", "--agent", "a1", "--session", "s",
-                            "--tool", "write_file", "--args", R"({"path":"w.txt","content":"real"})",
-                            "--request-id", "sub-1", "--wait", "--timeout", "60"},
-                           dir_.sub("submit.out"), dir_.sub("submit.err")));
-  ASSERT_TRUE(WaitUntil([&] { return submit.err().find("awaits approval") != std::string::npos || submit.Poll(); },
-                        60s))
+  ASSERT_TRUE(
+      submit.Start({TOLLGATE_BIN, "submit", "--data", data, "--org", "o1", "--agent", "a1", "--session", "s",
+                    "--tool", "write_file", "--args", R"({"path":"w.txt","content":"real"})", "--request-id",
+                    "sub-1", "--wait", "--timeout", "60"},
+                   dir_.sub("submit.out"), dir_.sub("submit.err")));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return submit.err().find("awaits approval") != std::string::npos || submit.Poll(); }, 60s))
       << submit.err();
   ASSERT_FALSE(submit.Poll().has_value()) << submit.out() << submit.err();
   EXPECT_NE(submit.err().find("sub-1 awaits approval: 0 of 1"), std::string::npos) << submit.err();
@@ -317,9 +328,9 @@ TEST_P(ResultTrustTest, SubmitWaitFindsTheRefusalOfItsUnprovenRequestUnderUnknow
   ASSERT_TRUE(NewSigningKey("agent_key", "o1", "ghost", {"agent"}, "test", &c, &signer, &pem).ok());
   ASSERT_TRUE(WritePrivateKeyFile(dir_.sub("ghost.pem"), pem).ok());  // never registered
   testing::ChildProcess submit;
-  ASSERT_TRUE(submit.Start({TOLLGATE_BIN, "submit", "--data", dir_.sub("data"), "--org", "o1", "--agent", "ghost",
-                            "--session", "s", "--tool", "echo", "--key", dir_.sub("ghost.pem"), "--request-id",
-                            "ghost-1", "--wait", "--timeout", "60"},
+  ASSERT_TRUE(submit.Start({TOLLGATE_BIN, "submit", "--data", dir_.sub("data"), "--org", "o1", "--agent",
+                            "ghost", "--session", "s", "--tool", "echo", "--key", dir_.sub("ghost.pem"),
+                            "--request-id", "ghost-1", "--wait", "--timeout", "60"},
                            dir_.sub("ghost.out"), dir_.sub("ghost.err")));
   auto code = submit.Wait(60s);
   ASSERT_TRUE(code.has_value()) << submit.err();
@@ -355,9 +366,22 @@ TEST_P(ResultTrustTest, KafkaAgentsOfTwoOrgsEachVerifyTheGatesSignatureWithPyJwt
   Send(Forged("o1", "ag1", "whatever"));
   const std::string gate = p_->gate().public_b64url();
   for (Agent& a : agents) {
-    std::vector<std::string> argv = {"/usr/bin/python3", TOLLGATE_SOURCE_DIR "/examples/agent.py", "--bootstrap",
-                                     p_->bootstrap(), "--key", a.key_file, "--gate-key", gate, "--org", a.org,
-                                     "--agent", a.agent, "--count", "3", "--timeout", "60"};
+    std::vector<std::string> argv = {"/usr/bin/python3",
+                                     TOLLGATE_SOURCE_DIR "/examples/agent.py",
+                                     "--bootstrap",
+                                     p_->bootstrap(),
+                                     "--key",
+                                     a.key_file,
+                                     "--gate-key",
+                                     gate,
+                                     "--org",
+                                     a.org,
+                                     "--agent",
+                                     a.agent,
+                                     "--count",
+                                     "3",
+                                     "--timeout",
+                                     "60"};
     if (GetParam()) argv.push_back("--shared-results-topic");
     ASSERT_TRUE(a.proc.Start(argv, dir_.sub(a.agent + ".out"), dir_.sub(a.agent + ".err")));
   }
@@ -389,7 +413,9 @@ TEST_P(ResultTrustTest, KafkaAgentsOfTwoOrgsEachVerifyTheGatesSignatureWithPyJwt
 }
 
 INSTANTIATE_TEST_SUITE_P(PerOrgTopicsAndSharedTopic, ResultTrustTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "Shared" : "PerOrg"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "Shared" : "PerOrg";
+                         });
 
 }  // namespace
 }  // namespace tollgate

@@ -15,7 +15,8 @@
 namespace tollgate::testing {
 
 inline const std::vector<std::string>& DefaultTestOrgs() {
-  static const std::vector<std::string> kOrgs = {"org-1", "org-2", "default", "unknown", "o1", "o2", "org-crash"};
+  static const std::vector<std::string> kOrgs = {"org-1", "org-2", "default",  "unknown",
+                                                 "o1",    "o2",    "org-crash"};
   return kOrgs;
 }
 
@@ -24,7 +25,8 @@ class ResultsReader {
   // A group consumer (`group`) of the orgs' topics, from their start, or a
   // tail reader (group empty) of them from their current end.
   static Status Open(const BusConfig& bus, const std::string& gate_public_key, const std::string& group,
-                     std::unique_ptr<ResultsReader>* out, const std::vector<std::string>& orgs = DefaultTestOrgs()) {
+                     std::unique_ptr<ResultsReader>* out,
+                     const std::vector<std::string>& orgs = DefaultTestOrgs()) {
     std::unique_ptr<ResultsReader> r(new ResultsReader());
     Status s = Ed25519Verifier::FromPublic(gate_public_key, &r->gate_);
     if (!s.ok()) return s;

@@ -4,13 +4,12 @@
 // offsets are committed only up to the lowest unfinished message, so a
 // restarted runner re-reads nothing that finished and nothing is lost.
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
 
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
-
-#include <librdkafka/rdkafka.h>
 
 #include "audit/event_log.h"
 #include "audit/log_sink.h"

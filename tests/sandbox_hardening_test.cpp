@@ -145,7 +145,7 @@ TEST_F(SandboxHardeningTest, TwoAgentsWhoseOldHashesCollidedRunUnderDifferentUid
     uid_t recorded = 0;
     ASSERT_TRUE(SandboxUid(workspace(org, agent), &recorded).ok());
     EXPECT_EQ(out, std::to_string(recorded));
-    struct stat st{};
+    struct stat st {};
     ASSERT_EQ(stat(workspace(org, agent).c_str(), &st), 0);
     EXPECT_EQ(st.st_uid, recorded) << "the workspace belongs to its own uid";
     ran[org] = out;

@@ -3,6 +3,8 @@
 // directory, write nowhere else, have no network, and leave no process
 // behind (setsid or not). Option tricks that start a shell are refused, and
 // without bubblewrap nothing runs at all.
+#include "execute/sandbox.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -18,7 +20,6 @@
 #include <thread>
 
 #include "audit/event_log.h"
-#include "execute/sandbox.h"
 #include "tests/execute_test_util.h"
 
 namespace tollgate {
@@ -31,7 +32,7 @@ using testing::SurvivorsAfterTeardown;
 using testing::ToolFixture;
 
 bool Exists(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   return lstat(path.c_str(), &st) == 0;
 }
 
@@ -112,7 +113,8 @@ TEST_F(SandboxTest, ACommandCannotReadAnotherAgentsWorkspace) {
   Json r = Cmd("cat", {"notes.txt"});
   ASSERT_TRUE(r["success"]) << "relative paths name the workspace: " << r.dump();
   EXPECT_EQ(Out(r), "mine");
-  for (const std::string& p : {std::string("../../o2/victim/secret.txt"), workspace("o2", "victim") + "/secret.txt"}) {
+  for (const std::string& p :
+       {std::string("../../o2/victim/secret.txt"), workspace("o2", "victim") + "/secret.txt"}) {
     r = Cmd("cat", {p});
     EXPECT_FALSE(r["success"]) << p;
     EXPECT_EQ(Out(r).find("SECRET"), std::string::npos) << p;
@@ -133,7 +135,8 @@ TEST_F(SandboxTest, WithoutAUserSwitchTheConfinementIsTheSame) {
   Json r = Cmd("sort", {"-o", "sorted.txt"}, "b\na\n");
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_TRUE(Exists(workspace() + "/sorted.txt"));
-  for (const std::string& p : {std::string("../../o2/victim/secret.txt"), workspace("o2", "victim") + "/secret.txt"}) {
+  for (const std::string& p :
+       {std::string("../../o2/victim/secret.txt"), workspace("o2", "victim") + "/secret.txt"}) {
     r = Cmd("cat", {p});
     EXPECT_EQ(Out(r).find("SECRET"), std::string::npos) << p;
   }
@@ -162,7 +165,7 @@ TEST(SandboxLog, TheLogDirectoryIsPrivateEvenWhenItExistedWider) {
   chmod(path.c_str(), 0755);
   std::unique_ptr<EventLog> log;
   ASSERT_TRUE(EventLog::Open(path, LogOptions{}, &log).ok());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
@@ -196,10 +199,12 @@ TEST_F(SandboxTest, AToolCannotOpenASocket) {
                "import json, socket, sys\n"
                "sys.stdin.read()\n"
                "try:\n"
-               "    socket.create_connection(('127.0.0.1', " + std::to_string(canary.port()) + "), timeout=2).close()\n"
-               "    print(json.dumps({'connected': True}))\n"
-               "except OSError as e:\n"
-               "    print(json.dumps({'connected': False, 'error': str(e)}))\n");
+               "    socket.create_connection(('127.0.0.1', " +
+                   std::to_string(canary.port()) +
+                   "), timeout=2).close()\n"
+                   "    print(json.dumps({'connected': True}))\n"
+                   "except OSError as e:\n"
+                   "    print(json.dumps({'connected': False, 'error': str(e)}))\n");
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_FALSE(r["data"]["connected"]) << r.dump();
   // A connection of our own, after the tool's: once the canary has counted
@@ -227,17 +232,21 @@ TEST_F(SandboxTest, ASetsidGrandchildDiesWithTheCall) {
   const std::string secs = "59." + std::to_string(100000 + rd() % 800000);
   std::string pattern = secs;
   pattern.replace(2, 1, "[.]");  // so that grep does not find itself
-  r = Cli("detach", "#!/bin/sh\ncat >/dev/null\nsetsid sleep " + secs + " </dev/null >/dev/null 2>&1 &\n"
-                    "until grep -qs '" + pattern + "' /proc/[0-9]*/cmdline; do :; done\n"
-                    "echo '{\"started\": true}'\n");
+  r = Cli("detach", "#!/bin/sh\ncat >/dev/null\nsetsid sleep " + secs +
+                        " </dev/null >/dev/null 2>&1 &\n"
+                        "until grep -qs '" +
+                        pattern +
+                        "' /proc/[0-9]*/cmdline; do :; done\n"
+                        "echo '{\"started\": true}'\n");
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_EQ(SurvivorsAfterTeardown(secs), 0) << "`setsid sleep " << secs << "` outlived the call";
 }
 
 TEST_F(SandboxTest, SortsCompressProgramIsRefusedUnderAnyAbbreviation) {
   const std::string payload = "id > pwned\n" + std::string(8192, '#') + "\n";
-  for (const Json& args : {Json{"--compress-prog=sh", "-S", "1K", "-T", "/tmp"}, Json{"--compress-p", "sh", "-S", "1K"},
-                           Json{"--co=sh"}, Json{"--compress-program=sh"}}) {
+  for (const Json& args :
+       {Json{"--compress-prog=sh", "-S", "1K", "-T", "/tmp"}, Json{"--compress-p", "sh", "-S", "1K"},
+        Json{"--co=sh"}, Json{"--compress-program=sh"}}) {
     Json r = Cmd("sort", args, payload);
     EXPECT_EQ(Code(r), "E_CMD_NOT_ALLOWED") << args.dump() << " " << r.dump();
   }
@@ -252,20 +261,33 @@ TEST_F(SandboxTest, SortsCompressProgramIsRefusedUnderAnyAbbreviation) {
 
 TEST(OptionRules, OptionsThatRunAProgramAreRecognisedInEveryForm) {
   using V = std::vector<std::string>;
-  for (const V& refused : {V{"sort", "--compress-prog=sh"}, V{"sort", "--c", "sh"}, V{"tar", "cIf", "sh", "x.tar"},
-                           V{"tar", "-xvI", "sh"}, V{"tar", "--to-com=sh"}, V{"tar", "-F", "x"},
-                           V{"tar", "cf", "x.tar", "--checkpoint-act=exec=sh", "."}, V{"find", ".", "-execdir", "id", ";"},
-                           V{"find", ".", "-fprintf", "x", "%p"}, V{"diff", "-l", "a", "b"}, V{"diff", "--pag", "a", "b"},
-                           V{"git", "-c", "core.pager=sh", "log"}, V{"git", "--upload-p=sh"}, V{"rsync", "-e", "sh"},
-                           V{"split", "--fil=sh"}, V{"/usr/bin/sort", "--compress-program", "sh"},
-                           V{"anything", "--compress-prog=sh"}, V{"anything", "--to-command", "sh"},
-                           V{"anything", "--to-c=sh"}, V{"anything", "--pager=sh"}}) {
+  for (const V& refused : {V{"sort", "--compress-prog=sh"},
+                           V{"sort", "--c", "sh"},
+                           V{"tar", "cIf", "sh", "x.tar"},
+                           V{"tar", "-xvI", "sh"},
+                           V{"tar", "--to-com=sh"},
+                           V{"tar", "-F", "x"},
+                           V{"tar", "cf", "x.tar", "--checkpoint-act=exec=sh", "."},
+                           V{"find", ".", "-execdir", "id", ";"},
+                           V{"find", ".", "-fprintf", "x", "%p"},
+                           V{"diff", "-l", "a", "b"},
+                           V{"diff", "--pag", "a", "b"},
+                           V{"git", "-c", "core.pager=sh", "log"},
+                           V{"git", "--upload-p=sh"},
+                           V{"rsync", "-e", "sh"},
+                           V{"split", "--fil=sh"},
+                           V{"/usr/bin/sort", "--compress-program", "sh"},
+                           V{"anything", "--compress-prog=sh"},
+                           V{"anything", "--to-command", "sh"},
+                           V{"anything", "--to-c=sh"},
+                           V{"anything", "--pager=sh"}}) {
     EXPECT_NE(RefusedOption(refused), "") << ::testing::PrintToString(refused);
   }
-  for (const V& fine : {V{"sort", "-r", "--check"}, V{"sort", "-o", "out.txt", "-S", "1K"}, V{"ls", "--color=auto"},
-                        V{"grep", "--fixed-strings", "-r", "x"}, V{"tar", "cf", "x.tar", "."}, V{"diff", "-u", "a", "b"},
-                        V{"anything", "--co"}, V{"cat", "-n"}, V{"rsync", "--compress"},
-                        V{"anything", "--compress"}, V{"anything", "--check"}}) {
+  for (const V& fine :
+       {V{"sort", "-r", "--check"}, V{"sort", "-o", "out.txt", "-S", "1K"}, V{"ls", "--color=auto"},
+        V{"grep", "--fixed-strings", "-r", "x"}, V{"tar", "cf", "x.tar", "."}, V{"diff", "-u", "a", "b"},
+        V{"anything", "--co"}, V{"cat", "-n"}, V{"rsync", "--compress"}, V{"anything", "--compress"},
+        V{"anything", "--check"}}) {
     EXPECT_EQ(RefusedOption(fine), "") << ::testing::PrintToString(fine);
   }
 }
@@ -274,7 +296,8 @@ TEST(OptionRules, OptionsThatRunAProgramAreRecognisedInEveryForm) {
 TEST_F(SandboxTest, AProgramKilledByASignalIsReportedAsKilled) {
   Json r = Cli("suicide", "#!/bin/sh\nkill -KILL $$\n");
   EXPECT_EQ(Code(r), "E_TOOL_EXEC");
-  EXPECT_NE(r["error"]["message"].get<std::string>().find("killed by signal 9"), std::string::npos) << r.dump();
+  EXPECT_NE(r["error"]["message"].get<std::string>().find("killed by signal 9"), std::string::npos)
+      << r.dump();
 }
 
 TEST_F(SandboxTest, WithoutBubblewrapNothingRunsUnconfined) {

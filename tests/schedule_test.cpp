@@ -28,8 +28,9 @@ using testing::TempDir;
 constexpr int64_t kNow = 1'800'000'000'000'000;  // a fixed "now" for the pure parts
 constexpr int64_t kSec = 1'000'000;
 
-Event Ev(const std::string& type, const std::string& org, const std::string& agent, const std::string& session,
-         const std::string& rid, const std::string& tool, Json data, uint64_t seq) {
+Event Ev(const std::string& type, const std::string& org, const std::string& agent,
+         const std::string& session, const std::string& rid, const std::string& tool, Json data,
+         uint64_t seq) {
   Event e;
   e.type = type;
   e.org_id = org;
@@ -50,14 +51,19 @@ Event Done(const std::string& org, const std::string& agent, const std::string& 
   return Ev("execution.completed", org, agent, "s1", rid, "schedule",
             {{"result", {{"success", ok}, {"data", std::move(data)}}}}, seq);
 }
-Event Created(const std::string& org, const std::string& agent, const std::string& rid, int64_t due, uint64_t seq) {
+Event Created(const std::string& org, const std::string& agent, const std::string& rid, int64_t due,
+              uint64_t seq) {
   return Done(org, agent, rid,
-              {{"action", "create"}, {"schedule_id", ScheduleIdOf(org, rid)}, {"due_at", FormatTime(due)},
-               {"tool", "echo"}, {"args", {{"text", "fired"}}}, {"status", "scheduled"}},
+              {{"action", "create"},
+               {"schedule_id", ScheduleIdOf(org, rid)},
+               {"due_at", FormatTime(due)},
+               {"tool", "echo"},
+               {"args", {{"text", "fired"}}},
+               {"status", "scheduled"}},
               seq);
 }
-Event Cancelled(const std::string& org, const std::string& agent, const std::string& rid, const std::string& sid,
-                uint64_t seq) {
+Event Cancelled(const std::string& org, const std::string& agent, const std::string& rid,
+                const std::string& sid, uint64_t seq) {
   return Done(org, agent, rid, {{"action", "cancel"}, {"schedule_id", sid}, {"status", "cancelled"}}, seq);
 }
 
@@ -101,13 +107,17 @@ TEST(ScheduleFold, AnotherAgentsCancelAndFailedOrForgedCreatesChangeNothing) {
   EXPECT_EQ(book.Find(a)->state, ScheduleEntry::State::kFired);
 
   EXPECT_FALSE(book.Apply(Done("o1", "a1", "c3",
-                               {{"action", "create"}, {"schedule_id", ScheduleIdOf("o1", "c3")},
-                                {"due_at", FormatTime(kNow)}, {"tool", "echo"}},
+                               {{"action", "create"},
+                                {"schedule_id", ScheduleIdOf("o1", "c3")},
+                                {"due_at", FormatTime(kNow)},
+                                {"tool", "echo"}},
                                5, /*ok=*/false)))
       << "a failed create";
   EXPECT_FALSE(book.Apply(Done("o1", "a1", "c4",
-                               {{"action", "create"}, {"schedule_id", "sch-chosen-by-the-result"},
-                                {"due_at", FormatTime(kNow)}, {"tool", "echo"}},
+                               {{"action", "create"},
+                                {"schedule_id", "sch-chosen-by-the-result"},
+                                {"due_at", FormatTime(kNow)},
+                                {"tool", "echo"}},
                                6)))
       << "a schedule_id that is not the create's own";
   EXPECT_EQ(book.size(), 1u);
@@ -155,7 +165,8 @@ class ScheduleToolTest : public ::testing::Test {
 };
 
 TEST_F(ScheduleToolTest, CreateReturnsTheDeterministicScheduleAndItsDueTime) {
-  Json r = Call({{"action", "create"}, {"tool", "echo"}, {"args", {{"text", "fired"}}}, {"delay_seconds", 3}}, "c1");
+  Json r = Call({{"action", "create"}, {"tool", "echo"}, {"args", {{"text", "fired"}}}, {"delay_seconds", 3}},
+                "c1");
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_EQ(r["data"]["schedule_id"], ScheduleIdOf("o1", "c1"));
   EXPECT_EQ(r["data"]["due_at"], FormatTime(kNow + 3 * kSec));
@@ -188,18 +199,21 @@ TEST_F(ScheduleToolTest, CreateRefusesItselfThePastBeyondThirtyDaysAndBadArgs) {
 TEST_F(ScheduleToolTest, CancelOnlyTheAgentsOwnAndOnlyWhileNotFiredNorDue) {
   const std::string mine = ScheduleIdOf("o1", "c1"), soon = ScheduleIdOf("o1", "c2"),
                     fired = ScheduleIdOf("o1", "c3"), theirs = ScheduleIdOf("o1", "c9");
-  log_.events_ = {Created("o1", "a1", "c1", kNow + 60 * kSec, 1), Created("o1", "a1", "c2", kNow + kSec, 2),
-                  Created("o1", "a1", "c3", kNow - kSec, 3), Created("o1", "a2", "c9", kNow + 60 * kSec, 4),
-                  Ev("request.received", "o1", "a1", "s1", FireRequestIdOf(fired), "echo", Json::object(), 5)};
+  log_.events_ = {
+      Created("o1", "a1", "c1", kNow + 60 * kSec, 1), Created("o1", "a1", "c2", kNow + kSec, 2),
+      Created("o1", "a1", "c3", kNow - kSec, 3), Created("o1", "a2", "c9", kNow + 60 * kSec, 4),
+      Ev("request.received", "o1", "a1", "s1", FireRequestIdOf(fired), "echo", Json::object(), 5)};
   EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", theirs}})), errc::kScheduleNotFound);
   EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", "sch-nothing"}})), errc::kScheduleNotFound);
   EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", fired}})), errc::kScheduleDone);
-  EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", soon}})), errc::kScheduleDone) << "due within 2 s";
+  EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", soon}})), errc::kScheduleDone)
+      << "due within 2 s";
   Json r = Call({{"action", "cancel"}, {"schedule_id", mine}}, "x1");
   ASSERT_TRUE(r["success"]) << r.dump();
   EXPECT_EQ(r["data"]["status"], "cancelled");
   log_.events_.push_back(Done("o1", "a1", "x1", r["data"], 6));
-  EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", mine}})), errc::kScheduleDone) << "cancelled already";
+  EXPECT_EQ(Code(Call({{"action", "cancel"}, {"schedule_id", mine}})), errc::kScheduleDone)
+      << "cancelled already";
 
   r = Call({{"action", "list"}});
   ASSERT_TRUE(r["success"]) << r.dump();
@@ -216,9 +230,10 @@ TEST_F(ScheduleToolTest, CancelOnlyTheAgentsOwnAndOnlyWhileNotFiredNorDue) {
 std::vector<Event> CreateEvents(const std::string& rid, Json call, Json redacted = Json::array()) {
   Json args = call;
   args["action"] = "create";
-  Json req{{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
+  Json req{{"request_id", rid},  {"org_id", "o1"},     {"agent_id", "a1"}, {"session_id", "s1"},
            {"tool", "schedule"}, {"action", "create"}, {"args", args}};
-  return {Ev("request.received", "o1", "a1", "s1", rid, "schedule", {{"request", req}, {"redacted", redacted}}, 1),
+  return {Ev("request.received", "o1", "a1", "s1", rid, "schedule",
+             {{"request", req}, {"redacted", redacted}}, 1),
           Created("o1", "a1", rid, kNow, 2)};
 }
 
@@ -226,8 +241,12 @@ TEST(ScheduleIngestCheck, AFireIsBelievedOnlyAsTheLogsCreateSaysIt) {
   const std::string sid = ScheduleIdOf("o1", "c1");
   const Json call{{"tool", "echo"}, {"args", {{"text", "fired"}}}, {"delay_seconds", 3}};
   auto fire = [&](Json patch = Json::object()) {
-    Json r{{"request_id", FireRequestIdOf(sid)}, {"org_id", "o1"}, {"agent_id", "a1"}, {"session_id", "s1"},
-           {"tool", "echo"}, {"args", {{"text", "fired"}}},
+    Json r{{"request_id", FireRequestIdOf(sid)},
+           {"org_id", "o1"},
+           {"agent_id", "a1"},
+           {"session_id", "s1"},
+           {"tool", "echo"},
+           {"args", {{"text", "fired"}}},
            {"metadata", {{"scheduled_by", sid}, {"schedule_request_id", "c1"}}}};
     r.merge_patch(patch);
     return r;
@@ -236,7 +255,8 @@ TEST(ScheduleIngestCheck, AFireIsBelievedOnlyAsTheLogsCreateSaysIt) {
     return CheckScheduledRequest(req, req.value("request_id", ""), create, now).code();
   };
   EXPECT_TRUE(ClaimsScheduled(fire(), FireRequestIdOf(sid)));
-  EXPECT_TRUE(ClaimsScheduled(fire({{"request_id", "plain"}}), "plain")) << "metadata.scheduled_by claims it too";
+  EXPECT_TRUE(ClaimsScheduled(fire({{"request_id", "plain"}}), "plain"))
+      << "metadata.scheduled_by claims it too";
   EXPECT_EQ(check(fire(), CreateEvents("c1", call)), "");
   const std::string bad = errc::kScheduleUnproven;
   EXPECT_EQ(check(fire({{"args", {{"text", "other"}}}}), CreateEvents("c1", call)), bad);
@@ -256,7 +276,8 @@ TEST(ScheduleIngestCheck, AFireIsBelievedOnlyAsTheLogsCreateSaysIt) {
 
 // ------------------------------------------------------- the real pipeline
 
-std::string Sh(const std::vector<std::string>& argv, const std::string& dir, const std::string& name, int* rc) {
+std::string Sh(const std::vector<std::string>& argv, const std::string& dir, const std::string& name,
+               int* rc) {
   testing::ChildProcess c;
   EXPECT_TRUE(c.Start(argv, dir + "/" + name + ".out", dir + "/" + name + ".err"));
   auto st = c.Wait(seconds(60));
@@ -277,8 +298,8 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
   const std::string data = dir.sub("data"), policy = dir.sub("policy.yaml");
   std::ofstream(policy) << "version: 1\nmode: ask\nallow:\n  - builtin:echo\n  - \"builtin:schedule:*\"\n";
   int rc = 0;
-  std::string out = Sh({TOLLGATE_BIN, "agents", "add", "--data", data, "--org", "o1", "--agent", "a1"}, dir.path(),
-                       "agents", &rc);
+  std::string out = Sh({TOLLGATE_BIN, "agents", "add", "--data", data, "--org", "o1", "--agent", "a1"},
+                       dir.path(), "agents", &rc);
   ASSERT_EQ(rc, 0) << out;
   auto up = std::make_unique<testing::ChildProcess>();
   int starts = 0;
@@ -288,16 +309,18 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
     const std::string n = dir.sub("up" + std::to_string(++starts));
     ASSERT_TRUE(up->Start({TOLLGATE_BIN, "up", "--data", data, "--policy", policy, "--durability", "sync"},
                           n + ".out", n + ".err"));
-    ASSERT_TRUE(testing::WaitUntil([&] { return up->Poll() || std::filesystem::exists(data + "/endpoints.json"); },
-                                   seconds(60)) &&
-                !up->Poll())
+    ASSERT_TRUE(
+        testing::WaitUntil([&] { return up->Poll() || std::filesystem::exists(data + "/endpoints.json"); },
+                           seconds(60)) &&
+        !up->Poll())
         << up->out() << up->err();
   };
   int calls = 0;
   auto submit = [&](const std::string& rid, const std::string& tool, const std::string& action, Json args) {
-    std::vector<std::string> argv = {TOLLGATE_BIN, "submit", "--data", data, "--org", "o1", "--agent", "a1",
-                                     "--session", "s1", "--tool", tool, "--args", args.dump(),
-                                     "--request-id", rid, "--wait", "--timeout", "30"};
+    std::vector<std::string> argv = {TOLLGATE_BIN, "submit",  "--data",    data,        "--org",
+                                     "o1",         "--agent", "a1",        "--session", "s1",
+                                     "--tool",     tool,      "--args",    args.dump(), "--request-id",
+                                     rid,          "--wait",  "--timeout", "30"};
     if (!action.empty()) argv.insert(argv.end(), {"--action", action});
     const std::string text = Sh(argv, dir.path(), "submit" + std::to_string(++calls), &rc);
     Json r = Json::parse(text, nullptr, false);
@@ -338,7 +361,8 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
   const std::string fire_a = FireRequestIdOf(sid_a), fire_b = FireRequestIdOf(sid_b);
   // A fires right after the restart. B, due before it on the same agent's
   // partition, would have been received first had it fired.
-  ASSERT_TRUE(testing::WaitUntil([&] { return Summarize(EventsOf(*log, fire_a)).completed != nullptr; }, seconds(30)))
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return Summarize(EventsOf(*log, fire_a)).completed != nullptr; }, seconds(30)))
       << up->err();
   std::vector<Event> fa = EventsOf(*log, fire_a);
   RequestState st = Summarize(fa);
@@ -350,7 +374,8 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
   EXPECT_GE(received_at, due_a) << "decided at its fire time, not before";
   const auto only_forged = [&] {
     for (const Event& e : EventsOf(*log, fire_b)) {
-      if (e.type != "request.rejected" || e.data["error"].value("code", "") != errc::kScheduleUnproven) return false;
+      if (e.type != "request.rejected" || e.data["error"].value("code", "") != errc::kScheduleUnproven)
+        return false;
     }
     return true;
   };
@@ -383,7 +408,8 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
   EXPECT_NE(out.find("xB"), std::string::npos) << out;
   out = Sh({TOLLGATE_BIN, "replay", "s1", "--data", data, "--verify"}, dir.path(), "verify", &rc);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("5 decisions re-decided, 0 differ"), std::string::npos) << "cB, xB, cA, its fire, l1: " << out;
+  EXPECT_NE(out.find("5 decisions re-decided, 0 differ"), std::string::npos)
+      << "cB, xB, cA, its fire, l1: " << out;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // pass, and each kind of bad one (wrong type, missing field, bad enum value,
 // unknown field) fails with E_SCHEMA_VIOLATION and a message naming the
 // field.
+#include "core/schema.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include "core/credentials.h"
 #include "core/event.h"
 #include "core/messages.h"
-#include "core/schema.h"
 #include "core/status.h"
 
 namespace tollgate {
@@ -51,12 +52,15 @@ Json Without(Json doc, const std::string& ptr) {
   if (s.ok()) return ::testing::AssertionFailure() << schema << " accepted " << doc.dump();
   if (s.code() != errc::kSchemaViolation) return ::testing::AssertionFailure() << "code " << s.ToString();
   if (s.message().find(needle) == std::string::npos) {
-    return ::testing::AssertionFailure() << "message '" << s.message() << "' does not contain '" << needle << "'";
+    return ::testing::AssertionFailure()
+           << "message '" << s.message() << "' does not contain '" << needle << "'";
   }
   return ::testing::AssertionSuccess();
 }
 
-std::string MessageOf(std::string_view schema, const Json& doc) { return Registry().Validate(schema, doc).message(); }
+std::string MessageOf(std::string_view schema, const Json& doc) {
+  return Registry().Validate(schema, doc).message();
+}
 
 // ---------------------------------------------------------------- registry
 
@@ -83,7 +87,12 @@ TEST(SchemaRegistry, UnknownSchemaNameIsNotFound) {
 // policy; JSON text is checked by the parser) reached valijson's length
 // check, which indexes a table out of bounds. It is refused first.
 TEST(SchemaRegistry, AStringThatIsNotUtf8IsRefusedBeforeItsLengthIsMeasured) {
-  Json policy = {{"version", 1}, {"agents", {{"a1", {{"allow", {std::string("read_file:\x87\x87" "docs/**")}}}}}}};
+  Json policy = {{"version", 1},
+                 {"agents",
+                  {{"a1",
+                    {{"allow",
+                      {std::string("read_file:\x87\x87"
+                                   "docs/**")}}}}}}};
   Status s = Registry().Validate("policy", policy);
   EXPECT_EQ(s.code(), errc::kInvalidUtf8) << s.message();
   EXPECT_NE(s.message().find("/agents/a1/allow/0"), std::string::npos) << s.message();
@@ -94,7 +103,8 @@ TEST(SchemaRegistry, AStringThatIsNotUtf8IsRefusedBeforeItsLengthIsMeasured) {
 }
 
 TEST(SchemaRegistry, IsSafeToUseFromManyThreads) {
-  const Json good = {{"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", "echo"}, {"args", Json::object()}};
+  const Json good = {
+      {"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", "echo"}, {"args", Json::object()}};
   const Json bad = With(good, "/args", "x");
   std::vector<std::thread> threads;
   std::atomic<int> wrong{0};
@@ -102,7 +112,8 @@ TEST(SchemaRegistry, IsSafeToUseFromManyThreads) {
     threads.emplace_back([&] {
       for (int i = 0; i < 200; ++i) {
         if (!Registry().Validate("tool_request", good).ok()) ++wrong;
-        if (Registry().Validate("tool_request", bad).message() != "/args: expected object, got string") ++wrong;
+        if (Registry().Validate("tool_request", bad).message() != "/args: expected object, got string")
+          ++wrong;
       }
     });
   }
@@ -121,7 +132,8 @@ Json GoodRequest() {
 TEST(ToolRequestSchema, AcceptsFullAndMinimalRequests) {
   EXPECT_TRUE(Accepted("tool_request", GoodRequest()));
   Json minimal = GoodRequest();
-  for (const char* opt : {"/request_id", "/action", "/estimated_cost_usd", "/metadata"}) minimal = Without(minimal, opt);
+  for (const char* opt : {"/request_id", "/action", "/estimated_cost_usd", "/metadata"})
+    minimal = Without(minimal, opt);
   EXPECT_TRUE(Accepted("tool_request", minimal));
   EXPECT_TRUE(Accepted("tool_request", With(GoodRequest(), "/args", Json::object())));
   EXPECT_TRUE(Accepted("tool_request", With(GoodRequest(), "/estimated_cost_usd", 0)));
@@ -130,12 +142,16 @@ TEST(ToolRequestSchema, AcceptsFullAndMinimalRequests) {
 }
 
 TEST(ToolRequestSchema, WrongTypesNameTheField) {
-  EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/args", "text")), "/args: expected object, got string");
-  EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/request_id", 7)), "/request_id: expected string, got integer");
+  EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/args", "text")),
+            "/args: expected object, got string");
+  EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/request_id", 7)),
+            "/request_id: expected string, got integer");
   EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/estimated_cost_usd", "1")),
             "/estimated_cost_usd: expected number, got string");
-  EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/metadata", Json::array()), "/metadata: expected object"));
-  EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/tool", nullptr), "/tool: expected string, got null"));
+  EXPECT_TRUE(
+      Refused("tool_request", With(GoodRequest(), "/metadata", Json::array()), "/metadata: expected object"));
+  EXPECT_TRUE(
+      Refused("tool_request", With(GoodRequest(), "/tool", nullptr), "/tool: expected string, got null"));
   EXPECT_EQ(MessageOf("tool_request", Json::array()), "expected object, got array");
 }
 
@@ -156,9 +172,11 @@ TEST(ToolRequestSchema, RefusesUnknownTopLevelFields) {
 TEST(ToolRequestSchema, IdsAreBoundedAndPrintable) {
   EXPECT_EQ(MessageOf("tool_request", With(GoodRequest(), "/org_id", "")), "/org_id: must not be empty");
   EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/agent_id", "a\nb"), "/agent_id: must be an id"));
-  EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/session_id", std::string("a\0b", 3)), "/session_id"));
+  EXPECT_TRUE(
+      Refused("tool_request", With(GoodRequest(), "/session_id", std::string("a\0b", 3)), "/session_id"));
   EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/tool", "del\x7f"), "/tool"));
-  EXPECT_TRUE(Refused("tool_request", With(GoodRequest(), "/session_id", std::string(257, 's')), "/session_id"));
+  EXPECT_TRUE(
+      Refused("tool_request", With(GoodRequest(), "/session_id", std::string(257, 's')), "/session_id"));
   // 100 three-byte characters: 100 characters but 300 bytes, over the
   // byte limit of the log's index keys.
   std::string wide;
@@ -176,7 +194,8 @@ TEST(ToolRequestSchema, CostMustNotBeNegative) {
 // ------------------------------------------------------------- tool_result
 
 Json GoodToolResult() {
-  return Json::parse(R"({"success": true, "data": {"echo": "hi"}, "error": null, "meta": {"duration_ms": 1.5}})");
+  return Json::parse(
+      R"({"success": true, "data": {"echo": "hi"}, "error": null, "meta": {"duration_ms": 1.5}})");
 }
 
 Json FailedToolResult() {
@@ -197,18 +216,21 @@ TEST(ToolResultSchema, AcceptsSuccessAndFailure) {
 }
 
 TEST(ToolResultSchema, RefusesBadShapes) {
-  EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/success", "yes")), "/success: expected boolean, got string");
+  EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/success", "yes")),
+            "/success: expected boolean, got string");
   EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/error", "oops")),
             "/error: expected object or null, got string");
   EXPECT_TRUE(Refused("tool_result", With(FailedToolResult(), "/error/code", "tool_exec"),
                       "/error/code: must be a stable error code"));
-  EXPECT_TRUE(Refused("tool_result", With(FailedToolResult(), "/error/recoverable", "no"), "/error/recoverable"));
+  EXPECT_TRUE(
+      Refused("tool_result", With(FailedToolResult(), "/error/recoverable", "no"), "/error/recoverable"));
   EXPECT_EQ(MessageOf("tool_result", Without(FailedToolResult(), "/error/recoverable")),
             "/error: missing required field 'recoverable'");
   EXPECT_EQ(MessageOf("tool_result", Without(GoodToolResult(), "/data")), "missing required field 'data'");
   EXPECT_EQ(MessageOf("tool_result", Without(GoodToolResult(), "/meta/duration_ms")),
             "/meta: missing required field 'duration_ms'");
-  EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/meta/duration_ms", -1)), "/meta/duration_ms: must be >= 0");
+  EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/meta/duration_ms", -1)),
+            "/meta/duration_ms: must be >= 0");
   EXPECT_EQ(MessageOf("tool_result", With(GoodToolResult(), "/extra", true)), "unknown field 'extra'");
 }
 
@@ -241,36 +263,47 @@ TEST(ResultSchema, AcceptsEveryOutcome) {
 }
 
 TEST(ResultSchema, WhatTheStagesBuildConforms) {
-  const Json request = {{"request_id", "r-9"}, {"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"},
-                        {"tool", "echo"}, {"args", Json::object()}};
-  const Json decision = {{"verdict", "deny"}, {"reason", "no"}, {"rule", "r"}, {"danger_level", "HIGH"},
-                         {"policy_version", "v1"}, {"error_code", errc::kPolicyDenied}};
+  const Json request = {{"request_id", "r-9"}, {"org_id", "o"},  {"agent_id", "a"},
+                        {"session_id", "s"},   {"tool", "echo"}, {"args", Json::object()}};
+  const Json decision = {
+      {"verdict", "deny"},      {"reason", "no"},         {"rule", "r"},
+      {"danger_level", "HIGH"}, {"policy_version", "v1"}, {"error_code", errc::kPolicyDenied}};
   EXPECT_TRUE(Accepted("result", MakeResult(request, "completed", decision, nullptr, ToolResultOk("x", 1))));
   EXPECT_TRUE(Accepted("result", MakeResult(request, "rejected", nullptr, nullptr,
                                             ToolResultError(errc::kInvalidRequest, "bad", false))));
 }
 
 TEST(ResultSchema, RefusesBadShapes) {
-  EXPECT_TRUE(Refused("result", With(GoodResult(), "/status", "done"), "/status: must be one of \"completed\""));
-  EXPECT_TRUE(Refused("result", With(GoodResult(), "/decision/verdict", "maybe"), "/decision/verdict: must be one of"));
-  EXPECT_TRUE(Refused("result", With(GoodResult(), "/decision/danger_level", "EXTREME"), "/decision/danger_level"));
-  EXPECT_EQ(MessageOf("result", Without(GoodResult(), "/decision/rule")), "/decision: missing required field 'rule'");
-  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/decision", "allow")), "/decision: expected object or null, got string");
+  EXPECT_TRUE(
+      Refused("result", With(GoodResult(), "/status", "done"), "/status: must be one of \"completed\""));
+  EXPECT_TRUE(Refused("result", With(GoodResult(), "/decision/verdict", "maybe"),
+                      "/decision/verdict: must be one of"));
+  EXPECT_TRUE(
+      Refused("result", With(GoodResult(), "/decision/danger_level", "EXTREME"), "/decision/danger_level"));
+  EXPECT_EQ(MessageOf("result", Without(GoodResult(), "/decision/rule")),
+            "/decision: missing required field 'rule'");
+  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/decision", "allow")),
+            "/decision: expected object or null, got string");
   EXPECT_EQ(MessageOf("result", Without(GoodResult(), "/request_id")), "missing required field 'request_id'");
   EXPECT_EQ(MessageOf("result", With(GoodResult(), "/log_seq", -1)), "/log_seq: must be >= 0");
-  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/log_seq", 1.5)), "/log_seq: expected integer, got number");
-  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/result/meta", 3)), "/result/meta: expected object, got integer");
-  EXPECT_TRUE(Refused("result", With(GoodResult(), "/result/error", Json{{"code", "X"}, {"message", "m"}, {"recoverable", true}}),
-                      "/result/error/code"));
-  EXPECT_TRUE(Refused("result", With(GoodResult(), "/approval", Json{{"scope", "forever"}}), "/approval/scope"));
+  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/log_seq", 1.5)),
+            "/log_seq: expected integer, got number");
+  EXPECT_EQ(MessageOf("result", With(GoodResult(), "/result/meta", 3)),
+            "/result/meta: expected object, got integer");
+  EXPECT_TRUE(Refused(
+      "result",
+      With(GoodResult(), "/result/error", Json{{"code", "X"}, {"message", "m"}, {"recoverable", true}}),
+      "/result/error/code"));
+  EXPECT_TRUE(
+      Refused("result", With(GoodResult(), "/approval", Json{{"scope", "forever"}}), "/approval/scope"));
   EXPECT_EQ(MessageOf("result", With(GoodResult(), "/trace", "t")), "unknown field 'trace'");
 }
 
 // ------------------------------------------------------- approval_response
 
 Json GoodApproval() {
-  return {{"request_id", "r-1"}, {"decision", "approve"}, {"approver", "alice@example.com"}, {"scope", "once"},
-          {"comment", "looks fine"}, {"args_hash", kHash}};
+  return {{"request_id", "r-1"}, {"decision", "approve"},   {"approver", "alice@example.com"},
+          {"scope", "once"},     {"comment", "looks fine"}, {"args_hash", kHash}};
 }
 
 TEST(ApprovalResponseSchema, AcceptsApproveAndDeny) {
@@ -293,14 +326,19 @@ TEST(ApprovalResponseSchema, RefusesBadShapes) {
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/args_hash", "abc"), "/args_hash"));
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/approver", ""), "/approver"));
   EXPECT_TRUE(Refused("approval_response", With(GoodApproval(), "/org_id", 7), "/org_id"));
-  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/decision")), "missing required field 'decision'");
-  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/args_hash")), "missing required field 'args_hash'");
-  EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/comment", 5)), "/comment: expected string, got integer");
-  EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/approved", true)), "unknown field 'approved'");
+  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/decision")),
+            "missing required field 'decision'");
+  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/args_hash")),
+            "missing required field 'args_hash'");
+  EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/comment", 5)),
+            "/comment: expected string, got integer");
+  EXPECT_EQ(MessageOf("approval_response", With(GoodApproval(), "/approved", true)),
+            "unknown field 'approved'");
   // A withdrawal needs neither scope nor args_hash; an approval needs both.
   Json withdraw{{"request_id", "r1"}, {"decision", "withdraw"}};
   EXPECT_TRUE(SchemaRegistry::Builtin().Validate("approval_response", withdraw).ok());
-  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/scope")), "missing required field 'scope'");
+  EXPECT_EQ(MessageOf("approval_response", Without(GoodApproval(), "/scope")),
+            "missing required field 'scope'");
 }
 
 // ------------------------------------------------------------------ events
@@ -323,37 +361,58 @@ Json GoodData(std::string_view type) {
   if (type == "request.received") {
     Json request = Without(GoodRequest(), "/metadata");
     request["args"] = {{"query", "TODO"}, {"api_key", "[REDACTED]"}};
-    return {{"request", request}, {"args_hash", kHash}, {"content_hash", kHash}, {"received_at", kTime},
-            {"source", "tollgate.requests/0/17"}, {"redacted", {"/args/api_key"}}};
+    return {{"request", request},
+            {"args_hash", kHash},
+            {"content_hash", kHash},
+            {"received_at", kTime},
+            {"source", "tollgate.requests/0/17"},
+            {"redacted", {"/args/api_key"}}};
   }
   if (type == "request.rejected") {
     return {{"error", {{"code", "E_INVALID_REQUEST"}, {"message", "/args: expected object, got string"}}},
-            {"source", "tollgate.requests/0/18"}, {"size_bytes", 120}};
+            {"source", "tollgate.requests/0/18"},
+            {"size_bytes", 120}};
   }
   if (type == "decision.made") {
-    return {{"verdict", "ask"}, {"reason", "writes files"}, {"rule", "writes-need-approval"},
-            {"danger_level", "MEDIUM"}, {"policy_version", "v3"}, {"reservation", {{"usd", 0.25}}},
-            {"invocation", "builtin:write_file"}, {"read_only", false},
+    return {{"verdict", "ask"},
+            {"reason", "writes files"},
+            {"rule", "writes-need-approval"},
+            {"danger_level", "MEDIUM"},
+            {"policy_version", "v3"},
+            {"reservation", {{"usd", 0.25}}},
+            {"invocation", "builtin:write_file"},
+            {"read_only", false},
             {"checks", {{{"check", "registry"}, {"result", "pass"}, {"detail", "MEDIUM, mutating"}}}},
             {"approval", {{"quorum", 2}, {"approvers", {"alice", "bob"}}, {"timeout_s", 900}}}};
   }
-  if (type == "approval.requested") return {{"approvers_needed", 2}, {"deadline", kTime}, {"args_hash", kHash}};
+  if (type == "approval.requested")
+    return {{"approvers_needed", 2}, {"deadline", kTime}, {"args_hash", kHash}};
   if (type == "approval.granted") return {{"approver", "alice"}, {"scope", "always"}, {"comment", "ok"}};
   if (type == "approval.denied") return {{"approver", "system"}, {"scope", "once"}};
   if (type == "approval.expired") return {{"deadline", "2026-11-22T11:40:24+01:00"}};
   if (type == "approval.refused") {
-    return {{"code", "E_ARGS_HASH_MISMATCH"}, {"message", "args_hash does not match"}, {"approver", "alice"},
-            {"decision", "approve"}, {"scope", "once"}, {"args_hash", kHash}, {"source", "x/0/3"}};
+    return {{"code", "E_ARGS_HASH_MISMATCH"},
+            {"message", "args_hash does not match"},
+            {"approver", "alice"},
+            {"decision", "approve"},
+            {"scope", "once"},
+            {"args_hash", kHash},
+            {"source", "x/0/3"}};
   }
   if (type == "execution.started") return {{"executor", "builtin"}, {"attempt", 1}, {"source", "x/0/1"}};
   if (type == "execution.completed") {
-    return {{"result", FailedToolResult()}, {"duration_ms", 12.5}, {"cost_usd", 0}, {"redacted", Json::array()}};
+    return {
+        {"result", FailedToolResult()}, {"duration_ms", 12.5}, {"cost_usd", 0}, {"redacted", Json::array()}};
   }
   if (type == "policy.updated") {
-    return {{"policy_version", "v4"}, {"content_hash", kHash}, {"source", "policies/default.yaml"},
-            {"tier", "file"}, {"policy", {{"mode", "ask"}}}};
+    return {{"policy_version", "v4"},
+            {"content_hash", kHash},
+            {"source", "policies/default.yaml"},
+            {"tier", "file"},
+            {"policy", {{"mode", "ask"}}}};
   }
-  if (type == "tools.available") return {{"executor", "host-1:/srv/tollgate/tools"}, {"cli", {"code-search", "gpu-train"}}};
+  if (type == "tools.available")
+    return {{"executor", "host-1:/srv/tollgate/tools"}, {"cli", {"code-search", "gpu-train"}}};
   if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).data;
   if (type == "credential.revoked") {
     return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).data;
@@ -443,7 +502,8 @@ TEST(EventSchema, OnlyPolicyUpdatedMayLackARequest) {
   Json policy = GoodEvent("policy.updated");
   EXPECT_EQ(policy["request_id"], "");
   EXPECT_TRUE(CheckEvent(policy).ok()) << CheckEvent(policy).ToString();
-  Json other = With(With(With(policy, "/type", "decision.made"), "/data", GoodData("decision.made")), "/agent_id", "a");
+  Json other = With(With(With(policy, "/type", "decision.made"), "/data", GoodData("decision.made")),
+                    "/agent_id", "a");
   other["session_id"] = "s";
   EXPECT_EQ(CheckEvent(other).message(), "/request_id: must not be empty");
 }
@@ -467,8 +527,8 @@ TEST(EventSchema, TimesFollowRfc3339) {
 TEST(EventDataSchema, RefusesBadDataOfEveryType) {
   struct Case {
     const char* type;
-    const char* ptr;       // inside data
-    Json value;            // null with erase = true removes the member
+    const char* ptr;  // inside data
+    Json value;       // null with erase = true removes the member
     bool erase;
     const char* message;
   };
@@ -476,15 +536,18 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"request.received", "/args_hash", nullptr, true, "/data: missing required field 'args_hash'"},
       {"request.received", "/args_hash", "nothex", false, "/data/args_hash: must be a SHA-256 digest"},
       {"request.received", "/request/args", "x", false, "/data/request/args: expected object, got string"},
-      {"request.received", "/request/request_id", nullptr, true, "/data/request: missing required field 'request_id'"},
+      {"request.received", "/request/request_id", nullptr, true,
+       "/data/request: missing required field 'request_id'"},
       {"request.received", "/request/surprise", 1, false, "/data/request: unknown field 'surprise'"},
-      {"request.received", "/received_at", "yesterday", false, "/data/received_at: must be an RFC 3339 timestamp"},
+      {"request.received", "/received_at", "yesterday", false,
+       "/data/received_at: must be an RFC 3339 timestamp"},
       {"request.received", "/redacted", "all", false, "/data/redacted: expected array, got string"},
       {"request.rejected", "/error", nullptr, true, "/data: missing required field 'error'"},
       {"request.rejected", "/error/code", "bad", false, "/data/error/code: must be a stable error code"},
       {"request.rejected", "/error/message", nullptr, true, "/data/error: missing required field 'message'"},
       {"request.rejected", "/size_bytes", -1, false, "/data/size_bytes: must be >= 0"},
-      {"decision.made", "/verdict", "maybe", false, "/data/verdict: must be one of \"allow\", \"deny\", \"ask\""},
+      {"decision.made", "/verdict", "maybe", false,
+       "/data/verdict: must be one of \"allow\", \"deny\", \"ask\""},
       {"decision.made", "/danger_level", "EXTREME", false, "/data/danger_level: must be one of \"SAFE\""},
       {"decision.made", "/reservation", "x", false, "/data/reservation: expected object, got string"},
       {"decision.made", "/policy_version", nullptr, true, "/data: missing required field 'policy_version'"},
@@ -493,7 +556,8 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"decision.made", "/approval/quorum", 0, false, "/data/approval/quorum: must be >= 1"},
       {"decision.made", "/read_only", "yes", false, "/data/read_only: expected boolean, got string"},
       {"approval.requested", "/approvers_needed", 0, false, "/data/approvers_needed: must be >= 1"},
-      {"approval.requested", "/approvers_needed", "2", false, "/data/approvers_needed: expected integer, got string"},
+      {"approval.requested", "/approvers_needed", "2", false,
+       "/data/approvers_needed: expected integer, got string"},
       {"approval.requested", "/deadline", nullptr, true, "/data: missing required field 'deadline'"},
       {"approval.requested", "/args_hash", nullptr, true, "/data: missing required field 'args_hash'"},
       {"approval.granted", "/scope", "forever", false, "/data/scope: must be one of \"once\", \"always\""},
@@ -508,7 +572,8 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"execution.started", "/attempt", 0, false, "/data/attempt: must be >= 1"},
       {"execution.started", "/attempt", 1.5, false, "/data/attempt: expected integer, got number"},
       {"execution.started", "/executor", nullptr, true, "/data: missing required field 'executor'"},
-      {"execution.completed", "/result/success", nullptr, true, "/data/result: missing required field 'success'"},
+      {"execution.completed", "/result/success", nullptr, true,
+       "/data/result: missing required field 'success'"},
       {"execution.completed", "/result/error/code", "E_lower", false, "/data/result/error/code"},
       {"execution.completed", "/duration_ms", -1, false, "/data/duration_ms: must be >= 0"},
       {"execution.completed", "/cost_usd", "free", false, "/data/cost_usd: expected number, got string"},
@@ -523,7 +588,8 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"credential.added", "/public_key", "short", false, "/data/public_key"},
       {"credential.added", "/roles", Json::array({"root"}), false, "/data/roles/0: must be one of"},
       {"credential.added", "/added_by", nullptr, true, "/data: missing required field 'added_by'"},
-      {"credential.added", "/private_key", "-----BEGIN PRIVATE KEY-----", false, "unknown field 'private_key'"},
+      {"credential.added", "/private_key", "-----BEGIN PRIVATE KEY-----", false,
+       "unknown field 'private_key'"},
       {"credential.revoked", "/revoked_by", nullptr, true, "/data: missing required field 'revoked_by'"},
       {"credential.revoked", "/key_id", nullptr, true, "/data: missing required field 'key_id'"},
       {"credential.revoked", "/token", "t0ken", false, "unknown field 'token'"},
@@ -531,7 +597,8 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
   std::vector<std::string> covered;
   for (const Case& c : cases) {
     Json event = GoodEvent(c.type);
-    event = c.erase ? Without(event, std::string("/data") + c.ptr) : With(event, std::string("/data") + c.ptr, c.value);
+    event = c.erase ? Without(event, std::string("/data") + c.ptr)
+                    : With(event, std::string("/data") + c.ptr, c.value);
     Status s = CheckEvent(event);
     EXPECT_EQ(s.code(), errc::kSchemaViolation) << c.type << c.ptr << ": " << s.ToString();
     EXPECT_NE(s.message().find(c.message), std::string::npos)

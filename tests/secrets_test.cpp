@@ -6,9 +6,8 @@
 //   corpus of secrets in args, URLs (userinfo, query), headers, tool
 //   results and error messages never appears in `audit export`, the replay
 //   timeline or the results topic, while the server saw the real values.
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <chrono>
@@ -57,7 +56,8 @@ const std::vector<Secret>& Corpus() {
       {"openai", "sk-proj-Abcdefghijklmnopqrstuvwx12", "Abcdefghijklmnopqrstuvwx12"},
       {"sk-live", "sk-live-4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc"},
       {"github", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "16C7e42F292c6912E7710c838347Ae178B4a"},
-      {"github pat", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "11ABCDEFG0123456789_abcdefghijklmnop"},
+      {"github pat", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop",
+       "11ABCDEFG0123456789_abcdefghijklmnop"},
       {"slack", "xoxb-123456789012-abcdefghijkl", "123456789012-abcdefghijkl"},
       {"stripe", "sk_live_51H8abcdefghijklmn", "51H8abcdefghijklmn"},
       {"stripe restricted", "rk_live_51H9zyxwvutsrqponm", "51H9zyxwvutsrqponm"},
@@ -90,19 +90,36 @@ TEST(ValueScanner, CatchesEveryFormatInsideAStringAndKeepsTheRest) {
 TEST(ValueScanner, KeepsTheUsefulPartOfAUrl) {
   EXPECT_EQ(Scrub("https://user:pass@host.example/p?access_token=abc123&x=1"),
             "https://[REDACTED]@host.example/p?access_token=[REDACTED]&x=1");
-  EXPECT_EQ(Scrub("GET https://h/x?api_key=K&sig=S&page=2"), "GET https://h/x?api_key=[REDACTED]&sig=[REDACTED]&page=2");
+  EXPECT_EQ(Scrub("GET https://h/x?api_key=K&sig=S&page=2"),
+            "GET https://h/x?api_key=[REDACTED]&sig=[REDACTED]&page=2");
   EXPECT_EQ(Scrub("Authorization: Bearer abcdefghijklmnop1234"), "Authorization: [REDACTED]");
   EXPECT_EQ(Scrub("curl -H 'x' --password=s3cr3t --verbose"), "curl -H 'x' --password=[REDACTED] --verbose");
 }
 
 TEST(ValueScanner, LeavesOrdinaryTextAlone) {
-  for (const char* text :
-       {"task-list", "skeleton", "the skeleton key to the task-list", "ask-for-help", "risk-live-demo",
-        "tokens_used=42", "https://example.com/a/b?page=2&sort=asc", "password reset instructions were sent",
-        "monkey=banana", "the token expired", "GET https://api.example.com/v1/items", "bash:git status",
-        "AKIA is a prefix", "eyJ is how JSON starts in base64", "Basic usage", "mailto:someone@example.com",
-        "user@example.com wrote: hello", "ghp_short", "sk-short", "xoxb-1", "--verbose --output=x.txt",
-        "2026-11-23T18:08:22Z", "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}) {
+  for (const char* text : {"task-list",
+                           "skeleton",
+                           "the skeleton key to the task-list",
+                           "ask-for-help",
+                           "risk-live-demo",
+                           "tokens_used=42",
+                           "https://example.com/a/b?page=2&sort=asc",
+                           "password reset instructions were sent",
+                           "monkey=banana",
+                           "the token expired",
+                           "GET https://api.example.com/v1/items",
+                           "bash:git status",
+                           "AKIA is a prefix",
+                           "eyJ is how JSON starts in base64",
+                           "Basic usage",
+                           "mailto:someone@example.com",
+                           "user@example.com wrote: hello",
+                           "ghp_short",
+                           "sk-short",
+                           "xoxb-1",
+                           "--verbose --output=x.txt",
+                           "2026-11-23T18:08:22Z",
+                           "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"}) {
     EXPECT_EQ(Scrub(text), text);
   }
 }
@@ -127,15 +144,18 @@ TEST(Redaction, ByKeyAndByValueAtAnyDepthWithPointers) {
   EXPECT_EQ(v["url"], "https://[REDACTED]@h/x?token=[REDACTED]");
   EXPECT_EQ(v["nested"]["list"][0]["note"], kRedacted);
   std::sort(ptrs.begin(), ptrs.end());
-  EXPECT_EQ(ptrs, (std::vector<std::string>{"/args/1", "/headers/Api-Key", "/headers/X-Api-Key", "/nested/list/0/note",
-                                            "/url"}));
+  EXPECT_EQ(ptrs, (std::vector<std::string>{"/args/1", "/headers/Api-Key", "/headers/X-Api-Key",
+                                            "/nested/list/0/note", "/url"}));
   EXPECT_TRUE(DefaultRedactor()->Redact(v).empty()) << "a redacted value is not redacted again";
 }
 
 TEST(Redaction, ThePolicyAddsKeysAndPatterns) {
   std::shared_ptr<const Redactor> r;
-  ASSERT_TRUE(Redactor::FromPolicy(
-      Json::parse(R"js({"redact": {"keys": ["ssn"], "values": ["corp-[0-9]{6}", "pin=([0-9]{4})"]}})js"), &r).ok());
+  ASSERT_TRUE(
+      Redactor::FromPolicy(
+          Json::parse(R"js({"redact": {"keys": ["ssn"], "values": ["corp-[0-9]{6}", "pin=([0-9]{4})"]}})js"),
+          &r)
+          .ok());
   Json v = {{"customer_ssn", "123-45-6789"}, {"note", "ticket corp-123456 and pin=1234 ok"}};
   r->Redact(v);
   EXPECT_EQ(v["customer_ssn"], kRedacted);
@@ -151,10 +171,12 @@ TEST(Redaction, ThePolicyAddsKeysAndPatterns) {
 
 TEST(Redaction, AMegabyteStringIsScannedWithoutCrashing) {
   std::shared_ptr<const Redactor> r;
-  ASSERT_TRUE(Redactor::FromPolicy(Json::parse(R"js({"redact": {"values": ["corp-[0-9]{6}", "(x|y)+z"]}})js"), &r).ok());
+  ASSERT_TRUE(
+      Redactor::FromPolicy(Json::parse(R"js({"redact": {"values": ["corp-[0-9]{6}", "(x|y)+z"]}})js"), &r)
+          .ok());
   std::string big;
   for (int i = 0; big.size() < (1 << 20); ++i) big += i % 3 ? "a=b:c \"d\": " : "xyxyxyxyxy ";
-  for (int i = 0; i < 10000; ++i) big += "xy";  // a long run the regex engine recurses over
+  for (int i = 0; i < 10000; ++i) big += "xy";     // a long run the regex engine recurses over
   for (int i = 0; i < 100000; ++i) big += "eyJ-";  // JWT candidates that all fail (must stay linear)
   big += "\n";
   big += " corp-123456 and ghp_16C7e42F292c6912E7710c838347Ae178B4a";
@@ -187,8 +209,9 @@ TEST(Redaction, ScanningARequestIsFast) {
   Json args = {{"url", "https://api.example.com/v1/items?page=2&sort=asc"},
                {"method", "GET"},
                {"headers", {{"Accept", "application/json"}, {"User-Agent", "agent/1.0"}}},
-               {"body", "a paragraph of ordinary text that an agent might send along with the request, nothing "
-                        "secret in it at all, just words and numbers 12345"}};
+               {"body",
+                "a paragraph of ordinary text that an agent might send along with the request, nothing "
+                "secret in it at all, just words and numbers 12345"}};
   const int n = 20000;
   auto t0 = std::chrono::steady_clock::now();
   size_t changed = 0;
@@ -196,7 +219,8 @@ TEST(Redaction, ScanningARequestIsFast) {
     Json copy = args;
     changed += DefaultRedactor()->Redact(copy, "/args").size();
   }
-  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
   std::printf("[ redaction ] %.2f us per request (copy + scan)\n", us);
   RecordProperty("redact_us_per_request", std::to_string(us));
   EXPECT_EQ(changed, 0u);
@@ -224,7 +248,8 @@ class RecordingServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int i = 0; i < 500 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ~RecordingServer() {
     server_.stop();
@@ -290,9 +315,9 @@ TEST_F(SecretsPipelineTest, NoSecretReachesTheLogTheTimelineOrTheResultsWhileThe
   const std::string api_key = "xak-HeaderValue-0011223344", other_key = "ak-OtherHeader-5566778899";
   const std::string bearer = "BearerTok-abcdefghijklmnop-123", query_token = "QueryTok0123456789";
   const std::string err_pw = "ErrPassw0rd4455", err_token = "ErrQueryTok6677";
-  for (const auto& s : {api_key, other_key, bearer, query_token, err_pw, err_token, std::string("corp-654321"),
-                        std::string("ResultToken0123456789abcdefABCDEF"), std::string("ResultKey0123456789abcd"),
-                        std::string("ResultPassword77")}) {
+  for (const auto& s : {api_key, other_key, bearer, query_token, err_pw, err_token,
+                        std::string("corp-654321"), std::string("ResultToken0123456789abcdefABCDEF"),
+                        std::string("ResultKey0123456789abcd"), std::string("ResultPassword77")}) {
     secrets.push_back(s);
   }
 
@@ -311,7 +336,8 @@ TEST_F(SecretsPipelineTest, NoSecretReachesTheLogTheTimelineOrTheResultsWhileThe
   Send(Request("http-1", "http_request",
                {{"method", "GET"},
                 {"url", base + "/api/items?access_token=" + query_token + "&page=2"},
-                {"headers", {{"X-Api-Key", api_key}, {"Api-Key", other_key}, {"Authorization", "Bearer " + bearer}}}}));
+                {"headers",
+                 {{"X-Api-Key", api_key}, {"Api-Key", other_key}, {"Authorization", "Bearer " + bearer}}}}));
   // 3. http_request that fails (nothing listens on port 1): its URL's
   //    userinfo and token may appear in the error message.
   Send(Request("http-err", "http_request",
@@ -330,7 +356,8 @@ TEST_F(SecretsPipelineTest, NoSecretReachesTheLogTheTimelineOrTheResultsWhileThe
 
   // The results topic.
   for (const auto& [rid, value] : got) {
-    for (const auto& s : secrets) EXPECT_EQ(value.find(s), std::string::npos) << rid << " result leaks " << s << ": " << value;
+    for (const auto& s : secrets)
+      EXPECT_EQ(value.find(s), std::string::npos) << rid << " result leaks " << s << ": " << value;
   }
   // audit export: every event of the log.
   std::ostringstream exported;
@@ -352,7 +379,8 @@ TEST_F(SecretsPipelineTest, NoSecretReachesTheLogTheTimelineOrTheResultsWhileThe
   EXPECT_TRUE(verify.clean()) << verify.ToJson().dump();
   // And the log says what it redacted.
   EXPECT_NE(dump.find("\"redacted\":[\"/args/"), std::string::npos);
-  EXPECT_NE(dump.find("\"unredacted_sha256\""), std::string::npos) << "decision.made of http-1 had a secret in its invocation";
+  EXPECT_NE(dump.find("\"unredacted_sha256\""), std::string::npos)
+      << "decision.made of http-1 had a secret in its invocation";
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // runtime/serial_worker: one task at a time, in order, each outcome collected once.
+#include "runtime/serial_worker.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
-
-#include "runtime/serial_worker.h"
 
 namespace tollgate {
 namespace {

@@ -80,7 +80,11 @@ TEST(CommandLine, EachLineIsReadIntoItsSimpleCommandsAndDecidedForEveryOne) {
       {"eval git status", {}, K::kUnanalysable, "ask", "command:unanalysable"},
       // head only reshapes git's output: a pipe filter, covered by git's allow.
       {"git log | head -5", {{"git", "log"}, {"head", "-5"}}, K::kOk, "allow", "org.allow:bash:git *"},
-      {"git log | head -5 /etc/passwd", {{"git", "log"}, {"head", "-5", "/etc/passwd"}}, K::kOk, "ask", "approval_threshold"},
+      {"git log | head -5 /etc/passwd",
+       {{"git", "log"}, {"head", "-5", "/etc/passwd"}},
+       K::kOk,
+       "ask",
+       "approval_threshold"},
       {"git commit -m 'a; b'", {{"git", "commit", "-m", "a; b"}}, K::kOk, "allow", "org.allow:bash:git *"},
       {"git commit -m \"a && curl x\"",
        {{"git", "commit", "-m", "a && curl x"}},

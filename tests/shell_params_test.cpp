@@ -72,7 +72,8 @@ TEST(AuditQueryParams, LeaveAbsentFiltersAtTheirDefaultsAndIgnoreOtherKeys) {
 
 TEST(AuditQueryParams, TakeTheStringFormsOfAQueryString) {
   AuditQuery q;
-  ASSERT_TRUE(Build({{"limit", "25"}, {"descending", "1"}, {"types", "request.received,,decision.made"}}, &q).ok());
+  ASSERT_TRUE(
+      Build({{"limit", "25"}, {"descending", "1"}, {"types", "request.received,,decision.made"}}, &q).ok());
   EXPECT_EQ(q.limit, 25u);
   EXPECT_TRUE(q.descending);
   EXPECT_EQ(q.types, (std::vector<std::string>{"request.received", "decision.made"}));
@@ -82,18 +83,29 @@ TEST(AuditQueryParams, TakeTheStringFormsOfAQueryString) {
     ASSERT_TRUE(Build({{"descending", no}}, &(q = AuditQuery())).ok());
     EXPECT_FALSE(q.descending) << no;
   }
-  ASSERT_TRUE(Build({{"types", {"request.received,decision.made", "result.published"}}}, &(q = AuditQuery())).ok());
+  ASSERT_TRUE(
+      Build({{"types", {"request.received,decision.made", "result.published"}}}, &(q = AuditQuery())).ok());
   EXPECT_EQ(q.types.size(), 3u) << "each string of a list may name several types";
 }
 
 TEST(AuditQueryParams, RefuseEveryMalformedValueWithInvalidQuery) {
   const Json bad[] = {
-      {{"agent_id", 7}},          {{"session_id", Json::array()}}, {{"cursor", false}},
-      {{"types", 3}},             {{"types", {"request.received", 4}}},
-      {{"since", "yesterday"}},   {{"until", ""}},                 {{"since", 1790000000}},
-      {{"limit", -1}},            {{"limit", 2.5}},                {{"limit", "-1"}},
-      {{"limit", "10abc"}},       {{"limit", " 10"}},              {{"limit", ""}},
-      {{"limit", "99999999999999999999999"}},                      {{"descending", 1}},
+      {{"agent_id", 7}},
+      {{"session_id", Json::array()}},
+      {{"cursor", false}},
+      {{"types", 3}},
+      {{"types", {"request.received", 4}}},
+      {{"since", "yesterday"}},
+      {{"until", ""}},
+      {{"since", 1790000000}},
+      {{"limit", -1}},
+      {{"limit", 2.5}},
+      {{"limit", "-1"}},
+      {{"limit", "10abc"}},
+      {{"limit", " 10"}},
+      {{"limit", ""}},
+      {{"limit", "99999999999999999999999"}},
+      {{"descending", 1}},
   };
   for (const Json& params : bad) EXPECT_EQ(CodeOf(params), errc::kInvalidQuery) << params.dump();
   EXPECT_EQ(CodeOf(Json::array()), errc::kInvalidQuery);
@@ -108,12 +120,21 @@ TEST(AuditQueryParams, NameTheParameterThatIsWrong) {
 }
 
 TEST(AuditQueryParams, MapTheHttpApisShortNamesAndDropEmptyValues) {
-  const std::multimap<std::string, std::string> query{
-      {"org", "o1"},     {"agent", "a1"},   {"session", "s1"}, {"request", "r1"},
-      {"tool", "echo"},  {"verdict", "ask"}, {"since", "2026-01-01T00:00:00Z"},
-      {"until", ""},     {"cursor", "c"},   {"limit", "5"},    {"desc", "1"},
-      {"type", "request.received,decision.made"}, {"type", "result.published"},
-      {"session", "second-ignored"},      {"unknown", "x"}};
+  const std::multimap<std::string, std::string> query{{"org", "o1"},
+                                                      {"agent", "a1"},
+                                                      {"session", "s1"},
+                                                      {"request", "r1"},
+                                                      {"tool", "echo"},
+                                                      {"verdict", "ask"},
+                                                      {"since", "2026-01-01T00:00:00Z"},
+                                                      {"until", ""},
+                                                      {"cursor", "c"},
+                                                      {"limit", "5"},
+                                                      {"desc", "1"},
+                                                      {"type", "request.received,decision.made"},
+                                                      {"type", "result.published"},
+                                                      {"session", "second-ignored"},
+                                                      {"unknown", "x"}};
   const Json params = AuditParamsFromQueryString(query);
   EXPECT_EQ(params, (Json{{"org_id", "o1"},
                           {"agent_id", "a1"},
@@ -203,7 +224,8 @@ TEST_F(EndpointsTest, ClientBusLetsEachFlagGivenWinOverEndpoints) {
     EXPECT_EQ(bus.topics.prefix, c.want_prefix) << c.brokers << " " << c.prefix;
   }
   BusConfig bus;
-  EXPECT_TRUE(ClientBus(dir_.sub("nowhere"), "127.0.0.1:2222", "", &bus).ok()) << "no file needed with --brokers";
+  EXPECT_TRUE(ClientBus(dir_.sub("nowhere"), "127.0.0.1:2222", "", &bus).ok())
+      << "no file needed with --brokers";
 }
 
 TEST_F(EndpointsTest, ClientBusDefaultsAPrefixTheFileLeavesOut) {
@@ -276,7 +298,8 @@ TEST(ApprovalResponse, ABodyTheSchemaRefusesIsNamed) {
       << "no decision";
   Status s = ApprovalResponseFrom({{"decision", "maybe"}}, "r1", "o1", "alice", std::string(64, 'a'), &resp);
   EXPECT_FALSE(s.ok());
-  s = ApprovalResponseFrom({{"decision", "approve"}, {"comment", 5}}, "r1", "o1", "alice", std::string(64, 'a'), &resp);
+  s = ApprovalResponseFrom({{"decision", "approve"}, {"comment", 5}}, "r1", "o1", "alice",
+                           std::string(64, 'a'), &resp);
   EXPECT_NE(s.message().find("/comment"), std::string::npos) << s.message();
   ASSERT_TRUE(ApprovalResponseFrom({{"decision", "approve"}, {"approver", "mallory"}}, "r1", "o1", "alice",
                                    std::string(64, 'a'), &resp)

@@ -6,9 +6,8 @@
 //   0x7f000001, 2130706433, [::1], [::ffff:127.0.0.1], localhost, ...) and a
 //   redirect from an allowed server to a loopback URL must be refused, and
 //   the servers must count zero hits. Traffic only ever goes to loopback.
-#include <httplib.h>
-
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <atomic>
 #include <thread>
@@ -32,8 +31,9 @@ TEST(AddressClassifier, RefusesEveryNonGlobalAddress) {
       // IPv4
       "0.0.0.0", "0.1.2.3", "10.0.0.1", "10.255.255.255", "100.64.0.1", "100.127.255.254", "127.0.0.1",
       "127.1.2.3", "127.255.255.255", "169.254.169.254", "169.254.0.1", "172.16.0.1", "172.31.255.255",
-      "192.0.0.8", "192.0.2.1", "192.88.99.1", "192.168.0.1", "192.168.255.255", "198.18.0.1", "198.19.255.255",
-      "198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250", "240.0.0.1", "255.255.255.255",
+      "192.0.0.8", "192.0.2.1", "192.88.99.1", "192.168.0.1", "192.168.255.255", "198.18.0.1",
+      "198.19.255.255", "198.51.100.7", "203.0.113.9", "224.0.0.1", "239.255.255.250", "240.0.0.1",
+      "255.255.255.255",
       // IPv6
       "::", "::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254", "::ffff:8.8.8.8",
       "::127.0.0.1", "::10.0.0.1", "64:ff9b::7f00:1", "64:ff9b::a9fe:a9fe", "64:ff9b:1::1", "100::1",
@@ -49,9 +49,9 @@ TEST(AddressClassifier, RefusesEveryNonGlobalAddress) {
 }
 
 TEST(AddressClassifier, AllowsGlobalUnicast) {
-  for (const char* a : {"8.8.8.8", "1.1.1.1", "93.184.216.34", "100.63.255.255", "100.128.0.0", "172.15.255.255",
-                        "172.32.0.0", "192.167.255.255", "169.253.255.255", "2606:4700:4700::1111",
-                        "2a00:1450:4001:80b::200e", "2002:808:808::1"}) {
+  for (const char* a : {"8.8.8.8", "1.1.1.1", "93.184.216.34", "100.63.255.255", "100.128.0.0",
+                        "172.15.255.255", "172.32.0.0", "192.167.255.255", "169.253.255.255",
+                        "2606:4700:4700::1111", "2a00:1450:4001:80b::200e", "2002:808:808::1"}) {
     EXPECT_EQ(Why(a), "") << a << " is global";
   }
 }
@@ -87,7 +87,8 @@ class CountingServer {
     server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); });
     port_ = server_.bind_to_any_port(host);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && port_ > 0 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    for (int i = 0; i < 500 && port_ > 0 && !server_.is_running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ~CountingServer() {
     server_.stop();
@@ -124,7 +125,9 @@ class HttpTest : public ::testing::Test, public ToolFixture {
   }
   // o1's a1, the agent Ctx() runs as.
   void AgentHttp(Json cfg) { policy().orgs["o1"]["agents"]["a1"]["http_request"] = std::move(cfg); }
-  std::string Local(int port, const std::string& path = "/") { return "http://127.0.0.1:" + std::to_string(port) + path; }
+  std::string Local(int port, const std::string& path = "/") {
+    return "http://127.0.0.1:" + std::to_string(port) + path;
+  }
 };
 
 TEST_F(HttpTest, EveryLoopbackFormIsRefusedAndNothingConnects) {
@@ -133,13 +136,27 @@ TEST_F(HttpTest, EveryLoopbackFormIsRefusedAndNothingConnects) {
   const std::string p = std::to_string(v4.port());
   const std::string p6 = std::to_string(v6.port());
   const std::string forms[] = {
-      "http://127.0.0.1:" + p + "/",      "http://127.1:" + p + "/",          "http://127.0.1:" + p + "/",
-      "http://0x7f000001:" + p + "/",     "http://0x7f.0.0.1:" + p + "/",     "http://017700000001:" + p + "/",
-      "http://0177.0.0.1:" + p + "/",     "http://2130706433:" + p + "/",     "http://localhost:" + p + "/",
-      "http://LOCALHOST:" + p + "/",      "http://[::ffff:127.0.0.1]:" + p + "/", "http://[::ffff:7f00:1]:" + p + "/",
-      "http://0.0.0.0:" + p + "/",        "http://0:" + p + "/",              "https://127.0.0.1:" + p + "/",
-      "http://user:pw@127.0.0.1:" + p + "/", "http://127.0.0.1.:" + p + "/",  "http://[::1]:" + p6 + "/",
-      "http://[0:0:0:0:0:0:0:1]:" + p6 + "/", "http://localhost:" + p6 + "/", "http://ip6-localhost:" + p6 + "/",
+      "http://127.0.0.1:" + p + "/",
+      "http://127.1:" + p + "/",
+      "http://127.0.1:" + p + "/",
+      "http://0x7f000001:" + p + "/",
+      "http://0x7f.0.0.1:" + p + "/",
+      "http://017700000001:" + p + "/",
+      "http://0177.0.0.1:" + p + "/",
+      "http://2130706433:" + p + "/",
+      "http://localhost:" + p + "/",
+      "http://LOCALHOST:" + p + "/",
+      "http://[::ffff:127.0.0.1]:" + p + "/",
+      "http://[::ffff:7f00:1]:" + p + "/",
+      "http://0.0.0.0:" + p + "/",
+      "http://0:" + p + "/",
+      "https://127.0.0.1:" + p + "/",
+      "http://user:pw@127.0.0.1:" + p + "/",
+      "http://127.0.0.1.:" + p + "/",
+      "http://[::1]:" + p6 + "/",
+      "http://[0:0:0:0:0:0:0:1]:" + p6 + "/",
+      "http://localhost:" + p6 + "/",
+      "http://ip6-localhost:" + p6 + "/",
   };
   for (const auto& url : forms) {
     Json r = Call("http_request", {{"url", url}});
@@ -147,12 +164,13 @@ TEST_F(HttpTest, EveryLoopbackFormIsRefusedAndNothingConnects) {
     const std::string code = Code(r);
     // A name that does not resolve here (ip6-localhost on some hosts) fails
     // as E_HTTP_ERROR; everything that resolves must be refused as forbidden.
-    const bool may_not_resolve = url.find("ip6-") != std::string::npos || url.find("1.:") != std::string::npos;
+    const bool may_not_resolve =
+        url.find("ip6-") != std::string::npos || url.find("1.:") != std::string::npos;
     EXPECT_TRUE(code == "E_URL_FORBIDDEN" || (code == "E_HTTP_ERROR" && may_not_resolve))
         << url << " -> " << r.dump();
   }
-  for (const char* url : {"file:///etc/passwd", "gopher://127.0.0.1/", "ftp://127.0.0.1/", "dict://127.0.0.1:11211/",
-                          "ldap://127.0.0.1/", "/relative/without/base"}) {
+  for (const char* url : {"file:///etc/passwd", "gopher://127.0.0.1/", "ftp://127.0.0.1/",
+                          "dict://127.0.0.1:11211/", "ldap://127.0.0.1/", "/relative/without/base"}) {
     EXPECT_EQ(Code(Call("http_request", {{"url", url}})), "E_URL_FORBIDDEN") << url;
   }
   EXPECT_EQ(v4.hits(), 0) << "the guard must refuse before connecting";
@@ -193,7 +211,8 @@ TEST_F(HttpTest, TheAgentsHostsListIsRecheckedOnEveryHop) {
   };
   AgentHttp({{"hosts", {"127.0.0.1", "*.example.com"}}});
   EXPECT_TRUE(Call("http_request", {{"url", Local(s.port())}})["success"]);
-  EXPECT_EQ(Code(Call("http_request", {{"url", "http://localhost:" + std::to_string(s.port()) + "/"}})), "E_URL_FORBIDDEN");
+  EXPECT_EQ(Code(Call("http_request", {{"url", "http://localhost:" + std::to_string(s.port()) + "/"}})),
+            "E_URL_FORBIDDEN");
   EXPECT_EQ(Code(Call("http_request", {{"url", Local(s.port(), "/away")}})), "E_URL_FORBIDDEN");
   EXPECT_EQ(s.hits(), 2) << "the refused host got nothing";
 }
@@ -237,13 +256,16 @@ TEST_F(HttpTest, RedirectsAreCheckedCappedAndStripCredentialsAcrossOrigins) {
   const std::string t = "http://127.0.0.2:" + std::to_string(target.port());
   s.handler = [&](const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/to-loopback") return res.set_redirect(t + "/stolen");
-    if (req.path == "/to-localhost") return res.set_redirect("http://localhost:" + std::to_string(target.port()) + "/");
+    if (req.path == "/to-localhost")
+      return res.set_redirect("http://localhost:" + std::to_string(target.port()) + "/");
     if (req.path == "/to-v6") return res.set_redirect("http://[::1]:" + std::to_string(target.port()) + "/");
-    if (req.path == "/to-decimal") return res.set_redirect("http://2130706434:" + std::to_string(target.port()) + "/");
+    if (req.path == "/to-decimal")
+      return res.set_redirect("http://2130706434:" + std::to_string(target.port()) + "/");
     if (req.path == "/to-file") return res.set_redirect("file:///etc/passwd");
     if (req.path == "/loop") return res.set_redirect("/loop");
     if (req.path == "/same") return res.set_redirect("/final");
-    if (req.path == "/cross") return res.set_redirect("http://127.0.0.1:" + std::to_string(other.port()) + "/x");
+    if (req.path == "/cross")
+      return res.set_redirect("http://127.0.0.1:" + std::to_string(other.port()) + "/x");
     res.set_content("final", "text/plain");
   };
   AgentHttp({{"default_headers", {{"Authorization", "Bearer t"}, {"Cookie", "c=1"}}}});

@@ -5,7 +5,6 @@
 
 #include <map>
 
-#include "deploy/reconciler.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "core/jwt.h"
@@ -14,9 +13,10 @@
 #include "core/sha256.h"
 #include "core/unproven.h"
 #include "decide/decide_stage.h"
-#include "tests/test_util.h"
+#include "deploy/reconciler.h"
 #include "execute/execute_stage.h"
 #include "ingest/ingest_stage.h"
+#include "tests/test_util.h"
 
 namespace tollgate {
 namespace {
@@ -71,13 +71,14 @@ Message Msg(const Json& j, const std::string& key = "agent-1") {
 }
 
 Json Req(const std::string& rid = "r1", const std::string& org = "o", const std::string& agent = "agent-1") {
-  return {{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", "s"},
-          {"tool", "echo"},     {"args", {{"text", "hi"}, {"api_key", "k-123"}}}};
+  return {{"request_id", rid}, {"org_id", org},  {"agent_id", agent},
+          {"session_id", "s"}, {"tool", "echo"}, {"args", {{"text", "hi"}, {"api_key", "k-123"}}}};
 }
 
 // `j` as a message signed at `at` by the agent it names (or by `org`/`agent`
 // when given), with claims for exactly its bytes.
-Message Signed(Agents& agents, const Json& j, int64_t at = kT0, std::string org = "", std::string agent = "") {
+Message Signed(Agents& agents, const Json& j, int64_t at = kT0, std::string org = "",
+               std::string agent = "") {
   if (org.empty()) org = j.value("org_id", "");
   if (agent.empty()) agent = j.value("agent_id", "");
   Message m = Msg(j);
@@ -255,7 +256,8 @@ TEST_F(IngestTest, IngestRefusesARequestSignedWithAnotherKey) {
   }
   // A key registered for another agent does not sign for agent-1.
   Message other = Msg(Req());
-  other.headers[kHeaderAuth] = SignRequest(agents_.Key("o", "agent-2"), "o", "agent-1", "r1", other.value, kT0 / 1'000'000);
+  other.headers[kHeaderAuth] =
+      SignRequest(agents_.Key("o", "agent-2"), "o", "agent-1", "r1", other.value, kT0 / 1'000'000);
   ExpectRefused(ingest_.Process(other, Ctx(3), log_), "E_UNAUTHENTICATED", "unknown");
   // Nor does any key for an agent nobody registered.
   Json ghost = Req("r1", "o", "ghost");
@@ -308,7 +310,8 @@ TEST_F(IngestTest, IngestRefusesARequestWhoseBodyNamesAnotherOrgOrAgentThanItsSi
   EXPECT_TRUE(log_.Of("o2", "r1").empty()) << "nothing in the org the body named";
   // The signed request_id binds too.
   Message m = Msg(Req("r2"));
-  m.headers[kHeaderAuth] = SignRequest(agents_.Key("o", "agent-1"), "o", "agent-1", "r1", m.value, kT0 / 1'000'000);
+  m.headers[kHeaderAuth] =
+      SignRequest(agents_.Key("o", "agent-1"), "o", "agent-1", "r1", m.value, kT0 / 1'000'000);
   StageResult rid = ingest_.Process(m, Ctx(9), log_);
   ASSERT_EQ(rid.events.size(), 1u);
   EXPECT_EQ(rid.events[0].data["error"]["code"], "E_UNAUTHENTICATED");
@@ -327,10 +330,12 @@ TEST_F(IngestTest, IngestRefusesASignatureOlderThanTheSkewAndFilesItUnderTheProv
   EXPECT_EQ(r.events[0].data["check"], "iat");
   // Within the skew, either side, it is fine; beyond it in the future, not
   // (E_UNAUTHENTICATED, though the signer is proven).
-  EXPECT_EQ(ingest_.Process(Signed(Req("r2"), now - kDefaultMaxSkewUs + 2'000'000), Ctx(2), log_).events[0].type,
-            "request.received");
-  EXPECT_EQ(ingest_.Process(Signed(Req("r3"), now + kDefaultMaxSkewUs - 2'000'000), Ctx(3), log_).events[0].type,
-            "request.received");
+  EXPECT_EQ(
+      ingest_.Process(Signed(Req("r2"), now - kDefaultMaxSkewUs + 2'000'000), Ctx(2), log_).events[0].type,
+      "request.received");
+  EXPECT_EQ(
+      ingest_.Process(Signed(Req("r3"), now + kDefaultMaxSkewUs - 2'000'000), Ctx(3), log_).events[0].type,
+      "request.received");
   StageResult future = ingest_.Process(Signed(Req("r4"), now + kDefaultMaxSkewUs + 2'000'000), Ctx(4), log_);
   ExpectRefused(future, "E_UNAUTHENTICATED", "o");
   EXPECT_EQ(future.events[0].data["check"], "iat");
@@ -419,8 +424,8 @@ class DecideFlowTest : public ::testing::Test {
     ASSERT_TRUE(Flow::FromJson(Json::parse(r.outputs[0].message.value), &victim_));
   }
   StageResult Decide(const Flow& f, int n) {
-    return decide_->Process(MessageFor(topics_.decide(), f.request, f.ToJson()), {kT0 + n, "i/d/0/" + std::to_string(n)},
-                            log_);
+    return decide_->Process(MessageFor(topics_.decide(), f.request, f.ToJson()),
+                            {kT0 + n, "i/d/0/" + std::to_string(n)}, log_);
   }
   Topics topics_;
   Agents agents_;
@@ -497,8 +502,8 @@ TEST(Decide, DefaultPolicyAllowsReadOnlyAsksMutatingDeniesSecrets) {
   pif.SetFile(p);
   BudgetLedger ledger;
   auto decide = [&](const std::string& tool, Json args) {
-    Json req = {{"request_id", "r"}, {"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", tool},
-                {"args", std::move(args)}};
+    Json req = {{"request_id", "r"}, {"org_id", "o"}, {"agent_id", "a"},
+                {"session_id", "s"}, {"tool", tool},  {"args", std::move(args)}};
     return Decide(pif, ledger, DecideInput{&req, 1'795'000'000'000'000});
   };
   for (const char* t : {"echo", "current_time", "calculate", "read_file", "list_directory", "file_exists",
@@ -509,7 +514,8 @@ TEST(Decide, DefaultPolicyAllowsReadOnlyAsksMutatingDeniesSecrets) {
     EXPECT_EQ(decide(t, {{"path", "notes.txt"}, {"command", "ls"}})["verdict"], "ask") << t;
   }
   EXPECT_EQ(decide("http_request", {{"method", "POST"}, {"url", "https://example.com/x"}})["verdict"], "ask");
-  EXPECT_EQ(decide("http_request", {{"method", "GET"}, {"url", "https://example.com/x"}})["verdict"], "allow");
+  EXPECT_EQ(decide("http_request", {{"method", "GET"}, {"url", "https://example.com/x"}})["verdict"],
+            "allow");
   EXPECT_EQ(decide("delete_file", {{"path", "/etc/shadow"}})["error_code"], "E_POLICY_DENIED");
   EXPECT_EQ(decide("read_file", {{"path", "app/.env"}})["error_code"], "E_POLICY_DENIED");
   EXPECT_EQ(decide("execute_command", {{"command", "cat ~/.ssh/id_rsa"}})["error_code"], "E_POLICY_DENIED");

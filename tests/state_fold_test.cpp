@@ -105,13 +105,15 @@ class StateFoldTest : public ::testing::Test {
   // One call of session s1 received at `at`: ingest's request.received,
   // then decide, then approve when decide asks. Returns the verdict.
   std::string Call(const std::string& rid, const std::string& tool, Json args, int64_t at) {
-    Json request{{"request_id", rid}, {"org_id", "o1"}, {"agent_id", "a1"},
-                 {"session_id", "s1"}, {"tool", tool}, {"args", args}};
+    Json request{{"request_id", rid},  {"org_id", "o1"}, {"agent_id", "a1"},
+                 {"session_id", "s1"}, {"tool", tool},   {"args", args}};
     std::string canon;
     EXPECT_TRUE(CanonicalBytes(request, &canon).ok());
     args_hash_[rid] = ArgsHash(args);
     Event received = testing::MakeEvent("request.received", rid, "s1", "a1", "o1", tool, at);
-    received.data = {{"request", request}, {"args_hash", args_hash_[rid]}, {"content_hash", Sha256Hex(canon)},
+    received.data = {{"request", request},
+                     {"args_hash", args_hash_[rid]},
+                     {"content_hash", Sha256Hex(canon)},
                      {"received_at", FormatTime(at)}};
     Append({received});
     Flow flow{request, FormatTime(at), args_hash_[rid], nullptr};
@@ -140,14 +142,19 @@ class StateFoldTest : public ::testing::Test {
     Message m;
     m.topic = topics_.approval_responses();
     m.key = approver;
-    m.value = Json{{"request_id", rid}, {"decision", decision}, {"approver", approver}, {"scope", scope},
+    m.value = Json{{"request_id", rid},
+                   {"decision", decision},
+                   {"approver", approver},
+                   {"scope", scope},
                    {"args_hash", args_hash_.at(rid)}}
                   .dump();
     Run(*approve_, m, at);
   }
   void Completed(const std::string& rid, const std::string& tool, double cost, int64_t at) {
     Append({testing::MakeEvent("execution.completed", rid, "s1", "a1", "o1", tool, at,
-                               {{"result", ToolResultOk({{"ok", true}}, 1)}, {"duration_ms", 1}, {"cost_usd", cost},
+                               {{"result", ToolResultOk({{"ok", true}}, 1)},
+                                {"duration_ms", 1},
+                                {"cost_usd", cost},
                                 {"source", "test"}})});
   }
 
@@ -161,7 +168,8 @@ class StateFoldTest : public ::testing::Test {
     Completed("r2", "read_file", 1.0, kT0 + 4 * kSec);
     ASSERT_EQ(Call("r3", "read_file", {{"path", "/a/3"}}, kT0 + 5 * kSec), "allow");  // reserved, not settled
     ASSERT_EQ(Call("r4", "read_file", {{"path", "/a/4"}}, kT0 + 6 * kSec), "allow");
-    ASSERT_EQ(Call("r5", "read_file", {{"path", "/a/5"}}, kT0 + 7 * kSec), "deny") << "$0.50 + $1 + $1 + $1 + $1 > $3.50";
+    ASSERT_EQ(Call("r5", "read_file", {{"path", "/a/5"}}, kT0 + 7 * kSec), "deny")
+        << "$0.50 + $1 + $1 + $1 + $1 > $3.50";
     ASSERT_EQ(Call("d1", "delete_file", {{"path", "/a/1"}}, kT0 + 8 * kSec), "deny");
     ASSERT_EQ(Call("w5", "write_file", {{"path", "/w/5"}, {"content", "x"}}, kT0 + 10 * kSec), "ask");
     StageResult expired = approve_->Tick({kT0 + 100 * kSec, ""}, *view_);  // w5's deadline passed
@@ -228,7 +236,8 @@ TEST_F(StateFoldTest, DecideFoldedEventByEventEqualsTheLiveStageTheRebuildAndRep
 
   const BudgetLedger live = decide_.ledger();
   EXPECT_EQ(live.size(), 11u) << "every decision holds an entry but the two denials";
-  EXPECT_EQ(live.Sum(BudgetLedger::Scope::kSession, "o1", "a1", "s1", "", INT64_MIN, INT64_MAX, "").micros, 3'500'000)
+  EXPECT_EQ(live.Sum(BudgetLedger::Scope::kSession, "o1", "a1", "s1", "", INT64_MIN, INT64_MAX, "").micros,
+            3'500'000)
       << "r1 and r2 settled at $0.50 and $1, r3 and r4 reserved at $1";
   for (const char* released : {"w3", "w5"}) {
     const BudgetEntry* e = live.Find("o1", released);

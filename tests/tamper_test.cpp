@@ -132,20 +132,21 @@ Pristine* BuildPristine() {
       ADD_FAILURE() << s.ToString();
       return p;
     }
-    const char* const steps[] = {"request.received", "decision.made", "execution.started", "execution.completed"};
+    const char* const steps[] = {"request.received", "decision.made", "execution.started",
+                                 "execution.completed"};
     std::vector<AppendFuture> pending;
     int n = 0;
     for (int req = 0; req < 75; ++req) {
       const std::string rid = "req-" + std::to_string(req);
       for (int step = 0; step < 4; ++step, ++n) {
-        Event e = testing::MakeEvent(
-            steps[step], rid, "sess-" + std::to_string(req % 8), "agent-" + std::to_string(req % 5),
-            req % 3 == 0 ? "org-globex" : "org-acme", kTools[req % 6],
-            // Two events share each millisecond: equal times in the time index.
-            1'790'000'000'000'000 + (n / 2) * 1'000,
-            Json{{"args", {{"path", "/srv/r" + std::to_string(req)}, {"n", req}}},
-                 {"cost_usd", 0.125 * step},
-                 {"note", "caf\xc3\xa9 \"" + std::to_string(n) + "\"\n"}});
+        Event e = testing::MakeEvent(steps[step], rid, "sess-" + std::to_string(req % 8),
+                                     "agent-" + std::to_string(req % 5),
+                                     req % 3 == 0 ? "org-globex" : "org-acme", kTools[req % 6],
+                                     // Two events share each millisecond: equal times in the time index.
+                                     1'790'000'000'000'000 + (n / 2) * 1'000,
+                                     Json{{"args", {{"path", "/srv/r" + std::to_string(req)}, {"n", req}}},
+                                          {"cost_usd", 0.125 * step},
+                                          {"note", "caf\xc3\xa9 \"" + std::to_string(n) + "\"\n"}});
         if (step == 2) e.id = MakeEventId(e.type, rid, "attempt-1");
         pending.push_back(log->AppendAsync(std::move(e)));
       }
@@ -202,10 +203,11 @@ class TamperTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     seed_ = TestSeed();
-    std::cout << "tamper_test: seed " << seed_ << " (replay with TOLLGATE_TEST_SEED=" << seed_ << ")" << std::endl;
+    std::cout << "tamper_test: seed " << seed_ << " (replay with TOLLGATE_TEST_SEED=" << seed_ << ")"
+              << std::endl;
     pristine_ = BuildPristine();
-    std::cout << "tamper_test: pristine log of " << pristine_->head << " events built in " << pristine_->build_ms
-              << " ms" << std::endl;
+    std::cout << "tamper_test: pristine log of " << pristine_->head << " events built in "
+              << pristine_->build_ms << " ms" << std::endl;
   }
   static void TearDownTestSuite() {
     delete pristine_;
@@ -215,7 +217,8 @@ class TamperTest : public ::testing::Test {
     ASSERT_GE(P().head, 300u);
     ASSERT_EQ(P().values.size(), P().head + 1);
     // Each test draws its own stream, so a test replays alone too.
-    rng_.seed(seed_ ^ std::hash<std::string>{}(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    rng_.seed(seed_ ^
+              std::hash<std::string>{}(::testing::UnitTest::GetInstance()->current_test_info()->name()));
   }
 
   static const Pristine& P() { return *pristine_; }
@@ -241,7 +244,8 @@ class TamperTest : public ::testing::Test {
     VerifyReport report = VerifyLog(*store);
     std::string problems;
     for (size_t i = 0; i < report.problems.size() && i < 5; ++i) {
-      problems += "\n  " + std::to_string(report.problems[i].seq) + ": " + report.problems[i].status.ToString();
+      problems +=
+          "\n  " + std::to_string(report.problems[i].seq) + ": " + report.problems[i].status.ToString();
     }
     EXPECT_FALSE(report.ok()) << "undetected: " << out.what;
     EXPECT_EQ(report.first_bad_seq(), out.first_bad) << out.what << " -> " << report.Summary() << problems;
@@ -299,13 +303,15 @@ TEST_F(TamperTest, PristineLogAndExportsVerify) {
 TEST_F(TamperTest, UntouchedCopyVerifies) {
   const std::string copy = scratch_.sub("copy");
   fs::copy(P().path, copy, fs::copy_options::recursive);
-  { RawDb db(copy); ASSERT_TRUE(db.status().ok()); }
+  {
+    RawDb db(copy);
+    ASSERT_TRUE(db.status().ok());
+  }
   std::unique_ptr<LogStore> store;
   ASSERT_TRUE(LogStore::Open(copy, OpenMode::kReadOnly, &store).ok());
   VerifyReport report = VerifyLog(*store);
   EXPECT_TRUE(report.ok()) << report.Summary();
 }
-
 
 // --------------------------------------------------------------------------
 // Edits of the database.
@@ -320,7 +326,8 @@ TEST_F(TamperTest, FlippedByteOfARecord) {
       const uint8_t mask = static_cast<uint8_t>(Rand(1, 255));
       v[pos] = static_cast<char>(static_cast<uint8_t>(v[pos]) ^ mask);
       db.Put(kEvents, EncodeSeq(k), v);
-      return Outcome{"byte " + std::to_string(pos) + " of seq " + std::to_string(k) + " xor " + std::to_string(mask), k};
+      return Outcome{
+          "byte " + std::to_string(pos) + " of seq " + std::to_string(k) + " xor " + std::to_string(mask), k};
     });
   }
 }
@@ -567,11 +574,23 @@ std::string JoinLines(const std::vector<std::string>& lines) {
 }
 
 TEST_F(TamperTest, ExportEdits) {
-  enum Kind { kFlip, kDeleteLine, kSwap, kDuplicate, kTruncate, kDropEnd, kHeaderPrevHash, kHeaderRange,
-              kEndLine, kForgeLine, kNumKinds };
-  const char* const names[] = {"flip a byte of a record", "delete a line", "swap two records",
-                               "duplicate a line", "truncate", "drop the end line", "header prev_hash",
-                               "header seq range", "end line", "forged record line"};
+  enum Kind {
+    kFlip,
+    kDeleteLine,
+    kSwap,
+    kDuplicate,
+    kTruncate,
+    kDropEnd,
+    kHeaderPrevHash,
+    kHeaderRange,
+    kEndLine,
+    kForgeLine,
+    kNumKinds
+  };
+  const char* const names[] = {"flip a byte of a record", "delete a line",    "swap two records",
+                               "duplicate a line",        "truncate",         "drop the end line",
+                               "header prev_hash",        "header seq range", "end line",
+                               "forged record line"};
   std::map<int, int> done, imported;
   int skipped = 0, imports = 0;
   for (int i = 0; done[kFlip] + skipped < 300 && i < 2000; ++i) {
@@ -667,8 +686,14 @@ TEST_F(TamperTest, ExportEdits) {
         Json e = Json::parse(lines.back());
         auto& end = e["tollgate_export_end"];
         switch (Rand(0, 2)) {
-          case 0: end["count"] = end["count"].get<uint64_t>() + 1; what = "end count"; break;
-          case 1: end["last_seq"] = end["last_seq"].get<uint64_t>() - 1; what = "end last_seq"; break;
+          case 0:
+            end["count"] = end["count"].get<uint64_t>() + 1;
+            what = "end count";
+            break;
+          case 1:
+            end["last_seq"] = end["last_seq"].get<uint64_t>() - 1;
+            what = "end last_seq";
+            break;
           default: {
             // Another record's hash: drawn again when it is the real one.
             const std::string real = end["last_hash"].get<std::string>();
@@ -704,8 +729,8 @@ TEST_F(TamperTest, ExportEdits) {
     std::istringstream in(text);
     VerifyReport report;
     ASSERT_NO_THROW(report = VerifyExport(in)) << what;
-    EXPECT_FALSE(report.ok()) << "undetected edit of the " << (part ? "partial" : "full") << " export: " << what
-                              << " (" << names[kind] << ")";
+    EXPECT_FALSE(report.ok()) << "undetected edit of the " << (part ? "partial" : "full")
+                              << " export: " << what << " (" << names[kind] << ")";
     ++done[kind];
     // The first of each kind on the full export: import refuses it and
     // writes nothing.

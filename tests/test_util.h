@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "audit/audit_query.h"
 #include "audit/log_sink.h"
@@ -32,7 +31,8 @@ namespace tollgate::testing {
 // appended once).
 class MemoryLog : public LogView {
  public:
-  Status EventsOfRequest(const std::string& org, const std::string& rid, std::vector<Event>* out) const override {
+  Status EventsOfRequest(const std::string& org, const std::string& rid,
+                         std::vector<Event>* out) const override {
     out->clear();
     for (const auto& e : events_) {
       if (e.org_id == org && e.request_id == rid) out->push_back(e);
@@ -146,7 +146,8 @@ inline void ExpectOpenIndexAgrees(const LogStore& store) {
                   std::vector<Event> events;
                   ASSERT_TRUE(view.EventsOfRequest(received.org_id, received.request_id, &events).ok());
                   RequestState st = Summarize(events);
-                  if (st.received != nullptr && !st.terminal()) unfinished.insert({received.org_id, received.request_id});
+                  if (st.received != nullptr && !st.terminal())
+                    unfinished.insert({received.org_id, received.request_id});
                 }).ok());
     ASSERT_TRUE(store.ReadHead(&after, &h).ok());
     if (before != after) continue;

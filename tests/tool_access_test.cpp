@@ -1,8 +1,8 @@
 // Which tools an agent may call and whether a call asks (decide/tool_access.h):
 // the answer behind tools/list, GET /v1/tools and `tollgate tools list`.
-#include <gtest/gtest.h>
-
 #include "decide/tool_access.h"
+
+#include <gtest/gtest.h>
 
 namespace tollgate {
 namespace {
@@ -40,8 +40,8 @@ TEST(ToolAccess, UnderTheDefaultPolicyEchoRunsWriteFileAsksAndAnUnknownToolIsNot
 }
 
 TEST(ToolAccess, AnAgentWithGrantsIsOfferedOnlyThoseTools) {
-  const PolicyInForce pif =
-      Policy("orgs:\n  default:\n    agents:\n      bot: {tools: [echo, read_file]}\nallow: [builtin:echo]\n");
+  const PolicyInForce pif = Policy(
+      "orgs:\n  default:\n    agents:\n      bot: {tools: [echo, read_file]}\nallow: [builtin:echo]\n");
   EXPECT_TRUE(AccessOf(pif, "default", "bot", "echo", kNow).callable);
   EXPECT_FALSE(AccessOf(pif, "default", "bot", "get_system_info", kNow).callable);
   EXPECT_TRUE(AccessOf(pif, "default", "other", "get_system_info", kNow).callable);

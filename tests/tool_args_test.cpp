@@ -3,6 +3,7 @@
 // Decided by the real policy engine, run by the real execute stage against
 // a loopback server.
 #include "core/tool_args.h"
+
 #include "core/tool_catalog.h"
 #include "tests/http_pipeline_fixture.h"
 #include "tests/pipeline_fixture.h"
@@ -18,7 +19,8 @@ using ToolArgsTest = HttpPipelineTest;
 TEST_F(ToolArgsTest, TheSeedsDataArgumentIsTheJsonBodyThatReachesTheServer) {
   RecordingServer s;
   Load(Yaml(s, "  a1:\n    mode: dangerous\n    http_request: {allowed_methods: [GET, POST]}\n"));
-  const Json args{{"url", s.origin() + "/orders"}, {"method", "POST"}, {"data", {{"item", "book"}, {"n", 2}}}};
+  const Json args{
+      {"url", s.origin() + "/orders"}, {"method", "POST"}, {"data", {{"item", "book"}, {"n", 2}}}};
   Json d = Decide("a1", "r-data", args);
   ASSERT_EQ(d["verdict"], "allow") << d.dump();
   Json r = Execute("a1", "r-data", args, d);
@@ -27,7 +29,8 @@ TEST_F(ToolArgsTest, TheSeedsDataArgumentIsTheJsonBodyThatReachesTheServer) {
   EXPECT_EQ(Json::parse(s.bodies()[0]), args["data"]) << "the payload went out, not an empty POST";
   EXPECT_EQ(s.last_headers().find("Content-Type")->second, "application/json");
   // json and data together are one payload too many.
-  const Json both{{"url", s.origin() + "/orders"}, {"method", "POST"}, {"data", {{"a", 1}}}, {"json", {{"b", 2}}}};
+  const Json both{
+      {"url", s.origin() + "/orders"}, {"method", "POST"}, {"data", {{"a", 1}}}, {"json", {{"b", 2}}}};
   Json r2 = Execute("a1", "r-both", both, Decide("a1", "r-both", both));
   EXPECT_EQ(Code(r2), "E_INVALID_ARGS") << r2.dump();
   EXPECT_EQ(s.bodies().size(), 1u) << "nothing was sent";
@@ -64,21 +67,21 @@ TEST(ToolArgs, AnIllTypedOrMissingArgumentIsNamedAndItsValueIsNot) {
 // event in the log, never a call that runs without it.
 class ToolContractPipelineTest : public testing::PolicyPipelineTest {
  protected:
-  void SetUp() override {
-    StartWith("version: 1\nmode: dangerous\nexecute: {writes_enabled: true}\n");
-  }
+  void SetUp() override { StartWith("version: 1\nmode: dangerous\nexecute: {writes_enabled: true}\n"); }
 };
 
 TEST_F(ToolContractPipelineTest, AnUnknownOrIllTypedArgumentOnKafkaIsRejectedNamingItAndLogged) {
   Json r = Call("unknown-arg", "write_file", {{"path", "a.txt"}, {"content", "x"}, {"mode", "0777"}});
   ASSERT_EQ(r["status"], "rejected") << r.dump();
   EXPECT_EQ(r["result"]["error"]["code"], "E_INVALID_ARGS");
-  EXPECT_NE(r["result"]["error"]["message"].get<std::string>().find("unknown field 'mode'"), std::string::npos)
+  EXPECT_NE(r["result"]["error"]["message"].get<std::string>().find("unknown field 'mode'"),
+            std::string::npos)
       << r.dump();
   bool logged = false;
   for (uint64_t seq = 1; seq <= p_->log().head_seq(); ++seq) {
     Event e;
-    if (p_->log().store().ReadEvent(seq, &e).ok() && e.type == "request.rejected" && e.request_id == "unknown-arg") {
+    if (p_->log().store().ReadEvent(seq, &e).ok() && e.type == "request.rejected" &&
+        e.request_id == "unknown-arg") {
       logged = e.data["error"]["code"] == "E_INVALID_ARGS";
     }
   }

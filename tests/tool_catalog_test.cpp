@@ -1,6 +1,8 @@
 // The tool catalog (core/tool_catalog.h) is the one source of per-tool
 // facts: execute's registry, execute's re-run rule, decide's registry step
 // and the file-tool subject all answer as it says.
+#include "core/tool_catalog.h"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -9,7 +11,6 @@
 #include <string>
 
 #include "core/invocation.h"
-#include "core/tool_catalog.h"
 #include "decide/policy_engine.h"
 #include "execute/registry.h"
 
@@ -29,8 +30,8 @@ Decision DecideDefault(const std::string& tool, const Json& args) {
   EXPECT_TRUE(s.ok()) << s.ToString();
   PolicyInForce pif;
   pif.SetFile(p);
-  Json req = {{"request_id", "r1"}, {"org_id", "o"}, {"agent_id", "a"}, {"session_id", "s"}, {"tool", tool},
-              {"args", args}};
+  Json req = {{"request_id", "r1"}, {"org_id", "o"}, {"agent_id", "a"},
+              {"session_id", "s"},  {"tool", tool},  {"args", args}};
   Decision d;
   DecideInto(pif, BudgetLedger(), DecideInput{&req, 0}, &d);
   return d;

@@ -1,8 +1,8 @@
 // Discovery (core/tool_discovery.h): ADR-012's filters and the Kaizen
 // seed's three formats, checked against the seed's own example tool.
-#include <gtest/gtest.h>
-
 #include "core/tool_discovery.h"
+
+#include <gtest/gtest.h>
 
 namespace tollgate {
 namespace {
@@ -12,14 +12,30 @@ const Json kSchema = Json::parse(
 
 Json Directory() {
   return Json::array({
-      {{"name", "mcp:filesystem/read_file"}, {"description", "Read a file from the filesystem"},
-       {"input_schema", kSchema}, {"source", "mcp"}, {"category", "mcp"}, {"danger", "HIGH"}},
-      {{"name", "read_file"}, {"description", "Read a file in the agent's workspace."}, {"input_schema", kSchema},
-       {"source", "builtin"}, {"category", "filesystem"}, {"danger", "SAFE"}},
-      {{"name", "delete_file"}, {"description", "Delete a file."}, {"input_schema", kSchema},
-       {"source", "builtin"}, {"category", "filesystem"}, {"danger", "HIGH"}},
-      {{"name", "http_get"}, {"description", "HTTP GET request"}, {"input_schema", {{"type", "object"}}},
-       {"source", "builtin"}, {"category", "network"}, {"danger", "SAFE"}},
+      {{"name", "mcp:filesystem/read_file"},
+       {"description", "Read a file from the filesystem"},
+       {"input_schema", kSchema},
+       {"source", "mcp"},
+       {"category", "mcp"},
+       {"danger", "HIGH"}},
+      {{"name", "read_file"},
+       {"description", "Read a file in the agent's workspace."},
+       {"input_schema", kSchema},
+       {"source", "builtin"},
+       {"category", "filesystem"},
+       {"danger", "SAFE"}},
+      {{"name", "delete_file"},
+       {"description", "Delete a file."},
+       {"input_schema", kSchema},
+       {"source", "builtin"},
+       {"category", "filesystem"},
+       {"danger", "HIGH"}},
+      {{"name", "http_get"},
+       {"description", "HTTP GET request"},
+       {"input_schema", {{"type", "object"}}},
+       {"source", "builtin"},
+       {"category", "network"},
+       {"danger", "SAFE"}},
   });
 }
 
@@ -32,11 +48,13 @@ std::vector<std::string> Names(const Json& tools) {
 TEST(ToolDiscovery, FiltersByCategorySafetyAndKeywordTogether) {
   EXPECT_EQ(Names(DiscoverTools(Directory(), {"filesystem", false, "", ""})),
             (std::vector<std::string>{"read_file", "delete_file"}));
-  EXPECT_EQ(Names(DiscoverTools(Directory(), {"", true, "", ""})), (std::vector<std::string>{"read_file", "http_get"}));
+  EXPECT_EQ(Names(DiscoverTools(Directory(), {"", true, "", ""})),
+            (std::vector<std::string>{"read_file", "http_get"}));
   EXPECT_EQ(Names(DiscoverTools(Directory(), {"", false, "FILE", ""})),
             (std::vector<std::string>{"mcp:filesystem/read_file", "read_file", "delete_file"}))
       << "the keyword matches names and descriptions in any case";
-  EXPECT_EQ(Names(DiscoverTools(Directory(), {"filesystem", true, "read", ""})), (std::vector<std::string>{"read_file"}));
+  EXPECT_EQ(Names(DiscoverTools(Directory(), {"filesystem", true, "read", ""})),
+            (std::vector<std::string>{"read_file"}));
   EXPECT_TRUE(DiscoverTools(Directory(), {"qa", false, "", ""}).empty());
 }
 

@@ -2,6 +2,8 @@
 // and the pipeline end to end: a traceparent sent by the agent as a Kafka
 // header is on every event of its request, on every hop and on the result;
 // one that is malformed is never recorded (tollgate starts a trace instead).
+#include "core/trace.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "audit/log_sink.h"
-#include "core/trace.h"
 #include "tests/approve_util.h"
 #include "tests/pipeline_fixture.h"
 
@@ -29,15 +30,15 @@ TEST(Traceparent, OnlyAWellFormedVersion00ValueIsValid) {
   EXPECT_TRUE(IsValidTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"));
   const std::string bad[] = {
       "",
-      "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",   // upper case
-      "00-00000000000000000000000000000000-00f067aa0ba902b7-01",   // all-zero trace id
-      "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",   // all-zero parent id
-      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",   // another version
+      "00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01",  // upper case
+      "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // all-zero trace id
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // all-zero parent id
+      "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // another version
       "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x", // extra field
+      "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // extra field
       std::string(kAgentTrace) + " ",
       " " + std::string(kAgentTrace).substr(1),
-      "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",   // not hex
+      "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",  // not hex
       "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
       "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1",
       std::string(4096, 'a'),
@@ -178,8 +179,9 @@ TEST_F(TracePipelineTest, AnApprovedCallStaysInTheAgentsTraceNotTheApprovers) {
   ASSERT_NE(WaitForEvent("asked-1", "approval.requested", &events), nullptr) << "never held";
   const std::string args_hash = events.front().data.value("args_hash", "");
   // The approver answers from a trace of its own.
-  Message m = MessageFor(bus_.topics.approval_responses(), {{"request_id", "asked-1"}, {"agent_id", "agent-1"}},
-                         testing::Response("asked-1", "approve", "alice", args_hash));
+  Message m =
+      MessageFor(bus_.topics.approval_responses(), {{"request_id", "asked-1"}, {"agent_id", "agent-1"}},
+                 testing::Response("asked-1", "approve", "alice", args_hash));
   m.headers[kHeaderTraceparent] = kApproverTrace;
   signers_->SignResponse(&m, "org-1", "alice");
   ASSERT_TRUE(producer_->Send(m).ok());
@@ -190,8 +192,9 @@ TEST_F(TracePipelineTest, AnApprovedCallStaysInTheAgentsTraceNotTheApprovers) {
   EXPECT_EQ(Json::parse(results["asked-1"].value)["status"], "completed") << results["asked-1"].value;
   EXPECT_EQ(results["asked-1"].headers.at(kHeaderTraceparent), kAgentTrace);
   events = EventsOf("asked-1");
-  EXPECT_EQ(Types(events), (std::vector<std::string>{"request.received", "decision.made", "approval.requested",
-                                                     "approval.granted", "execution.started", "execution.completed"}));
+  EXPECT_EQ(Types(events),
+            (std::vector<std::string>{"request.received", "decision.made", "approval.requested",
+                                      "approval.granted", "execution.started", "execution.completed"}));
   for (const Event& e : events) EXPECT_EQ(e.data.value("traceparent", ""), kAgentTrace) << e.type;
   for (Message& h : Hops("asked-1", {bus_.topics.approve(), bus_.topics.execute()})) {
     EXPECT_EQ(h.headers[kHeaderTraceparent], kAgentTrace) << h.topic;

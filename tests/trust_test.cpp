@@ -5,7 +5,6 @@
 // their own signing keys.
 #include <gtest/gtest.h>
 #include <httplib.h>
-
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -13,10 +12,10 @@
 #include <fstream>
 #include <thread>
 
+#include "agent_keys.h"
 #include "api/tokens.h"
 #include "audit/audit_query.h"
 #include "audit/log_sink.h"
-#include "agent_keys.h"
 #include "core/messages.h"
 #include "core/sha256.h"
 #include "core/unproven.h"
@@ -50,7 +49,7 @@ class TrustTest : public ::testing::Test {
     const std::vector<std::pair<std::string, Principal>> who = {
         {"alice", {"alice", "org-1", {"approver"}}}, {"bob", {"bob", "org-1", {"approver"}}},
         {"zed", {"zed", "org-2", {"approver"}}},     {"admin1", {"root1", "org-1", {"admin", "auditor"}}},
-        {"agent1", {"a1", "org-1", {"agent"}}},     {"root", {"root", "*", {"admin"}}}};
+        {"agent1", {"a1", "org-1", {"agent"}}},      {"root", {"root", "*", {"admin"}}}};
     for (const auto& [name, p] : who) ASSERT_TRUE(AddToken(o.tokens_file, p, &tokens_[name]).ok());
     ASSERT_TRUE(Pipeline::Start(o, &p_).ok());
     signers_ = std::make_unique<testing::TestSigners>(*p_);
@@ -68,10 +67,10 @@ class TrustTest : public ::testing::Test {
     p_.reset();
   }
 
-  Json Request(const std::string& org, const std::string& agent, const std::string& rid, const std::string& tool,
-               Json args) {
-    return {{"request_id", rid}, {"org_id", org}, {"agent_id", agent}, {"session_id", "s-" + org},
-            {"tool", tool},      {"args", std::move(args)}};
+  Json Request(const std::string& org, const std::string& agent, const std::string& rid,
+               const std::string& tool, Json args) {
+    return {{"request_id", rid},        {"org_id", org}, {"agent_id", agent},
+            {"session_id", "s-" + org}, {"tool", tool},  {"args", std::move(args)}};
   }
   void Send(Message m) {
     ASSERT_TRUE(producer_->Send(m).ok());
@@ -159,7 +158,7 @@ TEST_F(TrustTest, EveryRequestThatIsNotProvenIsRejectedWithItsCodeAndLogged) {
   ASSERT_TRUE(JwtSigner::FromPem(pem, &stranger, KeyIdOfPublicKey(pub)).ok());
   struct Case {
     std::string rid, code, check;
-    bool under_signer;  // filed under the proven signer, not org "unknown"
+    bool under_signer;        // filed under the proven signer, not org "unknown"
     std::string unproven_id;  // the id of its bytes (core/unproven.h)
   };
   std::vector<Case> cases;
@@ -171,34 +170,49 @@ TEST_F(TrustTest, EveryRequestThatIsNotProvenIsRejectedWithItsCodeAndLogged) {
     cases.push_back({rid, code, check, under_signer, UnprovenRequestId(m)});
   };
   const Json args{{"text", "hi"}};
-  send("unsigned", Request("org-1", "a1", "unsigned", "echo", args), [](Message*) {}, "E_UNAUTHENTICATED", "header",
-       false);
-  send("garbage", Request("org-1", "a1", "garbage", "echo", args),
-       [](Message* m) { m->headers[kHeaderAuth] = "not.a.jwt"; }, "E_UNAUTHENTICATED", "token", false);
-  send("wrong-key", Request("org-1", "a1", "wrong-key", "echo", args),
-       [&](Message* m) { m->headers[kHeaderAuth] = SignRequest(stranger, "org-1", "a1", "wrong-key", m->value, now_s); },
-       "E_UNAUTHENTICATED", "revoked", false);
-  send("tampered", Request("org-1", "a1", "tampered", "echo", args),
-       [&](Message* m) {
-         m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "tampered", m->value, now_s);
-         m->value.insert(m->value.size() - 1, ",\"action\":\"x\"");
-       },
-       "E_UNAUTHENTICATED", "value_sha256", false);
+  send(
+      "unsigned", Request("org-1", "a1", "unsigned", "echo", args), [](Message*) {}, "E_UNAUTHENTICATED",
+      "header", false);
+  send(
+      "garbage", Request("org-1", "a1", "garbage", "echo", args),
+      [](Message* m) { m->headers[kHeaderAuth] = "not.a.jwt"; }, "E_UNAUTHENTICATED", "token", false);
+  send(
+      "wrong-key", Request("org-1", "a1", "wrong-key", "echo", args),
+      [&](Message* m) {
+        m->headers[kHeaderAuth] = SignRequest(stranger, "org-1", "a1", "wrong-key", m->value, now_s);
+      },
+      "E_UNAUTHENTICATED", "revoked", false);
+  send(
+      "tampered", Request("org-1", "a1", "tampered", "echo", args),
+      [&](Message* m) {
+        m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "tampered", m->value, now_s);
+        m->value.insert(m->value.size() - 1, ",\"action\":\"x\"");
+      },
+      "E_UNAUTHENTICATED", "value_sha256", false);
   // Signed by org-1's a1, the body speaks for org-2's victim.
-  send("other-org", Request("org-2", "victim", "other-org", "echo", args),
-       [&](Message* m) { m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "other-org", m->value, now_s); },
-       "E_UNAUTHENTICATED", "claims", true);
-  send("expired", Request("org-1", "a1", "expired", "echo", args),
-       [&](Message* m) { m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "expired", m->value, now_s - 3600); },
-       "E_SIGNATURE_EXPIRED", "iat", true);
+  send(
+      "other-org", Request("org-2", "victim", "other-org", "echo", args),
+      [&](Message* m) {
+        m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "other-org", m->value, now_s);
+      },
+      "E_UNAUTHENTICATED", "claims", true);
+  send(
+      "expired", Request("org-1", "a1", "expired", "echo", args),
+      [&](Message* m) {
+        m->headers[kHeaderAuth] = SignRequest(a1, "org-1", "a1", "expired", m->value, now_s - 3600);
+      },
+      "E_SIGNATURE_EXPIRED", "iat", true);
   // A revoked agent: every later request is refused.
   const JwtSigner& gone = signers_->Agent("org-1", "gone");
   Credential c;
   ASSERT_TRUE(p_->credentials().Find(KeyIdOfPublicKey(gone.public_b64url()), &c));
   ASSERT_TRUE(p_->AppendCredentialEvent(CredentialRevokedEvent(c, "test", "left", NowMicros())).ok());
-  send("revoked", Request("org-1", "gone", "revoked", "echo", args),
-       [&](Message* m) { m->headers[kHeaderAuth] = SignRequest(gone, "org-1", "gone", "revoked", m->value, now_s); },
-       "E_UNAUTHENTICATED", "revoked", false);
+  send(
+      "revoked", Request("org-1", "gone", "revoked", "echo", args),
+      [&](Message* m) {
+        m->headers[kHeaderAuth] = SignRequest(gone, "org-1", "gone", "revoked", m->value, now_s);
+      },
+      "E_UNAUTHENTICATED", "revoked", false);
 
   for (const Case& k : cases) {
     // A proven signer gets its own request_id back; what nobody proved is
@@ -211,8 +225,10 @@ TEST_F(TrustTest, EveryRequestThatIsNotProvenIsRejectedWithItsCodeAndLogged) {
     EXPECT_EQ(r["status"], "rejected") << k.rid;
     EXPECT_EQ(r["result"]["error"]["code"], k.code) << k.rid;
     EXPECT_EQ(r["request_id"], rid);
-    ASSERT_TRUE(WaitFor([&] { return Count(org, rid, "request.rejected") == 1; })) << k.rid << " not logged under " << org;
-    if (!k.under_signer) EXPECT_TRUE(results_by_["org-1/" + k.rid].empty()) << k.rid << " answered as org-1's";
+    ASSERT_TRUE(WaitFor([&] { return Count(org, rid, "request.rejected") == 1; }))
+        << k.rid << " not logged under " << org;
+    if (!k.under_signer)
+      EXPECT_TRUE(results_by_["org-1/" + k.rid].empty()) << k.rid << " answered as org-1's";
     const Event e = EventsOf(org, rid).front();
     EXPECT_EQ(e.data["check"], k.check) << k.rid << " " << e.type << e.data.dump();
     for (const char* o : {"org-1", "org-2"}) {
@@ -229,7 +245,8 @@ TEST_F(TrustTest, AnAgentCannotApproveItsOwnCallOnTheResponsesTopic) {
   const std::string h = PendingWrite("org-1", "a1", "w1", "notes.txt");
   const Json resp{{"request_id", "w1"}, {"decision", "approve"}, {"approver", "mallory"},
                   {"scope", "always"},  {"args_hash", h},        {"org_id", "org-1"}};
-  Message unsigned_resp = MessageFor(bus_.topics.approval_responses(), {{"request_id", "w1"}, {"agent_id", "a1"}}, resp);
+  Message unsigned_resp =
+      MessageFor(bus_.topics.approval_responses(), {{"request_id", "w1"}, {"agent_id", "a1"}}, resp);
   Send(unsigned_resp);
   // Signed with the agent's own key: an agent key is no approver key.
   Message agent_signed = unsigned_resp;
@@ -278,7 +295,8 @@ TEST_F(TrustTest, TheServiceSignsForAnAgentAndItsCancellationWithdrawsThePending
   EXPECT_EQ(Count("org-1", "via-2", "request.received"), 0u);
 
   // A call that waits for a human, cancelled: the service withdraws it.
-  on_behalf(Request("org-1", "a1", "via-3", "write_file", {{"path", "w.txt"}, {"content", "x"}}), "org-1", "a1");
+  on_behalf(Request("org-1", "a1", "via-3", "write_file", {{"path", "w.txt"}, {"content", "x"}}), "org-1",
+            "a1");
   ASSERT_TRUE(WaitFor([&] { return Count("org-1", "via-3", "approval.requested") == 1; }));
   Send(WithdrawMessageOnBehalf(bus_.topics, service, "org-1", "a1", "via-3", "cancelled by the client",
                                NowMicros() / 1'000'000));
@@ -339,7 +357,8 @@ TEST_F(TrustTest, ForgedMessagesOnDecideAndExecuteAreRefusedAndNothingRuns) {
   const std::string h = PendingWrite("org-1", "a1", "w3", "notes.txt");
   Json flow;
   for (const Event& e : EventsOf("org-1", "w3")) {
-    if (e.type == "request.received") flow = {{"request", e.data["request"]}, {"received_at", e.data["received_at"]}, {"args_hash", h}};
+    if (e.type == "request.received")
+      flow = {{"request", e.data["request"]}, {"received_at", e.data["received_at"]}, {"args_hash", h}};
     if (e.type == "decision.made") {
       flow["decision"] = WithoutProvenance(e.data);  // as flows carry it
     }
@@ -378,7 +397,8 @@ TEST_F(TrustTest, AQuorumCountsDistinctAuthenticatedIdentitiesOnEveryPath) {
   // The response names an approver it is not signed by.
   Json lying = resp;
   lying["approver"] = "bob";
-  Message m2 = MessageFor(bus_.topics.approval_responses(), {{"request_id", "w4"}, {"agent_id", "a1"}}, lying);
+  Message m2 =
+      MessageFor(bus_.topics.approval_responses(), {{"request_id", "w4"}, {"agent_id", "a1"}}, lying);
   signers_->SignResponse(&m2, "org-1", "alice");
   Send(m2);
   ASSERT_TRUE(WaitFor([&] { return Count("org-1", "w4", "approval.refused") == 3; }));
@@ -386,10 +406,12 @@ TEST_F(TrustTest, AQuorumCountsDistinctAuthenticatedIdentitiesOnEveryPath) {
   for (const Event& e : EventsOf("org-1", "w4")) {
     if (e.type == "approval.refused") codes.insert(e.data["code"]);
   }
-  EXPECT_EQ(codes, (std::multiset<std::string>{"E_APPROVAL_DUPLICATE", "E_APPROVAL_DUPLICATE", "E_UNAUTHENTICATED"}));
+  EXPECT_EQ(codes, (std::multiset<std::string>{"E_APPROVAL_DUPLICATE", "E_APPROVAL_DUPLICATE",
+                                               "E_UNAUTHENTICATED"}));
   EXPECT_EQ(Count("org-1", "w4", "execution.started"), 0u) << "one identity is not a quorum of two";
   // zed approves for org-2 only.
-  auto cross = http_->Post("/v1/approvals/w4", Bearer("zed"), R"({"decision":"approve"})", "application/json");
+  auto cross =
+      http_->Post("/v1/approvals/w4", Bearer("zed"), R"({"decision":"approve"})", "application/json");
   ASSERT_TRUE(cross);
   EXPECT_EQ(cross->status, 404);
   // bob, a second identity, completes it.
@@ -409,11 +431,13 @@ TEST_F(TrustTest, AnOrgsAdminIsNotAnotherOrgsAdmin) {
   ASSERT_EQ(own->status, 200);
   const Json own_page = Json::parse(own->body);  // named: a range-for over a temporary's member dangles
   for (const Json& e : own_page["events"]) EXPECT_EQ(e["org_id"], "org-1") << e.dump();
-  auto deny = http_->Post("/v1/approvals/v1?org=org-2", Bearer("admin1"), R"({"decision":"deny"})", "application/json");
+  auto deny = http_->Post("/v1/approvals/v1?org=org-2", Bearer("admin1"), R"({"decision":"deny"})",
+                          "application/json");
   ASSERT_TRUE(deny);
   EXPECT_EQ(deny->status, 404) << deny->body;
   auto add = http_->Post("/v1/credentials", Bearer("admin1"),
-                         R"({"kind":"token","identity":"eve","org_id":"org-2","roles":["admin"]})", "application/json");
+                         R"({"kind":"token","identity":"eve","org_id":"org-2","roles":["admin"]})",
+                         "application/json");
   ASSERT_TRUE(add);
   EXPECT_EQ(add->status, 403);
   EXPECT_EQ(Count("org-2", "v1", "approval.denied"), 0u);
@@ -422,21 +446,26 @@ TEST_F(TrustTest, AnOrgsAdminIsNotAnotherOrgsAdmin) {
   std::string pem, pub;
   ASSERT_TRUE(GenerateEd25519(&pem, &pub).ok());
   for (const char* org : {"unknown", "*"}) {
-    auto reserved = http_->Post("/v1/credentials", Bearer("root"),
-                                Json{{"kind", "agent_key"}, {"identity", "x"}, {"org_id", org}, {"public_key", pub}}.dump(),
-                                "application/json");
+    auto reserved = http_->Post(
+        "/v1/credentials", Bearer("root"),
+        Json{{"kind", "agent_key"}, {"identity", "x"}, {"org_id", org}, {"public_key", pub}}.dump(),
+        "application/json");
     ASSERT_TRUE(reserved);
     EXPECT_EQ(reserved->status, 400) << org << ": " << reserved->body;
   }
   // Its own org's token: added, usable at once, revoked at once.
   auto mine = http_->Post("/v1/credentials", Bearer("admin1"),
-                          R"({"kind":"token","identity":"carol","org_id":"org-1","roles":["auditor"]})", "application/json");
+                          R"({"kind":"token","identity":"carol","org_id":"org-1","roles":["auditor"]})",
+                          "application/json");
   ASSERT_TRUE(mine);
   ASSERT_EQ(mine->status, 201) << mine->body;
   const Json made = Json::parse(mine->body);
   httplib::Headers carol{{"Authorization", "Bearer " + made["token"].get<std::string>()}};
   EXPECT_EQ(http_->Get("/v1/audit", carol)->status, 200);
-  EXPECT_EQ(http_->Delete("/v1/credentials/" + made["credential"]["key_id"].get<std::string>(), Bearer("admin1"))->status, 200);
+  EXPECT_EQ(
+      http_->Delete("/v1/credentials/" + made["credential"]["key_id"].get<std::string>(), Bearer("admin1"))
+          ->status,
+      200);
   EXPECT_EQ(http_->Get("/v1/audit", carol)->status, 401);
   std::string log_text;
   for (const Event& e : EventsOf("org-1", "cred:" + made["credential"]["key_id"].get<std::string>())) {
@@ -444,7 +473,8 @@ TEST_F(TrustTest, AnOrgsAdminIsNotAnotherOrgsAdmin) {
   }
   EXPECT_NE(log_text.find("credential.added"), std::string::npos) << log_text;
   EXPECT_NE(log_text.find("credential.revoked"), std::string::npos) << log_text;
-  EXPECT_EQ(log_text.find(made["token"].get<std::string>()), std::string::npos) << "the token never reaches the log";
+  EXPECT_EQ(log_text.find(made["token"].get<std::string>()), std::string::npos)
+      << "the token never reaches the log";
 }
 
 TEST_F(TrustTest, AnotherAgentOfTheOrgCannotEndARequestByReusingItsId) {
@@ -488,7 +518,8 @@ TEST_F(TrustTest, AnOverSizeSignedRequestIsRejectedUnderItsSendersOwnRequestId) 
   Json r = WaitResult("org-1", "big-1");
   ASSERT_FALSE(r.is_null());
   EXPECT_EQ(r["result"]["error"]["code"], "E_REQUEST_TOO_LARGE");
-  EXPECT_EQ(Count("org-1", "big-1", "request.rejected"), 1u) << "filed under the proven sender and its own id";
+  EXPECT_EQ(Count("org-1", "big-1", "request.rejected"), 1u)
+      << "filed under the proven sender and its own id";
 }
 
 TEST_F(TrustTest, AnAgentsTokenReadsOnlyItsOwnEntries) {
@@ -558,7 +589,8 @@ TEST_F(TrustTest, AnOperatorRegistersSignsAndRevokesAnAgentWithTheCliWhileUpRuns
   send_signed_by_cli("cli-1");
   EXPECT_EQ(WaitResult("org-1", "cli-1")["status"], "completed");
 
-  CliRun revoke = Tollgate("agents revoke --data " + data + " --org org-1 --agent cli-agent --reason left", root);
+  CliRun revoke =
+      Tollgate("agents revoke --data " + data + " --org org-1 --agent cli-agent --reason left", root);
   ASSERT_EQ(revoke.exit_code, 0) << revoke.out;
   send_signed_by_cli("cli-2");
   // A revoked key proves nobody: answered under org "unknown".
@@ -598,8 +630,8 @@ TEST(TrustCliTest, CredentialsAddedWithNoUpRunningAreInForceWhenUpStarts) {
   std::unique_ptr<testing::ResultsReader> results;
   ASSERT_TRUE(Producer::Open(bus, "", &producer).ok());
   ASSERT_TRUE(testing::ResultsReader::Open(bus, p->gate().public_b64url(), "", &results, {"o9"}).ok());
-  Json req{{"request_id", "off-1"}, {"org_id", "o9"}, {"agent_id", "offline"}, {"session_id", "s"},
-           {"tool", "echo"},        {"args", {{"text", "hi"}}}};
+  Json req{{"request_id", "off-1"}, {"org_id", "o9"}, {"agent_id", "offline"},
+           {"session_id", "s"},     {"tool", "echo"}, {"args", {{"text", "hi"}}}};
   Message m = MessageFor(bus.topics.requests(), req, req);
   m.headers[kHeaderAuth] = SignRequest(signer, "o9", "offline", "off-1", m.value, NowMicros() / 1'000'000);
   ASSERT_TRUE(producer->Send(m).ok());

@@ -66,9 +66,11 @@ TEST_F(UrlPipelineTest, RelativeAndTrickyUrlsFetchExactlyTheDecidedInvocation) {
     ASSERT_TRUE(r.value("success", false)) << c.url << " " << r.dump();
     RecordingServer& hit = c.want.rfind(other.origin(), 0) == 0 ? other : s;
     (&hit == &s ? expected_hits_s : expected_hits_other)++;
-    ASSERT_EQ(hit.targets().size(), static_cast<size_t>(&hit == &s ? expected_hits_s : expected_hits_other)) << c.url;
+    ASSERT_EQ(hit.targets().size(), static_cast<size_t>(&hit == &s ? expected_hits_s : expected_hits_other))
+        << c.url;
     // The request line the server received is the decision's invocation.
-    EXPECT_EQ("http_request:GET " + hit.origin() + hit.targets().back(), d["invocation"].get<std::string>()) << c.url;
+    EXPECT_EQ("http_request:GET " + hit.origin() + hit.targets().back(), d["invocation"].get<std::string>())
+        << c.url;
     EXPECT_EQ(r["data"]["url"], c.want) << c.url;
   }
   EXPECT_EQ(s.targets().size(), static_cast<size_t>(expected_hits_s)) << "denied calls reached nothing";
@@ -94,14 +96,16 @@ TEST_F(UrlPipelineTest, ACallWithNoMethodUsesTheAgentsDefaultMethodWhenDecidedAn
 
 TEST_F(UrlPipelineTest, HostsAndDefaultPortsAreNormalisedBeforeMatching) {
   RecordingServer s;
-  Load(Yaml(s, "  a1:\n    mode: restrict\n    allow: [\"http_request:GET http://example.com/ok*\"]\n"
-               "    deny: [\"http_request:GET http://localhost/*\"]\n"));
+  Load(Yaml(s,
+            "  a1:\n    mode: restrict\n    allow: [\"http_request:GET http://example.com/ok*\"]\n"
+            "    deny: [\"http_request:GET http://localhost/*\"]\n"));
   EXPECT_EQ(Decide("a1", "h1", {{"url", "HTTP://Example.COM:80/ok"}})["invocation"],
             "http_request:GET http://example.com/ok");
   EXPECT_EQ(Decide("a1", "h1", {{"url", "HTTP://Example.COM:80/ok"}})["verdict"], "allow");
   EXPECT_EQ(Decide("a1", "h2", {{"url", "https://example.com:443/ok"}})["invocation"],
             "http_request:GET https://example.com/ok");
-  EXPECT_EQ(Decide("a1", "h3", {{"url", "http://LocalHost:80/x"}})["rule"], "agent.deny:http_request:GET http://localhost/*");
+  EXPECT_EQ(Decide("a1", "h3", {{"url", "http://LocalHost:80/x"}})["rule"],
+            "agent.deny:http_request:GET http://localhost/*");
   EXPECT_EQ(Decide("a1", "h4", {{"url", "http://user:pw@example.com/ok"}})["verdict"], "deny")
       << "userinfo is refused, not matched around";
 }
@@ -113,8 +117,9 @@ TEST_F(UrlPipelineTest, RestrictModeCannotBeLeftByRelativeReferences) {
   RecordingServer s, other;
   Load(Yaml(s, "  r1:\n    mode: restrict\n    allow: [\"http_request:GET " + s.origin() +
                    "/api/v1/*\"]\n    http_request: {base_url: \"" + s.origin() + "/api/v1/\"}\n"));
-  for (const std::string& url : {"//127.0.0.1:" + std::to_string(other.port()) + "/x", std::string("../admin/secret"),
-                                std::string("%2e%2e/admin/secret"), std::string("/api/admin/secret")}) {
+  for (const std::string& url :
+       {"//127.0.0.1:" + std::to_string(other.port()) + "/x", std::string("../admin/secret"),
+        std::string("%2e%2e/admin/secret"), std::string("/api/admin/secret")}) {
     Json d = Decide("r1", "d", {{"url", url}});
     EXPECT_EQ(d["verdict"], "deny") << url << " decided as " << d["invocation"];
   }
@@ -130,7 +135,8 @@ TEST_F(UrlPipelineTest, RestrictModeCannotBeLeftByRelativeReferences) {
 // did) is refused with E_DECISION_MISMATCH, logged, and nothing runs.
 TEST_F(UrlPipelineTest, ACallThatIsNotItsDecisionIsRefusedAndNothingRuns) {
   RecordingServer s;
-  const std::string section = "  a1:\n    mode: dangerous\n    http_request: {base_url: \"" + s.origin() + "/api/\"}\n";
+  const std::string section =
+      "  a1:\n    mode: dangerous\n    http_request: {base_url: \"" + s.origin() + "/api/\"}\n";
   Load(Yaml(s, section));
   // A decision for another URL than the args name.
   Json d = Decide("a1", "m1", {{"url", "public"}});
@@ -172,15 +178,21 @@ TEST_F(UrlPipelineTest, ACrossOriginRedirectDropsCredentialHeaders) {
     res.set_content("ok", "text/plain");
   };
   Load(Yaml(s, "  a1:\n    mode: dangerous\n"));
-  const Json headers{{"Authorization", "Bearer tok-123"}, {"X-Api-Key", "k-123"}, {"Api-Key", "k-456"},
-                     {"Cookie", "sid=1"}, {"Proxy-Authorization", "Basic eA=="}, {"X-Auth-Token", "t-1"},
-                     {"X-Trace", "t-2"}, {"Accept", "text/plain"}};
+  const Json headers{{"Authorization", "Bearer tok-123"},
+                     {"X-Api-Key", "k-123"},
+                     {"Api-Key", "k-456"},
+                     {"Cookie", "sid=1"},
+                     {"Proxy-Authorization", "Basic eA=="},
+                     {"X-Auth-Token", "t-1"},
+                     {"X-Trace", "t-2"},
+                     {"Accept", "text/plain"}};
   Json args{{"url", s.origin() + "/away"}, {"headers", headers}};
   Json r = Execute("a1", "x1", args, Decide("a1", "x1", args));
   ASSERT_TRUE(r.value("success", false)) << r.dump();
   ASSERT_EQ(other.targets().size(), 1u);
   const auto h = other.last_headers();
-  for (const char* k : {"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization", "X-Auth-Token"}) {
+  for (const char* k :
+       {"Authorization", "X-Api-Key", "Api-Key", "Cookie", "Proxy-Authorization", "X-Auth-Token"}) {
     EXPECT_EQ(h.count(k), 0u) << k << " crossed origins";
   }
   EXPECT_EQ(h.count("X-Trace"), 0u) << "any other header may carry a credential: dropped too";

@@ -19,18 +19,40 @@ TEST(Url, RelativeReferencesResolvePerRfc3986) {
   const std::string base = "http://a/b/c/d;p?q";
   // RFC 3986 §5.4.1 and §5.4.2 (fragments dropped).
   const std::pair<const char*, const char*> cases[] = {
-      {"g", "http://a/b/c/g"},         {"./g", "http://a/b/c/g"},        {"g/", "http://a/b/c/g/"},
-      {"/g", "http://a/g"},            {"//g", "http://g/"},             {"?y", "http://a/b/c/d;p?y"},
-      {"g?y", "http://a/b/c/g?y"},     {"#s", "http://a/b/c/d;p?q"},     {"g#s", "http://a/b/c/g"},
-      {";x", "http://a/b/c/;x"},       {"", "http://a/b/c/d;p?q"},       {".", "http://a/b/c/"},
-      {"./", "http://a/b/c/"},         {"..", "http://a/b/"},            {"../", "http://a/b/"},
-      {"../g", "http://a/b/g"},        {"../..", "http://a/"},           {"../../g", "http://a/g"},
-      {"../../../g", "http://a/g"},    {"../../../../g", "http://a/g"},  {"/./g", "http://a/g"},
-      {"/../g", "http://a/g"},         {"g.", "http://a/b/c/g."},        {".g", "http://a/b/c/.g"},
-      {"g..", "http://a/b/c/g.."},     {"..g", "http://a/b/c/..g"},      {"./../g", "http://a/b/g"},
-      {"./g/.", "http://a/b/c/g/"},    {"g/./h", "http://a/b/c/g/h"},    {"g/../h", "http://a/b/c/h"},
-      {"g;x=1/./y", "http://a/b/c/g;x=1/y"}, {"g;x=1/../y", "http://a/b/c/y"},
-      {"g?y/./x", "http://a/b/c/g?y/./x"},   {"http://x/./y", "http://x/y"},
+      {"g", "http://a/b/c/g"},
+      {"./g", "http://a/b/c/g"},
+      {"g/", "http://a/b/c/g/"},
+      {"/g", "http://a/g"},
+      {"//g", "http://g/"},
+      {"?y", "http://a/b/c/d;p?y"},
+      {"g?y", "http://a/b/c/g?y"},
+      {"#s", "http://a/b/c/d;p?q"},
+      {"g#s", "http://a/b/c/g"},
+      {";x", "http://a/b/c/;x"},
+      {"", "http://a/b/c/d;p?q"},
+      {".", "http://a/b/c/"},
+      {"./", "http://a/b/c/"},
+      {"..", "http://a/b/"},
+      {"../", "http://a/b/"},
+      {"../g", "http://a/b/g"},
+      {"../..", "http://a/"},
+      {"../../g", "http://a/g"},
+      {"../../../g", "http://a/g"},
+      {"../../../../g", "http://a/g"},
+      {"/./g", "http://a/g"},
+      {"/../g", "http://a/g"},
+      {"g.", "http://a/b/c/g."},
+      {".g", "http://a/b/c/.g"},
+      {"g..", "http://a/b/c/g.."},
+      {"..g", "http://a/b/c/..g"},
+      {"./../g", "http://a/b/g"},
+      {"./g/.", "http://a/b/c/g/"},
+      {"g/./h", "http://a/b/c/g/h"},
+      {"g/../h", "http://a/b/c/h"},
+      {"g;x=1/./y", "http://a/b/c/g;x=1/y"},
+      {"g;x=1/../y", "http://a/b/c/y"},
+      {"g?y/./x", "http://a/b/c/g?y/./x"},
+      {"http://x/./y", "http://x/y"},
   };
   for (const auto& [ref, want] : cases) EXPECT_EQ(Norm(ref, base), want) << ref;
 }
@@ -49,9 +71,10 @@ TEST(Url, PercentEncodingCaseHostAndPortAreNormalised) {
 }
 
 TEST(Url, WhatIsNotAPlainHttpUrlIsRefused) {
-  for (const char* bad : {"file:///etc/passwd", "ftp://h/", "javascript:alert(1)", "http://user:pw@h/", "http://h/%zz",
-                          "http://h/a\\b", "http:///x", "http://h:99999/", "http://h:0/", "http://[::1%25eth0]/",
-                          "http://h\x01/", "http://256.1.1.1/", "/relative", "http://h/\n"}) {
+  for (const char* bad :
+       {"file:///etc/passwd", "ftp://h/", "javascript:alert(1)", "http://user:pw@h/", "http://h/%zz",
+        "http://h/a\\b", "http:///x", "http://h:99999/", "http://h:0/", "http://[::1%25eth0]/",
+        "http://h\x01/", "http://256.1.1.1/", "/relative", "http://h/\n"}) {
     EXPECT_EQ(Norm(bad).rfind("ERR: ", 0), 0u) << bad;
   }
   NormalUrl u;
@@ -64,7 +87,8 @@ TEST(Url, InvocationsUseTheNormalisedUrlAndQuery) {
   Json args{{"url", "./admin/x"}, {"query", {{"b", "1 2"}, {"a", "/"}}}};
   EXPECT_EQ(BuildInvocation("http_request", args, "http://127.0.0.1:9/api/"),
             "http_request:GET http://127.0.0.1:9/api/admin/x?a=%2F&b=1%202");
-  EXPECT_EQ(BuildInvocation("execute_command", {{"command", "ls"}, {"args", {"-l", "x"}}}, ""), "bash:ls -l x");
+  EXPECT_EQ(BuildInvocation("execute_command", {{"command", "ls"}, {"args", {"-l", "x"}}}, ""),
+            "bash:ls -l x");
   EXPECT_EQ(FileSubject("read_file", {{"path", "a//b/./../c"}}), "read_file:a/c");
   EXPECT_EQ(FileSubject("echo", {{"path", "a"}}), "");
 }

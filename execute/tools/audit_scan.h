@@ -19,7 +19,8 @@ namespace tollgate {
 inline Json ScanAudit(const ToolContext& ctx, Json query, size_t max_events,
                       const std::function<bool(const Json&)>& fn, bool* capped) {
   *capped = false;
-  if (ctx.audit == nullptr) return ToolFail(errc::kAuditError, "the audit log is not readable from this executor");
+  if (ctx.audit == nullptr)
+    return ToolFail(errc::kAuditError, "the audit log is not readable from this executor");
   query["descending"] = true;
   size_t read = 0;
   std::string cursor;

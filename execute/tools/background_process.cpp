@@ -34,9 +34,8 @@ constexpr int kLostPages = 20;  // of 200 events: how far back the log is read f
 // A key name's bytes (as an xterm sends them), or "" when `k` is not one.
 std::string KeyBytes(const std::string& k) {
   static const std::map<std::string, std::string> kKeys = {
-      {"Enter", "\r"},       {"Tab", "\t"},         {"Escape", "\x1b"},    {"Backspace", "\x7f"},
-      {"Space", " "},        {"Up", "\x1b[A"},      {"Down", "\x1b[B"},    {"Right", "\x1b[C"},
-      {"Left", "\x1b[D"}};
+      {"Enter", "\r"},  {"Tab", "\t"},      {"Escape", "\x1b"},  {"Backspace", "\x7f"}, {"Space", " "},
+      {"Up", "\x1b[A"}, {"Down", "\x1b[B"}, {"Right", "\x1b[C"}, {"Left", "\x1b[D"}};
   if (auto it = kKeys.find(k); it != kKeys.end()) return it->second;
   if (k.size() == 3 && k[0] == 'C' && k[1] == '-' && k[2] >= 'a' && k[2] <= 'z') {
     return std::string(1, static_cast<char>(k[2] - 'a' + 1));
@@ -56,8 +55,10 @@ class BackgroundProcess : public BuiltinTool {
   Json Run(const Json& args, const ToolContext& ctx) const override {
     if (!args.is_object()) return ToolFail(errc::kInvalidArgs, "args must be an object");
     std::string action, id;
-    if (!StringArg(args, "action", &action)) return ToolFail(errc::kInvalidArgs, "action (string) is required");
-    if (!StringArg(args, "process_id", &id, false)) return ToolFail(errc::kInvalidArgs, "process_id must be a string");
+    if (!StringArg(args, "action", &action))
+      return ToolFail(errc::kInvalidArgs, "action (string) is required");
+    if (!StringArg(args, "process_id", &id, false))
+      return ToolFail(errc::kInvalidArgs, "process_id must be a string");
     const ProcessOwner owner{ctx.org_id, ctx.agent_id};
     if (action == "spawn") return Spawn(args, ctx, owner);
     if (action == "list") {
@@ -86,7 +87,8 @@ class BackgroundProcess : public BuiltinTool {
       s = table_->Write(owner, id, bytes, &out);
     } else if (action == "kill") {
       std::string name = "TERM";
-      if (!StringArg(args, "signal", &name, false)) return ToolFail(errc::kInvalidArgs, "signal must be a string");
+      if (!StringArg(args, "signal", &name, false))
+        return ToolFail(errc::kInvalidArgs, "signal must be a string");
       static const std::map<std::string, int> kSignals = {
           {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT}, {"HUP", SIGHUP}};
       auto sig = kSignals.find(name);
@@ -101,17 +103,19 @@ class BackgroundProcess : public BuiltinTool {
     } else if (action == "unwatch") {
       s = table_->Unwatch(owner, id, &out);
     } else {
-      return ToolFail(errc::kInvalidArgs, "action must be spawn, list, status, log, capture, send_keys, write, "
-                                          "kill, watch or unwatch");
+      return ToolFail(errc::kInvalidArgs,
+                      "action must be spawn, list, status, log, capture, send_keys, write, "
+                      "kill, watch or unwatch");
     }
     if (s.code() == "E_NOT_FOUND") {
       // Not this run's: lost if an earlier run spawned it.
       std::vector<Json> lost = Lost(ctx, owner, id);
       if (!lost.empty()) {
         if (action == "status") return ToolOk(lost[0]);
-        Json r = ToolFail("E_PROCESS_EXITED", "background process " + id +
-                                                  " is lost: it was started before tollgate restarted and ended with "
-                                                  "that run; its output is gone");
+        Json r = ToolFail("E_PROCESS_EXITED",
+                          "background process " + id +
+                              " is lost: it was started before tollgate restarted and ended with "
+                              "that run; its output is gone");
         r["data"] = lost[0];
         return r;
       }
@@ -155,7 +159,8 @@ class BackgroundProcess : public BuiltinTool {
     if (!args.contains(key)) return nullptr;
     const Json& v = args[key];
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
-      return ToolFail(errc::kInvalidArgs, std::string(key) + " must be an integer from " + std::to_string(lo) +
+      return ToolFail(errc::kInvalidArgs, std::string(key) + " must be an integer from " +
+                                              std::to_string(lo) +
                                               (hi == INT64_MAX ? " up" : " to " + std::to_string(hi)));
     }
     *out = v.get<int64_t>();
@@ -166,7 +171,8 @@ class BackgroundProcess : public BuiltinTool {
   // text, or a list of them sent in order) as bytes.
   static Json Input(const Json& args, const std::string& action, std::string* bytes) {
     if (action == "write") {
-      if (!StringArg(args, "input", bytes)) return ToolFail(errc::kInvalidArgs, "input (a string) is required for write");
+      if (!StringArg(args, "input", bytes))
+        return ToolFail(errc::kInvalidArgs, "input (a string) is required for write");
     } else {
       const Json& k = args.contains("keys") ? args["keys"] : Json();
       std::vector<std::string> keys;
@@ -189,7 +195,8 @@ class BackgroundProcess : public BuiltinTool {
     }
     if (bytes->empty()) return ToolFail(errc::kInvalidArgs, "nothing to send");
     if (bytes->size() > kMaxInputBytes) {
-      return ToolFail(errc::kTooLarge, "at most " + std::to_string(kMaxInputBytes) + " bytes of input per call");
+      return ToolFail(errc::kTooLarge,
+                      "at most " + std::to_string(kMaxInputBytes) + " bytes of input per call");
     }
     return nullptr;
   }
@@ -221,7 +228,8 @@ class BackgroundProcess : public BuiltinTool {
         }
         if (d == nullptr || !d->is_object() || d->value("action", "") != "spawn") continue;
         const std::string id = d->value("process_id", "");
-        if (id.empty() || (!only.empty() && id != only) || !seen.insert(id).second || table_->Knows(owner, id)) {
+        if (id.empty() || (!only.empty() && id != only) || !seen.insert(id).second ||
+            table_->Knows(owner, id)) {
           continue;
         }
         lost.push_back({{"process_id", id},

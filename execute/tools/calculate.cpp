@@ -24,7 +24,8 @@ class Parser {
   bool Parse(double* out, std::string* err) {
     double v = Expr();
     Skip();
-    if (err_.empty() && i_ != s_.size()) err_ = "unexpected '" + std::string(1, s_[i_]) + "' at " + std::to_string(i_);
+    if (err_.empty() && i_ != s_.size())
+      err_ = "unexpected '" + std::string(1, s_[i_]) + "' at " + std::to_string(i_);
     if (!err_.empty()) {
       *err = err_;
       return false;
@@ -61,9 +62,12 @@ class Parser {
     if (++depth_ > 64) return Fail("expression nested too deeply");
     double v = Term();
     for (;;) {
-      if (Eat('+')) v += Term();
-      else if (Eat('-')) v -= Term();
-      else break;
+      if (Eat('+'))
+        v += Term();
+      else if (Eat('-'))
+        v -= Term();
+      else
+        break;
     }
     --depth_;
     return v;
@@ -71,7 +75,8 @@ class Parser {
   double Term() {
     double v = Unary();
     for (;;) {
-      if (Eat('*')) v *= Unary();
+      if (Eat('*'))
+        v *= Unary();
       else if (EatTwo("//")) {
         double d = Unary();
         if (d == 0) return Fail("division by zero");
@@ -87,16 +92,20 @@ class Parser {
         double r = std::fmod(v, d);
         if (r != 0 && ((r < 0) != (d < 0))) r += d;
         v = r;
-      } else break;
+      } else
+        break;
     }
     return v;
   }
   double Unary() {
     if (++depth_ > 64) return Fail("expression nested too deeply");
     double v;
-    if (Eat('-')) v = -Unary();
-    else if (Eat('+')) v = Unary();
-    else v = Power();
+    if (Eat('-'))
+      v = -Unary();
+    else if (Eat('+'))
+      v = Unary();
+    else
+      v = Power();
     --depth_;
     return v;
   }
@@ -188,15 +197,18 @@ class Calculate : public BuiltinTool {
   Calculate() : BuiltinTool("calculate") {}
   Json Run(const Json& args, const ToolContext&) const override {
     std::string expr;
-    if (!StringArg(args, "expression", &expr)) return ToolFail(errc::kInvalidArgs, "expression (string) is required");
-    if (expr.empty() || expr.size() > 1000) return ToolFail(errc::kCalcError, "expression must be 1 to 1000 characters");
+    if (!StringArg(args, "expression", &expr))
+      return ToolFail(errc::kInvalidArgs, "expression (string) is required");
+    if (expr.empty() || expr.size() > 1000)
+      return ToolFail(errc::kCalcError, "expression must be 1 to 1000 characters");
     double v = 0;
     std::string err;
     if (!Parser(expr).Parse(&v, &err)) return ToolFail(errc::kCalcError, err);
     if (!std::isfinite(v)) return ToolFail(errc::kCalcError, "the result is not a finite number");
     // Exact integers (within a double's 2^53) as integers; -0 is 0.
     constexpr double kExact = 9007199254740992.0;
-    if (v == std::trunc(v) && std::fabs(v) <= kExact) return ToolOk({{"expression", expr}, {"result", static_cast<int64_t>(v)}});
+    if (v == std::trunc(v) && std::fabs(v) <= kExact)
+      return ToolOk({{"expression", expr}, {"result", static_cast<int64_t>(v)}});
     return ToolOk({{"expression", expr}, {"result", v}});
   }
 };

@@ -12,19 +12,19 @@
 // An agent-written tool (CliSource::kAgentWritten) runs only when its bytes
 // are the ones decide bound the call to (decision.tool_sha256), from a
 // private copy the agent cannot change in between (E_DECISION_MISMATCH).
+#include "execute/tools/cli_tool.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-
 #include <fstream>
 #include <sstream>
 
 #include "core/sha256.h"
 #include "core/tool_args.h"
 #include "execute/sandbox.h"
-#include "execute/tools/cli_tool.h"
 #include "execute/tools/file_common.h"
 
 namespace tollgate {
@@ -37,7 +37,8 @@ Json SchemaBeside(const std::string& run_path) {
   std::stringstream ss;
   ss << f.rdbuf();
   Json schema;
-  if (f && ParseInputJson(ss.str(), &schema).ok() && schema.is_object() && schema.value("type", "") == "object") {
+  if (f && ParseInputJson(ss.str(), &schema).ok() && schema.is_object() &&
+      schema.value("type", "") == "object") {
     return schema;
   }
   return {{"type", "object"}};
@@ -105,11 +106,13 @@ class CliTool : public Tool {
     if (f_.source == CliSource::kAgentWritten) {
       const std::string decided = ctx.decision.is_object() ? ctx.decision.value("tool_sha256", "") : "";
       std::string bytes;
-      if (!ReadSmallFile(f_.run_path, &bytes)) return ToolFail(errc::kToolExec, name() + " is gone or unreadable");
+      if (!ReadSmallFile(f_.run_path, &bytes))
+        return ToolFail(errc::kToolExec, name() + " is gone or unreadable");
       if (decided.empty() || Sha256Hex(bytes) != decided) {
         return ToolFail(errc::kDecisionMismatch,
-                        name() + " is an agent-written tool whose file is not the one decided (call reload_tools, "
-                                 "then call it again); it was not run");
+                        name() +
+                            " is an agent-written tool whose file is not the one decided (call reload_tools, "
+                            "then call it again); it was not run");
       }
       if (!copy.Make(bytes, std::filesystem::path(f_.run_path).filename().string())) {
         return ToolFail(errc::kToolExec, "could not stage " + name());
@@ -121,9 +124,14 @@ class CliTool : public Tool {
     spec.path = f_.interpreter.empty() ? program : f_.interpreter;
     spec.argv = f_.interpreter.empty() ? std::vector<std::string>{program}
                                        : std::vector<std::string>{f_.interpreter, program};
-    spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws.path(), "LANG=C.UTF-8", "TZ=UTC",
-                "TOLLGATE_WORKSPACE=" + ws.path(), "TOLLGATE_REQUEST_ID=" + ctx.request_id,
-                "TOLLGATE_ORG_ID=" + ctx.org_id, "TOLLGATE_AGENT_ID=" + ctx.agent_id,
+    spec.env = {std::string("PATH=") + kSafePath,
+                "HOME=" + ws.path(),
+                "LANG=C.UTF-8",
+                "TZ=UTC",
+                "TOLLGATE_WORKSPACE=" + ws.path(),
+                "TOLLGATE_REQUEST_ID=" + ctx.request_id,
+                "TOLLGATE_ORG_ID=" + ctx.org_id,
+                "TOLLGATE_AGENT_ID=" + ctx.agent_id,
                 "TOLLGATE_SESSION_ID=" + ctx.session_id};
     spec.cwd_fd = ws.fd();
     spec.workspace = ws.path();
@@ -137,15 +145,20 @@ class CliTool : public Tool {
     Status s = RunSandboxed(spec, &r);
     if (!s.ok()) return FailFrom(s);
     const std::string stderr_tail = ToValidUtf8(r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0));
-    if (r.timed_out) return ToolFail(errc::kTimeout, name() + " killed after " + std::to_string(spec.limits.timeout_ms) + " ms", true);
-    if (r.signal != 0) return ToolFail(errc::kToolExec, name() + " killed by signal " + std::to_string(r.signal));
+    if (r.timed_out)
+      return ToolFail(errc::kTimeout,
+                      name() + " killed after " + std::to_string(spec.limits.timeout_ms) + " ms", true);
+    if (r.signal != 0)
+      return ToolFail(errc::kToolExec, name() + " killed by signal " + std::to_string(r.signal));
     if (r.exit_code != 0) {
-      return ToolFail(errc::kToolExec, name() + " exited with status " + std::to_string(r.exit_code) + ": " + stderr_tail);
+      return ToolFail(errc::kToolExec,
+                      name() + " exited with status " + std::to_string(r.exit_code) + ": " + stderr_tail);
     }
     if (r.out_truncated) return ToolFail(errc::kTooLarge, name() + " printed more than the output limit");
     Json out;
     // Untrusted output: the input limits, so the events wrapping it stay readable.
-    if (!ParseInputJson(r.out, &out).ok()) return ToolFail(errc::kToolExec, name() + " did not print JSON: " + stderr_tail);
+    if (!ParseInputJson(r.out, &out).ok())
+      return ToolFail(errc::kToolExec, name() + " did not print JSON: " + stderr_tail);
     if (!out.is_object() || !out.contains("success") || !out["success"].is_boolean()) return ToolOk(out);
     Json result = out["success"].get<bool>() ? ToolOk(out.value("data", Json())) : Json();
     if (!out["success"].get<bool>()) {
@@ -178,7 +191,8 @@ bool ValidName(const std::string& n) {
 std::string InterpreterOf(const std::string& path, const std::string& bytes) {
   std::string want;
   if (bytes.rfind("#!", 0) == 0) {
-    std::string line = bytes.substr(2, bytes.find('\n') == std::string::npos ? std::string::npos : bytes.find('\n') - 2);
+    std::string line =
+        bytes.substr(2, bytes.find('\n') == std::string::npos ? std::string::npos : bytes.find('\n') - 2);
     std::istringstream in(line);
     std::string prog, arg;
     in >> prog >> arg;
@@ -229,10 +243,14 @@ std::string ReadmeOf(const std::string& path) {
 
 const char* CliSourceName(CliSource s) {
   switch (s) {
-    case CliSource::kDeclared: return "declared";
-    case CliSource::kAgent: return "agent";
-    case CliSource::kWorkspace: return "workspace";
-    case CliSource::kAgentWritten: return "agent_written";
+    case CliSource::kDeclared:
+      return "declared";
+    case CliSource::kAgent:
+      return "agent";
+    case CliSource::kWorkspace:
+      return "workspace";
+    case CliSource::kAgentWritten:
+      return "agent_written";
   }
   return "workspace";
 }
@@ -250,12 +268,13 @@ std::vector<CliToolFile> ScanToolDir(const std::string& dir, CliSource source, b
     f.readme = ReadmeOf(entry.path().string() + "/README.md");
     out.push_back(std::move(f));
   }
-  std::sort(out.begin(), out.end(), [](const CliToolFile& a, const CliToolFile& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const CliToolFile& a, const CliToolFile& b) { return a.name < b.name; });
   return out;
 }
 
-CliToolFile DeclaredToolFile(const std::string& name, const std::string& command, const std::string& description,
-                             const std::string& readme_path) {
+CliToolFile DeclaredToolFile(const std::string& name, const std::string& command,
+                             const std::string& description, const std::string& readme_path) {
   CliToolFile f;
   f.name = name;
   f.run_path = command;
@@ -270,7 +289,8 @@ std::unique_ptr<Tool> MakeCliTool(CliToolFile file) { return std::make_unique<Cl
 
 std::vector<std::unique_ptr<Tool>> DiscoverCliTools(const std::string& dir) {
   std::vector<std::unique_ptr<Tool>> out;
-  for (CliToolFile& f : ScanToolDir(dir, CliSource::kWorkspace, false)) out.push_back(MakeCliTool(std::move(f)));
+  for (CliToolFile& f : ScanToolDir(dir, CliSource::kWorkspace, false))
+    out.push_back(MakeCliTool(std::move(f)));
   return out;
 }
 

@@ -42,8 +42,8 @@ struct CliToolFile {
 std::vector<CliToolFile> ScanToolDir(const std::string& dir, CliSource source, bool allow_interpreter);
 
 // One declared tool (agent.yaml: `command`, `description`, `readme`).
-CliToolFile DeclaredToolFile(const std::string& name, const std::string& command, const std::string& description,
-                             const std::string& readme_path);
+CliToolFile DeclaredToolFile(const std::string& name, const std::string& command,
+                             const std::string& description, const std::string& readme_path);
 
 std::unique_ptr<Tool> MakeCliTool(CliToolFile file);
 

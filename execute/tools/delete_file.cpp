@@ -30,7 +30,7 @@ class DeleteFile : public BuiltinTool {
     std::string leaf;
     Status s = ws.OpenParent(path, false, &dir, &leaf);
     if (!s.ok()) return FailPath(ws, path, s, false, errc::kWriteError);
-    struct stat st{};
+    struct stat st {};
     if (fstatat(dir, leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       int e = errno;
       close(dir);

@@ -27,7 +27,8 @@ size_t OnData(char* p, size_t size, size_t n, void* ud) {
 
 }  // namespace
 
-bool CallEndpoint(const EndpointCall& call, const std::vector<Cidr>& allow, EndpointAnswer* answer, Json* error) {
+bool CallEndpoint(const EndpointCall& call, const std::vector<Cidr>& allow, EndpointAnswer* answer,
+                  Json* error) {
   NormalUrl url;
   std::string why;
   if (!NormalizeUrl(call.url, "", &url, &why)) {
@@ -72,13 +73,15 @@ bool CallEndpoint(const EndpointCall& call, const std::vector<Cidr>& allow, Endp
   curl_slist_free_all(resolve);
   curl_slist_free_all(hdrs);
   if (!pin.refused.empty()) {
-    *error = ToolFail(errc::kUrlForbidden, call.what + where + ": connection refused by the guard: " + pin.refused);
+    *error = ToolFail(errc::kUrlForbidden,
+                      call.what + where + ": connection refused by the guard: " + pin.refused);
   } else if (out.over) {
     *error = ToolFail(errc::kTooLarge, call.what + where + ": the answer is over " +
                                            std::to_string(call.max_bytes) + " bytes");
   } else if (rc == CURLE_OPERATION_TIMEDOUT) {
-    *error = ToolFail(errc::kHttpTimeout,
-                      call.what + where + ": no answer within " + std::to_string(call.timeout_ms) + " ms", true);
+    *error =
+        ToolFail(errc::kHttpTimeout,
+                 call.what + where + ": no answer within " + std::to_string(call.timeout_ms) + " ms", true);
   } else if (rc != CURLE_OK) {
     *error = ToolFail(errc::kHttp, call.what + where + ": " + curl_easy_strerror(rc), true);
   } else if (status < 200 || status >= 300) {

@@ -41,6 +41,7 @@ struct EndpointAnswer {
 // with *error the ToolResult: E_URL_FORBIDDEN (the guard), E_HTTP_TIMEOUT,
 // E_HTTP_ERROR (connection, not JSON), E_HTTP_STATUS (not 2xx; recoverable
 // for 5xx and 429), E_TOO_LARGE.
-bool CallEndpoint(const EndpointCall& call, const std::vector<Cidr>& allow, EndpointAnswer* answer, Json* error);
+bool CallEndpoint(const EndpointCall& call, const std::vector<Cidr>& allow, EndpointAnswer* answer,
+                  Json* error);
 
 }  // namespace tollgate

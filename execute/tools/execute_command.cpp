@@ -22,6 +22,8 @@
 // workspace: E_PATH_FORBIDDEN. Runs in the agent's workspace under
 // RunSandboxed (execute/sandbox.h: bubblewrap, no network, the workspace
 // the only writable path). Mutating (no way to know it is not).
+#include "execute/tools/execute_command.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -35,7 +37,6 @@
 #include "core/invocation.h"
 #include "core/shell_line.h"
 #include "execute/sandbox.h"
-#include "execute/tools/execute_command.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/tools.h"
 
@@ -65,11 +66,11 @@ bool MatchesBlocked(const std::string& name, const std::string& entry) {
 namespace {
 
 struct OptionRule {
-  const char* command;                   // basename; "" = every command
-  std::vector<const char*> long_options; // without "--"
-  const char* short_options;             // letters, in any cluster (-xvI)
-  std::vector<const char*> exact;        // single-dash words (find's -exec), exact
-  bool old_style = false;                // argv[1] without '-' is a cluster (tar cIf)
+  const char* command;                    // basename; "" = every command
+  std::vector<const char*> long_options;  // without "--"
+  const char* short_options;              // letters, in any cluster (-xvI)
+  std::vector<const char*> exact;         // single-dash words (find's -exec), exact
+  bool old_style = false;                 // argv[1] without '-' is a cluster (tar cIf)
 };
 
 const std::vector<OptionRule>& OptionRules() {
@@ -118,7 +119,8 @@ std::string RefusedOption(const std::vector<std::string>& argv) {
         if (a == e) return a;
       }
       if (a.size() > 2 && a[0] == '-' && a[1] == '-') {
-        const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+        const std::string name =
+            a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
         for (const char* o : rule.long_options) {
           const std::string full = o;
           const size_t dash = full.find('-');
@@ -131,7 +133,8 @@ std::string RefusedOption(const std::vector<std::string>& argv) {
                  ((a.size() > 1 && a[0] == '-' && a[1] != '-') || (rule.old_style && i == 1 && !a.empty()))) {
         // A cluster: every letter may be an option, whatever follows it.
         for (char c : a) {
-          if (c != '-' && std::strchr(rule.short_options, c) != nullptr) return "-" + std::string(1, c) + " (in " + a + ")";
+          if (c != '-' && std::strchr(rule.short_options, c) != nullptr)
+            return "-" + std::string(1, c) + " (in " + a + ")";
         }
       }
     }
@@ -159,8 +162,8 @@ std::string DestructiveReason(const std::vector<std::string>& argv) {
   }
   for (size_t i = 1; i < argv.size(); ++i) {
     const std::string& a = argv[i];
-    const bool root_like = a == "/" || a == "/*" || a == "~" || a == "~/" || a == "." || a == ".." || a == "*" ||
-                           a == "--no-preserve-root";
+    const bool root_like = a == "/" || a == "/*" || a == "~" || a == "~/" || a == "." || a == ".." ||
+                           a == "*" || a == "--no-preserve-root";
     if ((cmd == "rm" || cmd == "chmod" || cmd == "chown" || cmd == "chgrp") && recursive && root_like) {
       return cmd + " -r on " + a;
     }
@@ -336,7 +339,8 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
   const ExecutePolicy& p = *ctx.policy;
   std::string command;
   if (!StringArg(args, "command", &command) || command.empty()) {
-    return ToolFail(errc::kInvalidArgs, "command (string) is required: a program with args, or a command line");
+    return ToolFail(errc::kInvalidArgs,
+                    "command (string) is required: a program with args, or a command line");
   }
   const bool argv_form = IsCommandArgv(args);
   Role role;
@@ -353,15 +357,13 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
       for (const auto& x : a) {
         if (!x.is_string() || x.get<std::string>().size() > 4096 ||
             x.get<std::string>().find('\0') != std::string::npos) {
-          return ToolFail(errc::kInvalidArgs,
-                          "each arg must be a string of at most 4096 bytes, without NUL");
+          return ToolFail(errc::kInvalidArgs, "each arg must be a string of at most 4096 bytes, without NUL");
         }
       }
     }
     if (command.find_first_of(" \t\n\r;|&$<>`'\"\\*?(){}[]!~#=") != std::string::npos) {
-      return ToolFail(
-          errc::kCmdNotAllowed,
-          "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
+      return ToolFail(errc::kCmdNotAllowed,
+                      "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
     }
     line = CommandCallOf(args);
   } else {
@@ -373,8 +375,7 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
     // decide asked (it never allows one) and the invocation check made
     // sure this is the line approved. What the parser saw is still checked.
     if (line.kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
-      return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" +
-                                                line.reason +
+      return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" + line.reason +
                                                 "), so its commands cannot be checked: it runs only "
                                                 "once an approver granted it");
     }
@@ -403,7 +404,8 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
   if (!line.ok()) {
     // Approved as written: the line itself, not a rendering of a parse.
     spec.path = Dash();
-    if (spec.path.empty()) return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
+    if (spec.path.empty())
+      return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
     spec.argv = {"dash", "-c", "set -f; " + command};
   } else if (line.commands.size() == 1 && only.redirections.empty()) {
     // One command: run it with its argv, no shell at all.

@@ -1,10 +1,10 @@
 #include "execute/tools/file_common.h"
 
-#include "core/url.h"
-
 #include <unistd.h>
 
 #include <cerrno>
+
+#include "core/url.h"
 
 namespace tollgate {
 
@@ -86,8 +86,8 @@ bool IsValidUtf8(const std::string& s) { return ToValidUtf8(s) == s; }
 
 Status CheckPathLimits(const std::string& rel) {
   if (rel.size() > kMaxPathBytes) {
-    return Status::Error(errc::kPathForbidden, "the path is " + std::to_string(rel.size()) + " bytes; the limit is " +
-                                                   std::to_string(kMaxPathBytes));
+    return Status::Error(errc::kPathForbidden, "the path is " + std::to_string(rel.size()) +
+                                                   " bytes; the limit is " + std::to_string(kMaxPathBytes));
   }
   size_t components = 0, start = 0;
   while (start <= rel.size()) {

@@ -30,8 +30,9 @@ class FileExists : public BuiltinTool {
     if (!s.ok() && (s.code() == errc::kFileNotFound || s.code() == errc::kPathNotFound)) {
       return ToolOk({{"path", path}, {"exists", false}, {"output", "false"}});
     }
-    if (!s.ok()) return FailFrom(s.code() == errc::kToolExec ? Status::Error(errc::kReadError, s.message()) : s);
-    struct stat st{};
+    if (!s.ok())
+      return FailFrom(s.code() == errc::kToolExec ? Status::Error(errc::kReadError, s.message()) : s);
+    struct stat st {};
     fstat(fd, &st);
     close(fd);
     return ToolOk({{"path", path}, {"exists", true}, {"type", EntryType(st.st_mode)}, {"output", "true"}});

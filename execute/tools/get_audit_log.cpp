@@ -22,7 +22,8 @@ class GetAuditLogTool : public BuiltinTool {
  public:
   GetAuditLogTool() : BuiltinTool("get_audit_log") {}
   Json Run(const Json& args, const ToolContext& ctx) const override {
-    if (ctx.audit == nullptr) return ToolFail(errc::kAuditError, "the audit log is not readable from this executor");
+    if (ctx.audit == nullptr)
+      return ToolFail(errc::kAuditError, "the audit log is not readable from this executor");
     std::string scope = "session";
     if (!StringArg(args, "scope", &scope, false) || (scope != "session" && scope != "agent")) {
       return ToolFail(errc::kInvalidArgs, "scope must be session or agent");
@@ -36,16 +37,19 @@ class GetAuditLogTool : public BuiltinTool {
     // The filters as given: the reader checks them, as it checks the HTTP
     // API's (audit/query_params.h); a bad one is E_INVALID_ARGS below.
     Json q = Json::object();
-    for (const char* k : {"request_id", "tool", "types", "verdict", "since", "until", "limit", "cursor", "descending"}) {
+    for (const char* k :
+         {"request_id", "tool", "types", "verdict", "since", "until", "limit", "cursor", "descending"}) {
       if (args.contains(k)) q[k] = args[k];
     }
     int64_t last_n = 0;
     if (args.contains("last_n")) {
-      if (!args["last_n"].is_number_integer() || args["last_n"].get<int64_t>() < 1 || args["last_n"].get<int64_t>() > 1000) {
+      if (!args["last_n"].is_number_integer() || args["last_n"].get<int64_t>() < 1 ||
+          args["last_n"].get<int64_t>() > 1000) {
         return ToolFail(errc::kInvalidArgs, "last_n must be an integer from 1 to 1000");
       }
       for (const char* k : {"limit", "cursor", "descending"}) {
-        if (args.contains(k)) return ToolFail(errc::kInvalidArgs, std::string("last_n and ") + k + " do not go together");
+        if (args.contains(k))
+          return ToolFail(errc::kInvalidArgs, std::string("last_n and ") + k + " do not go together");
       }
       last_n = args["last_n"].get<int64_t>();
     } else if (!args.contains("limit") && !args.contains("cursor") && !args.contains("descending") &&

@@ -49,14 +49,14 @@ void AppendUtf8(uint32_t cp, std::string* out) {
 
 std::string DecodeCharRefs(std::string_view v) {
   static const std::pair<std::string_view, uint32_t> kNamed[] = {
-      {"amp", '&'},      {"lt", '<'},        {"gt", '>'},        {"quot", '"'},      {"apos", '\''},
-      {"nbsp", ' '},     {"ensp", ' '},      {"emsp", ' '},      {"thinsp", ' '},    {"copy", 0xA9},
-      {"reg", 0xAE},     {"trade", 0x2122},  {"hellip", 0x2026}, {"mdash", 0x2014},  {"ndash", 0x2013},
-      {"lsquo", 0x2018}, {"rsquo", 0x2019},  {"ldquo", 0x201C},  {"rdquo", 0x201D},  {"laquo", 0xAB},
-      {"raquo", 0xBB},   {"bull", 0x2022},   {"middot", 0xB7},   {"euro", 0x20AC},   {"pound", 0xA3},
-      {"yen", 0xA5},     {"cent", 0xA2},     {"deg", 0xB0},      {"times", 0xD7},    {"divide", 0xF7},
-      {"para", 0xB6},    {"sect", 0xA7},     {"larr", 0x2190},   {"rarr", 0x2192},   {"uarr", 0x2191},
-      {"darr", 0x2193},  {"check", 0x2713},  {"plusmn", 0xB1},   {"frac12", 0xBD},   {"shy", 0}};
+      {"amp", '&'},      {"lt", '<'},       {"gt", '>'},        {"quot", '"'},     {"apos", '\''},
+      {"nbsp", ' '},     {"ensp", ' '},     {"emsp", ' '},      {"thinsp", ' '},   {"copy", 0xA9},
+      {"reg", 0xAE},     {"trade", 0x2122}, {"hellip", 0x2026}, {"mdash", 0x2014}, {"ndash", 0x2013},
+      {"lsquo", 0x2018}, {"rsquo", 0x2019}, {"ldquo", 0x201C},  {"rdquo", 0x201D}, {"laquo", 0xAB},
+      {"raquo", 0xBB},   {"bull", 0x2022},  {"middot", 0xB7},   {"euro", 0x20AC},  {"pound", 0xA3},
+      {"yen", 0xA5},     {"cent", 0xA2},    {"deg", 0xB0},      {"times", 0xD7},   {"divide", 0xF7},
+      {"para", 0xB6},    {"sect", 0xA7},    {"larr", 0x2190},   {"rarr", 0x2192},  {"uarr", 0x2191},
+      {"darr", 0x2193},  {"check", 0x2713}, {"plusmn", 0xB1},   {"frac12", 0xBD},  {"shy", 0}};
   std::string out;
   out.reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {

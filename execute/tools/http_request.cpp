@@ -183,10 +183,12 @@ class HttpRequest : public BuiltinTool {
     const Json cfg = ctx.policy->AgentHttp(ctx.org_id, ctx.agent_id);
     std::string url_arg, method = cfg.value("default_method", "GET"), body;
     // The MVP seed's `path` is the same argument: relative to base_url or absolute.
-    if (args.contains("url") && args.contains("path")) return ToolFail(errc::kInvalidArgs, "give url or path, not both");
+    if (args.contains("url") && args.contains("path"))
+      return ToolFail(errc::kInvalidArgs, "give url or path, not both");
     url_arg = HttpUrlArg(args);
     if (url_arg.empty()) return ToolFail(errc::kInvalidArgs, "url (or path) is required as a string");
-    if (!StringArg(args, "method", &method, false)) return ToolFail(errc::kInvalidArgs, "method must be a string");
+    if (!StringArg(args, "method", &method, false))
+      return ToolFail(errc::kInvalidArgs, "method must be a string");
     method = Upper(method);
     if (method.empty() || method.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ") != std::string::npos) {
       return ToolFail(errc::kInvalidArgs, "method must be a word such as GET or POST");
@@ -195,7 +197,8 @@ class HttpRequest : public BuiltinTool {
     if (ctx.alias != nullptr) allowed = Json::array({ctx.alias->method});  // the operator's grant, exactly
     bool method_ok = false;
     for (const auto& m : allowed) method_ok = method_ok || (m.is_string() && Upper(m) == method);
-    if (!method_ok) return ToolFail(errc::kMethodNotAllowed, method + " is not in this agent's allowed_methods");
+    if (!method_ok)
+      return ToolFail(errc::kMethodNotAllowed, method + " is not in this agent's allowed_methods");
 
     // Headers: configured defaults, then the call's own.
     std::map<std::string, std::pair<std::string, std::string>> headers;  // lower name -> (name, value)
@@ -206,8 +209,9 @@ class HttpRequest : public BuiltinTool {
     for (const auto& [k, v] : defaults.items()) {
       std::string val, missing;
       if (!v.is_string() || !ExpandEnv(v.get<std::string>(), &val, &missing)) {
-        return ToolFail(errc::kToolExec, "default header " + k + (missing.empty() ? " is not a string"
-                                                                                    : " needs the unset variable " + missing));
+        return ToolFail(errc::kToolExec,
+                        "default header " + k +
+                            (missing.empty() ? " is not a string" : " needs the unset variable " + missing));
       }
       headers[Lower(k)] = {k, val};
     }
@@ -254,7 +258,8 @@ class HttpRequest : public BuiltinTool {
     if (!HttpUrl(args, base, &url, &full, &why)) return ToolFail(errc::kUrlForbidden, why);
     // The stage checked this already (execute/invocation_check.h); a tool
     // run with a decision never fetches anything else.
-    if (ctx.decision.is_object() && ctx.decision.contains("invocation") && ctx.decision["invocation"].is_string() &&
+    if (ctx.decision.is_object() && ctx.decision.contains("invocation") &&
+        ctx.decision["invocation"].is_string() &&
         !SameInvocation(ctx.decision["invocation"], "http_request:" + method + " " + full)) {
       return ToolFail(errc::kDecisionMismatch, "the URL is not the decision's; it was not fetched");
     }
@@ -276,18 +281,25 @@ class HttpRequest : public BuiltinTool {
       // 1. Resolve once and check every address.
       Pin pin;
       switch (PinHost(url.host, ctx.policy->allow_cidrs, &pin, &why)) {
-        case PinResult::kForbidden: return ToolFail(errc::kUrlForbidden, why);
-        case PinResult::kUnresolved: return ToolFail(errc::kHttp, why, true);
-        case PinResult::kOk: break;
+        case PinResult::kForbidden:
+          return ToolFail(errc::kUrlForbidden, why);
+        case PinResult::kUnresolved:
+          return ToolFail(errc::kHttp, why, true);
+        case PinResult::kOk:
+          break;
       }
 
       // 2. Connect to that address only.
-      const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-      if (elapsed >= timeout_ms) return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
+      const auto elapsed =
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+              .count();
+      if (elapsed >= timeout_ms)
+        return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
       CURL* c = curl_easy_init();
       curl_slist* resolve = curl_slist_append(nullptr, PinnedResolveEntry(url.host, url.port, pin).c_str());
       curl_slist* hdrs = nullptr;
-      for (const auto& [lk, kv] : headers) hdrs = curl_slist_append(hdrs, (kv.first + ": " + kv.second).c_str());
+      for (const auto& [lk, kv] : headers)
+        hdrs = curl_slist_append(hdrs, (kv.first + ": " + kv.second).c_str());
       Body out{std::string(), max_bytes};
       std::map<std::string, std::string> rh;
       curl_easy_setopt(c, CURLOPT_URL, url.full.c_str());
@@ -317,19 +329,22 @@ class HttpRequest : public BuiltinTool {
       curl_easy_cleanup(c);
       curl_slist_free_all(resolve);
       curl_slist_free_all(hdrs);
-      if (!pin.refused.empty()) return ToolFail(errc::kUrlForbidden, "connection refused by the guard: " + pin.refused);
+      if (!pin.refused.empty())
+        return ToolFail(errc::kUrlForbidden, "connection refused by the guard: " + pin.refused);
       if (rc == CURLE_WRITE_ERROR && out.truncated) rc = CURLE_OK;  // OnData ended it at the cap
       if (rc == CURLE_OPERATION_TIMEDOUT) {
         return ToolFail(errc::kHttpTimeout, "timed out after " + std::to_string(timeout_ms) + " ms", true);
       }
-      if (rc != CURLE_OK) return ToolFail(errc::kHttp, std::string("request failed: ") + curl_easy_strerror(rc), true);
+      if (rc != CURLE_OK)
+        return ToolFail(errc::kHttp, std::string("request failed: ") + curl_easy_strerror(rc), true);
       hops.push_back({{"url", url.full}, {"status", status}, {"address", connected}});
 
       // 3. A redirect: check the next hop like the first.
       auto loc = rh.find("location");
       if (status >= 300 && status < 400 && status != 304 && loc != rh.end()) {
         if (hop + 1 > ctx.policy->max_redirects) {
-          return ToolFail(errc::kUrlForbidden, "more than " + std::to_string(ctx.policy->max_redirects) + " redirects");
+          return ToolFail(errc::kUrlForbidden,
+                          "more than " + std::to_string(ctx.policy->max_redirects) + " redirects");
         }
         NormalUrl next;
         if (!NormalizeUrl(loc->second, url.full, &next, &why, Userinfo::kDrop)) {
@@ -345,10 +360,14 @@ class HttpRequest : public BuiltinTool {
           // The method and body were decided for this origin: not re-sent
           // to another, and not silently sent without the body either.
           Json r = ToolFail(errc::kCrossOriginRedirect,
-                            "HTTP " + std::to_string(status) + " redirects this " + method + " to another origin (" +
-                                next.full + "); following it would re-send the request there, so it was not followed");
-          r["data"] = {{"status", status},       {"status_code", status}, {"url", url.full},
-                       {"location", next.full}, {"redirects", hops}};
+                            "HTTP " + std::to_string(status) + " redirects this " + method +
+                                " to another origin (" + next.full +
+                                "); following it would re-send the request there, so it was not followed");
+          r["data"] = {{"status", status},
+                       {"status_code", status},
+                       {"url", url.full},
+                       {"location", next.full},
+                       {"redirects", hops}};
           return r;
         }
         if (cross) {
@@ -370,13 +389,15 @@ class HttpRequest : public BuiltinTool {
                 {"url", url.full},
                 {"truncated", truncated}};
       Json keep = Json::object();
-      for (const char* k : {"content-type", "content-length", "location", "etag", "last-modified", "retry-after"}) {
+      for (const char* k :
+           {"content-type", "content-length", "location", "etag", "last-modified", "retry-after"}) {
         if (rh.count(k)) keep[k] = ToValidUtf8(rh[k]);
       }
       data["headers"] = keep;
       if (hops.size() > 1) data["redirects"] = hops;
       const std::string ctype = Lower(rh.count("content-type") ? rh["content-type"] : "");
-      const bool want_json = format == "json" || (format == "auto" && ctype.find("json") != std::string::npos);
+      const bool want_json =
+          format == "json" || (format == "auto" && ctype.find("json") != std::string::npos);
       Json parsed;
       // A server's body is untrusted input: the result (and its event)
       // wraps it a few levels deeper, and must stay readable.
@@ -389,7 +410,8 @@ class HttpRequest : public BuiltinTool {
       }
       data["body"] = std::move(text);
       if (status >= 400) {
-        Json r = ToolFail(errc::kHttpStatus, "HTTP " + std::to_string(status), status >= 500 || status == 429);
+        Json r =
+            ToolFail(errc::kHttpStatus, "HTTP " + std::to_string(status), status >= 500 || status == 429);
         r["data"] = data;
         return r;
       }

@@ -51,19 +51,23 @@ class ListDirectory : public BuiltinTool {
         truncated = true;
         break;
       }
-      struct stat st{};
+      struct stat st {};
       if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       Json entry{{"name", ToValidUtf8(n)}, {"type", EntryType(st.st_mode)}, {"is_dir", S_ISDIR(st.st_mode)}};
       if (S_ISREG(st.st_mode)) entry["size"] = st.st_size;
       entries.push_back(std::move(entry));
     }
     closedir(d);
-    std::sort(entries.begin(), entries.end(),
-              [](const Json& a, const Json& b) { return a["name"].get<std::string>() < b["name"].get<std::string>(); });
+    std::sort(entries.begin(), entries.end(), [](const Json& a, const Json& b) {
+      return a["name"].get<std::string>() < b["name"].get<std::string>();
+    });
     Json names = Json::array();
     for (const auto& e : entries) names.push_back(e["name"]);
     const size_t count = entries.size();
-    return ToolOk({{"path", path}, {"entries", std::move(entries)}, {"count", count}, {"output", std::move(names)},
+    return ToolOk({{"path", path},
+                   {"entries", std::move(entries)},
+                   {"count", count},
+                   {"output", std::move(names)},
                    {"truncated", truncated}});
   }
 };

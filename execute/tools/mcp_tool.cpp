@@ -16,7 +16,9 @@ class McpTool : public Tool {
   McpTool(std::shared_ptr<const McpUpstreams> upstreams, std::string server, std::string tool)
       : upstreams_(std::move(upstreams)), server_(std::move(server)), tool_(std::move(tool)) {}
   std::string name() const override { return "mcp:" + server_ + "/" + tool_; }
-  std::string description() const override { return "tool " + tool_ + " of the upstream MCP server " + server_; }
+  std::string description() const override {
+    return "tool " + tool_ + " of the upstream MCP server " + server_;
+  }
   bool ReadOnly(const Json&, const Json& decision) const override {
     auto it = decision.find("read_only");
     return it != decision.end() && it->is_boolean() && it->get<bool>();
@@ -27,7 +29,8 @@ class McpTool : public Tool {
     // every path, not just MCP's gateway, an argument the tool does not take
     // is refused here rather than left for the server to ignore.
     const Json described = upstreams_->Describe();
-    if (described.contains(server_) && described[server_].contains("tools") && described[server_]["tools"].is_array()) {
+    if (described.contains(server_) && described[server_].contains("tools") &&
+        described[server_]["tools"].is_array()) {
       for (const Json& t : described[server_]["tools"]) {
         if (!t.is_object() || t.value("name", "") != tool_) continue;
         const std::string why = CheckArgsShape(t.value("inputSchema", Json::object()), args);

@@ -39,10 +39,10 @@
 namespace tollgate {
 namespace {
 
-constexpr size_t kMaxScan = 1000;             // execution.completed events read per fold
+constexpr size_t kMaxScan = 1000;              // execution.completed events read per fold
 constexpr size_t kMaxContentBytes = 64 << 10;  // 16384 characters (the schema) of up to 4 bytes
 constexpr size_t kMaxTagChars = 128;
-constexpr size_t kReflectOn = 50;           // memories sent to the model
+constexpr size_t kReflectOn = 50;             // memories sent to the model
 constexpr size_t kReflectMemoryBytes = 2048;  // each, cut
 constexpr size_t kMaxReflectionBytes = 16 << 10;
 constexpr const char* kNotConfigured = "E_NOT_CONFIGURED";
@@ -72,25 +72,32 @@ std::string CutUtf8(const std::string& s, size_t max) {
 
 // The agent's store, folded from its memory calls' execution.completed events.
 Json Fold(const ToolContext& ctx, Store* store) {
-  const Json q{{"agent_id", ctx.agent_id}, {"tool", "memory"}, {"types", Json::array({"execution.completed"})}};
-  Json err = ScanAudit(ctx, q, kMaxScan, [&](const Json& e) {
-    ++store->scanned;
-    if (Str(e, "agent_id") != ctx.agent_id || Str(e, "tool") != "memory") return true;  // the reader's word, checked
-    const Json& data = e.contains("data") ? e["data"] : Json();
-    const Json& r = data.is_object() && data.contains("result") ? data["result"] : Json();
-    if (!r.is_object() || !r.value("success", false) || !r.contains("data") || !r["data"].is_object()) return true;
-    const Json& d = r["data"];
-    const std::string action = Str(d, "action");
-    if (action == "update_world") {
-      if (store->world.is_null()) store->world = {{"content", Str(d, "world")}, {"updated_at", Str(d, "updated_at")}};
-    } else if (action == "remember" || action == "reflect") {
-      Memory m{Str(d, "memory_id"), action == "reflect" ? "reflection" : "memory", Str(d, "content"),
-               Str(d, "created_at")};
-      if (d.contains("tags") && d["tags"].is_array()) m.tags = d["tags"];
-      store->memories.push_back(std::move(m));
-    }
-    return true;
-  }, &store->truncated);
+  const Json q{
+      {"agent_id", ctx.agent_id}, {"tool", "memory"}, {"types", Json::array({"execution.completed"})}};
+  Json err = ScanAudit(
+      ctx, q, kMaxScan,
+      [&](const Json& e) {
+        ++store->scanned;
+        if (Str(e, "agent_id") != ctx.agent_id || Str(e, "tool") != "memory")
+          return true;  // the reader's word, checked
+        const Json& data = e.contains("data") ? e["data"] : Json();
+        const Json& r = data.is_object() && data.contains("result") ? data["result"] : Json();
+        if (!r.is_object() || !r.value("success", false) || !r.contains("data") || !r["data"].is_object())
+          return true;
+        const Json& d = r["data"];
+        const std::string action = Str(d, "action");
+        if (action == "update_world") {
+          if (store->world.is_null())
+            store->world = {{"content", Str(d, "world")}, {"updated_at", Str(d, "updated_at")}};
+        } else if (action == "remember" || action == "reflect") {
+          Memory m{Str(d, "memory_id"), action == "reflect" ? "reflection" : "memory", Str(d, "content"),
+                   Str(d, "created_at")};
+          if (d.contains("tags") && d["tags"].is_array()) m.tags = d["tags"];
+          store->memories.push_back(std::move(m));
+        }
+        return true;
+      },
+      &store->truncated);
   return err;
 }
 
@@ -114,7 +121,11 @@ std::set<std::string> Words(const std::string& s, size_t max_words) {
 }
 
 Json MemoryJson(const Memory& m) {
-  return {{"memory_id", m.id}, {"kind", m.kind}, {"content", m.content}, {"tags", m.tags}, {"created_at", m.created_at}};
+  return {{"memory_id", m.id},
+          {"kind", m.kind},
+          {"content", m.content},
+          {"tags", m.tags},
+          {"created_at", m.created_at}};
 }
 
 class MemoryTool : public BuiltinTool {
@@ -183,10 +194,12 @@ class MemoryTool : public BuiltinTool {
 
   Json Recall(const Json& args, const ToolContext& ctx) const {
     std::string query;
-    if (!StringArg(args, "query", &query, false)) return ToolFail(errc::kInvalidArgs, "query must be a string");
+    if (!StringArg(args, "query", &query, false))
+      return ToolFail(errc::kInvalidArgs, "query must be a string");
     int64_t limit = 10;
     if (args.contains("limit")) {
-      if (!args["limit"].is_number_integer() || args["limit"].get<int64_t>() < 1 || args["limit"].get<int64_t>() > 100) {
+      if (!args["limit"].is_number_integer() || args["limit"].get<int64_t>() < 1 ||
+          args["limit"].get<int64_t>() > 100) {
         return ToolFail(errc::kInvalidArgs, "limit must be an integer from 1 to 100");
       }
       limit = args["limit"].get<int64_t>();
@@ -208,7 +221,8 @@ class MemoryTool : public BuiltinTool {
       }
       ranked.emplace_back(score, i);
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
     Json out = Json::array();
     for (const auto& [score, i] : ranked) {
       if (out.size() >= static_cast<size_t>(limit)) break;
@@ -227,14 +241,15 @@ class MemoryTool : public BuiltinTool {
   Json Reflect(const ToolContext& ctx) const {
     const ExecutePolicy& p = *ctx.policy;
     if (p.memory_llm_url.empty()) {
-      return ToolFail(kNotConfigured,
-                      "memory reflect is not configured: it needs a language model. Set execute.memory.llm "
-                      "{url: an OpenAI-compatible .../chat/completions URL, model, api_key} in the policy file "
-                      "(docs/tools.md, \"memory\")");
+      return ToolFail(
+          kNotConfigured,
+          "memory reflect is not configured: it needs a language model. Set execute.memory.llm "
+          "{url: an OpenAI-compatible .../chat/completions URL, model, api_key} in the policy file "
+          "(docs/tools.md, \"memory\")");
     }
     std::string key, missing;
-    if (!p.memory_llm_api_key.empty() &&
-        (!ExpandEnv(p.memory_llm_api_key, &key, &missing) || key.find_first_of("\r\n") != std::string::npos)) {
+    if (!p.memory_llm_api_key.empty() && (!ExpandEnv(p.memory_llm_api_key, &key, &missing) ||
+                                          key.find_first_of("\r\n") != std::string::npos)) {
       return ToolFail(kNotConfigured, "memory reflect is not configured: execute.memory.llm.api_key needs " +
                                           (missing.empty() ? std::string("a value without line breaks")
                                                            : "the unset variable " + missing));
@@ -254,11 +269,12 @@ class MemoryTool : public BuiltinTool {
     const Json body{
         {"model", p.memory_llm_model},
         {"messages",
-         Json::array({{{"role", "system"},
-                       {"content",
-                        "You reflect on an AI agent's memories. Summarise them in a short paragraph: recurring "
-                        "themes, lessons learned, open questions. Answer with the reflection only."}},
-                      {{"role", "user"}, {"content", "Memories, newest first:\n" + listing}}})}};
+         Json::array(
+             {{{"role", "system"},
+               {"content",
+                "You reflect on an AI agent's memories. Summarise them in a short paragraph: recurring "
+                "themes, lessons learned, open questions. Answer with the reflection only."}},
+              {{"role", "user"}, {"content", "Memories, newest first:\n" + listing}}})}};
     EndpointCall call;
     call.what = "the memory model endpoint";
     call.url = p.memory_llm_url;
@@ -276,7 +292,8 @@ class MemoryTool : public BuiltinTool {
         a["choices"][0].is_object() && a["choices"][0].contains("message")) {
       text = Str(a["choices"][0]["message"], "content");
     }
-    if (text.empty()) return ToolFail(errc::kHttp, "the memory model's answer is not a chat completion with content");
+    if (text.empty())
+      return ToolFail(errc::kHttp, "the memory model's answer is not a chat completion with content");
     return ToolOk({{"action", "reflect"},
                    {"memory_id", MemoryId(ctx)},
                    {"kind", "reflection"},

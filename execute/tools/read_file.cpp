@@ -29,7 +29,7 @@ class ReadFile : public BuiltinTool {
     int fd = -1;
     Status s = ws.OpenBeneath(path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, &fd);
     if (!s.ok()) return FailPath(ws, path, s, false, errc::kReadError);
-    struct stat st{};
+    struct stat st {};
     fstat(fd, &st);
     if (!S_ISREG(st.st_mode)) {
       close(fd);

@@ -17,7 +17,8 @@ class ReloadTools : public BuiltinTool {
   ReloadTools() : BuiltinTool("reload_tools") {}
 
   Json Run(const Json&, const ToolContext& ctx) const override {
-    if (ctx.registry == nullptr) return ToolFail(errc::kToolExec, "reload_tools runs only in the execute stage");
+    if (ctx.registry == nullptr)
+      return ToolFail(errc::kToolExec, "reload_tools runs only in the execute stage");
     Workspace ws;  // the agent's own tools/ lives in its workspace
     Json err;
     if (!OpenWorkspace(ctx, &ws, &err)) return err;

@@ -49,8 +49,11 @@ class ScheduleTool : public BuiltinTool {
     }
     std::string cursor;
     for (int page = 0; page < kMaxPages; ++page) {
-      Json q{{"org_id", ctx.org_id}, {"agent_id", ctx.agent_id}, {"tool", kScheduleTool},
-             {"types", "execution.completed"}, {"limit", 1000}};
+      Json q{{"org_id", ctx.org_id},
+             {"agent_id", ctx.agent_id},
+             {"tool", kScheduleTool},
+             {"types", "execution.completed"},
+             {"limit", 1000}};
       if (!cursor.empty()) q["cursor"] = cursor;
       Json got;
       if (!Query(ctx, q, &got, fail)) return false;
@@ -64,8 +67,10 @@ class ScheduleTool : public BuiltinTool {
     // Fired: only one due by now can have been (ingest takes none earlier).
     for (const ScheduleEntry* s : book->OfAgent(ctx.org_id, ctx.agent_id)) {
       if (s->state != ScheduleEntry::State::kScheduled || s->due_us - kFireEarlyUs > ctx.now_us) continue;
-      Json q{{"org_id", ctx.org_id}, {"request_id", FireRequestIdOf(s->schedule_id)},
-             {"types", "request.received,request.rejected"}, {"limit", 1000}};
+      Json q{{"org_id", ctx.org_id},
+             {"request_id", FireRequestIdOf(s->schedule_id)},
+             {"types", "request.received,request.rejected"},
+             {"limit", 1000}};
       Json got;
       if (!Query(ctx, q, &got, fail)) return false;
       for (const Json& rec : got["events"]) {
@@ -108,11 +113,13 @@ class ScheduleTool : public BuiltinTool {
       return ToolFail(s.code(), "the scheduled call's args: " + s.message());
     }
     const bool has_delay = args.contains("delay_seconds");
-    if (has_delay == !at.empty()) return ToolFail(errc::kInvalidArgs, "give exactly one of at and delay_seconds");
+    if (has_delay == !at.empty())
+      return ToolFail(errc::kInvalidArgs, "give exactly one of at and delay_seconds");
     int64_t due = 0;
     if (has_delay) {
       const Json& d = args["delay_seconds"];
-      if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > kMaxScheduleAheadUs / 1'000'000) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 1 ||
+          d.get<int64_t>() > kMaxScheduleAheadUs / 1'000'000) {
         return ToolFail(errc::kInvalidArgs, "delay_seconds must be an integer from 1 to 2592000");
       }
       due = ctx.now_us + d.get<int64_t>() * 1'000'000;
@@ -120,7 +127,8 @@ class ScheduleTool : public BuiltinTool {
       return ToolFail(errc::kInvalidArgs, "at must be an RFC 3339 time");
     }
     if (due <= ctx.now_us) return ToolFail(errc::kInvalidArgs, "at must be in the future");
-    if (due - ctx.now_us > kMaxScheduleAheadUs) return ToolFail(errc::kInvalidArgs, "at must be within 30 days");
+    if (due - ctx.now_us > kMaxScheduleAheadUs)
+      return ToolFail(errc::kInvalidArgs, "at must be within 30 days");
     // A bound on what one agent keeps pending (and on what list reads).
     ScheduleBook book;
     Json fail;
@@ -130,15 +138,13 @@ class ScheduleTool : public BuiltinTool {
       pending += s->state == ScheduleEntry::State::kScheduled;
     }
     if (pending >= kMaxPendingPerAgent) {
-      return ToolFail(errc::kScheduleLimit, "this agent has " + std::to_string(pending) +
-                                                " pending schedules, the most it may have", true);
+      return ToolFail(
+          errc::kScheduleLimit,
+          "this agent has " + std::to_string(pending) + " pending schedules, the most it may have", true);
     }
-    Json out{{"action", "create"},
-             {"schedule_id", ScheduleIdOf(ctx.org_id, ctx.request_id)},
-             {"due_at", FormatTime(due)},
-             {"tool", tool},
-             {"args", call_args},
-             {"session_id", ctx.session_id},
+    Json out{{"action", "create"},        {"schedule_id", ScheduleIdOf(ctx.org_id, ctx.request_id)},
+             {"due_at", FormatTime(due)}, {"tool", tool},
+             {"args", call_args},         {"session_id", ctx.session_id},
              {"status", "scheduled"}};
     if (!tool_action.empty()) out["tool_action"] = tool_action;
     if (!description.empty()) out["description"] = description;
@@ -175,8 +181,9 @@ class ScheduleTool : public BuiltinTool {
       return ToolFail(errc::kScheduleNotFound, "this agent has no schedule " + id);
     }
     if (s->state != ScheduleEntry::State::kScheduled) {
-      return ToolFail(errc::kScheduleDone, id + " has already " +
-                                               (s->state == ScheduleEntry::State::kFired ? "fired" : "been cancelled"));
+      return ToolFail(
+          errc::kScheduleDone,
+          id + " has already " + (s->state == ScheduleEntry::State::kFired ? "fired" : "been cancelled"));
     }
     if (s->due_us - ctx.now_us < kCancelCutoffUs) {
       return ToolFail(errc::kScheduleDone, id + " is due at " + FormatTime(s->due_us) +

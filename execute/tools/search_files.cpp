@@ -46,7 +46,7 @@ void WalkDir(int dir_fd, const std::string& prefix, int depth, Walk* w) {
     if (fnmatch(w->pattern.c_str(), rel.c_str(), 0) == 0 || fnmatch(w->pattern.c_str(), n.c_str(), 0) == 0) {
       w->found.push_back(ToValidUtf8(rel));
     }
-    struct stat st{};
+    struct stat st {};
     if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
     if (depth + 1 >= w->max_depth) {
       w->truncated = true;
@@ -88,7 +88,10 @@ class SearchFiles : public BuiltinTool {
     WalkDir(fd, "", 0, &w);
     std::sort(w.found.begin(), w.found.end());
     const size_t count = w.found.size();
-    return ToolOk({{"path", path}, {"pattern", pattern}, {"matches", std::move(w.found)}, {"count", count},
+    return ToolOk({{"path", path},
+                   {"pattern", pattern},
+                   {"matches", std::move(w.found)},
+                   {"count", count},
                    {"truncated", w.truncated}});
   }
 };

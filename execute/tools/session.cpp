@@ -50,10 +50,12 @@ class Session : public BuiltinTool {
 
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string action;
-    if (!StringArg(args, "action", &action)) return ToolFail(errc::kInvalidArgs, "action must be list or read");
+    if (!StringArg(args, "action", &action))
+      return ToolFail(errc::kInvalidArgs, "action must be list or read");
     int64_t limit = 50;
     if (args.contains("limit")) {
-      if (!args["limit"].is_number_integer() || args["limit"].get<int64_t>() < 1 || args["limit"].get<int64_t>() > 1000) {
+      if (!args["limit"].is_number_integer() || args["limit"].get<int64_t>() < 1 ||
+          args["limit"].get<int64_t>() > 1000) {
         return ToolFail(errc::kInvalidArgs, "limit must be an integer from 1 to 1000");
       }
       limit = args["limit"].get<int64_t>();
@@ -83,18 +85,22 @@ class Session : public BuiltinTool {
     std::vector<Seen> order;  // newest first: the order of first sight
     std::map<std::string, size_t> index;
     bool capped = false;
-    Json err = ScanAudit(ctx, q, kMaxScan, [&](const Json& e) {
-      const std::string key = Str(e, "agent_id") + '\n' + Str(e, "session_id");
-      auto [it, fresh] = index.emplace(key, order.size());
-      if (fresh) {
-        order.push_back({Str(e, "session_id"), Str(e, "agent_id"), Str(e, "time"), Str(e, "time"), 0, {}});
-      }
-      Seen& s = order[it->second];
-      s.first = Str(e, "time");  // older with every record
-      ++s.requests;
-      if (s.tools.size() < kMaxTools) s.tools.insert(Str(e, "tool"));
-      return true;
-    }, &capped);
+    Json err = ScanAudit(
+        ctx, q, kMaxScan,
+        [&](const Json& e) {
+          const std::string key = Str(e, "agent_id") + '\n' + Str(e, "session_id");
+          auto [it, fresh] = index.emplace(key, order.size());
+          if (fresh) {
+            order.push_back(
+                {Str(e, "session_id"), Str(e, "agent_id"), Str(e, "time"), Str(e, "time"), 0, {}});
+          }
+          Seen& s = order[it->second];
+          s.first = Str(e, "time");  // older with every record
+          ++s.requests;
+          if (s.tools.size() < kMaxTools) s.tools.insert(Str(e, "tool"));
+          return true;
+        },
+        &capped);
     if (!err.is_null()) return err;
     Json sessions = Json::array();
     for (const auto& s : order) {
@@ -128,44 +134,46 @@ class Session : public BuiltinTool {
     std::map<std::string, Entry> entries;
     size_t received = 0;  // of the first `limit` requests
     bool capped = false, more = false;
-    Json err = ScanAudit(ctx, q, kMaxScan, [&](const Json& e) {
-      const std::string rid = Str(e, "request_id");
-      auto [it, fresh] = entries.try_emplace(rid);
-      if (fresh) {
-        // All of the newest `limit` requests are complete once each one's
-        // request.received was read; later (older) ones are not wanted.
-        if (order.size() >= limit && received >= limit) {
-          more = true;
-          return false;
-        }
-        it->second.pos = order.size();
-        order.push_back(rid);
-      }
-      Entry& en = it->second;
-      const std::string type = Str(e, "type");
-      const Json& data = e.contains("data") ? e["data"] : Json();
-      if (en.tool.empty()) en.tool = Str(e, "tool");
-      if (type == "request.received") {
-        en.received = data;
-        en.time = Str(e, "time");
-        if (en.pos < limit) ++received;
-      } else if (type == "request.rejected") {
-        en.rejected = data;
-        if (en.time.empty()) en.time = Str(e, "time");
-      } else if (type == "decision.made") {
-        en.decision = data;
-      } else if (type == "execution.completed") {
-        en.completed = data;
-      } else if (en.approval.is_null()) {  // the newest approval outcome
-        en.approval = {{"type", type}};
-      }
-      return true;
-    }, &capped);
+    Json err = ScanAudit(
+        ctx, q, kMaxScan,
+        [&](const Json& e) {
+          const std::string rid = Str(e, "request_id");
+          auto [it, fresh] = entries.try_emplace(rid);
+          if (fresh) {
+            // All of the newest `limit` requests are complete once each one's
+            // request.received was read; later (older) ones are not wanted.
+            if (order.size() >= limit && received >= limit) {
+              more = true;
+              return false;
+            }
+            it->second.pos = order.size();
+            order.push_back(rid);
+          }
+          Entry& en = it->second;
+          const std::string type = Str(e, "type");
+          const Json& data = e.contains("data") ? e["data"] : Json();
+          if (en.tool.empty()) en.tool = Str(e, "tool");
+          if (type == "request.received") {
+            en.received = data;
+            en.time = Str(e, "time");
+            if (en.pos < limit) ++received;
+          } else if (type == "request.rejected") {
+            en.rejected = data;
+            if (en.time.empty()) en.time = Str(e, "time");
+          } else if (type == "decision.made") {
+            en.decision = data;
+          } else if (type == "execution.completed") {
+            en.completed = data;
+          } else if (en.approval.is_null()) {  // the newest approval outcome
+            en.approval = {{"type", type}};
+          }
+          return true;
+        },
+        &capped);
     if (!err.is_null()) return err;
     if (order.empty()) {
       return ToolFail(kSessionNotFound,
-                      "no session '" + sid + "' " +
-                          (org_scope ? "in this org" : "of this agent") +
+                      "no session '" + sid + "' " + (org_scope ? "in this org" : "of this agent") +
                           " in the log (sessions outside the scope, execute.session.scope, are not shown)");
     }
     Json out = Json::array();
@@ -180,7 +188,8 @@ class Session : public BuiltinTool {
 
   static Json Describe(const std::string& rid, const Entry& en) {
     Json j{{"request_id", rid}, {"time", en.time}, {"tool", en.tool}};
-    const Json& req = en.received.is_object() && en.received.contains("request") ? en.received["request"] : Json();
+    const Json& req =
+        en.received.is_object() && en.received.contains("request") ? en.received["request"] : Json();
     if (req.is_object()) {
       j["agent_id"] = Str(req, "agent_id");
       const Json& args = req.contains("args") ? req["args"] : Json::object();

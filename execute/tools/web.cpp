@@ -67,7 +67,8 @@ class Web : public BuiltinTool {
 
   Json Run(const Json& args, const ToolContext& ctx) const override {
     std::string action;
-    if (!StringArg(args, "action", &action)) return ToolFail(errc::kInvalidArgs, "action must be search or fetch");
+    if (!StringArg(args, "action", &action))
+      return ToolFail(errc::kInvalidArgs, "action must be search or fetch");
     if (action == "fetch") return Fetch(args, ctx);
     if (action == "search") return Search(args, ctx);
     return ToolFail(errc::kInvalidArgs, "action must be search or fetch");
@@ -161,11 +162,13 @@ class Web : public BuiltinTool {
     size_t chars = 0;
     for (unsigned char c : query) chars += (c & 0xC0) != 0x80;
     if (chars > kMaxQueryChars) {
-      return ToolFail(errc::kInvalidArgs, "query is at most " + std::to_string(kMaxQueryChars) + " characters");
+      return ToolFail(errc::kInvalidArgs,
+                      "query is at most " + std::to_string(kMaxQueryChars) + " characters");
     }
     int64_t count = 5;
     if (args.contains("count")) {
-      if (!args["count"].is_number_integer() || args["count"].get<int64_t>() < 1 || args["count"].get<int64_t>() > 20) {
+      if (!args["count"].is_number_integer() || args["count"].get<int64_t>() < 1 ||
+          args["count"].get<int64_t>() > 20) {
         return ToolFail(errc::kInvalidArgs, "count must be an integer from 1 to 20");
       }
       count = args["count"].get<int64_t>();
@@ -206,12 +209,15 @@ class Web : public BuiltinTool {
       // Brave marks the matched words with <strong>: Markdown, as fetch gives.
       return CutUtf8(HtmlToMarkdown(CutUtf8(o[k].get<std::string>(), 4 * max), "", 4 * max).markdown, max);
     };
-    for (size_t i = 0; list != nullptr && i < list->size() && results.size() < static_cast<size_t>(count); ++i) {
+    for (size_t i = 0; list != nullptr && i < list->size() && results.size() < static_cast<size_t>(count);
+         ++i) {
       const Json& e = (*list)[i];
       if (!e.is_object() || !e.contains("url") || !e["url"].is_string()) continue;
       NormalUrl u;
       if (!NormalizeUrl(e["url"].get<std::string>().substr(0, 4096), "", &u, &why, Userinfo::kDrop)) continue;
-      results.push_back({{"title", text(e, "title", 1024)}, {"url", u.full}, {"description", text(e, "description", 4096)}});
+      results.push_back({{"title", text(e, "title", 1024)},
+                         {"url", u.full},
+                         {"description", text(e, "description", 4096)}});
     }
     return ToolOk({{"query", query}, {"count", results.size()}, {"results", std::move(results)}});
   }

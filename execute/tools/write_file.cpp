@@ -23,14 +23,16 @@ class WriteFile : public BuiltinTool {
     if (!ctx.policy->writes_enabled) return ToolFail(errc::kWritesDisabled, "writes are disabled by policy");
     std::string path, content, encoding = "utf-8";
     if (!StringArg(args, "path", &path)) return ToolFail(errc::kInvalidArgs, "path (string) is required");
-    if (!StringArg(args, "content", &content)) return ToolFail(errc::kInvalidArgs, "content (string) is required");
+    if (!StringArg(args, "content", &content))
+      return ToolFail(errc::kInvalidArgs, "content (string) is required");
     if (Status p = CheckFilePath(path); !p.ok()) return FailFrom(p);
     if (!StringArg(args, "encoding", &encoding, false) || (encoding != "utf-8" && encoding != "base64")) {
       return ToolFail(errc::kInvalidArgs, "encoding must be utf-8 or base64");
     }
     if (encoding == "base64") {
       std::string decoded;
-      if (!Base64Decode(content, &decoded)) return ToolFail(errc::kInvalidArgs, "content is not valid base64");
+      if (!Base64Decode(content, &decoded))
+        return ToolFail(errc::kInvalidArgs, "content is not valid base64");
       content = std::move(decoded);
     }
     // Checked before any directory is created.
@@ -39,7 +41,8 @@ class WriteFile : public BuiltinTool {
     const bool append = args.value("append", false) == true;
     const bool create_dirs = !(args.contains("create_dirs") && args["create_dirs"] == false);
     if (content.size() > ctx.policy->max_write_bytes) {
-      return ToolFail(errc::kTooLarge, "content is " + std::to_string(content.size()) + " bytes; the limit is " +
+      return ToolFail(errc::kTooLarge, "content is " + std::to_string(content.size()) +
+                                           " bytes; the limit is " +
                                            std::to_string(ctx.policy->max_write_bytes));
     }
     Workspace ws;
@@ -57,11 +60,12 @@ class WriteFile : public BuiltinTool {
     close(dir);
     if (!s.ok()) return FailPath(ws, path, s, false, errc::kWriteError);
     if (append) {
-      struct stat st{};
+      struct stat st {};
       fstat(fd, &st);
       if (static_cast<size_t>(st.st_size) + content.size() > ctx.policy->max_write_bytes * 16) {
         close(fd);
-        return ToolFail(errc::kTooLarge, "appending would make " + path + " larger than 16 x max_write_bytes");
+        return ToolFail(errc::kTooLarge,
+                        "appending would make " + path + " larger than 16 x max_write_bytes");
       }
     }
     size_t done = 0;

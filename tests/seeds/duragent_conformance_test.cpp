@@ -88,9 +88,10 @@ class DuragentConformance : public testing::PolicyPipelineTest {
         return res.set_content("ok", "text/plain");
       }
       if (req.path == "/page") {
-        return res.set_content("<html><head><title>T</title></head><body><h1>Gate</h1><p>Every <b>call</b> "
-                               "<a href=\"/x\">decided</a>.</p></body></html>",
-                               "text/html");
+        return res.set_content(
+            "<html><head><title>T</title></head><body><h1>Gate</h1><p>Every <b>call</b> "
+            "<a href=\"/x\">decided</a>.</p></body></html>",
+            "text/html");
       }
       if (req.path == "/long") {
         std::string body = "<html><body>";
@@ -103,8 +104,9 @@ class DuragentConformance : public testing::PolicyPipelineTest {
                                "application/json");
       }
       if (req.path == "/v1/chat/completions") {
-        return res.set_content(R"({"choices":[{"message":{"role":"assistant","content":"The build uses cmake."}}]})",
-                               "application/json");
+        return res.set_content(
+            R"({"choices":[{"message":{"role":"assistant","content":"The build uses cmake."}}]})",
+            "application/json");
       }
       res.status = 404;
     };
@@ -120,7 +122,8 @@ class DuragentConformance : public testing::PolicyPipelineTest {
     // What that agent.yaml names, and a workspace tool of the seed's layout.
     WriteFile(root_ + "/agents/coder/tools/code-search.sh",
               "#!/bin/sh\necho '{\"tool\": \"declared code-search\"}'\n", 0755);
-    WriteFile(root_ + "/agents/coder/tools/code-search/README.md", "# code-search\n\nSearch codebase for patterns.\n");
+    WriteFile(root_ + "/agents/coder/tools/code-search/README.md",
+              "# code-search\n\nSearch codebase for patterns.\n");
     // A second agent declaring every built-in (the seed's snippets, and
     // memory configured) and a CLI tool, with one tool of each discovery
     // directory: its own (run.sh) and the workspace's (run).
@@ -152,7 +155,8 @@ class DuragentConformance : public testing::PolicyPipelineTest {
     signers_ = std::make_unique<testing::TestSigners>(*p_);
     bus_.brokers = p_->bootstrap();
     ASSERT_TRUE(Producer::Open(bus_, "", &producer_).ok());
-    ASSERT_TRUE(testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
+    ASSERT_TRUE(
+        testing::ResultsReader::Open(bus_, p_->gate().public_b64url(), "test-results", &results_).ok());
   }
 
   void Prepare(const Json& ex, const std::string& agent) {
@@ -163,13 +167,15 @@ class DuragentConformance : public testing::PolicyPipelineTest {
       // The sandbox runs as the workspace's own uid, HOME the workspace: git
       // must be told the test's repository is safe, as an agent would.
       std::ofstream(ws + "/.gitconfig") << "[safe]\n\tdirectory = *\n";
-      const std::string git = "cd '" + ws + "' && git -c safe.directory='*' -c user.name=t -c user.email=t@t ";
+      const std::string git =
+          "cd '" + ws + "' && git -c safe.directory='*' -c user.name=t -c user.email=t@t ";
       ASSERT_EQ(std::system((git + "init -q && " + git + "add -A && " + git + "commit -qm init").c_str()), 0);
     }
     if (ex.value("reload_first", false)) {
       WriteFile(ws + "/tools/my-new-tool/run.py",
                 "import json\nprint(json.dumps({'made_by': 'the agent'}))\n");
-      ASSERT_EQ(Run(agent, "reload-" + ex["tool"].get<std::string>().substr(4), "reload_tools", Json::object(), true)
+      ASSERT_EQ(Run(agent, "reload-" + ex["tool"].get<std::string>().substr(4), "reload_tools",
+                    Json::object(), true)
                     .value("status", ""),
                 "completed");
     }
@@ -179,8 +185,8 @@ class DuragentConformance : public testing::PolicyPipelineTest {
   // expected). The final result, or null after 30 s.
   Json Run(const std::string& agent, const std::string& rid, const std::string& tool, const Json& args,
            const Json& approve) {
-    const Json req{{"request_id", rid}, {"org_id", kOrg}, {"agent_id", agent}, {"session_id", "sess-1"},
-                   {"tool", tool},      {"args", args}};
+    const Json req{{"request_id", rid},      {"org_id", kOrg}, {"agent_id", agent},
+                   {"session_id", "sess-1"}, {"tool", tool},   {"args", args}};
     Send(req);
     bool answered = false;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -192,13 +198,15 @@ class DuragentConformance : public testing::PolicyPipelineTest {
       }
       // The gate's signed `pending` message: the call awaits an approver.
       bool pending = false;
-      for (const Json& p : results_->pending()) pending = pending || (p.is_object() && p["request_id"] == rid);
+      for (const Json& p : results_->pending())
+        pending = pending || (p.is_object() && p["request_id"] == rid);
       if (pending && !answered && !approve.is_null()) {
         answered = true;
         const bool yes = approve != Json(false);
         Json resp = testing::Response(rid, yes ? "approve" : "deny", "alice", ArgsHash(args),
                                       approve == Json("always") ? "always" : "once");
-        Message out = MessageFor(bus_.topics.approval_responses(), {{"request_id", rid}, {"agent_id", agent}}, resp);
+        Message out =
+            MessageFor(bus_.topics.approval_responses(), {{"request_id", rid}, {"agent_id", agent}}, resp);
         signers_->SignResponse(&out, kOrg, "alice");
         EXPECT_TRUE(producer_->Send(out).ok());
         EXPECT_TRUE(producer_->Flush(std::chrono::seconds(10)).ok());
@@ -228,14 +236,15 @@ TEST_F(DuragentConformance, TheSeedsPolicyAndAgentYamlServeEveryToolAndActionThr
     const std::string rid = "003-" + std::to_string(++n);
     Json r = Run(agent, rid, ex["tool"], args, ex.value("approve", Json()));
     // A background process's output arrives when it arrives: read it again until it shows.
-    for (int i = 0; ex.contains("wait_for") && i < 50 && r.dump().find(ex["wait_for"].get<std::string>()) == std::string::npos; ++i) {
+    for (int i = 0; ex.contains("wait_for") && i < 50 &&
+                    r.dump().find(ex["wait_for"].get<std::string>()) == std::string::npos;
+         ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       r = Run(agent, rid + "-" + std::to_string(i), ex["tool"], args, ex.value("approve", Json()));
     }
     if (!r.is_object()) r = Json::object();
-    const std::string danger = r.contains("decision") && r["decision"].is_object()
-                                   ? r["decision"].value("danger_level", "")
-                                   : "";
+    const std::string danger =
+        r.contains("decision") && r["decision"].is_object() ? r["decision"].value("danger_level", "") : "";
     std::string why = SeedSuite::Check(ex, r.value("result", Json()), Json::object(), danger);
     if (why.empty() && ex.value("notify", false)) {
       // The webhook fires after the call ran: wait for it.

@@ -85,7 +85,8 @@ class SeedConformance : public testing::PolicyPipelineTest {
     if (ex.value("git", false)) {
       std::ofstream(workspace_ + "/README.md") << "seed\n";
       // The workspace belongs to the agent's sandbox uid: git must be told it is safe.
-      const std::string git = "cd '" + workspace_ + "' && git -c safe.directory='*' -c user.name=t -c user.email=t@t ";
+      const std::string git =
+          "cd '" + workspace_ + "' && git -c safe.directory='*' -c user.name=t -c user.email=t@t ";
       ASSERT_EQ(std::system((git + "init -q && " + git + "add -A && " + git + "commit -qm init").c_str()), 0);
       std::ofstream(workspace_ + "/README.md", std::ios::app) << "staged\n";
       ASSERT_EQ(std::system((git + "add README.md").c_str()), 0);
@@ -111,9 +112,8 @@ class SeedConformance : public testing::PolicyPipelineTest {
         std::lock_guard<std::mutex> lock(mu_);
         got = got_;
       }
-      const std::string danger = r.contains("decision") && r["decision"].is_object()
-                                     ? r["decision"].value("danger_level", "")
-                                     : "";
+      const std::string danger =
+          r.contains("decision") && r["decision"].is_object() ? r["decision"].value("danger_level", "") : "";
       const std::string why = SeedSuite::Check(ex, r.value("result", Json()), got, danger);
       EXPECT_EQ(why, "") << ex["name"] << ": " << r.dump();
       if (why.empty()) {

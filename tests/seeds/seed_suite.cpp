@@ -47,7 +47,8 @@ std::set<std::string> SeedSuite::Covers(const Json& ex) const {
   if (ex["args"].contains("action") && ex["args"]["action"].is_string()) {
     c.insert("actions:" + tool + "." + ex["args"]["action"].get<std::string>());
   }
-  for (const Json& f : expect.value("data", Json::array())) c.insert("fields:" + tool + "." + f.get<std::string>());
+  for (const Json& f : expect.value("data", Json::array()))
+    c.insert("fields:" + tool + "." + f.get<std::string>());
   if (expect.contains("success")) c.insert("contract:success");
   if (expect.contains("data")) c.insert("contract:data");
   for (const Json& f : expect.value("meta", Json::array())) c.insert("contract:meta." + f.get<std::string>());
@@ -58,7 +59,8 @@ std::set<std::string> SeedSuite::Covers(const Json& ex) const {
   }
   if (expect.contains("recoverable")) c.insert("contract:error.recoverable");
   for (const Json& i : ex.value("covers", Json::array())) c.insert(i.get<std::string>());
-  for (const Json& f : expect.value("error_fields", Json::array())) c.insert("contract:error." + f.get<std::string>());
+  for (const Json& f : expect.value("error_fields", Json::array()))
+    c.insert("contract:error." + f.get<std::string>());
   // Only what the seed documents counts.
   std::set<std::string> documented;
   for (const std::string& i : Items()) documented.insert(i);
@@ -69,7 +71,8 @@ std::set<std::string> SeedSuite::Covers(const Json& ex) const {
   return out;
 }
 
-std::string SeedSuite::Check(const Json& ex, const Json& r, const Json& server_got, const std::string& danger) {
+std::string SeedSuite::Check(const Json& ex, const Json& r, const Json& server_got,
+                             const std::string& danger) {
   const Json& server_got_json = server_got.value("json", Json());
   const Json& expect = ex["expect"];
   if (!r.is_object()) return "no ToolResult";
@@ -90,7 +93,8 @@ std::string SeedSuite::Check(const Json& ex, const Json& r, const Json& server_g
   if (expect.contains("error")) {
     const Json& e = r["error"];
     if (!e.is_object()) return "no error";
-    if (e.value("code", "") != expect["error"]) return "error.code is " + e.value("code", "") + ", not " + expect["error"].dump();
+    if (e.value("code", "") != expect["error"])
+      return "error.code is " + e.value("code", "") + ", not " + expect["error"].dump();
     if (!e.contains("message") || !e["message"].is_string()) return "error.message is missing";
   }
   if (expect.contains("recoverable") && At(r, "error.recoverable") != expect["recoverable"]) {
@@ -104,7 +108,8 @@ std::string SeedSuite::Check(const Json& ex, const Json& r, const Json& server_g
   }
   const Json headers = expect.value("server_got_headers", Json::object());
   for (const auto& [name, want] : headers.items()) {
-    if (server_got["headers"].value(name, "") != want) return "the server got header " + name + ": " + server_got["headers"].value(name, "");
+    if (server_got["headers"].value(name, "") != want)
+      return "the server got header " + name + ": " + server_got["headers"].value(name, "");
   }
   if (expect.contains("server_got_query") && server_got.value("query", "") != expect["server_got_query"]) {
     return "the server got query " + server_got.value("query", "");
@@ -124,15 +129,17 @@ std::string SeedSuite::Coverage(const std::set<std::string>& served) const {
     }
   }
   const size_t elsewhere = doc.value("elsewhere", Json::object()).size();
-  return "seed " + doc["seed"].get<std::string>() + " (" + doc["title"].get<std::string>() + "): " + std::to_string(n) +
-         " of " + std::to_string(items.size()) + " documented items served here, " + std::to_string(elsewhere) +
-         " shown elsewhere" + (missing.empty() ? "" : "; not served:" + missing);
+  return "seed " + doc["seed"].get<std::string>() + " (" + doc["title"].get<std::string>() +
+         "): " + std::to_string(n) + " of " + std::to_string(items.size()) +
+         " documented items served here, " + std::to_string(elsewhere) + " shown elsewhere" +
+         (missing.empty() ? "" : "; not served:" + missing);
 }
 
 Json Substitute(const Json& args, const std::string& server, const std::string& closed) {
   if (args.is_string()) {
     std::string s = args;
-    for (const auto& [from, to] : {std::pair{std::string("{{server}}"), server}, {std::string("{{closed}}"), closed}}) {
+    for (const auto& [from, to] :
+         {std::pair{std::string("{{server}}"), server}, {std::string("{{closed}}"), closed}}) {
       for (size_t at; (at = s.find(from)) != std::string::npos;) s.replace(at, from.size(), to);
     }
     return s;

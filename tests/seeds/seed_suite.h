@@ -22,7 +22,7 @@
 namespace tollgate::testing {
 
 struct SeedSuite {
-  std::string file;   // e.g. 002_ai_orchestrator.json
+  std::string file;  // e.g. 002_ai_orchestrator.json
   Json doc;
 
   static SeedSuite Load(const std::string& path);
@@ -34,7 +34,8 @@ struct SeedSuite {
   // "" when it holds. `server_got` is what the loopback server received last:
   // {json: body parsed or null, headers: {lower-case name: value}, query}.
   // `danger` is the danger level the gate gave the call (decision.danger_level).
-  static std::string Check(const Json& ex, const Json& tool_result, const Json& server_got, const std::string& danger);
+  static std::string Check(const Json& ex, const Json& tool_result, const Json& server_got,
+                           const std::string& danger);
   // "seed 002 (title): N of M documented items served (K shown elsewhere)".
   std::string Coverage(const std::set<std::string>& served) const;
 };
