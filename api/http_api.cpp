@@ -27,11 +27,11 @@
 #include "audit/log_sink.h"
 #include "audit/query_params.h"
 #include "core/auth.h"
+#include "core/json_error.h"
 #include "core/messages.h"
 #include "core/schema.h"
 #include "core/sha256.h"
 #include "core/tool_discovery.h"
-#include "decide/policy_engine.h"
 #include "replay/from_log.h"
 
 namespace tollgate {
@@ -551,7 +551,7 @@ bool CandidatePolicy(const httplib::Request& req, httplib::Response& res, Policy
     Error(res, 400, errc::kPolicyInvalid, "the body must be the candidate policy (YAML or JSON)");
     return false;
   }
-  Status st = LoadPolicyYaml(req.body, "http:what-if", out);
+  Status st = replay::ParseCandidate(req.body, "http:what-if", out);
   if (!st.ok()) {
     Error(res, 400, st.code(), st.message());
     return false;
@@ -580,6 +580,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
     Json body{{"ok", st.ok()}, {"head_seq", seq}};
     if (im->options.degraded) {
       if (std::vector<std::string> why = im->options.degraded(); !why.empty()) body["degraded"] = why;
+    }
+    if (im->options.policy_health) body["policy"] = im->options.policy_health();
+    if (Status r = im->options.log_refusal ? im->options.log_refusal() : Status::Ok(); !r.ok()) {
+      body["ok"] = false;  // no call can be taken
+      body["log_refusing"] = {{"code", r.code()}, {"message", r.message()}};
+      st = r;
     }
     Reply(res, st.ok() ? 200 : 503, body);
   });
@@ -748,12 +754,12 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
                  {"event", e.RecordJson()},
                  {"approval_pending", now.approval_pending()},
                  {"settled", now.approval_settled ? now.approval_settled->type : ""}};
-        if (e.type == "approval.refused") {
+        if (e.type == ev::kApprovalRefused) {
           out["outcome"] = "refused";
           out["error"] = {{"code", e.data.value("code", "")}, {"message", e.data.value("message", "")}};
           return Reply(res, 409, out);
         }
-        out["outcome"] = e.type == "approval.granted" ? "granted" : "denied";
+        out["outcome"] = e.type == ev::kApprovalGranted ? "granted" : "denied";
         return Reply(res, 200, out);
       }
     } while (std::chrono::steady_clock::now() < deadline);
@@ -1024,12 +1030,15 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   });
   // A handler that throws (a body field of an unexpected type reaching a
   // typed accessor) answers 400 instead of ending the process.
-  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unexpected input";
     try {
       if (ep) std::rethrow_exception(ep);
     } catch (const Json::exception& e) {
-      return Error(res, 400, errc::kInvalidJson, std::string("the body does not fit this call: ") + e.what());
+      Json body;  // to name the field (core/json_error.h)
+      const bool parsed = ParseInputJson(req.body, &body, kMaxApiBodyBytes).ok();
+      return Error(res, 400, errc::kInvalidJson,
+                   "the body does not fit this call: " + JsonErrorText(e, parsed ? &body : nullptr));
     } catch (const std::exception& e) {
       what = e.what();
     } catch (...) {

@@ -1,7 +1,9 @@
 // The HTTP API served by `tollgate up` (docs/http_api.md), on cpp-httplib:
 //
 //   GET  /healthz             no token needed: {"ok": true, "head_seq": N},
-//                             plus "degraded": [why, ...] when something is
+//                             plus "degraded": [why, ...] when something is;
+//                             503, "ok": false, "log_refusing" while the
+//                             log refuses appends (a full disk)
 //   GET  /v1/gate-key         no token needed: the key results are signed
 //                             with {key_id, public_key, alg, keys: [...]}
 //   GET  /metrics             operator, admin (no token with metrics_public):
@@ -118,6 +120,13 @@ struct ApiOptions {
   // foreign member): /healthz still answers 200 and "ok", and lists these
   // under "degraded". Null or empty: nothing.
   std::function<std::vector<std::string>()> degraded;
+  // /healthz's "policy": the policy in force and the last refused edit of
+  // the policy file (DecideStage::PolicyHealth). Null: not shown.
+  std::function<Json()> policy_health;
+  // Why the log refuses appends (EventLog::refusal()): when not ok,
+  // /healthz answers 503 with "ok": false and "log_refusing": {code,
+  // message}. Null: not asked.
+  std::function<Status()> log_refusal;
   // Connections per pool and identity (api/fair_share.h).
   FairShareLimits limits;
 };

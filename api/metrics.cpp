@@ -314,6 +314,12 @@ void WriteLogMetrics(MetricsText& t, const EventLog& log) {
   t.Family("tollgate_log_size_bytes", "gauge",
            "Bytes the event log takes (SST files and memtables; not the WAL).");
   t.Sample("tollgate_log_size_bytes", {}, static_cast<double>(log.store().ApproximateBytes()));
+  t.Family("tollgate_log_refusing_appends", "gauge",
+           "1 while the event log refuses appends (a full disk or a failed write; /healthz says why).");
+  t.Sample("tollgate_log_refusing_appends", {}, log.refusing() ? 1.0 : 0.0);
+  t.Family("tollgate_log_refused_appends_total", "counter",
+           "Appends the event log refused or failed to write (each event counts).");
+  t.Sample("tollgate_log_refused_appends_total", {}, static_cast<double>(log.refused_appends()));
   const std::vector<double> bounds(kLatencyBounds.begin(), kLatencyBounds.end());
   for (const auto& [name, h, help] :
        {std::tuple{"tollgate_log_write_seconds", &log.write_latency(), "Per batch: the log's RocksDB write."},

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/canonical_json.h"
+#include "core/json_error.h"
 #include "core/sha256.h"
 
 namespace tollgate {
@@ -54,7 +55,9 @@ bool Principal::Has(const std::string& role) const {
 Status TokenStore::Load(const std::string& path, TokenStore* out) {
   try {
     return LoadFile(path, out);
-  } catch (const std::exception& e) {  // a field of the wrong type
+  } catch (const Json::exception& e) {  // a field of the wrong type
+    return Bad(path, JsonErrorText(e));
+  } catch (const std::exception& e) {
     return Bad(path, e.what());
   }
 }

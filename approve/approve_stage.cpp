@@ -8,6 +8,7 @@
 #include "core/schema.h"
 #include "core/sha256.h"
 #include "core/trace.h"
+#include "core/unproven.h"
 
 namespace tollgate {
 namespace {
@@ -33,7 +34,7 @@ Event EventAbout(const std::vector<Event>& history, const std::string& rid, cons
   Event e;
   const Event* like = nullptr;
   for (const Event& h : history) {
-    if (h.type == "request.received") like = &h;
+    if (h.type == ev::kRequestReceived) like = &h;
   }
   if (!like && !history.empty()) like = &history.front();
   if (like) {
@@ -68,6 +69,50 @@ Json RequestOf(const RequestState& st, const Event& any) {
           {"tool", any.tool}};
 }
 
+// The withdrawal by (org, agent) that reached the stage before its request
+// was held (the MCP gateway withdraws the moment its client gives up),
+// refused then as E_APPROVAL_UNKNOWN: in the request's own history, or,
+// when the request was not in the log yet, under org "unknown" naming the
+// agent's org (`approver_org`). The ask that finds it is never put to
+// approvers.
+const Event* EarlyWithdrawal(const std::vector<Event>& history, const std::string& org,
+                             const std::string& agent) {
+  for (const Event& e : history) {
+    if (e.type == ev::kApprovalRefused && e.data.value("decision", "") == "withdraw" &&
+        e.data.value("code", "") == approve_errc::kUnknown && e.data.value("approver", "") == agent &&
+        (e.org_id == org || e.data.value("approver_org", "") == org))
+      return &e;
+  }
+  return nullptr;
+}
+
+// The ask of `input` withdrawn before it was held: *out, the approval.denied
+// that ends it (withdrawn, by its agent), and *found; the request's own
+// history is looked at first, then the refusals under org "unknown".
+Status EarlyWithdrawn(const FlowInput& input, const StageContext& ctx, const LogView& log, Event* out,
+                      bool* found) {
+  const Flow& flow = input.flow;
+  const std::string org = flow.request.value("org_id", ""), agent = flow.request.value("agent_id", "");
+  const Event* w = EarlyWithdrawal(input.history, org, agent);
+  std::vector<Event> unknown;
+  if (w == nullptr) {
+    if (Status s = log.EventsOfRequest("unknown", flow.request_id(), &unknown); !s.ok()) return s;
+    w = EarlyWithdrawal(unknown, org, agent);
+  }
+  *found = w != nullptr;
+  if (!*found) return Status::Ok();
+  *out = FlowEvent(flow, ev::kApprovalDenied, ctx.now_us,
+                   {{"approver", agent},
+                    {"scope", "once"},
+                    {"withdrawn", true},
+                    {"comment", "withdrawn before it was put to approvers"},
+                    {"withdrawal", w->data.value("source", "")},
+                    {"source", ctx.source}},
+                   "agent:" + agent);
+  StampTraceparent(RequestTraceparent(input.history), out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string EscapeGlob(const std::string& text) {
@@ -87,7 +132,7 @@ Event AllowAlwaysEvent(const Event& req, const std::string& invocation, const st
   if (!CanonicalBytes(rule, &bytes).ok()) bytes = rule.dump();
   const std::string hash = Sha256Hex(bytes);
   Event e;
-  e.type = "policy.updated";
+  e.type = ev::kPolicyUpdated;
   e.request_id = req.request_id;
   e.id = MakeRequestEventId(req.org_id, e.type, req.request_id, "always");
   e.time_us = time_us;
@@ -124,9 +169,7 @@ ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, 
   };
 }
 
-ApproveStage::ApproveStage(ApproveConfig config) : config_(std::move(config)) {
-  if (!config_.webhooks.urls.empty()) notifier_ = std::make_unique<WebhookNotifier>(config_.webhooks);
-}
+ApproveStage::ApproveStage(ApproveConfig config) : config_(std::move(config)) {}
 
 ApproveStage::~ApproveStage() = default;
 
@@ -150,8 +193,9 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   }
   // Denied for its agent's pending cap by this very message, read again
   // after a crash: its result again.
-  if (st.approval_settled && st.approval_settled->data.contains("code") && !st.approval_requested &&
-      SourceOf(st.approval_settled) == ctx.source) {
+  // So is one withdrawn before it was held.
+  if (st.approval_settled && !st.approval_requested && SourceOf(st.approval_settled) == ctx.source &&
+      (st.approval_settled->data.contains("code") || st.approval_settled->data.value("withdrawn", false))) {
     Settle(input.history, *st.approval_settled, false, &r);
     return r;
   }
@@ -161,6 +205,19 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
     flows_[RequestKey(flow.request.value("org_id", ""), flow.request_id())] = flow;
   }
   if (st.approval_requested) return r;  // held already (a re-sent copy, or read again)
+  Event withdrawn;
+  bool early = false;
+  if (Status s = EarlyWithdrawn(input, ctx, log, &withdrawn, &early); !s.ok()) {
+    r.error = s;
+    return r;
+  }
+  if (early) {
+    std::vector<Event> with = input.history;
+    with.push_back(withdrawn);
+    r.events.push_back(withdrawn);
+    Settle(with, with.back(), true, &r);
+    return r;
+  }
   if (DenyOverPendingCap(input, ctx, &r)) return r;
 
   // The log's decision, not the message's, says what approval is needed.
@@ -186,7 +243,7 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   // stage does not extend it.
   const int64_t deadline = st.decision->time_us + timeout_s * 1'000'000;
   std::string args_hash = st.received ? st.received->data.value("args_hash", flow.args_hash) : flow.args_hash;
-  r.events.push_back(FlowEvent(flow, "approval.requested", ctx.now_us,
+  r.events.push_back(FlowEvent(flow, ev::kApprovalRequested, ctx.now_us,
                                {{"approvers_needed", quorum},
                                 {"deadline", FormatTime(deadline)},
                                 {"args_hash", args_hash},
@@ -208,7 +265,7 @@ StageResult ApproveStage::ProcessAsk(const Message& in, const StageContext& ctx,
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : r.events) {
-      if (e.type == "approval.requested") pending_.Apply(e);
+      if (e.type == ev::kApprovalRequested) pending_.Apply(e);
     }
   }
   return r;
@@ -229,7 +286,7 @@ bool ApproveStage::DenyOverPendingCap(const FlowInput& input, const StageContext
       "agent '" + agent + "' already has " + std::to_string(held) +
       " calls waiting for approval, the most it may have; this one was not put to approvers";
   std::vector<Event> with = input.history;
-  with.push_back(FlowEvent(flow, "approval.denied", ctx.now_us,
+  with.push_back(FlowEvent(flow, ev::kApprovalDenied, ctx.now_us,
                            {{"approver", kCapApprover},
                             {"scope", "once"},
                             {"code", errc::kTooManyPending},
@@ -273,7 +330,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   const Json approval = ApprovalOf(st);
   const std::string tp = RequestTraceparent(history);
   Json result;
-  if (settled.type == "approval.granted") {
+  if (settled.type == ev::kApprovalGranted) {
     Flow flow;
     if (FlowFor(history, &flow)) {
       // A flow seen on the approve topic keeps its decision (checked against
@@ -291,7 +348,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
     const std::string msg =
         "approved, but the request's secret-bearing args are no longer available; submit it again";
     r->events.push_back(EventAbout(
-        history, settled.request_id, "request.rejected", settled.time_us,
+        history, settled.request_id, ev::kRequestRejected, settled.time_us,
         {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "approve"}}, "approve"));
     result =
         MakeResult(request, "failed", decision, approval, ToolResultError(errc::kRequestLost, msg, true));
@@ -299,7 +356,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
                           static_cast<int>(r->events.size()) - 1, result});
     return;
   }
-  const bool expired = settled.type == "approval.expired";
+  const bool expired = settled.type == ev::kApprovalExpired;
   const bool withdrawn = settled.data.value("withdrawn", false);
   const std::string msg =
       expired ? approval.value("comment", "approval expired")
@@ -307,7 +364,7 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
                     (approval.contains("comment") ? ": " + approval.value("comment", "") : "");
   // A denial of the stage's own (the pending cap) carries its code; the
   // agent may ask again once fewer of its calls wait.
-  const std::string own = settled.type == "approval.denied" ? settled.data.value("code", "") : "";
+  const std::string own = settled.type == ev::kApprovalDenied ? settled.data.value("code", "") : "";
   const char* code = expired ? errc::kApprovalExpired : withdrawn ? errc::kWithdrawn : errc::kApprovalDenied;
   result = MakeResult(request, expired ? "expired" : "denied", decision, approval,
                       ToolResultError(own.empty() ? code : own, msg, !own.empty()));
@@ -324,7 +381,7 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   if (resp.is_object()) {
     if (auto it = resp.find("request_id"); it != resp.end() && it->is_string()) rid = it->get<std::string>();
   }
-  if (!IsId(rid)) rid = "k-" + Sha256Hex(ctx.source).substr(0, 24);
+  if (!IsId(rid)) rid = RequestIdOfSource(ctx.source);
   // Who answers is what the signature proves; the org is the approver's
   // (a deployment admin names it). Unauthenticated: refused under org
   // "unknown", with no look at the request it names.
@@ -346,8 +403,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   // The same message read again after a crash: re-emit what it produced.
   for (const Event& e : history) {
     if (SourceOf(&e) != ctx.source) continue;
-    if (e.type == "approval.refused") return r;
-    if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") {
+    if (e.type == ev::kApprovalRefused) return r;
+    if (e.type == ev::kApprovalGranted || e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired) {
       Settle(history, e, false, &r);
       return r;
     }
@@ -364,7 +421,8 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     }
     // Only a proven identity is recorded as the approver.
     if (authenticated) data["approver"] = who.identity;
-    r.events.push_back(EventAbout(history, rid, "approval.refused", ctx.now_us, std::move(data), ctx.source));
+    r.events.push_back(
+        EventAbout(history, rid, ev::kApprovalRefused, ctx.now_us, std::move(data), ctx.source));
     return r;
   };
   if (!authenticated) {
@@ -396,7 +454,13 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
                             : "only the request's own agent withdraws it");
   }
   if (st.approval_requested == nullptr) {
-    return refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
+    StageResult refused = refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
+    // A withdrawal ahead of its ask, kept for the ask (EarlyWithdrawal):
+    // filed under org "unknown" while the request is not in the log, so it
+    // names the org the agent's signature proves.
+    if (decision == "withdraw" && !refused.events.empty())
+      refused.events.back().data["approver_org"] = who.org_id;
+    return refused;
   }
   if (st.approval_settled || st.terminal()) {
     return refuse(approve_errc::kSettled, "the approval of " + rid + " is already settled");
@@ -408,7 +472,7 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     // Late, and the tick has not expired it yet: expire it now, so a late
     // grant can never run the call.
     std::vector<Event> with = history;
-    Event expired = EventAbout(history, rid, "approval.expired", ctx.now_us,
+    Event expired = EventAbout(history, rid, ev::kApprovalExpired, ctx.now_us,
                                {{"deadline", req.value("deadline", "")}, {"source", ctx.source}}, "");
     r.events.push_back(expired);
     with.push_back(expired);
@@ -427,7 +491,7 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
     }
     std::vector<Event> with = history;
     with.push_back(
-        EventAbout(history, rid, "approval.denied", ctx.now_us, std::move(data), "agent:" + who.identity));
+        EventAbout(history, rid, ev::kApprovalDenied, ctx.now_us, std::move(data), "agent:" + who.identity));
     r.events.push_back(with.back());
     Settle(with, with.back(), true, &r);
     return r;
@@ -453,13 +517,13 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
   for (const char* k : {"comment", "response_id"}) {
     if (resp.contains(k)) data[k] = resp[k];
   }
-  Event e = EventAbout(history, rid, decision == "approve" ? "approval.granted" : "approval.denied",
+  Event e = EventAbout(history, rid, decision == "approve" ? ev::kApprovalGranted : ev::kApprovalDenied,
                        ctx.now_us, std::move(data), "approver:" + approver);
   std::vector<Event> with = history;
   with.push_back(e);
   r.events.push_back(e);
   RequestState after = Summarize(with);
-  if (after.approval_settled && after.approval_settled->id == e.id && e.type == "approval.granted") {
+  if (after.approval_settled && after.approval_settled->id == e.id && e.type == ev::kApprovalGranted) {
     bool always = true;
     for (const Event* g : after.grants) always = always && g->data.value("scope", "") == "always";
     // A file tool's rule pins its path (decision.subject); other tools'
@@ -504,7 +568,7 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
     }
     std::vector<Event> with = history;
     Event expired = EventAbout(
-        history, rid, "approval.expired", ctx.now_us,
+        history, rid, ev::kApprovalExpired, ctx.now_us,
         {{"deadline", st.approval_requested->data.value("deadline", "")}, {"source", kTickSource}}, "");
     r.events.push_back(expired);
     with.push_back(expired);
@@ -513,101 +577,23 @@ StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {
   return r;
 }
 
+Status ApproveStage::Restore(const LogHistory& history) {
+  return Load([&history](const std::function<void(const Event&)>& visit) {
+    return history.ForEachOpenApprovalEvent(visit);
+  });
+}
+
 Status ApproveStage::Load(const EventWalk& walk) {
   std::lock_guard<std::mutex> lock(mu_);
   return walk([this](const Event& e) { pending_.Apply(e); });
 }
 
-namespace {
-// What a webhook after the execution says of the decision: its notify
-// patterns (decide lists those of the policy that matched), rule and
-// reason; an empty array when it asked for no notification.
-Json NotifyOf(const Json& decision) {
-  auto flag = decision.find("notify");
-  if (flag == decision.end() || !flag->is_array() || flag->empty()) return Json::array();
-  return Json{
-      {"notify", *flag}, {"rule", decision.value("rule", "")}, {"reason", decision.value("reason", "")}};
-}
-}  // namespace
-
 void ApproveStage::OnAppended(const std::vector<Event>& events) {
-  std::vector<Json> notify;
-  std::vector<std::pair<const Event*, Json>> completed;  // with the decision's NotifyOf, when known
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Event& e : events) {
-      pending_.Apply(e);
-      const std::string key = RequestKey(e.org_id, e.request_id);
-      if (notifier_ && e.type == "decision.made") {
-        if (e.data.value("verdict", "") != "deny") decided_[key] = NotifyOf(e.data);
-      } else if (e.type == "execution.completed" && notifier_ && !notified_.count(e.id)) {
-        auto d = decided_.find(key);
-        if (d != decided_.end()) {
-          if (d->second.is_object()) completed.emplace_back(&e, d->second);
-          decided_.erase(d);
-        } else if (view_) {
-          completed.emplace_back(&e, Json());  // decided before this process: read below
-        }
-      }
-      if (pending_.finished(e.org_id, e.request_id)) flows_.erase(key);
-      // A request denied or expired at approval never executes.
-      if (e.type == "approval.denied" || e.type == "approval.expired") decided_.erase(key);
-      if (e.type == "approval.requested") {
-        const PendingApprovals::Held* h = pending_.Find(e.org_id, e.request_id);
-        if (h == nullptr || !notifier_ || !notified_.insert(e.id)) continue;
-        Json n{{"event", "approval.requested"},
-               {"request_id", e.request_id},
-               {"org_id", e.org_id},
-               {"agent_id", e.agent_id},
-               {"session_id", e.session_id},
-               {"tool", e.tool},
-               {"approvers_needed", h->needed},
-               {"approvers", e.data.value("approvers", Json::array())},
-               {"deadline", e.data.value("deadline", "")},
-               {"args_hash", e.data.value("args_hash", "")},
-               {"log_seq", e.seq}};
-        if (auto f = flows_.find(key); f != flows_.end() && f->second.decision.is_object()) {
-          n["reason"] = f->second.decision.value("reason", "");
-          n["danger_level"] = f->second.decision.value("danger_level", "");
-        }
-        notify.push_back(std::move(n));
-      }
-    }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Event& e : events) {
+    pending_.Apply(e);
+    if (pending_.finished(e.org_id, e.request_id)) flows_.erase(RequestKey(e.org_id, e.request_id));
   }
-  // After execution: only calls whose decision asked for it. A decision
-  // this listener did not see (made before a restart) is read from the log,
-  // outside the lock.
-  for (auto& [e, info] : completed) {
-    if (info.is_null()) {
-      std::vector<Event> history;
-      ++notify_history_reads_;
-      if (!view_->EventsOfRequest(e->org_id, e->request_id, &history).ok()) continue;
-      RequestState st = Summarize(history);
-      if (!st.decision) continue;
-      info = NotifyOf(st.decision->data);
-    }
-    if (!info.is_object()) continue;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!notified_.insert(e->id)) continue;
-    }
-    const Json result = e->data.value("result", Json::object());
-    Json n{{"event", "execution.completed"},
-           {"request_id", e->request_id},
-           {"org_id", e->org_id},
-           {"agent_id", e->agent_id},
-           {"session_id", e->session_id},
-           {"tool", e->tool},
-           {"success", result.value("success", false)},
-           {"rule", info["rule"]},
-           {"reason", info["reason"]},
-           {"notify", info["notify"]},
-           {"log_seq", e->seq}};
-    if (auto err = result.find("error"); err != result.end() && err->is_object())
-      n["error_code"] = err->value("code", "");
-    notify.push_back(std::move(n));
-  }
-  for (const Json& n : notify) notifier_->Enqueue(n);
 }
 
 size_t ApproveStage::pending() const {

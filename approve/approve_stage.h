@@ -6,7 +6,7 @@
 // approval-responses topic (schemas/approval_response.schema.json, written by
 // `tollgate approvals` and the HTTP API). The stage reads nothing of the
 // policy: it enforces exactly the decision's `approval` block
-// ({quorum, approvers, timeout_s}, /work/contracts.md) as the log records it.
+// ({quorum, approvers, timeout_s}, docs/policy.md) as the log records it.
 //
 // - ask: appends approval.requested (approvers_needed = quorum, approvers,
 //   timeout_s, deadline = the decision.made time + timeout_s, the logged
@@ -27,13 +27,13 @@
 //   `denied` result (E_APPROVAL_DENIED).
 // - Tick: a pending request past its deadline gets approval.expired and an
 //   `expired` result (E_APPROVAL_EXPIRED), whether or not a message arrives.
-// - webhooks (ApproveConfig::webhooks): notified when an approval is
-//   requested and after an execution whose decision asked to notify.
+// Webhooks to approvers are not the stage's: an observer of the log sends
+// them (observe/approval_webhooks.h).
 //
 // Derived state: the pending approvals (approve/pending_approvals.h: their
 // deadlines, for Tick) and the flows seen on the approve topic (they carry
-// the unredacted args that execute needs). Load() folds the log at start;
-// OnAppended() keeps it current (register it with LogSink::AddListener);
+// the unredacted args that execute needs). Restore() folds the log at
+// start; OnAppended() keeps it current (core/stage.h: the host does both);
 // both apply the same fold, which is idempotent. Decisions themselves
 // always come from the log view, so the state only says *when* to look. A
 // message read again after a crash re-emits what it produced.
@@ -50,7 +50,6 @@
 #include <set>
 
 #include "approve/pending_approvals.h"
-#include "approve/webhook.h"
 #include "core/credentials.h"
 #include "core/flow_stage.h"
 
@@ -94,8 +93,6 @@ ResponseAuthenticator RegistryAuthenticator(const CredentialRegistry* registry, 
 
 struct ApproveConfig {
   Topics topics;
-  // Notified (POST, JSON) when an approval is requested; empty = none.
-  WebhookOptions webhooks;
   // Unset: every response is refused (fail closed).
   ResponseAuthenticator authenticate;
   // Calls of one (org, agent) waiting for approval at once; an ask past it
@@ -133,17 +130,14 @@ class ApproveStage : public Stage {
   // before the runner): the whole log, or only the requests with an
   // approval.requested (ApprovalEvents, audit/approvals.h).
   Status Load(const EventWalk& walk);
-  // A LogSink listener: every appended group, durable, with seqs. With
-  // webhooks, it also notifies after an execution.completed whose
-  // decision.made carried a non-empty "notify" (the policy's notify patterns that matched),
-  // reading the decision through the view given to SetLogView.
-  void OnAppended(const std::vector<Event>& events);
-  void SetLogView(const LogView* view) { view_ = view; }
+  // Restore (core/stage.h): Load over the log's open approvals.
+  Status Restore(const LogHistory& history) override;
+  // Folds every appended group (pending approvals, flows to forget).
+  void OnAppended(const std::vector<Event>& events) override;
 
   size_t pending() const;
   // The earliest pending deadline, 0 when nothing is pending.
   int64_t next_deadline_us() const;
-  const WebhookNotifier* notifier() const { return notifier_.get(); }
 
  private:
   StageResult ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log);
@@ -158,24 +152,10 @@ class ApproveStage : public Stage {
   bool FlowFor(const std::vector<Event>& history, Flow* flow) const;
 
   ApproveConfig config_;
-  const LogView* view_ = nullptr;
-  std::unique_ptr<WebhookNotifier> notifier_;
   mutable std::mutex mu_;
   PendingApprovals pending_;  // guarded by mu_
   // Keyed by RequestKey(org, request_id): request ids are per org.
   std::map<std::string, Flow> flows_;  // flow from the approve topic; guarded by mu_
-  RecentSet notified_{100'000};        // event ids notified (the last ones); guarded by mu_
-  // With webhooks: requests whose decision.made this listener saw and that
-  // have not finished, with the decision's notify patterns (empty: none).
-  // An execution.completed is matched here, without reading the log; only
-  // one whose decision predates this process reads the request's events.
-  std::map<std::string, Json> decided_;  // guarded by mu_
-                                         // Counts those reads (tests).
- public:
-  uint64_t notify_history_reads() const { return notify_history_reads_.load(); }
-
- private:
-  std::atomic<uint64_t> notify_history_reads_{0};
 };
 
 }  // namespace tollgate

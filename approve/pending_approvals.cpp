@@ -41,13 +41,13 @@ size_t PendingApprovals::HeldBy(const std::string& org_id, const std::string& ag
 }
 
 void PendingApprovals::Apply(const Event& e) {
-  const bool approval = e.type == "approval.requested" || e.type == "approval.granted" ||
-                        e.type == "approval.denied" || e.type == "approval.expired";
-  if (!approval && e.type != "request.rejected" && e.type != "execution.completed") return;
+  const bool approval = e.type == ev::kApprovalRequested || e.type == ev::kApprovalGranted ||
+                        e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired;
+  if (!approval && e.type != ev::kRequestRejected && e.type != ev::kExecutionCompleted) return;
   const std::string key = RequestKey(e.org_id, e.request_id);
   if (finished_.count(key)) return;
   auto it = held_.find(key);
-  if (e.type == "approval.requested") {
+  if (e.type == ev::kApprovalRequested) {
     if (it == held_.end()) ++per_agent_[{e.org_id, e.agent_id}];
     Held& h = held_[key];
     h.org_id = e.org_id;
@@ -56,7 +56,7 @@ void PendingApprovals::Apply(const Event& e) {
     h.deadline_us = 0;
     ParseTime(e.data.value("deadline", ""), &h.deadline_us);
     h.needed = ApproversNeeded(e.data);
-  } else if (e.type == "approval.granted") {
+  } else if (e.type == ev::kApprovalGranted) {
     // A grant with no request settles at once (a quorum of one), as
     // RequestState counts it.
     if (it == held_.end()) {
@@ -70,7 +70,7 @@ void PendingApprovals::Apply(const Event& e) {
     if (static_cast<int>(h.granted_by.size()) >= h.needed) Finish(key);
   } else if (approval) {
     Finish(key);  // denied or expired
-  } else if (it != held_.end() && (e.type == "execution.completed" || EndsRequest(e))) {
+  } else if (it != held_.end() && (e.type == ev::kExecutionCompleted || EndsRequest(e))) {
     Finish(key);
   }
 }

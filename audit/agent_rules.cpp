@@ -21,7 +21,7 @@ Status ListAgentRules(const LogStore& store, const std::string& org, const std::
                       std::vector<AgentRule>* out) {
   out->clear();
   AuditQuery q;
-  q.types = {"policy.updated"};
+  q.types = {ev::kPolicyUpdated};
   q.org_id = org;
   q.agent_id = agent;
   return ForEachEvent(store, q, [out](const Event& e) {
@@ -53,7 +53,7 @@ Event AgentRulesRevokedEvent(const std::string& org, const std::string& agent,
   if (!CanonicalBytes(content, &bytes).ok()) bytes = content.dump();
   const std::string hash = Sha256Hex(bytes);
   Event e;
-  e.type = "policy.updated";
+  e.type = ev::kPolicyUpdated;
   e.id = MakeEventId(e.type, "", "revoke:" + hash);
   e.time_us = time_us;
   e.org_id = org;

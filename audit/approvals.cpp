@@ -23,7 +23,7 @@ Status ForEachApprovalHistory(const LogStore& store, const PendingFilter& filter
     if (!(s = view.EventsOfRequest(r.org_id, r.request_id, &events)).ok()) return s;
     if (!filter.agent_id.empty() && (events.empty() || events.front().agent_id != filter.agent_id)) continue;
     const bool asked = std::any_of(events.begin(), events.end(),
-                                   [](const Event& e) { return e.type == "approval.requested"; });
+                                   [](const Event& e) { return e.type == ev::kApprovalRequested; });
     if (asked) each(events);
   }
   return Status::Ok();

@@ -43,7 +43,7 @@ bool Matches(const AuditQuery& q, const Event& e) {
   if (!EnvelopeMatches(q, e, e.time_us)) return false;
   if (!q.verdict.empty()) {
     auto v = e.data.find("verdict");
-    if (e.type != "decision.made" || v == e.data.end() || !v->is_string() || *v != q.verdict) return false;
+    if (e.type != ev::kDecisionMade || v == e.data.end() || !v->is_string() || *v != q.verdict) return false;
   }
   return true;
 }
@@ -62,17 +62,16 @@ Plan ChoosePlan(const AuditQuery& q) {
   if (q.since_us && q.until_us) return Plan{kByTime, ""};
   if (!q.tool.empty()) return field(kByTool, q.tool);
   if (q.types.size() == 1) return field(kByType, q.types[0]);
-  if (!q.verdict.empty()) return field(kByType, "decision.made");
+  if (!q.verdict.empty()) return field(kByType, ev::kDecisionMade);
   if (!q.org_id.empty()) return field(kByOrg, q.org_id);
   if (q.since_us || q.until_us) return Plan{kByTime, ""};
   return Plan{kEvents, ""};
 }
 
-}  // namespace
-
-Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query, AuditPage* page) {
-  *page = AuditPage();
-  AuditQuery q = query;
+// The caller's scope and the query's own sense; the limit defaulted and the
+// cursor parsed into `cursor_seq` (0 when there is none).
+Status CheckQuery(const QueryScope& scope, AuditQuery* query, uint64_t* cursor_seq) {
+  AuditQuery& q = *query;
   if (!scope.all_orgs) {
     if (q.org_id.empty()) return Invalid("org_id is required for a caller scoped to an org");
     if (q.org_id != scope.org_id) {
@@ -94,17 +93,16 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
   if (q.since_us && q.until_us && *q.since_us >= *q.until_us) {
     return Invalid("the time range is empty: since must be before until");
   }
-  uint64_t cursor_seq = 0;
-  if (!q.cursor.empty() && !ParseCursor(q.cursor, &cursor_seq)) {
+  if (!q.cursor.empty() && !ParseCursor(q.cursor, cursor_seq)) {
     return Invalid("cursor '" + q.cursor.substr(0, 40) + "' is not one this log issued");
   }
+  return Status::Ok();
+}
 
-  const Plan plan = ChoosePlan(q);
-  page->index_used = CfName(plan.cf);
+// Where to start: just past the cursor (or at the range's edge).
+Status StartKey(const LogStore& store, const AuditQuery& q, const Plan& plan, uint64_t cursor_seq,
+                std::string* start) {
   const bool desc = q.descending;
-
-  // Where to start: just past the cursor (or at the range's edge).
-  std::string start;
   if (plan.cf == kByTime) {
     int64_t t;
     uint64_t s;
@@ -121,21 +119,28 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
       t = q.since_us ? *q.since_us : INT64_MIN;
       s = 0;
     }
-    start = TimeKey(t, s);
+    *start = TimeKey(t, s);
   } else {
     uint64_t s = cursor_seq != 0 ? (desc ? cursor_seq - 1 : cursor_seq + 1) : (desc ? UINT64_MAX : 0);
-    start = plan.prefix + EncodeSeq(s);
+    *start = plan.prefix + EncodeSeq(s);
   }
+  return Status::Ok();
+}
 
-  rocksdb::ReadOptions ro;
-  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(plan.cf)));
-  if (desc)
-    it->SeekForPrev(start);
-  else
-    it->Seek(start);
+// One page's walk: candidate seqs from the plan's iterator, each record read
+// and, when it matches, added to the page.
+struct PageWalk {
+  const LogStore& store;
+  const AuditQuery& q;
+  const Plan& plan;
+  rocksdb::Iterator* it;
+  AuditPage* page;
 
-  // Reads candidate seqs from the iterator; false at the end of the range.
-  auto next_candidate = [&](uint64_t* seq) -> bool {
+  size_t Found() const { return q.json_lines ? page->lines.size() : page->events.size(); }
+  void Advance() { q.descending ? it->Prev() : it->Next(); }
+
+  // Reads the next candidate seq from the iterator; false at the end of the range.
+  bool NextCandidate(uint64_t* seq) {
     if (!it->Valid()) return false;
     std::string_view key = it->key().ToStringView();
     if (plan.cf == kEvents) {
@@ -143,26 +148,18 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
     } else if (plan.cf == kByTime) {
       int64_t t;
       if (!ParseTimeKey(key, &t, seq)) return false;
-      if (!desc && q.until_us && t >= *q.until_us) return false;
-      if (desc && q.since_us && t < *q.since_us) return false;
+      if (!q.descending && q.until_us && t >= *q.until_us) return false;
+      if (q.descending && q.since_us && t < *q.since_us) return false;
     } else {
       if (key.size() != plan.prefix.size() + 8 || key.substr(0, plan.prefix.size()) != plan.prefix)
         return false;
       DecodeSeq(key.substr(plan.prefix.size()), seq);
     }
     return true;
-  };
-  auto advance = [&] { desc ? it->Prev() : it->Next(); };
+  }
 
-  // Collect candidates in chunks and read their records with one MultiGet.
-  // `more` ends up true when candidates may remain past the last one read.
-  std::vector<uint64_t> seqs;
-  std::vector<std::string> keys;
-  bool more = false;
-  uint64_t last_read = 0;
-  auto found = [&] { return q.json_lines ? page->lines.size() : page->events.size(); };
-  // Reads the record at seqs[i]; true (and the page grown) if it matches.
-  auto take = [&](uint64_t seq, std::string_view value, Status* st) -> bool {
+  // Reads the record of `seq`; true (and the page grown) if it matches.
+  bool Take(uint64_t seq, std::string_view value, Status* st) {
     if (q.json_lines && q.verdict.empty()) {
       logfmt::RecordView rec;
       EnvelopeView v;
@@ -193,49 +190,83 @@ Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQu
       page->events.push_back(std::move(e));
     }
     return true;
-  };
-  while (found() < q.limit) {
-    if (page->scanned >= kMaxScanPerPage) {
-      more = true;
-      break;
-    }
-    seqs.clear();
-    size_t want = std::clamp<size_t>(q.limit - found(), 16, 256);
-    uint64_t seq;
-    while (seqs.size() < want && next_candidate(&seq)) {
-      seqs.push_back(seq);
-      advance();
-    }
-    if (seqs.empty()) break;
-    keys.clear();
-    for (uint64_t s : seqs) keys.push_back(EncodeSeq(s));
-    std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-    std::vector<rocksdb::PinnableSlice> values(seqs.size());
-    std::vector<rocksdb::Status> statuses(seqs.size());
-    store.db()->MultiGet(ro, store.cf(kEvents), slices.size(), slices.data(), values.data(), statuses.data());
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      ++page->scanned;
-      last_read = seqs[i];
-      if (!statuses[i].ok()) {
-        return Status::Error(errc::kLogCorrupt, "index points at seq " + std::to_string(seqs[i]) +
-                                                    " which cannot be read: " + statuses[i].ToString() +
-                                                    "; run `tollgate audit verify`");
-      }
-      Status st;
-      const bool matched = take(seqs[i], values[i].ToStringView(), &st);
-      if (!st.ok()) return st;
-      if (!matched) continue;
-      if (found() == q.limit) {
-        // Candidates read past the last match are read again next page.
-        uint64_t peek;
-        more = i + 1 < seqs.size() || next_candidate(&peek);
+  }
+
+  // Collects candidates in chunks and reads their records with one MultiGet
+  // each, until the page is full or the range ends; sets next_cursor when
+  // candidates may remain past the last one read.
+  Status Fill(const rocksdb::ReadOptions& ro) {
+    std::vector<uint64_t> seqs;
+    std::vector<std::string> keys;
+    bool more = false;
+    uint64_t last_read = 0;
+    while (Found() < q.limit) {
+      if (page->scanned >= kMaxScanPerPage) {
+        more = true;
         break;
       }
+      seqs.clear();
+      size_t want = std::clamp<size_t>(q.limit - Found(), 16, 256);
+      uint64_t seq;
+      while (seqs.size() < want && NextCandidate(&seq)) {
+        seqs.push_back(seq);
+        Advance();
+      }
+      if (seqs.empty()) break;
+      keys.clear();
+      for (uint64_t s : seqs) keys.push_back(EncodeSeq(s));
+      std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+      std::vector<rocksdb::PinnableSlice> values(seqs.size());
+      std::vector<rocksdb::Status> statuses(seqs.size());
+      store.db()->MultiGet(ro, store.cf(kEvents), slices.size(), slices.data(), values.data(),
+                           statuses.data());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        ++page->scanned;
+        last_read = seqs[i];
+        if (!statuses[i].ok()) {
+          return Status::Error(errc::kLogCorrupt, "index points at seq " + std::to_string(seqs[i]) +
+                                                      " which cannot be read: " + statuses[i].ToString() +
+                                                      "; run `tollgate audit verify`");
+        }
+        Status st;
+        const bool matched = Take(seqs[i], values[i].ToStringView(), &st);
+        if (!st.ok()) return st;
+        if (!matched) continue;
+        if (Found() == q.limit) {
+          // Candidates read past the last match are read again next page.
+          uint64_t peek;
+          more = i + 1 < seqs.size() || NextCandidate(&peek);
+          break;
+        }
+      }
     }
+    if (!it->status().ok()) return FromRocks(it->status(), "audit query failed");
+    if (more && last_read != 0) page->next_cursor = MakeCursor(last_read);
+    return Status::Ok();
   }
-  if (!it->status().ok()) return FromRocks(it->status(), "audit query failed");
-  if (more && last_read != 0) page->next_cursor = MakeCursor(last_read);
-  return Status::Ok();
+};
+
+}  // namespace
+
+Status GetAuditLog(const LogStore& store, const QueryScope& scope, const AuditQuery& query, AuditPage* page) {
+  *page = AuditPage();
+  AuditQuery q = query;
+  uint64_t cursor_seq = 0;
+  if (Status s = CheckQuery(scope, &q, &cursor_seq); !s.ok()) return s;
+
+  const Plan plan = ChoosePlan(q);
+  page->index_used = CfName(plan.cf);
+  std::string start;
+  if (Status s = StartKey(store, q, plan, cursor_seq, &start); !s.ok()) return s;
+
+  rocksdb::ReadOptions ro;
+  std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator(ro, store.cf(plan.cf)));
+  if (q.descending)
+    it->SeekForPrev(start);
+  else
+    it->Seek(start);
+  PageWalk walk{store, q, plan, it.get(), page};
+  return walk.Fill(ro);
 }
 
 Status ForEachEvent(const LogStore& store, AuditQuery query, const std::function<void(Event&)>& visit) {

@@ -10,7 +10,7 @@ namespace tollgate {
 
 Status FoldCredentials(const LogStore& store, CredentialRegistry* registry) {
   std::vector<uint64_t> seqs;
-  for (const char* type : {"credential.added", "credential.revoked"}) {
+  for (const char* type : {ev::kCredentialAdded, ev::kCredentialRevoked}) {
     const std::string prefix = logfmt::IndexPrefix(type);
     std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(logfmt::kByType)));
     for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {

@@ -83,7 +83,7 @@ Status EventLog::Open(const std::string& path, const LogOptions& options, std::u
   std::error_code mode_ec;
   std::filesystem::create_directories(path, mode_ec);
   std::filesystem::permissions(path, std::filesystem::perms::owner_all, mode_ec);
-  Status s = LogStore::Open(path, OpenMode::kPrimary, &log->store_);
+  Status s = LogStore::Open(path, OpenMode::kPrimary, &log->store_, "", NewListener(log.get()));
   if (!s.ok()) return s;
   s = BuildOpenIndex(*log->store_);  // once, for a log written before the index
   if (!s.ok()) return s;
@@ -103,6 +103,7 @@ Status EventLog::Open(const std::string& path, const LogOptions& options, std::u
   }
   log->written_seq_ = log->head_seq_;
   log->written_hash_ = log->head_hash_;
+  log->PinMemtable();  // opening flushed what the WAL held
   log->writer_ = std::thread([l = log.get()] { l->WriterLoop(); });
   if (log->options_.durability == Durability::kSync)
     log->syncer_ = std::thread([l = log.get()] { l->SyncLoop(); });
@@ -123,6 +124,7 @@ EventLog::~EventLog() {
   }
   sync_cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
+  store_.reset();  // before the members the listener uses
 }
 
 uint32_t EventLog::Finish(Pending* p, const Status& failed) {
@@ -174,6 +176,7 @@ void EventLog::SyncLoop() {
   std::deque<Unsynced> taken;
   for (;;) {
     Status failed;
+    bool sync_failed = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (unsynced_.empty() && !writer_done_) {
@@ -201,9 +204,18 @@ void EventLog::SyncLoop() {
     // Everything taken was written before this call, so one sync covers it.
     // Whatever the writer writes meanwhile waits for the next one.
     const Clock::time_point sync_start = Clock::now();
-    if (failed.ok()) {
-      rocksdb::Status w = store_->db()->SyncWAL();
-      if (!w.ok()) failed = FromRocks(w, "event log sync failed; the log refuses appends until reopened");
+    // Never on a WAL whose append failed: RocksDB would abort (the gate,
+    // audit/wal_gate.h). Those batches wait for the recovery's flush.
+    rocksdb::Status w;
+    if (failed.ok() && !store_->wal_gate()->BeginSync()) {
+      failed = Status::Error(errc::kLogIO, "the event log refuses appends: a write to its WAL failed");
+    } else if (failed.ok()) {
+      w = store_->db()->SyncWAL();
+      store_->wal_gate()->SyncDone();
+      if (!w.ok()) {
+        failed = FromRocks(w, "the event log's sync failed");
+        sync_failed = true;
+      }
     }
     acked_at = Clock::now();
     sync_time += ((acked_at - sync_start) - sync_time) / 8;
@@ -212,14 +224,16 @@ void EventLog::SyncLoop() {
     for (const auto& u : taken) acked += u.batch.size();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (failed.ok()) {
+      // Only forward: a recovery may have made later batches durable.
+      if (failed.ok() && taken.back().seq > head_seq_) {
         head_seq_ = taken.back().seq;
         head_hash_ = taken.back().hash;
-      } else if (failed_.ok()) {
-        failed_ = failed;
+      } else if (sync_failed) {
+        RefuseLocked(failed, w.IsIOError(), true);
       }
       expect_enqueued = enqueued_ + acked;
     }
+    if (!failed.ok()) refused_.fetch_add(acked, std::memory_order_relaxed);
     uint32_t mask = 0;
     for (auto& u : taken) mask |= Finish(u.batch, failed);
     WakeWaiters(mask);
@@ -268,7 +282,10 @@ AppendResult EventLog::AppendAndWait(const Event& e, bool expect_position) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Status refused = Refusal();
-    if (!refused.ok()) return AppendResult::Error(std::move(refused));
+    if (!refused.ok()) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      return AppendResult::Error(std::move(refused));
+    }
     queue_.push_back(&p);
     ++enqueued_;
     wake_writer = writer_waiting_;
@@ -321,6 +338,7 @@ void EventLog::EnqueueGroup(Pending* const* group, size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
     Status refused = Refusal();
     if (!refused.ok()) {
+      refused_.fetch_add(n, std::memory_order_relaxed);
       for (size_t i = 0; i < n; ++i) Finish(group[i], refused);  // a caller's own item: no wake needed
       return;
     }
@@ -340,22 +358,32 @@ void EventLog::WriterLoop() {
   pthread_setname_np(pthread_self(), "log-writer");
   std::vector<Pending*> batch;
   for (;;) {
+    bool recover = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Under kSync the writer does not wait for an fsync in flight: what it
       // writes now is ready for the next one, which then starts at once.
       if (queue_.empty() && !stopping_) {
         writer_waiting_ = true;
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (recover_pending_) {
+          cv_.wait_until(lock, next_recovery_, [this] { return stopping_ || !queue_.empty(); });
+        } else {
+          cv_.wait(lock, [this] { return stopping_ || !queue_.empty() || recover_pending_; });
+        }
         writer_waiting_ = false;
       }
-      if (queue_.empty()) return;  // stopping and drained
+      if (queue_.empty()) {
+        if (stopping_) return;  // stopping and drained
+        recover = recover_pending_ && std::chrono::steady_clock::now() >= next_recovery_;
+      }
       // A group is never split: past the limit, only its rest is taken.
       while (!queue_.empty() && (batch.size() < options_.max_batch_events || batch.back()->group_continues)) {
         batch.push_back(queue_.front());
         queue_.pop_front();
       }
     }
+    if (recover) TryRecover();
+    if (batch.empty()) continue;
     WriteBatchOf(batch);
     batch.clear();
   }
@@ -376,8 +404,10 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed = failed_;
+    if (!failed.ok()) resolved_ += batch.size();  // finished here, not by the syncer
   }
   if (!failed.ok()) {
+    refused_.fetch_add(batch.size(), std::memory_order_relaxed);
     WakeWaiters(Finish(batch, failed));
     return;
   }
@@ -470,6 +500,19 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
   if (seq >= first_seq) {
     wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
     wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
+    // The WAL takes about the batch's bytes.
+    if (Status room = RoomFor(wb.GetDataSize()); !room.ok()) {
+      Status err;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        RefuseLocked(room, true, false);
+        err = failed_;
+        resolved_ += batch.size();
+      }
+      refused_.fetch_add(batch.size(), std::memory_order_relaxed);
+      WakeWaiters(Finish(batch, err));
+      return;
+    }
     rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
     const auto write_start = std::chrono::steady_clock::now();
     rocksdb::Status w = db->Write(wo, &wb);
@@ -477,11 +520,16 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start)
             .count());
     if (!w.ok()) {
-      Status err = FromRocks(w, "event log write failed; the log refuses appends until reopened");
+      // Not in the chain (written_seq_ stays): the next batch goes on from
+      // the last written event once the log recovers.
+      Status err;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        failed_ = err;
+        RefuseLocked(FromRocks(w, "a write failed"), w.IsIOError(), true);
+        err = failed_;
+        resolved_ += batch.size();
       }
+      refused_.fetch_add(batch.size(), std::memory_order_relaxed);
       WakeWaiters(Finish(batch, err));
       return;
     }

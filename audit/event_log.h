@@ -20,10 +20,19 @@
 // the caller gets the existing seq with duplicate=true (the first write wins;
 // the id is the event's identity, see MakeEventId).
 //
-// Fail closed: validation errors come back before anything is queued; a
-// failed write fails every append of its batch and leaves the log refusing
-// all further appends (E_LOG_IO) until it is reopened, because RocksDB's
-// state after a failed write is not something to build a chain on.
+// Fail closed, then recover by itself: validation errors come back before
+// anything is queued. When the log's filesystem is short of room (less than
+// min_free_bytes beyond the batch) or a RocksDB write, sync or background
+// job fails, the batch fails and the log refuses every append at once, with
+// E_LOG_FULL (no room) or E_LOG_IO, without queueing it; refusing() says so.
+// The writer thread then looks again every 50 ms to 2 s: once the
+// filesystem has room it resumes RocksDB (DB::Resume: a flush of every
+// memtable and a fresh WAL, so nothing rests on a WAL that failed) and takes
+// appends again; a batch that failed is not in the chain, which goes on
+// from the last written event. Corruption, or a RocksDB error it cannot
+// resume from, leaves the log refusing until it is reopened. RocksDB aborts
+// the process when a WAL whose append failed is synced or written again;
+// the WAL gate (audit/wal_gate.h) and PinMemtable() keep the log off both.
 //
 // Only one EventLog may have a path open (RocksDB's lock enforces it). Other
 // processes read through LogStore in kSecondary mode. Thread-safe.
@@ -32,6 +41,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -62,6 +72,11 @@ struct LogOptions {
   // kSync its fsync may still be pending). For benchmarks (replaying
   // identical batches) and tests; keep it cheap.
   std::function<void(const rocksdb::WriteBatch&)> batch_observer;
+  // Room the log leaves free on its filesystem: a batch that would leave
+  // less is refused (E_LOG_FULL), so that a disk filling up meets the log's
+  // own check rather than a failed RocksDB write, and RocksDB keeps room to
+  // flush. 0: only RocksDB's own errors refuse (tests of that path).
+  uint64_t min_free_bytes = uint64_t{16} << 20;
 };
 
 class EventLog {
@@ -95,6 +110,18 @@ class EventLog {
   const LatencyHistogram& sync_latency() const { return sync_hist_; }
   std::string head_hash() const;
 
+  // Why appends are refused now, ok when they are not: a write failed and
+  // the log has not recovered yet (it does by itself, see above), or the
+  // filesystem has less than min_free_bytes free (the next batch would be
+  // refused). What /healthz shows.
+  Status refusal() const;
+  bool refusing() const { return !refusal().ok(); }
+  // refusal() while refusing; after that the last failure the log
+  // recovered from; ok when nothing failed since Open.
+  Status last_error() const;
+  // Appends refused or failed by a write since Open (each event counts).
+  uint64_t refused_appends() const { return refused_.load(std::memory_order_relaxed); }
+
   // Read access (thread-safe).
   const LogStore& store() const { return *store_; }
 
@@ -113,6 +140,25 @@ class EventLog {
   void WaitFor(const Pending& p);
   // Why the log refuses appends now (ok if it does not). Requires mu_.
   Status Refusal() const;
+  // The refusal when the filesystem has less than min_free_bytes free now.
+  Status Room() const;
+  // From now on appends get `why`; `resumable`: TryRecover may end it,
+  // `resume_rocks`: RocksDB itself failed and needs DB::Resume(). Requires mu_.
+  void RefuseLocked(const Status& why, bool resumable, bool resume_rocks);
+  // RocksDB's background errors (class Listener), on RocksDB's threads.
+  class Listener;
+  static std::shared_ptr<rocksdb::EventListener> NewListener(EventLog* log);
+  void HeardRocksError(const rocksdb::Status& s);
+  // Writer thread, while refusing: ends the refusal once the filesystem has
+  // room and RocksDB resumed, else schedules the next try.
+  void TryRecover();
+  // E_LOG_FULL unless `bytes` more leave min_free_bytes free (one fstatfs,
+  // per batch).
+  Status RoomFor(uint64_t bytes) const;
+  // Keeps a memtable non-empty (a write to the unused default family that
+  // skips the WAL): DB::Resume() switches to a fresh WAL only when some
+  // memtable has data, and RocksDB's next write to a WAL that failed aborts.
+  void PinMemtable();
   // Written but not yet synced (kSync): acknowledged by SyncLoop.
   struct Unsynced {
     std::vector<Pending*> batch;  // results filled in
@@ -139,7 +185,15 @@ class EventLog {
   std::deque<Pending*> queue_;                             // guarded by mu_
   bool writer_waiting_ = false;                            // guarded by mu_; WriterLoop sleeps on cv_
   bool stopping_ = false;                                  // guarded by mu_
-  Status failed_;                                          // guarded by mu_; sticky
+  Status failed_;                                          // guarded by mu_; see RefuseLocked
+  bool resumable_ = false;                                 // guarded by mu_
+  bool resume_rocks_ = false;                              // guarded by mu_
+  bool recover_pending_ = false;                           // guarded by mu_; TryRecover is due
+  uint64_t rocks_errors_ = 0;                              // guarded by mu_; background errors heard
+  Status last_error_;                                      // guarded by mu_
+  std::chrono::steady_clock::time_point next_recovery_{};  // guarded by mu_
+  std::chrono::milliseconds recovery_backoff_{50};         // guarded by mu_
+  std::atomic<uint64_t> refused_{0};
   uint64_t head_seq_ = 0;                                  // guarded by mu_; durable
   Digest head_hash_{};                                     // guarded by mu_; durable
   uint64_t written_seq_ = 0;                               // writer thread only: the chain's tip

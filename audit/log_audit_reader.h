@@ -1,4 +1,4 @@
-// get_audit_log's reader over a local log (execute/audit_reader.h's
+// get_audit_log's reader over a local log (core/audit_reader.h's
 // interface): GetAuditLog on the store, always as a tenant of the calling
 // agent's org, whatever org the query names. The parameters are read by
 // AuditQueryFromParams (audit/query_params.h); records come back as the
@@ -6,7 +6,7 @@
 #pragma once
 
 #include "audit/log_store.h"
-#include "execute/audit_reader.h"
+#include "core/audit_reader.h"
 
 namespace tollgate {
 

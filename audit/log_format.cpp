@@ -56,15 +56,15 @@ bool ParseOpenKey(std::string_view key, std::string* org_id, std::string* reques
 
 OpenOp OpenIndexOp(const Event& e) {
   if (e.request_id.empty()) return OpenOp::kNone;
-  if (e.type == "request.received") return OpenOp::kOpen;
-  if (e.type == "execution.completed" || e.type == "approval.denied" || e.type == "approval.expired") {
+  if (e.type == ev::kRequestReceived) return OpenOp::kOpen;
+  if (e.type == ev::kExecutionCompleted || e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired) {
     return OpenOp::kClose;
   }
-  if (e.type == "decision.made") {
+  if (e.type == ev::kDecisionMade) {
     auto v = e.data.find("verdict");
     return v != e.data.end() && v->is_string() && *v == "deny" ? OpenOp::kClose : OpenOp::kNone;
   }
-  if (e.type == "request.rejected") {
+  if (e.type == ev::kRequestRejected) {
     // After a request.received only the pipeline giving up ends it
     // (RequestState::rejected); other refusals turn away a copy.
     const Json* err = e.data.is_object() && e.data.contains("error") ? &e.data["error"] : nullptr;

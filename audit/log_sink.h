@@ -13,7 +13,7 @@
 
 namespace tollgate {
 
-class LogSink : public EventSink {
+class LogSink : public EventSink, public AppendFeed {
  public:
   // Sees every group this sink appended, after it is durable, with `seq` set
   // on each event (prev_hash/hash are not). Re-appended (duplicate) events
@@ -29,6 +29,10 @@ class LogSink : public EventSink {
   void AppendAll(std::vector<Event> events, std::vector<Appended>* results) override;
   // Register before the stages start; listeners live as long as the sink.
   void AddListener(Listener listener);
+  // AppendFeed: `s` as a listener.
+  void Subscribe(LogSubscriber* s) override {
+    AddListener([s](const std::vector<Event>& events) { s->OnAppended(events); });
+  }
 
  private:
   EventLog& log_;

@@ -1,21 +1,51 @@
 #include "audit/log_store.h"
 
+#include <fcntl.h>
+#include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+#include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <unistd.h>
 
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+
+#include "core/log.h"
 
 namespace tollgate {
 
 Status FromRocks(const rocksdb::Status& s, const std::string& what) {
   if (s.ok()) return Status::Ok();
-  const char* code = s.IsCorruption() ? errc::kLogCorrupt : errc::kLogIO;
+  const char* code = s.IsNoSpace() ? errc::kLogFull : s.IsCorruption() ? errc::kLogCorrupt : errc::kLogIO;
   return Status::Error(code, what + ": " + s.ToString());
 }
 
 namespace {
+
+// RocksDB's info log as our log lines (see the header): one line per call,
+// cut at 1 KiB, warnings and errors only.
+class StderrLogger : public rocksdb::Logger {
+ public:
+  StderrLogger() : Logger(rocksdb::InfoLogLevel::WARN_LEVEL) {}
+  void Logv(const char* format, va_list ap) override { Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap); }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    if (level < GetInfoLogLevel() || level == rocksdb::InfoLogLevel::HEADER_LEVEL) return;
+    char buf[1024];
+    const int n = std::vsnprintf(buf, sizeof buf, format, ap);
+    if (n <= 0) return;
+    std::string line(buf, std::min<size_t>(static_cast<size_t>(n), sizeof buf - 1));
+    while (!line.empty() && line.back() == '\n') line.pop_back();
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
+      log::Error({"rocksdb"}) << line;
+    } else {
+      log::Warn({"rocksdb"}) << line;
+    }
+  }
+};
 
 // The key minus its last `n` bytes: keys of the log's CFs end in a seq (and
 // the time index in time+seq), so within a prefix new keys arrive in order.
@@ -68,7 +98,7 @@ std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors() {
 }  // namespace
 
 Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<LogStore>* out,
-                      const std::string& secondary_path) {
+                      const std::string& secondary_path, std::shared_ptr<rocksdb::EventListener> listener) {
   std::unique_ptr<LogStore> store(new LogStore());
   store->path_ = path;
   store->mode_ = mode;
@@ -77,7 +107,19 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
   options.create_missing_column_families = mode == OpenMode::kPrimary;
   options.max_background_jobs = 2;
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  options.keep_log_file_num = 2;
+  options.info_log = std::make_shared<StderrLogger>();
+  if (listener) options.listeners.push_back(std::move(listener));
+  // No background thread of RocksDB's own retries a failed write: the
+  // listener's owner resumes (a second, automatic recovery would make its
+  // DB::Resume() answer Busy).
+  options.max_bgerror_resume_count = 0;
+  // EventLog keeps a memtable written without the WAL (EventLog::PinMemtable);
+  // that must not make closing flush every memtable.
+  options.avoid_flush_during_shutdown = true;
+  if (mode == OpenMode::kPrimary) {
+    store->wal_gate_ = std::make_unique<WalGate>();
+    options.env = store->wal_gate_->Env();
+  }
   // One writer thread; insert hints (above) need non-concurrent inserts.
   options.allow_concurrent_memtable_write = false;
   auto descriptors = Descriptors();
@@ -112,6 +154,7 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
   if (!s.ok()) return FromRocks(s, "cannot open the event log at " + path);
   store->db_.reset(raw);
   if (mode == OpenMode::kPrimary) {
+    store->dir_fd_ = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     std::string format;
     rocksdb::Status g = raw->Get({}, store->cf(logfmt::kMeta), logfmt::kMetaFormat, &format);
     if (g.IsNotFound()) {
@@ -136,10 +179,22 @@ LogStore::~LogStore() {
     db_->Close();
     db_.reset();
   }
+  if (dir_fd_ >= 0) close(dir_fd_);
   if (owns_secondary_path_) {
     std::error_code ec;
     std::filesystem::remove_all(secondary_path_, ec);
   }
+}
+
+uint64_t LogStore::FreeBytes() const {
+  if (dir_fd_ >= 0) {
+    struct statfs st {};  // on an open directory: under a microsecond, cheap enough per batch
+    if (fstatfs(dir_fd_, &st) != 0) return UINT64_MAX;
+    return static_cast<uint64_t>(st.f_bavail) * static_cast<uint64_t>(st.f_frsize ? st.f_frsize : st.f_bsize);
+  }
+  struct statvfs st {};
+  if (statvfs(path_.c_str(), &st) != 0) return UINT64_MAX;
+  return static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
 }
 
 uint64_t LogStore::ApproximateBytes() const {

@@ -27,7 +27,7 @@ Status WalkUnfinished(const LogStore& store, std::vector<OpenRequest>* out, uint
   out->clear();
   *walked = 0;
   StoreLogView view(store);
-  const std::string prefix = IndexPrefix("request.received");
+  const std::string prefix = IndexPrefix(ev::kRequestReceived);
   std::unique_ptr<rocksdb::Iterator> it(store.db()->NewIterator({}, store.cf(kByType)));
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     uint64_t seq;

@@ -1,6 +1,6 @@
 // get_audit_log's parameters: one reading of them for every shell that
 // builds an AuditQuery (audit/audit_query.h) from what a caller sent — the
-// get_audit_log tool (through execute/audit_reader.h), the HTTP API's
+// get_audit_log tool (through core/audit_reader.h), the HTTP API's
 // GET /v1/audit and `tollgate audit query`.
 //
 // Parameters are a JSON object with the tool's names (docs/tools.md); each

@@ -14,7 +14,7 @@ void RequestCache::Add(std::vector<Event>&& events, const std::vector<EventSink:
     auto it = entries_.find(key);
     if (it == entries_.end()) {
       // Only a request's first event, appended now, opens an entry.
-      if (e.type != "request.received" || appended[i].duplicate) continue;
+      if (e.type != ev::kRequestReceived || appended[i].duplicate) continue;
       while (entries_.size() >= capacity_ && !opened_.empty()) {
         entries_.erase(opened_.front());
         opened_.pop_front();

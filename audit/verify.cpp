@@ -6,6 +6,8 @@
 #include <array>
 #include <sstream>
 
+#include "core/json_error.h"
+
 namespace tollgate {
 
 using namespace logfmt;
@@ -365,8 +367,10 @@ VerifyReport VerifyExport(std::istream& in) {
       stop = !VerifyExportLine(line, where, c, report, have_header, have_end, expected_seq, from_seq, to_seq,
                                prev);
     } catch (const Json::exception& e) {
+      Json doc;  // to name the field
+      const bool parsed = ParseJson(line, &doc).ok();
       c.Add(have_header ? expected_seq : 0, errc::kExportInvalid,
-            where + " has a field of the wrong type: " + e.what());
+            where + ": " + JsonErrorText(e, parsed ? &doc : nullptr));
       stop = !have_header;
       if (have_header) ++expected_seq;
     }

@@ -1,6 +1,7 @@
 #include "bench/bench_driver.h"
 
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cmath>
@@ -27,6 +28,14 @@ int64_t FindInt(const std::string& text, const std::string& name) {
   size_t at = text.find(needle);
   if (at == std::string::npos) return -1;
   return std::strtoll(text.c_str() + at + needle.size(), nullptr, 10);
+}
+
+// User + system CPU of every thread of this process so far, in seconds.
+double ProcessCpuSeconds() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
 }
 
 }  // namespace
@@ -157,6 +166,7 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
     for (size_t i = 0; i < n; ++i) ready.push_back(make(i));
   }
   const int64_t t0 = MonoMicros();
+  const double cpu0 = ProcessCpuSeconds();
   const auto start = Clock::now();
   for (size_t i = 0; i < n; ++i) {
     if (rate > 0) {
@@ -175,6 +185,7 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
   if (r.status.ok()) r.status = producer_->Flush(std::chrono::seconds(30));
   if (!r.status.ok()) sending_failed.store(true);
   reader.join();
+  r.cpu_seconds = ProcessCpuSeconds() - cpu0;
   r.seconds = static_cast<double>(last_us.load() - t0) / 1e6;
   if (r.status.ok() && r.received < n) {
     r.status = Status::Error("E_BENCH", prefix + ": only " + std::to_string(r.received) + " of " +
@@ -191,7 +202,10 @@ PhaseResult Driver::Run(const std::string& prefix, size_t n, double rate, std::c
 
 // ------------------------------------------------------------------ the baseline
 
-Status Relay::Start(const BusConfig& bus_in, size_t max_batch, bool minimal) {
+Status Relay::Start(const BusConfig& bus_in, size_t max_batch, bool minimal,
+                    const CredentialRegistry* verify) {
+  if (minimal && verify != nullptr) return Status::Error("E_BENCH", "the minimal relay verifies nothing");
+  registry_ = verify;
   BusConfig bus = bus_in;
   bus.latency_first = bus.latency_first || minimal;
   const Topics& t = bus.topics;
@@ -201,6 +215,7 @@ Status Relay::Start(const BusConfig& bus_in, size_t max_batch, bool minimal) {
     auto hop = std::make_unique<Hop>();
     hop->from = hops[i].first;
     hop->to = hops[i].second;
+    hop->verify = verify != nullptr && i == 0;
     BusConfig b = bus;
     b.client_id = "tollgate-relay-" + std::to_string(i);
     Status s = Producer::Open(b, minimal ? "" : "tollgate-relay-" + std::to_string(i), &hop->producer);
@@ -251,7 +266,12 @@ void Relay::Loop(Hop& h, size_t max_batch) {
     std::vector<Message> outs;
     outs.reserve(batch.size());
     OffsetMap next;
+    SignedBy who;
     for (const Message& in : batch) {
+      // Ingest's check, on the polling thread as in the stage runner.
+      if (h.verify && !AuthenticateRequest(in, *registry_, NowMicros(), kDefaultMaxSkewUs, &who)) {
+        ++unverified_;
+      }
       Message out = in;
       out.topic = h.to;
       out.partition = -1;
@@ -288,7 +308,8 @@ void Relay::MinimalLoop(Hop& h, size_t max_batch) {
   h.producer->Flush(std::chrono::seconds(5));
 }
 
-Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal) {
+Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal,
+                          const CredentialRegistry* verify) {
   Status s = EmbeddedBroker::Start(1, &broker);
   if (!s.ok()) return s;
   bus->brokers = broker->bootstrap();
@@ -300,7 +321,7 @@ Status RelaySystem::Start(int partitions, size_t max_batch, BusConfig* bus, bool
     s = broker->CreateTopic(t, partitions);
     if (!s.ok()) return s;
   }
-  return relay.Start(*bus, max_batch, minimal);
+  return relay.Start(*bus, max_batch, minimal, verify);
 }
 
 // ------------------------------------------------------------------ one target
@@ -321,6 +342,7 @@ Status ThroughputRounds(Target& t, const Sizes& z) {
         t.driver.Run(t.label + "-thr" + std::to_string(round) + "-", z.requests, 0, timeout, t.expect_status);
     if (!r.status.ok()) return r.status;
     t.seconds.push_back(r.seconds);
+    t.cpu_seconds.push_back(r.cpu_seconds);
     t.f.rounds_req_per_s.push_back(r.seconds > 0 ? static_cast<double>(z.requests) / r.seconds : 0);
     Progress(t.label + ": " + std::to_string(static_cast<int64_t>(t.f.rounds_req_per_s.back())) + " req/s");
   }
@@ -349,6 +371,11 @@ Status Latency(Target& t, const Sizes& z) {
 Status MeasureOne(Target& t, const Sizes& z) {
   Status s = Warm(t, z);
   if (s.ok()) s = ThroughputRounds(t, z);
+  if (s.ok()) {
+    double cpu = 0;
+    for (double c : t.cpu_seconds) cpu += c;
+    t.f.cpu_us_per_request = cpu * 1e6 / static_cast<double>(z.requests * z.rounds);
+  }
   if (s.ok()) s = Latency(t, z);
   if (!s.ok()) return Status::Error(s.code(), t.label + ": " + s.message());
   return Status::Ok();
@@ -365,6 +392,7 @@ Json FiguresJson(const Figures& f) {
     j["latency_samples"] = f.latency_samples;
   }
   if (f.cpu_busy >= 0) j["cpu_busy"] = f.cpu_busy;
+  if (f.cpu_us_per_request >= 0) j["cpu_us_per_request"] = f.cpu_us_per_request;
   if (!f.stages.is_null()) j["stages"] = f.stages;
   return j;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/canonical_json.h"
+#include "core/credentials.h"
 #include "core/jwt.h"
 #include "core/status.h"
 #include "runtime/kafka_bus.h"
@@ -80,6 +81,11 @@ struct PhaseResult {
   size_t not_completed = 0;         // results whose status is not "completed" (pipeline only)
   std::string first_not_completed;  // the first of them (its start), for the error
   std::vector<double> latencies_ms;
+  // This process's CPU time (user + system, every thread) over `seconds`:
+  // with the system under test in this process, the system, the embedded
+  // broker and the driver (the making and signing of back-to-back requests
+  // happens before, and is not in it).
+  double cpu_seconds = 0;
 };
 
 // Publishes requests on `requests` and reads them back (as results, or as
@@ -122,10 +128,17 @@ class Relay {
   ~Relay() { Stop(); }
   // `minimal`: the latency floor instead (no transactions, offsets
   // committed asynchronously, BusConfig::latency_first): a message is
-  // forwarded the moment it is read.
-  Status Start(const BusConfig& bus, size_t max_batch, bool minimal = false);
+  // forwarded the moment it is read. `verify` (not with `minimal`): the
+  // verifying relay, whose first hop checks each request's signature
+  // against this registry as ingest does (AuthenticateRequest) before
+  // forwarding it; it must outlive the relay.
+  Status Start(const BusConfig& bus, size_t max_batch, bool minimal = false,
+               const CredentialRegistry* verify = nullptr);
   void Stop();
   uint64_t retries() const { return retries_.load(); }
+  // Requests whose signature did not verify (forwarded all the same, as a
+  // gate forwards its refusal; a bench run with any is void).
+  uint64_t unverified() const { return unverified_.load(); }
 
  private:
   struct Hop {
@@ -133,6 +146,7 @@ class Relay {
     std::unique_ptr<Consumer> consumer;
     std::unique_ptr<Producer> producer;
     std::thread thread;
+    bool verify = false;  // the first hop of the verifying relay
   };
   void Loop(Hop& h, size_t max_batch);
   void MinimalLoop(Hop& h, size_t max_batch);
@@ -140,13 +154,16 @@ class Relay {
   std::vector<std::unique_ptr<Hop>> hops_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> retries_{0};
+  std::atomic<uint64_t> unverified_{0};
+  const CredentialRegistry* registry_ = nullptr;
 };
 
 // The relay's own embedded broker, topics (`partitions` each) and hops.
 struct RelaySystem {
   std::unique_ptr<EmbeddedBroker> broker;
   Relay relay;
-  Status Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal = false);
+  Status Start(int partitions, size_t max_batch, BusConfig* bus, bool minimal = false,
+               const CredentialRegistry* verify = nullptr);
 };
 
 // ------------------------------------------------------------------ one target
@@ -162,6 +179,9 @@ struct Figures {
   size_t latency_samples = 0;
   Json stages;           // the pipeline's runner counters (where batch time goes)
   double cpu_busy = -1;  // share of the machine's cores busy in the rounds (-1: not measured)
+  // This process's CPU per request over the throughput rounds (MeasureOne;
+  // -1: not measured): the system under test, the broker and the driver.
+  double cpu_us_per_request = -1;
 };
 
 struct Sizes {
@@ -183,7 +203,8 @@ struct Target {
   BusConfig bus;
   Driver driver;
   Figures f;
-  std::vector<double> seconds;  // of each throughput round
+  std::vector<double> seconds;      // of each throughput round
+  std::vector<double> cpu_seconds;  // this process's CPU in each throughput round
 };
 
 // Opens the driver, then one warm-up round of z.warmup requests (every
@@ -193,13 +214,14 @@ Status Warm(Target& t, const Sizes& z);
 Status ThroughputRounds(Target& t, const Sizes& z);
 // z.rate requests per second for z.seconds: t.f's p50, p99 and max.
 Status Latency(Target& t, const Sizes& z);
-// Warm-up, the throughput rounds, then the latency test. One system at a
-// time, each on its own broker, started before and stopped after: an idle
+// Warm-up, the throughput rounds (t.f.cpu_us_per_request: this process's
+// CPU over them per request), then the latency test. One system at a time,
+// each on its own broker, started before and stopped after: an idle
 // system's consumers still poll, and would take CPU from the one measured.
 Status MeasureOne(Target& t, const Sizes& z);
 
 // req/s, seconds and each round's req/s; p50/p99/max when latency was
-// measured, cpu_busy when it was.
+// measured, cpu_busy and cpu_us_per_request when they were.
 Json FiguresJson(const Figures& f);
 
 }  // namespace tollgate::bench

@@ -17,6 +17,38 @@
 #include "cli/signals.h"
 
 namespace tollgate::cli {
+namespace {
+
+// `bench pipeline`'s figures for a reader, one system a line, then the
+// ratios against their goals (the JSON line that follows has them all).
+void PrintPipelineSummary(const Json& r) {
+  auto num = [&r](const std::string& k) { return r.value(k, 0.0); };
+  const std::string def = r.value("default_settings", "");
+  auto line = [&](const char* name, const std::string& k) {
+    if (!r.contains(k + "_req_per_s")) return;
+    std::printf("%-34s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %6.1f us CPU/request\n", name,
+                num(k + "_req_per_s"), num(k + "_p50_ms"), num(k + "_p99_ms"),
+                num(k + "_cpu_us_per_request"));
+  };
+  line(def == "latency_first" ? "pipeline, latency first (default)" : "pipeline, latency first",
+       "pipeline_latency_first");
+  line(def == "throughput_first" ? "pipeline, throughput first (default)" : "pipeline, throughput first",
+       "pipeline_throughput_first");
+  line("pipeline, durability=sync", "pipeline_sync");
+  line("relay", "relay");
+  line("verifying relay", "verifying_relay");
+  line("minimal relay", "min_relay");
+  for (const char* k : {"throughput_vs_relay", "throughput_vs_verifying_relay", "p99_vs_relay",
+                        "p50_vs_min_relay", "latency_first_throughput_vs_relay"}) {
+    std::printf("%s %.3f (goal %s, %s)\n", k, num(k), r["goals"].value(k, "").c_str(),
+                r["met"].value(k, false) ? "met" : "missed");
+  }
+  std::printf("latency_first_throughput_cost %.3f; verify %.1f us, sign %.1f us per request\n",
+              num("latency_first_throughput_cost"), num("verify_us_per_request"), num("sign_us_per_request"));
+  std::fflush(stdout);
+}
+
+}  // namespace
 
 void AddBenchCommands(CLI::App& app, int* exit_code) {
   auto* bench = app.add_subcommand("bench", "run a benchmark; the last line is a JSON object of ratios");
@@ -97,6 +129,7 @@ void AddBenchCommands(CLI::App& app, int* exit_code) {
       }).detach();
     }
     Json result = *distributed ? bench::RunDistributedBench(*distopts) : bench::RunPipelineBench(*popts);
+    if (!*distributed && !result.contains("error")) PrintPipelineSummary(result);
     std::cout << result.dump() << std::endl;
     *exit_code = result.contains("error") ? 1 : 0;
   });

@@ -77,14 +77,32 @@ int RunSign(const AgentFlags& f, const std::string& value_flag) {
   // whole, and value_sha256 must match what the broker carries.
   if (value.empty()) value.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   Json req;
-  if (!ParseJson(value, &req).ok() || !req.is_object())
-    return Fail(Status::Error("E_INVALID_REQUEST", "not a JSON object"));
-  const std::string org = req.value("org_id", f.org), agent = req.value("agent_id", f.agent);
+  // The parser's own words (a number out of range says which range holds).
+  if (Status p = ParseJson(value, &req); !p.ok()) {
+    return Fail(Status::Error(p.code(), "the request is not valid JSON: " + p.message()));
+  }
+  if (!req.is_object()) {
+    return Fail(Status::Error("E_INVALID_REQUEST",
+                              std::string("the request must be a JSON object, not ") + req.type_name()));
+  }
+  std::string org = f.org, agent = f.agent, request_id;
+  for (auto [key, into] : {std::pair{"org_id", &org}, {"agent_id", &agent}, {"request_id", &request_id}}) {
+    auto it = req.find(key);
+    if (it == req.end()) continue;
+    if (!it->is_string()) {
+      return Fail(Status::Error("E_INVALID_REQUEST",
+                                std::string("/") + key + ": expected a string, got " + it->type_name()));
+    }
+    *into = it->get<std::string>();
+  }
+  if (agent.empty() && f.out.empty()) {
+    return Fail(Status::Error("E_INVALID_REQUEST",
+                              "the request has no agent_id, so there is no default key file: give --key"));
+  }
   JwtSigner signer;
   Status s = LoadAgentSigner(f.out.empty() ? DefaultAgentKeyPath(f.data, org, agent) : f.out, &signer);
   if (!s.ok()) return Fail(s);
-  std::cout << SignRequest(signer, org, agent, req.value("request_id", ""), value, NowMicros() / 1'000'000)
-            << std::endl;
+  std::cout << SignRequest(signer, org, agent, request_id, value, NowMicros() / 1'000'000) << std::endl;
   return 0;
 }
 

@@ -1,4 +1,4 @@
-// tollgate: one binary, one subcommand per job (shared/DESIGN.md, "CLI").
+// tollgate: one binary, one subcommand per job (docs/architecture.md, "CLI").
 #include <iostream>
 
 #include "cli/commands.h"

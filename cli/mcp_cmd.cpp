@@ -14,6 +14,7 @@
 #include "core/event.h"
 #include "core/withdraw.h"
 #include "deploy/endpoints.h"
+#include "deploy/mcp_gateway.h"
 #include "mcp/stdio_server.h"
 
 namespace tollgate::cli {
@@ -67,6 +68,9 @@ int RunMcp(McpFlags& f) {
     std::cerr << "tollgate mcp: cannot reach the bus: " << s.ToString() << "\n";
     return 2;
   }
+  // `up` restarted (a new broker, maybe on new ports): reconnect where
+  // endpoints.json says, so calls waiting still get their results.
+  if (f.brokers.empty()) pipeline->Follow(EndpointsBusSource(f.data, f.topic_prefix));
   // The tool list (and progress details) come from the deployment's API.
   std::string token;
   const std::string url = LiveApiUrl(f.data);

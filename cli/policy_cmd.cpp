@@ -12,11 +12,21 @@
 namespace tollgate::cli {
 namespace {
 
+// Every problem, one line each, as compilers print them: FILE:LINE:COL: what.
 int RunCheck(const std::string& file) {
   PolicyPtr p;
-  Status s = LoadPolicyFile(file, &p);
-  if (!s.ok()) {
-    std::cerr << s.message() << "\n";
+  const std::vector<PolicyProblem> problems = CheckPolicyFile(file, &p);
+  if (!problems.empty()) {
+    for (const PolicyProblem& e : problems) {
+      if (e.line > 0) {
+        std::cerr << file << ":" << e.line << ":" << e.column << ": " << e.message << "\n";
+      } else {
+        // A workspace's message names its own file and line.
+        std::cerr << (e.message.starts_with(file) ? "" : file + ": ") << e.message << "\n";
+      }
+    }
+    std::cerr << file << ": " << problems.size() << (problems.size() == 1 ? " problem" : " problems")
+              << (problems.size() >= 100 ? " (the first 100)" : "") << "; not loaded\n";
     return 1;
   }
   std::cout << file << ": ok (" << p->version() << ", content_hash " << p->content_hash() << ")\n";

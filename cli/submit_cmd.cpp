@@ -3,6 +3,9 @@
 // Exit code: 0 completed, 1 any other status (denied, failed, rejected,
 // expired), 2 usage or connection error, 3 no final result within
 // --timeout (still awaiting approval: the pending message is printed).
+// --wait follows a restart of `up` (endpoints.json's instance changes): it
+// reconnects and sends the request again under the same id, which runs
+// once (docs/operations.md, "Restarts").
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -52,35 +55,64 @@ std::string RandomId() {
   return buf;
 }
 
-// What one submit needs, opened once (a chain sends several requests).
+// What one submit needs, opened once (a chain sends several requests); the
+// bus part again after a restart of the gate.
 struct Client {
   BusConfig bus;
   std::unique_ptr<Consumer> consumer;  // --wait only
   std::vector<Ed25519Verifier> gate;
   JwtSigner signer;
   std::unique_ptr<Producer> producer;
+  // Who served the bus when it was opened (EndpointsServer), and whether
+  // endpoints.json names the bus in use at all (with --brokers, only when
+  // it serves that very address): else a restart is not watched for.
+  std::string server;
+  bool watch = false;
 };
 
-// 0, or the exit code after saying what failed.
-int Open(const SubmitFlags& f, Client* c) {
-  Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &c->bus);
-  // Subscribe first, so the result cannot slip past between send and read;
-  // only a result the gate signed for this very request counts.
+// The bus, its producer and, with --wait, the results consumer. Subscribes
+// first, so the result cannot slip past between send and read; only a
+// result the gate signed for this very request counts.
+Status OpenBus(const SubmitFlags& f, Client* c) {
+  BusConfig bus;
+  Status s = ClientBus(f.data, f.brokers, f.topic_prefix, &bus);
+  std::string at;
+  const std::string server = EndpointsServer(f.data, &at);
+  std::unique_ptr<Consumer> consumer;
   if (s.ok() && f.wait) {
     // Its org's topic, and where a refusal of a message nobody proved
     // (an unregistered key, say) is answered (docs/trust.md).
-    std::vector<std::string> topics = {c->bus.topics.results_for(f.org)};
-    if (c->bus.topics.results_for(kUnprovenOrg) != topics[0])
-      topics.push_back(c->bus.topics.results_for(kUnprovenOrg));
-    s = ClientGateKeys(f.data, f.gate_key, &c->gate);
+    std::vector<std::string> topics = {bus.topics.results_for(f.org)};
+    if (bus.topics.results_for(kUnprovenOrg) != topics[0])
+      topics.push_back(bus.topics.results_for(kUnprovenOrg));
     for (const std::string& t : topics) {
-      if (s.ok()) s = EnsureTopic(c->bus, t, std::chrono::seconds(10));
+      if (s.ok()) s = EnsureTopic(bus, t, std::chrono::seconds(10));
     }
-    if (s.ok()) s = Consumer::OpenTail(c->bus, topics, std::chrono::seconds(10), &c->consumer);
+    // A restarted embedded broker starts its topics empty, behind the
+    // offsets this reader holds: it then reads them from their start
+    // instead of stopping on an offset loss (which would look for the
+    // committed offsets a tail reader never has, up to 10 s).
+    BusConfig tail = bus;
+    tail.extra["auto.offset.reset"] = "earliest";
+    if (s.ok()) s = Consumer::OpenTail(tail, topics, std::chrono::seconds(10), &consumer);
   }
+  std::unique_ptr<Producer> producer;
+  if (s.ok()) s = Producer::Open(bus, "", &producer);
+  if (!s.ok()) return s;
+  c->bus = std::move(bus);
+  c->consumer = std::move(consumer);
+  c->producer = std::move(producer);
+  c->server = server;
+  c->watch = !server.empty() && at == c->bus.brokers;
+  return Status::Ok();
+}
+
+// 0, or the exit code after saying what failed.
+int Open(const SubmitFlags& f, Client* c) {
+  Status s = OpenBus(f, c);
+  if (s.ok() && f.wait) s = ClientGateKeys(f.data, f.gate_key, &c->gate);
   // Signed as the agent (docs/trust.md).
   if (s.ok()) s = AgentSignerFor(f.data, f.org, f.agent, f.key, &c->signer);
-  if (s.ok()) s = Producer::Open(c->bus, "", &c->producer);
   if (!s.ok()) {
     std::cerr << "tollgate: " << s.ToString() << "\n";
     return 2;
@@ -88,10 +120,13 @@ int Open(const SubmitFlags& f, Client* c) {
   return 0;
 }
 
-// Sends one request (tool, args, f's other fields) and, with --wait, reads
-// its result into *out. The exit code as documented at the top.
-int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
-              const Json& args, Json* out) {
+// Signs and publishes the request (tool, args, f's other fields). Sent
+// again after a restart, it is the same request (same id, same content):
+// ingest runs it at most once and answers a finished one with its recorded
+// result. Returns the id its refusal would carry were the signature not to
+// hold (core/unproven.h).
+Status Publish(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
+               const Json& args, std::string* refusal_id) {
   Json req{{"request_id", request_id}, {"org_id", f.org}, {"agent_id", f.agent},
            {"session_id", f.session},  {"tool", tool},    {"args", args}};
   if (!f.action.empty()) req["action"] = f.action;
@@ -99,41 +134,63 @@ int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, co
   Message m = MessageFor(c.bus.topics.requests(), req, req);
   m.headers[kHeaderAuth] =
       SignRequest(c.signer, f.org, f.agent, request_id, m.value, NowMicros() / 1'000'000);
-  if (!f.traceparent.empty()) {
-    // Ingest drops a malformed one (agents' headers are not trusted); a
-    // person typing it is told.
-    if (!IsValidTraceparent(f.traceparent)) {
-      std::cerr << "tollgate: --traceparent is not a W3C version-00 traceparent; tollgate will start its own "
-                   "trace\n";
-    }
-    m.headers[kHeaderTraceparent] = f.traceparent;
-  }
+  if (!f.traceparent.empty()) m.headers[kHeaderTraceparent] = f.traceparent;
+  *refusal_id = UnprovenRequestId(m);
   Status s = c.producer->Send(m);
   if (s.ok()) s = c.producer->Flush(std::chrono::seconds(f.timeout_s));
+  return s;
+}
+
+// Has the gate restarted (endpoints.json names another server for the bus
+// in use)? Then the embedded broker restarted empty: reopens the bus and
+// sends the request again (Publish). Checked about once a second. False
+// when nothing changed or reopening failed (tried again at the next check).
+bool FollowRestart(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
+                   const Json& args, std::vector<std::string>* refusal_ids) {
+  std::string at;
+  const std::string now = EndpointsServer(f.data, &at);
+  if (!c.watch || now.empty() || now == c.server || (!f.brokers.empty() && at != f.brokers)) return false;
+  const std::string before = c.server;
+  Status s = OpenBus(f, &c);
+  std::string refusal_id;
+  if (s.ok()) s = Publish(f, c, request_id, tool, args, &refusal_id);
   if (!s.ok()) {
-    std::cerr << "tollgate: cannot publish: " << s.ToString() << "\n";
-    return 2;
+    c.server = before;  // so the next check tries again
+    std::cerr << "tollgate: the gate restarted; reconnecting failed (trying again): " << s.ToString() << "\n";
+    return false;
   }
-  if (!f.wait) {
-    *out = Json{{"request_id", request_id}, {"status", "submitted"}};
-    return 0;
-  }
-  // The id its refusal would carry were the signature not to hold.
-  const std::string refusal_id = UnprovenRequestId(m);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
+  refusal_ids->push_back(refusal_id);
+  std::cerr << "tollgate: the gate restarted (" << f.data << "/endpoints.json): reconnected to "
+            << c.bus.brokers << " and sent " << request_id << " again (the same request: it runs once)\n";
+  return true;
+}
+
+// With --wait: reads the request's result into *out. The exit code as
+// documented at the top.
+int AwaitResult(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
+                const Json& args, std::vector<std::string> refusal_ids, Json* out) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::seconds(f.timeout_s);
+  auto next_check = start + std::chrono::seconds(1);
   std::vector<Message> batch;
   Json pending;
   while (std::chrono::steady_clock::now() < deadline) {
+    if (std::chrono::steady_clock::now() >= next_check) {
+      next_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      FollowRestart(f, c, request_id, tool, args, &refusal_ids);
+    }
     batch.clear();
     c.consumer->Poll(100, std::chrono::milliseconds(200), &batch);
     for (const auto& m : batch) {
       Json result;
       Status v = VerifyResult(m, c.gate, {f.org, f.agent, request_id}, &result);
-      if (!v.ok() && VerifyResult(m, c.gate, {kUnprovenOrg, "", refusal_id}, &result).ok()) {
-        std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg
-                  << " as " << refusal_id << ")\n";
-        *out = std::move(result);
-        return 1;
+      for (size_t i = 0; !v.ok() && i < refusal_ids.size(); ++i) {
+        if (VerifyResult(m, c.gate, {kUnprovenOrg, "", refusal_ids[i]}, &result).ok()) {
+          std::cerr << "tollgate: the request was refused as unproven (filed under org " << kUnprovenOrg
+                    << " as " << refusal_ids[i] << ")\n";
+          *out = std::move(result);
+          return 1;
+        }
       }
       if (!v.ok()) {
         // Someone else's result, or a forgery: say so only when it claims ours.
@@ -162,6 +219,29 @@ int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, co
   }
   std::cerr << "tollgate: no result for " << request_id << " within " << f.timeout_s << " s\n";
   return 3;
+}
+
+// Sends one request and, with --wait, reads its result into *out. The exit
+// code as documented at the top.
+int SubmitOne(const SubmitFlags& f, Client& c, const std::string& request_id, const std::string& tool,
+              const Json& args, Json* out) {
+  // Ingest drops a malformed traceparent (agents' headers are not
+  // trusted); a person typing it is told.
+  if (!f.traceparent.empty() && !IsValidTraceparent(f.traceparent)) {
+    std::cerr << "tollgate: --traceparent is not a W3C version-00 traceparent; tollgate will start its own "
+                 "trace\n";
+  }
+  std::string refusal_id;
+  Status s = Publish(f, c, request_id, tool, args, &refusal_id);
+  if (!s.ok()) {
+    std::cerr << "tollgate: cannot publish: " << s.ToString() << "\n";
+    return 2;
+  }
+  if (!f.wait) {
+    *out = Json{{"request_id", request_id}, {"status", "submitted"}};
+    return 0;
+  }
+  return AwaitResult(f, c, request_id, tool, args, {refusal_id}, out);
 }
 
 int RunSubmit(SubmitFlags& f) {

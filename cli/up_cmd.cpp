@@ -4,12 +4,13 @@
 
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/signals.h"
 #include "core/log.h"
 #include "deploy/pipeline.h"
-#include "runtime/tcp_forward.h"
+#include "runtime/tcp_forward.h"  // CanListen
 
 namespace tollgate::cli {
 namespace {
@@ -19,7 +20,44 @@ struct UpFlags {
   std::string durability = "sync";
   std::string log_format = "json";
   bool check = false;
+  int broker_port = -1;     // --broker-port; -1: not given
+  bool http_given = false;  // --http was on the command line
 };
+
+constexpr const char* kDefaultHttp = "127.0.0.1:0";
+
+// The ports `up` listens on (issue 31): the flags', else the last run's
+// (DATA/endpoints.json) when they are free, so whoever knows them (a
+// waiting `submit --wait`, a console tab, an MCP client) finds the
+// restarted `up` where it was; else any free port. The embedded broker
+// always gets a bootstrap forward (runtime/tcp_forward.h): its own port
+// cannot be chosen. Returns a line for each last port that was taken.
+std::vector<std::string> ChoosePorts(UpFlags& f) {
+  std::vector<std::string> taken;
+  const LastPorts last = ReadLastPorts(f.pipeline.data_dir);
+  if (f.pipeline.brokers.empty()) {
+    f.pipeline.broker_port = f.broker_port >= 0 ? f.broker_port : 0;
+    if (f.broker_port < 0 && last.broker > 0) {
+      if (CanListen("127.0.0.1", last.broker)) {
+        f.pipeline.broker_port = last.broker;
+      } else {
+        taken.push_back("the last run's broker port " + std::to_string(last.broker) +
+                        " is taken: listening on another (pin one with --broker-port)");
+      }
+    }
+  }
+  if (!f.http_given && f.pipeline.http_listen == kDefaultHttp && last.http > 0) {
+    // The port only: the host stays the default loopback whatever the last
+    // run was told.
+    if (CanListen("127.0.0.1", last.http)) {
+      f.pipeline.http_listen = "127.0.0.1:" + std::to_string(last.http);
+    } else {
+      taken.push_back("the last run's HTTP port " + std::to_string(last.http) +
+                      " is taken: listening on another (pin one with --http HOST:PORT)");
+    }
+  }
+  return taken;
+}
 
 int RunUp(UpFlags& f) {
   log::Format format;
@@ -36,6 +74,10 @@ int RunUp(UpFlags& f) {
     std::cerr << "tollgate: --partitions must be >= 1 and --max-request-bytes >= 1024\n";
     return 2;
   }
+  if (f.broker_port >= 0 && !f.pipeline.brokers.empty()) {
+    std::cerr << "tollgate: --broker-port is the embedded broker's; with --brokers there is none\n";
+    return 2;
+  }
   if (f.check) {
     // Validates the invocation without starting anything (compose test).
     std::cout << Json{{"data", f.pipeline.data_dir},
@@ -50,6 +92,7 @@ int RunUp(UpFlags& f) {
     return 0;
   }
   BlockStopSignals();
+  const std::vector<std::string> taken = ChoosePorts(f);
   std::unique_ptr<Pipeline> p;
   Status s = Pipeline::Start(f.pipeline, &p);
   if (!s.ok()) {
@@ -64,8 +107,9 @@ int RunUp(UpFlags& f) {
   if (ec || self.empty()) self = "tollgate";
   std::cout << "tollgate is up\n"
             << "  broker     " << p->bootstrap()
-            << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n"
-            << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
+            << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n";
+  for (const std::string& line : taken) std::cout << "  ports      " << line << "\n";
+  std::cout << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
             << "  log        " << data << "/log  (durability " << f.durability << ", head seq "
             << p->log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
@@ -153,13 +197,18 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option(
       "--policy", f->pipeline.policy_path,
       "policy file (YAML; default: the shipped config/default-policy.yaml); edits are reloaded live");
-  f->pipeline.http_listen = "127.0.0.1:0";
-  up->add_option("--http", f->pipeline.http_listen,
-                 "HTTP API address HOST:PORT (port 0: any free port; \"\": off)")
-      ->capture_default_str();
+  up->add_option("--broker-port", f->broker_port,
+                 "the embedded broker's bootstrap port on 127.0.0.1 (0: any free port; default: the last "
+                 "run's when free)")
+      ->check(CLI::Range(0, 65535));
+  f->pipeline.http_listen = kDefaultHttp;
+  auto* http = up->add_option("--http", f->pipeline.http_listen,
+                              "HTTP API address HOST:PORT (port 0: any free port; \"\": off; default: "
+                              "127.0.0.1 and the last run's port when free)")
+                   ->capture_default_str();
   up->add_flag("--metrics-public", f->pipeline.metrics_public,
                "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
-  up->add_flag("--latency-first", f->pipeline.latency_first,
+  up->add_flag("--latency-first,!--throughput-first", f->pipeline.latency_first,
                "shorter broker fetch waits and no producer linger: lower latency for more idle CPU "
                "(docs/operations.md)");
   up->add_flag("--shared-results-topic", f->pipeline.shared_results_topic,
@@ -176,7 +225,10 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--workspaces", f->pipeline.workspace_root,
                  "agents' workspaces root (default DATA/workspaces)");
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
-  up->callback([f, exit_code] { *exit_code = RunUp(*f); });
+  up->callback([f, exit_code, http] {
+    f->http_given = http->count() > 0;
+    *exit_code = RunUp(*f);
+  });
 
   auto bf = std::make_shared<UpFlags>();
   bf->pipeline.data_dir = "";
@@ -189,8 +241,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
                      "also accept bootstrap connections on 127.0.0.1:PORT (a fixed address)");
   broker->callback([bf, exit_code, port] {
     BlockStopSignals();
+    // --port: a fixed bootstrap address in front of the mock's own port.
     std::unique_ptr<EmbeddedBroker> b;
-    Status s = EmbeddedBroker::Start(1, &b);
+    Status s = EmbeddedBroker::Start(1, &b, *port);
     BusConfig bus;
     bus.topics.prefix = bf->pipeline.topic_prefix;
     bus.partitions = bf->pipeline.partitions;
@@ -198,13 +251,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
     for (size_t i = 0; s.ok() && i < topics.All().size(); ++i) {
       s = b->CreateTopic(topics.All()[i], PartitionsOf(bus, topics.All()[i]));
     }
-    // --port: a fixed bootstrap address in front of the mock's own port.
-    std::unique_ptr<TcpForward> forward;
-    std::string bootstrap = s.ok() ? b->bootstrap() : "";
-    if (s.ok() && *port >= 0) {
-      s = TcpForward::Start(*port, b->bootstrap(), &forward);
-      if (s.ok()) bootstrap = "127.0.0.1:" + std::to_string(forward->port());
-    }
+    const std::string bootstrap = s.ok() ? b->bootstrap() : "";
     if (s.ok() && !bf->pipeline.data_dir.empty()) {
       std::filesystem::create_directories(bf->pipeline.data_dir);
       std::error_code mode_ec;  // tollgate's alone (docs/sandbox.md)

@@ -104,6 +104,18 @@ function timeLeft(deadline) {
   return ms <= 0 ? 'expiring now' : `${duration(ms * 1000)} left`;
 }
 
+// What "Approve always" adds, in the approve stage's words (docs/approvals.md,
+// "Allow always"): an allow rule for this agent that matches this exact call
+// (a file tool's path, else the whole invocation), and only once every
+// approver whose grant counts chose "always".
+function alwaysRule(p) {
+  const d = p.decision || {};
+  const exact = d.subject || d.invocation || p.tool;
+  return `Approve, and add an allow rule for agent ${p.agent_id} matching this exact call only: ${exact}. ` +
+    'The same tool with other arguments still asks. The rule is added only if every approver whose grant counts ' +
+    'chooses "always"; `tollgate rules revoke` removes it.';
+}
+
 function card(p, me, changed) {
   const d = p.decision || {};
   const req = p.request || {};
@@ -113,8 +125,7 @@ function card(p, me, changed) {
   const comment = h('textarea', { name: 'comment', rows: 2, placeholder: 'Why (recorded in the log)' });
   const buttons = [
     h('button', { type: 'button', class: 'approve', 'data-action': 'approve-once' }, 'Approve once'),
-    h('button', { type: 'button', class: 'approve', 'data-action': 'approve-always',
-      title: 'Approve, and allow this tool for this agent from now on (an "allow always" rule)' }, 'Approve always'),
+    h('button', { type: 'button', class: 'approve', 'data-action': 'approve-always', title: alwaysRule(p) }, 'Approve always'),
     h('button', { type: 'button', class: 'deny', 'data-action': 'deny' }, 'Deny'),
   ];
   const el = h('li', { class: 'card approval', 'data-request-id': p.request_id },

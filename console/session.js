@@ -36,12 +36,17 @@ export function renderSessions(main, { go }) {
   return () => {};
 }
 
+// The what-if box's placeholder: a small policy that loads as it is
+// (`tollgate policy check` accepts it), so pasting it over is a real start.
+export const WHAT_IF_EXAMPLE = 'mode: ask\napproval_threshold: HIGH\nrules:\n' +
+  '  - {name: no-deletes, tool: delete_file, verdict: deny}\n';
+
 export function renderSession(main, { me }, id) {
   const base = `/v1/replay/sessions/${encodeURIComponent(id)}`;
   const head = h('div', { 'aria-live': 'polite' }, notice('Loading the timeline…'));
   const verify = h('section', { class: 'card verify', 'aria-label': 'Verification', 'aria-live': 'polite' }, notice('Verifying…'));
   const steps = h('ol', { class: 'timeline', 'aria-label': 'Requests in order' });
-  const policy = h('textarea', { name: 'policy', rows: 10, spellcheck: 'false', placeholder: 'version: 1\nmode: enforce\nrules:\n  - …' });
+  const policy = h('textarea', { name: 'policy', rows: 10, spellcheck: 'false', placeholder: WHAT_IF_EXAMPLE });
   const whatIfOut = h('div', { 'aria-live': 'polite' });
   const whatIf = h('form', { class: 'card what-if', 'aria-label': 'What-if' },
     h('h2', {}, 'What if'),

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/json_error.h"
+
 namespace tollgate {
 namespace {
 
@@ -85,14 +87,11 @@ Status ParseJson(std::string_view text, Json* out, const JsonLimits& limits) {
   try {
     Json parsed = Json::parse(text.begin(), text.end());
     *out = std::move(parsed);
-  } catch (const Json::parse_error& e) {
-    return Status::Error(errc::kInvalidJson,
-                         "malformed JSON at byte " + std::to_string(e.byte) + ": " + ToValidUtf8(e.what()));
   } catch (const Json::out_of_range& e) {
     // 406: a number literal no double holds (1e999999).
-    return Status::Error(errc::kNumberOutOfRange, "a number is out of range: " + ToValidUtf8(e.what()));
+    return Status::Error(errc::kNumberOutOfRange, JsonErrorText(e));
   } catch (const Json::exception& e) {
-    return Status::Error(errc::kInvalidJson, "unparsable JSON: " + ToValidUtf8(e.what()));
+    return Status::Error(errc::kInvalidJson, JsonErrorText(e));
   } catch (const std::bad_alloc&) {
     return Status::Error(errc::kJsonTooLarge, "the document does not fit in memory");
   }

@@ -144,7 +144,7 @@ Event CredentialAddedEvent(const Credential& c, int64_t time_us) {
             {"key_id", c.key_id}, {"roles", c.roles},       {"added_by", c.added_by}};
   if (!c.public_key.empty()) data["public_key"] = c.public_key;
   if (!c.token_sha256.empty()) data["token_sha256"] = c.token_sha256;
-  return CredentialEvent(c, "credential.added", time_us, std::move(data));
+  return CredentialEvent(c, ev::kCredentialAdded, time_us, std::move(data));
 }
 
 Event CredentialRevokedEvent(const Credential& c, const std::string& by, const std::string& reason,
@@ -155,16 +155,16 @@ Event CredentialRevokedEvent(const Credential& c, const std::string& by, const s
             {"key_id", c.key_id},
             {"revoked_by", by}};
   if (!reason.empty()) data["reason"] = reason;
-  return CredentialEvent(c, "credential.revoked", time_us, std::move(data));
+  return CredentialEvent(c, ev::kCredentialRevoked, time_us, std::move(data));
 }
 
 void CredentialRegistry::Apply(const Event& e) {
-  if (e.type != "credential.added" && e.type != "credential.revoked") return;
+  if (e.type != ev::kCredentialAdded && e.type != ev::kCredentialRevoked) return;
   const Json& d = e.data;
   const std::string key_id = d.value("key_id", "");
   if (key_id.empty()) return;
   std::unique_lock lock(mu_);
-  if (e.type == "credential.revoked") {
+  if (e.type == ev::kCredentialRevoked) {
     auto it = by_key_id_.find(key_id);
     if (it == by_key_id_.end() || it->second.c.revoked) return;
     it->second.c.revoked = true;

@@ -17,15 +17,34 @@
 
 namespace tollgate {
 
-// The event vocabulary of shared/DESIGN.md; schemas/ is normative for data.
+// The event vocabulary (docs/log_format.md, docs/architecture.md); schemas/
+// is normative for data. Code names a type by its constant, never a literal.
+namespace ev {
+inline constexpr const char* kRequestReceived = "request.received";
+inline constexpr const char* kRequestRejected = "request.rejected";
+inline constexpr const char* kDecisionMade = "decision.made";
+inline constexpr const char* kApprovalRequested = "approval.requested";
+inline constexpr const char* kApprovalGranted = "approval.granted";
+inline constexpr const char* kApprovalDenied = "approval.denied";
+inline constexpr const char* kApprovalExpired = "approval.expired";
+inline constexpr const char* kApprovalRefused = "approval.refused";
+inline constexpr const char* kExecutionStarted = "execution.started";
+inline constexpr const char* kExecutionCompleted = "execution.completed";
+inline constexpr const char* kPolicyUpdated = "policy.updated";
+inline constexpr const char* kPolicyRefused = "policy.refused";
+inline constexpr const char* kCredentialAdded = "credential.added";
+inline constexpr const char* kCredentialRevoked = "credential.revoked";
+inline constexpr const char* kToolsAvailable = "tools.available";
+}  // namespace ev
 inline constexpr std::string_view kEventTypes[] = {
-    "request.received", "request.rejected", "decision.made",      "approval.requested",  "approval.granted",
-    "approval.denied",  "approval.expired", "execution.started",  "execution.completed", "policy.updated",
-    "approval.refused", "credential.added", "credential.revoked", "tools.available",
+    ev::kRequestReceived,    ev::kRequestRejected, ev::kDecisionMade,    ev::kApprovalRequested,
+    ev::kApprovalGranted,    ev::kApprovalDenied,  ev::kApprovalExpired, ev::kExecutionStarted,
+    ev::kExecutionCompleted, ev::kPolicyUpdated,   ev::kApprovalRefused, ev::kCredentialAdded,
+    ev::kCredentialRevoked,  ev::kToolsAvailable,  ev::kPolicyRefused,
 };
 bool IsKnownEventType(std::string_view type);
 // The org of events about the whole deployment (policy.updated of the file
-// tier, tools.available).
+// tier, tools.available, policy.refused).
 inline constexpr const char* kAllOrgs = "*";
 
 // Limits that keep one event from swamping the log or a reader.

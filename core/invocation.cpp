@@ -4,6 +4,7 @@
 
 #include "core/messages.h"
 #include "core/tool_catalog.h"
+#include "core/tool_kind.h"
 
 namespace tollgate {
 namespace {
@@ -111,13 +112,13 @@ std::string BuildInvocation(const std::string& tool, const Json& args, const std
     return "http_request:" + HttpMethod(args, default_method) + " " + url;
   }
   if (IsCommandTool(tool)) return "bash:" + CommandLine(args);
-  if (tool.rfind("cli:", 0) == 0 || tool.rfind("mcp:", 0) == 0) return tool;
+  if (IsCliTool(tool) || IsMcpTool(tool)) return tool;
   return "builtin:" + tool + (action.empty() ? "" : ":" + action);
 }
 
 std::string FileSubject(const std::string& tool, const Json& args, const std::string& action) {
-  if (!action.empty() && tool != "http_request" && !IsCommandTool(tool) && tool.rfind("cli:", 0) != 0 &&
-      tool.rfind("mcp:", 0) != 0) {
+  if (!action.empty() && tool != "http_request" && !IsCommandTool(tool) && !IsCliTool(tool) &&
+      !IsMcpTool(tool)) {
     return "builtin:" + tool;
   }
   if (!IsFileTool(tool)) return "";
@@ -130,7 +131,7 @@ std::string FileSubject(const std::string& tool, const Json& args, const std::st
 namespace tollgate {
 
 std::string McpToolPattern(const std::string& pattern) {
-  if (pattern.rfind("mcp:", 0) == 0 && pattern.find('/') == std::string::npos) {
+  if (IsMcpTool(pattern) && pattern.find('/') == std::string::npos) {
     // Duragent's spelling, mcp:SERVER:TOOL.
     if (const auto sep = pattern.find(':', 4); sep != std::string::npos && sep > 4) {
       return "mcp:" + pattern.substr(4, sep - 4) + "/" + pattern.substr(sep + 1);

@@ -1,5 +1,5 @@
 // Ed25519 keys and EdDSA-signed JWTs (RFC 7519, RFC 8037), the agents'
-// request signatures (shared/DESIGN.md, "Trust boundary").
+// request signatures (docs/architecture.md, "Trust boundary").
 //
 // Only EdDSA over Ed25519 exists here: a token naming any other algorithm is
 // refused before any key is looked at, so there is no algorithm confusion.

@@ -11,7 +11,7 @@
 
 namespace tollgate {
 
-// The topic set of shared/DESIGN.md under a configurable prefix.
+// The topic set of docs/architecture.md under a configurable prefix.
 struct Topics {
   std::string prefix = "tollgate.";
   std::string requests() const { return prefix + "requests"; }
@@ -77,7 +77,7 @@ std::string TopicSafeName(const std::string& name);
 inline constexpr size_t kMaxMessageBytes = 4 << 20;
 
 // A Kafka message as a stage sees it. Headers carry request_id, session_id,
-// trace_id and traceparent (shared/DESIGN.md).
+// trace_id and traceparent (docs/architecture.md).
 struct Message {
   std::string topic;
   int32_t partition = -1;

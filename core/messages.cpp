@@ -133,6 +133,25 @@ std::string ArgsHash(const Json& args) {
   return Sha256Hex(bytes);
 }
 
+Event RequestRejectedEvent(const Json& request, const std::string& code, const std::string& message,
+                           const std::string& discriminator, const std::string& source, int64_t now_us) {
+  auto str = [&request](const char* k) {
+    auto it = request.find(k);
+    return it != request.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  Event e;
+  e.type = ev::kRequestRejected;
+  e.org_id = str("org_id");
+  e.agent_id = str("agent_id");
+  e.session_id = str("session_id");
+  e.request_id = str("request_id");
+  e.tool = str("tool");
+  e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, discriminator);
+  e.time_us = now_us;
+  e.data = {{"error", {{"code", code}, {"message", message}}}, {"source", source}};
+  return e;
+}
+
 bool EndRequestForOversizeOutput(const Message& output, const Topics& topics, const std::string& stage,
                                  const std::string& source, int64_t now_us, Event* event, Message* result,
                                  size_t limit) {
@@ -149,19 +168,10 @@ bool EndRequestForOversizeOutput(const Message& output, const Topics& topics, co
   if (request["request_id"] == "" || request["org_id"] == "") return false;
   const std::string msg = stage + " could not send this request's output to " + output.topic + ": it is " +
                           std::to_string(output.bytes()) + " bytes and the limit is " + std::to_string(limit);
-  Event e;
-  e.type = "request.rejected";
-  e.org_id = request["org_id"];
-  e.agent_id = request["agent_id"];
-  e.session_id = request["session_id"];
-  e.request_id = request["request_id"];
-  e.tool = request["tool"];
-  e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, "output-too-large/" + source);
-  e.time_us = now_us;
-  e.data = {{"error", {{"code", errc::kOutputTooLarge}, {"message", msg}}},
-            {"source", source},
-            {"stage", stage},
-            {"size_bytes", output.bytes()}};
+  Event e =
+      RequestRejectedEvent(request, errc::kOutputTooLarge, msg, "output-too-large/" + source, source, now_us);
+  e.data["stage"] = stage;
+  e.data["size_bytes"] = output.bytes();
   *event = std::move(e);
   *result = MessageFor(
       topics.results(), request,

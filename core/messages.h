@@ -1,5 +1,5 @@
 // The messages that move along the pipeline's topics, and the result every
-// agent gets back (shared/DESIGN.md, "Public contract"). Builders only:
+// agent gets back (docs/architecture.md, "Public contract"). Builders only:
 // stages and the reconciler use them so that a message re-driven from the
 // log is byte-for-byte what the stage would have sent.
 #pragma once
@@ -115,6 +115,15 @@ Message MessageFor(const std::string& topic, const Json& request, const Json& va
 // makes them) once the event it refers to is appended; other values are
 // left as they are.
 void SetLogSeq(Message* m, uint64_t seq);
+
+// The one builder of a request.rejected that ends a known request: filed
+// under the request's (org, agent, session, request_id, tool) as `request`
+// names them (strings), id from (org, request, `discriminator`) so doing it
+// again appends nothing new, data {error: {code, message}, source}. Callers
+// add their own data fields. (Unproven messages are refused under org
+// "unknown" by core/unproven.h instead.)
+Event RequestRejectedEvent(const Json& request, const std::string& code, const std::string& message,
+                           const std::string& discriminator, const std::string& source, int64_t now_us);
 
 // Ends the request an output belongs to when that output cannot be sent
 // (larger than `limit`, the producer's): *event is a request.rejected with

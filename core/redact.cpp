@@ -748,7 +748,8 @@ void RedactorInForce::set(std::shared_ptr<const Redactor> r) {
 
 void RedactorInForce::OnAppended(const std::vector<Event>& events) {
   for (const Event& e : events) {
-    if (e.type != "policy.updated" || !e.data.is_object() || e.data.value("tier", "file") != "file") continue;
+    if (e.type != ev::kPolicyUpdated || !e.data.is_object() || e.data.value("tier", "file") != "file")
+      continue;
     std::shared_ptr<const Redactor> r;
     if (Redactor::FromPolicy(e.data.value("policy", Json::object()), &r).ok()) set(std::move(r));
   }

@@ -9,14 +9,14 @@ namespace tollgate {
 bool RequestState::terminal() const {
   if (rejected || completed) return true;
   if (decision && verdict() == "deny") return true;
-  if (approval_settled && approval_settled->type != "approval.granted") return true;
+  if (approval_settled && approval_settled->type != ev::kApprovalGranted) return true;
   return false;
 }
 
 bool RequestState::cleared() const {
   const std::string v = verdict();
   if (v == "allow") return true;
-  return v == "ask" && approval_settled && approval_settled->type == "approval.granted";
+  return v == "ask" && approval_settled && approval_settled->type == ev::kApprovalGranted;
 }
 
 std::string RequestState::verdict() const {
@@ -28,10 +28,10 @@ std::string RequestState::verdict() const {
 RequestState Summarize(const std::vector<Event>& events) {
   RequestState s;
   for (const Event& e : events) {
-    if (e.type == "request.received") {
+    if (e.type == ev::kRequestReceived) {
       s.received = &e;
       s.rejected = nullptr;  // an id rejected as invalid, then sent valid, is live again
-    } else if (e.type == "request.rejected") {
+    } else if (e.type == ev::kRequestRejected) {
       // Once received, a request ends by rejection only when the pipeline
       // itself gives up on it (E_REQUEST_LOST). Ingest's refusals after that
       // refuse a message, not the request: another agent of the org re-using
@@ -44,16 +44,17 @@ RequestState Summarize(const std::vector<Event>& events) {
           (s.received == nullptr || code == errc::kRequestLost || code == errc::kOutputTooLarge)) {
         s.rejected = &e;
       }
-    } else if (e.type == "decision.made")
+    } else if (e.type == ev::kDecisionMade)
       s.decision = &e;
-    else if (e.type == "approval.requested") {
+    else if (e.type == ev::kApprovalRequested) {
       s.approval_requested = &e;
       auto n = e.data.find("approvers_needed");
       s.approvers_needed = n != e.data.end() && n->is_number_integer() ? std::max(1, n->get<int>()) : 1;
-    } else if (e.type == "approval.granted" || e.type == "approval.denied" || e.type == "approval.expired") {
+    } else if (e.type == ev::kApprovalGranted || e.type == ev::kApprovalDenied ||
+               e.type == ev::kApprovalExpired) {
       if (s.approval_settled) continue;  // the first settlement stands
       if (s.approvers_needed == 0) s.approvers_needed = 1;
-      if (e.type != "approval.granted") {
+      if (e.type != ev::kApprovalGranted) {
         s.approval_settled = &e;
         continue;
       }
@@ -64,10 +65,10 @@ RequestState Summarize(const std::vector<Event>& events) {
       if (seen) continue;
       s.grants.push_back(&e);
       if (static_cast<int>(s.grants.size()) >= s.approvers_needed) s.approval_settled = &e;
-    } else if (e.type == "execution.started") {
+    } else if (e.type == ev::kExecutionStarted) {
       s.started = &e;
       ++s.attempts;
-    } else if (e.type == "execution.completed")
+    } else if (e.type == ev::kExecutionCompleted)
       s.completed = &e;
   }
   return s;
@@ -99,7 +100,7 @@ Json ResultFromLog(const RequestState& st) {
     result = MakeResult(request, tr.value("success", false) ? "completed" : "failed", decision, approval, tr);
     last = st.completed;
   } else if (st.approval_settled) {
-    const bool expired = st.approval_settled->type == "approval.expired";
+    const bool expired = st.approval_settled->type == ev::kApprovalExpired;
     const bool withdrawn = st.approval_settled->data.value("withdrawn", false);
     result = MakeResult(
         request, expired ? "expired" : "denied", decision, approval,
@@ -131,7 +132,7 @@ Json ApprovalOf(const RequestState& st) {
   if (st.approval_settled == nullptr) return nullptr;
   const Event& s = *st.approval_settled;
   Json a = Json::object();
-  if (s.type == "approval.expired") {
+  if (s.type == ev::kApprovalExpired) {
     a["deadline"] = s.data.value("deadline", "");
     a["comment"] = "no decision before the deadline " + s.data.value("deadline", "");
     return a;
@@ -139,7 +140,7 @@ Json ApprovalOf(const RequestState& st) {
   a["approver"] = s.data.value("approver", "");
   a["scope"] = s.data.value("scope", "once");
   if (auto c = s.data.find("comment"); c != s.data.end() && c->is_string()) a["comment"] = *c;
-  if (s.type == "approval.granted") {
+  if (s.type == ev::kApprovalGranted) {
     Json who = Json::array();
     bool always = true;
     for (const Event* g : st.grants) {

@@ -13,7 +13,7 @@ constexpr std::string_view kSchedulePrefix = "sch-";
 
 // The result data of a successful call of the schedule tool, or null.
 const Json* SuccessData(const Event& e) {
-  if (e.type != "execution.completed" || e.tool != kScheduleTool) return nullptr;
+  if (e.type != ev::kExecutionCompleted || e.tool != kScheduleTool) return nullptr;
   auto r = e.data.find("result");
   if (r == e.data.end() || !r->is_object() || !r->value("success", false)) return nullptr;
   auto d = r->find("data");
@@ -74,8 +74,8 @@ Json ScheduleEntry::ToJson() const {
 }
 
 bool ScheduleBook::Apply(const Event& e) {
-  if (e.type == "request.received" || e.type == "request.rejected") {
-    if (e.type == "request.rejected") {
+  if (e.type == ev::kRequestReceived || e.type == ev::kRequestRejected) {
+    if (e.type == ev::kRequestRejected) {
       auto err = e.data.find("error");
       if (err == e.data.end() || !err->is_object() || err->value("code", "") == errc::kScheduleUnproven)
         return false;

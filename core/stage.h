@@ -1,5 +1,5 @@
 // The stage contract: a stage is a pure function of its input message and of
-// state derived from the log (shared/DESIGN.md, "Deployments").
+// state derived from the log (docs/architecture.md, "The stage contract").
 //
 // Process() sees no Kafka and no RocksDB: it gets the message, a
 // StageContext (wall clock, where the message came from) and a read-only
@@ -32,6 +32,49 @@ class LogView {
   // are not part of it.
   virtual Status EventsOfRequest(const std::string& org_id, const std::string& request_id,
                                  std::vector<Event>* out) const = 0;
+};
+
+// What a stage reads of the log to restore its state at start
+// (Stage::Restore), before its runner consumes anything. The host
+// (runtime/stage_host.h) gives every stage the same one, over the local log
+// (audit/log_history.h) or a test's vector of events.
+class LogHistory {
+ public:
+  virtual ~LogHistory() = default;
+  // The last seq appended when Restore runs: a stage folds 1..head_seq().
+  virtual uint64_t head_seq() const = 0;
+  virtual Status ReadEvent(uint64_t seq, Event* out) const = 0;
+  // Visits, in log order, every event of each unfinished request that has
+  // an approval.requested (the log's open-request index: no full scan).
+  virtual Status ForEachOpenApprovalEvent(const std::function<void(const Event&)>& visit) const = 0;
+  // A request's events read from the log itself: unlike the runner's
+  // LogView it never lags OnAppended, so a stage may keep it and read
+  // through it from OnAppended.
+  virtual const LogView& store() const = 0;
+  // Where a stage may keep files of its own (decide's ledger snapshot);
+  // empty: keep none.
+  virtual std::string state_dir() const { return ""; }
+};
+
+// Something that folds appended events: a stage (its state) or an observer
+// of the log (webhooks, metrics, the OTLP exporter). OnAppended sees every
+// group appended after the subscriber was registered, durable, with each
+// event's seq set, on the appending thread; a group re-appended after a
+// crash is seen again (same ids, same seqs), so a subscriber is idempotent
+// (keyed by event or request id) and guards its own state.
+class LogSubscriber {
+ public:
+  virtual ~LogSubscriber() = default;
+  virtual void OnAppended(const std::vector<Event>& events) = 0;
+};
+
+// Where subscribers are registered (the local log's sink, audit/log_sink.h).
+class AppendFeed {
+ public:
+  virtual ~AppendFeed() = default;
+  // `s` must outlive the feed's appends; register before anything appends
+  // through the feed that `s` must see.
+  virtual void Subscribe(LogSubscriber* s) = 0;
 };
 
 struct StageContext {
@@ -80,10 +123,19 @@ struct StageResult {
   DeferredWork deferred;
 };
 
-class Stage {
+// A stage: state folded from the log (Restore, then OnAppended) and a pure
+// function of each input and that state (Process, Tick). The host restores
+// every stage, subscribes it to the log's appends, and only then starts its
+// runner (runtime/stage_host.h, docs/architecture.md "The stage contract").
+class Stage : public LogSubscriber {
  public:
   virtual ~Stage() = default;
   virtual std::string name() const = 0;
+  // Folds the log as it stands (events 1..history.head_seq()) into the
+  // stage's state. Stateless stages keep the default.
+  virtual Status Restore(const LogHistory& history) { return Status::Ok(); }
+  // Folds a group appended after Restore (see LogSubscriber). Must not throw.
+  void OnAppended(const std::vector<Event>& events) override {}
   virtual std::vector<std::string> input_topics() const = 0;
   // Every topic Process (and its deferred work) may produce to. At start the
   // runner reads back what is committed on them, so that a message read

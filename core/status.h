@@ -1,7 +1,7 @@
 // Status: the result of an operation that can fail, LevelDB-style.
 //
 // A Status is either ok() or carries a stable error code (the E_* strings of
-// shared/DESIGN.md and docs/errors.md) plus a message for humans. Codes are
+// docs/architecture.md and docs/errors.md) plus a message for humans. Codes are
 // part of the public contract: callers branch on code(), people read
 // message(). Status is a cheap value type; it is not thread-safe to mutate one
 // instance from several threads, like any std::string.

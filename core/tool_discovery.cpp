@@ -5,6 +5,7 @@
 
 #include "core/messages.h"
 #include "core/tool_catalog.h"
+#include "core/tool_kind.h"
 
 namespace tollgate {
 namespace {
@@ -73,8 +74,8 @@ Json DiscoverTools(const Json& tools, const ToolQuery& q) {
 
 std::string ClientToolName(const std::string& tool) {
   if (SafeName(tool)) return tool;
-  if (tool.rfind("cli:", 0) == 0) return "cli__" + tool.substr(4);
-  if (tool.rfind("mcp:", 0) == 0) {
+  if (IsCliTool(tool)) return "cli__" + tool.substr(4);
+  if (IsMcpTool(tool)) {
     const std::string rest = tool.substr(4);
     const size_t slash = rest.find('/');
     if (slash != std::string::npos) return "mcp__" + rest.substr(0, slash) + "__" + rest.substr(slash + 1);

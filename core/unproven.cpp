@@ -40,7 +40,7 @@ std::string UnprovenRequestId(const Message& in) {
 Event UnprovenRefusalEvent(const Message& in, const std::string& source, int64_t time_us,
                            const UnprovenRefusal& why) {
   Event e;
-  e.type = "request.rejected";
+  e.type = ev::kRequestRejected;
   e.org_id = e.agent_id = e.session_id = kUnprovenId;
   e.request_id = UnprovenRequestId(in);
   e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, source);
@@ -91,7 +91,7 @@ void RefusalCount::Add(const std::string& source, int64_t time_us, uint64_t size
 
 Event RefusalSummaryEvent(const RefusalCount& c, int64_t time_us) {
   Event e;
-  e.type = "request.rejected";
+  e.type = ev::kRequestRejected;
   e.org_id = e.agent_id = e.session_id = kUnprovenId;
   e.request_id =
       "s-" + ToHex(Sha256({"tollgate.refusals.v1", kNul, c.stage, kNul, c.code, kNul, c.first_source}))
@@ -181,5 +181,7 @@ StageResult RefusalLimiter::Tick(int64_t now_us, const LogView& log) {
   }
   return r;
 }
+
+std::string RequestIdOfSource(const std::string& source) { return "k-" + Sha256Hex(source).substr(0, 24); }
 
 }  // namespace tollgate

@@ -37,6 +37,12 @@ inline constexpr const char* kUnprovenId = "unknown";
 // be authenticated, not refused).
 std::string UnprovenRequestId(const Message& in);
 
+// The id of a message that names no usable request id of its own: "k-" and
+// 24 hex digits of SHA-256 over its source (StageContext::source), so a
+// message read again gets the same id and two copies do not. The one
+// derivation every stage uses.
+std::string RequestIdOfSource(const std::string& source);
+
 struct UnprovenRefusal {
   std::string stage;           // who refused: ingest, decide, approve, execute, follower
   std::string code;            // E_UNAUTHENTICATED, E_NOT_IN_LOG, E_EVENT_REFUSED, ...

@@ -364,7 +364,7 @@ void BudgetLedger::Apply(const Event& e) {
   // (org_id, request_id).
   if (e.seq > applied_seq_) applied_seq_ = e.seq;
   if (e.request_id.empty()) return;
-  if (e.type == "decision.made") {
+  if (e.type == ev::kDecisionMade) {
     if (e.seq != 0 && e.seq <= impl_->pruned_seq) return;  // folded before pruning
     Json req = {
         {"org_id", e.org_id}, {"agent_id", e.agent_id}, {"session_id", e.session_id}, {"tool", e.tool}};
@@ -374,12 +374,12 @@ void BudgetLedger::Apply(const Event& e) {
   Node* n = impl_->Find(e.org_id, e.request_id);
   if (n == nullptr) return;
   if (n->e.state != BudgetEntry::State::kReserved) return;  // settled or released stays so
-  if (e.type == "execution.completed") {
+  if (e.type == ev::kExecutionCompleted) {
     double cost = 0;
     if (e.data.contains("cost_usd") && e.data["cost_usd"].is_number())
       cost = e.data["cost_usd"].get<double>();
     impl_->Transition(n, BudgetEntry::State::kSettled, UsdToMicros(cost), e.seq);
-  } else if (e.type == "approval.denied" || e.type == "approval.expired") {
+  } else if (e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired) {
     impl_->Transition(n, BudgetEntry::State::kReleased, 0, e.seq);
   }
 }

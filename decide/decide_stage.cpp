@@ -3,12 +3,13 @@
 #include <iostream>
 
 #include "core/log.h"
+#include "decide/policy_loader.h"
 
 namespace tollgate {
 
 Event PolicyUpdatedEvent(const Policy& policy, int64_t time_us) {
   Event e;
-  e.type = "policy.updated";
+  e.type = ev::kPolicyUpdated;
   e.id = MakeEventId(e.type, "", "file:" + policy.content_hash());
   e.time_us = time_us;
   e.org_id = kAllOrgs;
@@ -37,6 +38,11 @@ void DecideStage::UsePolicy(PolicyPtr policy) {
   state_.SetFilePolicy(std::move(policy));
 }
 
+Json DecideStage::PolicyHealth() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return watch_.Health(state_.policy());
+}
+
 PolicyInForce DecideStage::policy() const {
   std::lock_guard<std::mutex> lock(mu_);
   return state_.policy();
@@ -61,11 +67,42 @@ Status DecideStage::Rebuild(uint64_t head_seq, const ReadEventFn& read, const st
   return s;
 }
 
+Status DecideStage::Restore(const LogHistory& history) {
+  const uint64_t head = history.head_seq();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (restored_ && restored_head_ == head) return Status::Ok();
+  }
+  Status s = Rebuild(
+      head, [&history](uint64_t seq, Event* e) { return history.ReadEvent(seq, e); }, config_.snapshot_path);
+  if (!s.ok()) return s;
+  // Fail at start rather than hold every request: with no policy in the
+  // log, the file must load now.
+  PolicyPtr file_policy;
+  Status fs = config_.policy_path.empty() ? Status::Error(errc::kNoPolicy, "no policy file")
+                                          : LoadPolicyFile(config_.policy_path, &file_policy);
+  const PolicyInForce in_force = policy();
+  if (!fs.ok() && !in_force.has_policy()) return fs;
+  if (!fs.ok() && !config_.policy_path.empty())
+    log::Warn({"decide"}) << fs.message() << "; keeping the policy in force from the log\n";
+  if (config_.redactor) {
+    std::shared_ptr<const Redactor> r;
+    const Json& doc = in_force.has_policy() ? in_force.file()->doc() : file_policy->doc();
+    if (Redactor::FromPolicy(doc, &r).ok()) config_.redactor->set(r);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  restored_ = true;
+  restored_head_ = head;
+  return Status::Ok();
+}
+
 StageResult DecideStage::Tick(const StageContext& ctx, const LogView&) {
   StageResult r;
   std::lock_guard<std::mutex> lock(mu_);
   snapshots_.MaybeWrite(state_, ctx.now_us);
   watch_.Poll(state_.policy());
+  // A refused edit is in the log too, not only on stderr.
+  if (auto refused = watch_.TakeRefusedEvent(state_.policy(), ctx.now_us)) r.events.push_back(*refused);
   // Emit until the file's policy is in force: the event id is the content
   // hash, so a repeat (an append that failed, a tick before the listener
   // ran) appends nothing new.
@@ -113,7 +150,7 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
     BoundDecision(&decision);
     Json logged = LoggedDecision(decision, *redactor);
     logged["source"] = ctx.source;
-    r.events.push_back(FlowEvent(flow, "decision.made", ctx.now_us, std::move(logged)));
+    r.events.push_back(FlowEvent(flow, ev::kDecisionMade, ctx.now_us, std::move(logged)));
     // The fold sees the event it will see again once appended (idempotent).
     Fold(r.events.back());
   }

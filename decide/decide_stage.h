@@ -5,17 +5,20 @@
 // (decide/decide_state.h), which replay's re-decision folds too.
 //
 // State and the log (docs/policy.md, "Versions" and "Budgets"):
-//  - Rebuild() folds the existing log at start (decide/decide_snapshot.h:
+//  - Restore() folds the existing log at start (decide/decide_snapshot.h:
 //    from a snapshot when a valid one exists), before the runner starts.
-//  - OnAppended() is the LogSink listener: every group any stage appends
+//    With no policy in the log, the file must load then (the start fails
+//    otherwise: better than holding every request); the redaction rules
+//    in force are set from the policy in force.
+//  - OnAppended() folds every group any stage appends
 //    (decisions, completions, approvals, policy.updated) is folded in.
 //  - Process() also folds its own decision.made at once, so later requests
 //    of the same batch see the reservation.
 //  - Tick() writes the snapshot when due and polls the policy file
 //    (decide/policy_watch.h); when the file changed and is valid it emits
 //    policy.updated, and the policy comes into force when that event is
-//    appended (OnAppended). A bad file is reported and the policy in force
-//    stays.
+//    appended (OnAppended). A bad file is reported (stderr, and once as
+//    policy.refused) and the policy in force stays.
 // Until a policy is in force Process() returns a non-ok error (E_NO_POLICY):
 // the runner retries, nothing is denied by accident.
 //
@@ -47,6 +50,9 @@ struct DecideConfig {
   // More checks a policy file must pass before Tick() logs it as in force
   // (the execute section, which execute enforces); null: none.
   std::function<Status(const Json& policy_doc)> validate;
+  // Where Restore() reads and writes the ledger snapshot; "" = none (a
+  // process that only folds the policy in force).
+  std::string snapshot_path;
 };
 
 class DecideStage : public Stage {
@@ -61,6 +67,10 @@ class DecideStage : public Stage {
   StageResult Process(const Message& in, const StageContext& ctx, const LogView& log) override;
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 
+  // Restore (core/stage.h) as the header says. Restoring again up to the
+  // same head is a no-op: deploy/ restores decide's fold before building
+  // the stages that read the policy in force, and the host calls it again.
+  Status Restore(const LogHistory& history) override;
   using ReadEventFn = tollgate::ReadEventFn;
   // Folds events 1..head_seq (RebuildDecideState: from the snapshot at
   // `snapshot_path` when it is valid), then writes a new snapshot covering
@@ -69,11 +79,13 @@ class DecideStage : public Stage {
   // snapshot was used.
   Status Rebuild(uint64_t head_seq, const ReadEventFn& read, const std::string& snapshot_path,
                  bool* from_snapshot = nullptr);
-  // The LogSink listener.
-  void OnAppended(const std::vector<Event>& events);
+  void OnAppended(const std::vector<Event>& events) override;
   // Puts `policy` in force directly, with no event (tests, explain).
   void UsePolicy(PolicyPtr policy);
 
+  // /healthz's "policy": the policy in force and the policy file's last
+  // refused edit (PolicyFileWatch::Health).
+  Json PolicyHealth() const;
   // Copies of the folded state (tests, explain).
   PolicyInForce policy() const;
   BudgetLedger ledger() const;
@@ -87,7 +99,9 @@ class DecideStage : public Stage {
   DecideConfig config_;
   mutable std::mutex mu_;
   DecideState state_;
-  DecideSnapshots snapshots_;  // from Rebuild
+  DecideSnapshots snapshots_;   // from Rebuild
+  bool restored_ = false;       // Restore ran
+  uint64_t restored_head_ = 0;  // up to this seq
   PolicyFileWatch watch_;
 };
 

@@ -13,7 +13,7 @@ void DecideState::Saw(const Event& e) {
 
 Status DecideState::Apply(const Event& e) {
   Saw(e);
-  if (e.type == "tools.available") {
+  if (e.type == ev::kToolsAvailable) {
     const std::string executor = e.data.value("executor", "");
     auto cli = e.data.find("cli");
     if (executor.empty() || cli == e.data.end() || !cli->is_array()) return Status::Ok();
@@ -24,13 +24,13 @@ Status DecideState::Apply(const Event& e) {
     }
     return Status::Ok();
   }
-  if (e.type == "execution.completed" && e.tool == "reload_tools") {
+  if (e.type == ev::kExecutionCompleted && e.tool == "reload_tools") {
     const Json& r = e.data.contains("result") ? e.data["result"] : Json();
     if (r.is_object() && r.value("success", false) && r.contains("data") && r["data"].is_object()) {
       executors_.ApplyReload(e.org_id, e.agent_id, r["data"].value("tools", Json::array()));
     }
   }
-  if (e.type != "policy.updated") {
+  if (e.type != ev::kPolicyUpdated) {
     ledger_.Apply(e);
     return Status::Ok();
   }

@@ -62,6 +62,13 @@ std::string ResolveInvocation(const EffectiveHttp& http, InvocationFacts* f) {
     return BuildInvocation(*f->tool, *f->args, BaseUrlOf(&http), DefaultMethodOf(&http), f->action);
   }
   f->alias_status = ExpandHttpAlias(*f->alias, *f->args, &f->alias_args);
+  if (!f->alias_status.ok() && f->probe && !f->alias->builtin) {
+    // No arguments: decided as the call the operator configured, its
+    // {placeholders} unfilled, so what tools/list says about asking is
+    // what decide does with any call that fits (decide/tool_access.h).
+    f->alias_status = Status::Ok();
+    f->alias_args = {{"url", f->alias->url}, {"method", f->alias->method}};
+  }
   if (!f->alias_status.ok()) return "http_request:" + f->alias->method + " " + f->alias->url;
   f->http_args = &f->alias_args;
   return BuildInvocation("http_request", f->alias_args, BaseUrlOf(&http), f->alias->method);

@@ -49,7 +49,10 @@ struct InvocationFacts {
   const HttpAlias* alias = nullptr;
   Json alias_args;
   Status alias_status = Status::Ok();  // why the args do not expand
-  const Json* http_args = nullptr;     // args (http_request), &alias_args (an alias), else null
+  // tools/list's probe (DecideInput::probe): an alias's missing arguments
+  // leave its URL as configured rather than deny the call.
+  bool probe = false;
+  const Json* http_args = nullptr;  // args (http_request), &alias_args (an alias), else null
   // From the args (ParseArgs).
   std::string method;  // http_request
   NormalUrl url;       // http_request

@@ -41,6 +41,71 @@ struct OrgMerge {
     }
   }
 
+  // `deny`: the union, the deployment's patterns first.
+  void Deny(Json& cur, const std::string& kp, const Json& v, const std::string& ko) {
+    Map(kp, kp);
+    const size_t n = cur.size();
+    for (size_t j = 0; j < v.size(); ++j) {
+      if (std::find(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(n), v[j]) !=
+          cur.begin() + static_cast<std::ptrdiff_t>(n)) {
+        continue;  // denied already
+      }
+      Map(Child(kp, cur.size()), Child(ko, j));
+      cur.push_back(v[j]);
+    }
+  }
+
+  // `rules`: the deployment's deny rules, then the section's rules; each
+  // unnamed rule keeps the name it has in its own file.
+  void Rules(Json& cur, const std::string& kp, const Json& v, const std::string& ko) {
+    Json merged = Json::array();
+    for (size_t i = 0; i < cur.size(); ++i) {
+      const Json& r = cur[i];
+      if (!r.is_object() || r.value("verdict", "") != "deny") continue;
+      Json kept = r;
+      if (!kept.contains("name")) kept["name"] = "rule-" + std::to_string(i);  // its name in the deployment
+      Map(Child(kp, merged.size()), Child(kp, i));
+      merged.push_back(std::move(kept));
+    }
+    for (size_t j = 0; j < v.size(); ++j) {
+      Json r = v[j];
+      if (r.is_object() && !r.contains("name"))
+        r["name"] = "rule-" + std::to_string(j);  // its name in the section
+      Map(Child(kp, merged.size()), Child(ko, j));
+      merged.push_back(std::move(r));
+    }
+    Map(kp, ko);
+    cur = std::move(merged);
+  }
+
+  // `budgets`: by name, the section's replacing the deployment's in place,
+  // its new ones after.
+  void Budgets(Json& cur, const std::string& kp, const Json& v, const std::string& ko) {
+    Json merged = Json::array();
+    std::vector<bool> used(v.size(), false);
+    for (size_t i = 0; i < cur.size(); ++i) {
+      const Json& b = cur[i];
+      const std::string name = b.is_object() ? b.value("name", "") : "";
+      size_t j = 0;
+      while (j < v.size() && (used[j] || !v[j].is_object() || v[j].value("name", "") != name)) ++j;
+      if (j < v.size()) {
+        used[j] = true;
+        Map(Child(kp, merged.size()), Child(ko, j));
+        merged.push_back(v[j]);
+      } else {
+        Map(Child(kp, merged.size()), Child(kp, i));
+        merged.push_back(b);
+      }
+    }
+    for (size_t j = 0; j < v.size(); ++j) {
+      if (used[j]) continue;
+      Map(Child(kp, merged.size()), Child(ko, j));
+      merged.push_back(v[j]);
+    }
+    Map(kp, ko);
+    cur = std::move(merged);
+  }
+
   // A tier: the top level (`top`) or one agent's entry. Over the
   // deployment's: `deny` is the union (the deployment's first), the
   // deployment's deny rules stay ahead of the org's `rules`, `budgets` merge
@@ -56,60 +121,11 @@ struct OrgMerge {
       auto cur = out.find(k);
       const bool has = cur != out.end();
       if (k == "deny" && has && cur->is_array() && v.is_array()) {
-        Map(kp, kp);
-        const size_t n = cur->size();
-        for (size_t j = 0; j < v.size(); ++j) {
-          if (std::find(cur->begin(), cur->begin() + static_cast<std::ptrdiff_t>(n), v[j]) !=
-              cur->begin() + static_cast<std::ptrdiff_t>(n)) {
-            continue;  // denied already
-          }
-          Map(Child(kp, cur->size()), Child(ko, j));
-          cur->push_back(v[j]);
-        }
+        Deny(*cur, kp, v, ko);
       } else if (k == "rules" && has && cur->is_array() && v.is_array()) {
-        Json merged = Json::array();
-        for (size_t i = 0; i < cur->size(); ++i) {
-          const Json& r = (*cur)[i];
-          if (!r.is_object() || r.value("verdict", "") != "deny") continue;
-          Json kept = r;
-          if (!kept.contains("name"))
-            kept["name"] = "rule-" + std::to_string(i);  // its name in the deployment
-          Map(Child(kp, merged.size()), Child(kp, i));
-          merged.push_back(std::move(kept));
-        }
-        for (size_t j = 0; j < v.size(); ++j) {
-          Json r = v[j];
-          if (r.is_object() && !r.contains("name"))
-            r["name"] = "rule-" + std::to_string(j);  // its name in the section
-          Map(Child(kp, merged.size()), Child(ko, j));
-          merged.push_back(std::move(r));
-        }
-        Map(kp, ko);
-        *cur = std::move(merged);
+        Rules(*cur, kp, v, ko);
       } else if (k == "budgets" && has && cur->is_array() && v.is_array()) {
-        Json merged = Json::array();
-        std::vector<bool> used(v.size(), false);
-        for (size_t i = 0; i < cur->size(); ++i) {
-          const Json& b = (*cur)[i];
-          const std::string name = b.is_object() ? b.value("name", "") : "";
-          size_t j = 0;
-          while (j < v.size() && (used[j] || !v[j].is_object() || v[j].value("name", "") != name)) ++j;
-          if (j < v.size()) {
-            used[j] = true;
-            Map(Child(kp, merged.size()), Child(ko, j));
-            merged.push_back(v[j]);
-          } else {
-            Map(Child(kp, merged.size()), Child(kp, i));
-            merged.push_back(b);
-          }
-        }
-        for (size_t j = 0; j < v.size(); ++j) {
-          if (used[j]) continue;
-          Map(Child(kp, merged.size()), Child(ko, j));
-          merged.push_back(v[j]);
-        }
-        Map(kp, ko);
-        *cur = std::move(merged);
+        Budgets(*cur, kp, v, ko);
       } else if (top && k == "agents" && has && cur->is_object() && v.is_object()) {
         for (const auto& [id, entry] : v.items()) {
           auto a = cur->find(id);

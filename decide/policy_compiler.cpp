@@ -25,16 +25,22 @@ std::string PointerToken(const std::string& key) {
   return out;
 }
 
-std::string Where(const LineMap* lines, std::string ptr) {
+SourceMark MarkOf(const LineMap* lines, std::string ptr) {
   if (lines != nullptr) {
     while (true) {
       auto it = lines->find(ptr);
-      if (it != lines->end()) return "line " + std::to_string(it->second) + ": ";
+      if (it != lines->end()) return it->second;
       size_t slash = ptr.rfind('/');
       if (slash == std::string::npos) break;
       ptr.resize(slash);
     }
   }
+  return {};
+}
+
+std::string Where(const LineMap* lines, std::string ptr) {
+  const SourceMark m = MarkOf(lines, ptr);
+  if (m.line > 0) return "line " + std::to_string(m.line) + ": ";
   return ptr.empty() ? "" : "at " + ptr + ": ";
 }
 
@@ -55,9 +61,13 @@ struct Compiler {
   const LineMap* lines;
   Status error;
   const Origins* origins = nullptr;  // compiling an org's merged document
+  std::string failed_at;             // the first error's pointer in the file
 
   bool Fail(const std::string& ptr, const std::string& what) {
-    if (error.ok()) error = Status::Error(errc::kPolicyInvalid, Where(lines, Resolve(origins, ptr)) + what);
+    if (error.ok()) {
+      failed_at = Resolve(origins, ptr);
+      error = Status::Error(errc::kPolicyInvalid, Where(lines, failed_at) + what);
+    }
     return false;
   }
 
@@ -276,7 +286,9 @@ struct Compiler {
     return a;
   }
 
-  bool Compile(const Json& doc, Policy::Compiled* c) {
+  // The file-wide settings: Duragent's defaults, the approval threshold,
+  // and what execute can run (writes, upstream MCP servers).
+  bool Settings(const Json& doc, Policy::Compiled* c) {
     // Duragent's file (docs/policy.md, "Duragent policy files"): with no
     // mode, dangerous (its default); its ask asks for any call not allowed,
     // whatever the danger, so the threshold is SAFE unless the file says.
@@ -299,86 +311,102 @@ struct Compiler {
         doc["execute"]["mcp_servers"].is_object()) {
       for (const auto& [server, spec] : doc["execute"]["mcp_servers"].items()) c->mcp_servers.insert(server);
     }
-    if (doc.contains("tools")) {
-      for (const auto& [raw_name, spec] : doc["tools"].items()) {
-        if (!KaizenName(raw_name, "/tools/" + PointerToken(raw_name), false)) return false;
-        const std::string name = McpToolPattern(raw_name);
-        ToolSpec t;
-        if (const ToolFacts* b = FindBuiltinTool(name)) t = CatalogSpec(*b);
-        if (spec.contains("danger") && !ParseDanger(spec["danger"].get<std::string>(), &t.danger)) {
-          return Fail("/tools/" + PointerToken(name) + "/danger", "unknown danger level");
-        }
-        t.read_only = spec.value("read_only", t.read_only);
-        t.category = spec.value("category", t.category);
-        if (spec.contains("cost_usd")) t.cost_micros = UsdToMicros(spec["cost_usd"].get<double>());
-        if (name.find_first_of("*?[\\") != std::string::npos) {
-          Glob g;
-          std::string err;
-          if (!Glob::Compile(name, &g, &err)) return Fail("/tools/" + PointerToken(name), err);
-          c->tool_patterns.emplace_back(std::move(g), std::move(t));
-        } else {
-          c->tools.emplace(name, std::move(t));
-        }
+    return true;
+  }
+
+  // The `tools:` registry: exact names, then patterns.
+  bool Tools(const Json& tools, Policy::Compiled* c) {
+    for (const auto& [raw_name, spec] : tools.items()) {
+      if (!KaizenName(raw_name, "/tools/" + PointerToken(raw_name), false)) return false;
+      const std::string name = McpToolPattern(raw_name);
+      ToolSpec t;
+      if (const ToolFacts* b = FindBuiltinTool(name)) t = CatalogSpec(*b);
+      if (spec.contains("danger") && !ParseDanger(spec["danger"].get<std::string>(), &t.danger)) {
+        return Fail("/tools/" + PointerToken(name) + "/danger", "unknown danger level");
+      }
+      t.read_only = spec.value("read_only", t.read_only);
+      t.category = spec.value("category", t.category);
+      if (spec.contains("cost_usd")) t.cost_micros = UsdToMicros(spec["cost_usd"].get<double>());
+      if (name.find_first_of("*?[\\") != std::string::npos) {
+        Glob g;
+        std::string err;
+        if (!Glob::Compile(name, &g, &err)) return Fail("/tools/" + PointerToken(name), err);
+        c->tool_patterns.emplace_back(std::move(g), std::move(t));
+      } else {
+        c->tools.emplace(name, std::move(t));
       }
     }
+    return true;
+  }
+
+  // Each agent's tier, its budgets among the file's.
+  bool Agents(const Json& agents, Policy::Compiled* c) {
+    for (const auto& [id, a] : agents.items()) {
+      const std::string ptr = "/agents/" + PointerToken(id);
+      Tier t;
+      if (!TierFrom(a, ptr, &t)) return false;
+      if (a.contains("budgets") && !Budgets(a["budgets"], ptr + "/budgets", id, &c->budgets)) return false;
+      c->agents.emplace(id, std::move(t));
+    }
+    return true;
+  }
+
+  // A quorum its own approver list cannot reach would make every such ask
+  // wait for its timeout: the file is refused instead.
+  bool Reachable(const Policy::Compiled& c, const ApprovalSpec& a, const std::string& ptr) {
+    if (!a.has_approvers || a.approvers.empty()) return true;
+    std::set<std::string> who;
+    for (const auto& x : a.approvers) {
+      if (x.rfind("group:", 0) == 0) {
+        auto it = c.groups.find(x.substr(6));
+        if (it == c.groups.end())
+          return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
+        who.insert(it->second.begin(), it->second.end());
+      } else {
+        who.insert(x);
+      }
+    }
+    if (a.quorum > 0 && static_cast<size_t>(a.quorum) > who.size()) {
+      return Fail(ptr, "quorum " + std::to_string(a.quorum) + " needs at least that many approvers; " +
+                           std::to_string(who.size()) + " listed");
+    }
+    return true;
+  }
+
+  // `approvals:`: default, by danger, tool and org, and approver groups.
+  bool Approvals(const Json& ap, Policy::Compiled* c) {
+    if (ap.contains("default")) c->approval_default = Approval(ap["default"]);
+    if (ap.contains("danger"))
+      for (const auto& [k, v] : ap["danger"].items()) c->approval_by_danger[k] = Approval(v);
+    if (ap.contains("tools"))
+      for (const auto& [k, v] : ap["tools"].items()) c->approval_by_tool[k] = Approval(v);
+    if (ap.contains("orgs"))
+      for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
+    if (ap.contains("groups"))
+      for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
+    if (!Reachable(*c, c->approval_default, "/approvals/default")) return false;
+    for (const char* section : {"danger", "tools", "orgs"}) {
+      const auto& m = std::string(section) == "danger"  ? c->approval_by_danger
+                      : std::string(section) == "tools" ? c->approval_by_tool
+                                                        : c->approval_by_org;
+      for (const auto& [k, a] : m) {
+        if (!Reachable(*c, a, std::string("/approvals/") + section + "/" + PointerToken(k))) return false;
+      }
+    }
+    return true;
+  }
+
+  bool Compile(const Json& doc, Policy::Compiled* c) {
+    if (!Settings(doc, c)) return false;
+    if (doc.contains("tools") && !Tools(doc["tools"], c)) return false;
     if (!TierFrom(doc, "", &c->org)) return false;
     if (doc.contains("tool_allowlist")) {
       c->has_tool_allowlist = true;
       if (!Globs(doc["tool_allowlist"], "/tool_allowlist", &c->tool_allowlist)) return false;
     }
     if (doc.contains("budgets") && !Budgets(doc["budgets"], "/budgets", "", &c->budgets)) return false;
-    if (doc.contains("agents")) {
-      for (const auto& [id, a] : doc["agents"].items()) {
-        const std::string ptr = "/agents/" + PointerToken(id);
-        Tier t;
-        if (!TierFrom(a, ptr, &t)) return false;
-        if (a.contains("budgets") && !Budgets(a["budgets"], ptr + "/budgets", id, &c->budgets)) return false;
-        c->agents.emplace(id, std::move(t));
-      }
-    }
-    if (doc.contains("approvals")) {
-      const Json& ap = doc["approvals"];
-      if (ap.contains("default")) c->approval_default = Approval(ap["default"]);
-      if (ap.contains("danger"))
-        for (const auto& [k, v] : ap["danger"].items()) c->approval_by_danger[k] = Approval(v);
-      if (ap.contains("tools"))
-        for (const auto& [k, v] : ap["tools"].items()) c->approval_by_tool[k] = Approval(v);
-      if (ap.contains("orgs"))
-        for (const auto& [k, v] : ap["orgs"].items()) c->approval_by_org[k] = Approval(v);
-      if (ap.contains("groups"))
-        for (const auto& [k, v] : ap["groups"].items()) c->groups[k] = v.get<std::vector<std::string>>();
-      // A quorum its own approver list cannot reach would make every such
-      // ask wait for its timeout: refuse the file instead.
-      auto reachable = [&](const ApprovalSpec& a, const std::string& ptr) {
-        if (!a.has_approvers || a.approvers.empty()) return true;
-        std::set<std::string> who;
-        for (const auto& x : a.approvers) {
-          if (x.rfind("group:", 0) == 0) {
-            auto it = c->groups.find(x.substr(6));
-            if (it == c->groups.end())
-              return Fail(ptr + "/approvers", "unknown approver group '" + x.substr(6) + "'");
-            who.insert(it->second.begin(), it->second.end());
-          } else {
-            who.insert(x);
-          }
-        }
-        if (a.quorum > 0 && static_cast<size_t>(a.quorum) > who.size()) {
-          return Fail(ptr, "quorum " + std::to_string(a.quorum) + " needs at least that many approvers; " +
-                               std::to_string(who.size()) + " listed");
-        }
-        return true;
-      };
-      if (!reachable(c->approval_default, "/approvals/default")) return false;
-      for (const char* section : {"danger", "tools", "orgs"}) {
-        const auto& m = std::string(section) == "danger"  ? c->approval_by_danger
-                        : std::string(section) == "tools" ? c->approval_by_tool
-                                                          : c->approval_by_org;
-        for (const auto& [k, a] : m) {
-          if (!reachable(a, std::string("/approvals/") + section + "/" + PointerToken(k))) return false;
-        }
-      }
-    }
-    return true;
+    if (doc.contains("agents") && !Agents(doc["agents"], c)) return false;
+    return !doc.contains("approvals") || Approvals(doc["approvals"], c);
   }
 };
 
@@ -386,9 +414,11 @@ struct Compiler {
 
 }  // namespace
 
-Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out) {
+Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out,
+                     std::string* failed_at) {
   Compiler c{lines, Status::Ok(), origins};
   c.Compile(doc, out);
+  if (failed_at != nullptr) *failed_at = c.failed_at;
   return c.error;
 }
 

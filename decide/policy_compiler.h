@@ -14,9 +14,18 @@
 
 namespace tollgate {
 
-// A JSON pointer of the document -> the line of the YAML it came from
-// (empty for a policy given as JSON).
-using LineMap = std::map<std::string, int>;
+// Where a value of the document is in the YAML (1-based, yaml-cpp's Mark),
+// and for a mapping's entry where its key is (0 for list items and the
+// root). `policy check` places an unknown field at its key.
+struct SourceMark {
+  int line = 0;
+  int column = 0;
+  int key_line = 0;
+  int key_column = 0;
+};
+// A JSON pointer of the document -> where in the YAML it came from (empty
+// for a policy given as JSON).
+using LineMap = std::map<std::string, SourceMark>;
 // Where the values of an org's effective document came from: a pointer of
 // the merged document -> the pointer in the file it was taken from (a
 // subtree maps with it; a pointer with no mapped ancestor is the same
@@ -25,6 +34,9 @@ using Origins = std::map<std::string, std::string>;
 
 // `key` escaped as one JSON pointer token ('~' -> "~0", '/' -> "~1").
 std::string PointerToken(const std::string& key);
+// The mark of `ptr`, else of its deepest ancestor `lines` knows; all zero
+// when none (`lines` may be null).
+SourceMark MarkOf(const LineMap* lines, std::string ptr);
 // "line N: " for the deepest known ancestor of `ptr`, or "at PTR: " (""
 // for the root). `lines` may be null.
 std::string Where(const LineMap* lines, std::string ptr);
@@ -41,7 +53,9 @@ Status LoadPolicyDocument(const Json& doc, const std::string& source, const Line
 // *out. E_POLICY_INVALID naming the place (via `lines`, may be null) on
 // what the schema cannot catch: bad globs, unknown levels, windows or
 // approver groups, unreachable quorums. May throw on a document the schema
-// should have refused; the loader catches that.
-Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out);
+// should have refused; the loader catches that. *failed_at (optional) is
+// then the pointer in the file the error is about.
+Status CompilePolicy(const Json& doc, const LineMap* lines, const Origins* origins, Policy::Compiled* out,
+                     std::string* failed_at = nullptr);
 
 }  // namespace tollgate

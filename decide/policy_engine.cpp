@@ -4,14 +4,13 @@
 #include "decide/policy_engine.h"
 
 #include <algorithm>
-#include <climits>
-#include <cstdio>
-#include <set>
 
 #include "core/invocation.h"
 #include "core/messages.h"
 #include "core/shell_line.h"
+#include "core/tool_kind.h"
 #include "decide/compiled_policy.h"
+#include "decide/decide_checks.h"
 #include "decide/invocation_facts.h"
 
 namespace tollgate {
@@ -23,7 +22,7 @@ void ExecutorTools::ApplyReload(const std::string& org, const std::string& agent
   for (const Json& t : tools) {
     if (!t.is_object() || t.value("source", "") != "agent_written") continue;
     const std::string name = t.value("name", ""), sha = t.value("sha256", "");
-    if (name.rfind("cli:", 0) == 0 && name.size() > 4 && !sha.empty()) mine[name.substr(4)] = sha;
+    if (IsCliTool(name) && name.size() > 4 && !sha.empty()) mine[name.substr(4)] = sha;
   }
 }
 
@@ -85,240 +84,101 @@ Json Decision::ToJson() const {
 
 namespace {
 
-std::string MicrosToUsd(int64_t m) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "$%.2f", static_cast<double>(m) / 1e6);
-  if (m % 10000 != 0) std::snprintf(buf, sizeof buf, "$%.6g", static_cast<double>(m) / 1e6);
-  return buf;
-}
+using decide_checks::CheckBudgets;
+using decide_checks::CommandsDetail;
+using decide_checks::FindToolSpec;
+using decide_checks::Finish;
+using decide_checks::HasExecutor;
+using decide_checks::MatchSubjects;
+using decide_checks::ResolveApproval;
+using decide_checks::Step;
 
-// First match of `set` against the invocation or the second subject.
-int MatchSubjects(const GlobSet& set, const std::string& inv, const std::string& subject2) {
-  if (set.size() == 0) return -1;
-  int i = set.FirstMatch(inv);
-  if (i < 0 && !subject2.empty()) i = set.FirstMatch(subject2);
-  return i;
-}
+// One call being decided: what the steps below share. Each step either
+// decides (finishes `d` and returns true) or records its check and passes.
+struct Call {
+  const Policy::Compiled& c;  // the request's org's effective policy
+  const BudgetLedger& ledger;
+  const DecideInput& in;
+  InvocationFacts& f;
+  Decision* d;
+  const Tier* agent = nullptr;     // the agent's entry, if any
+  const GlobSet* local = nullptr;  // the agent's local allow list, if any
+  EffectiveHttp http;
+  bool is_http = false;                   // http_request or one of its aliases
+  ToolSpec spec;                          // from the registry step
+  bool is_line = false;                   // execute_command given a line
+  bool unanalysable = false;              // ... that cannot be analysed statically
+  std::vector<std::string> command_keys;  // "bash:" + each simple command's argv
+  Mode mode = Mode::kAsk;
+  const char* mode_from = "default";
+  int64_t cost = 0;
 
-void Step(Decision* d, const char* check, const char* result, std::string detail = {}) {
-  d->checks.push_back({check, result, std::move(detail)});
-}
+  const std::string& inv() const { return d->invocation; }
+  const char* TierName(const Tier* t) const { return t == &c.org ? "org" : "agent"; }
+};
 
-void Finish(Decision* d, const char* verdict, std::string reason, std::string rule,
-            const char* code = nullptr) {
-  d->verdict = verdict;
-  d->reason = std::move(reason);
-  d->rule = std::move(rule);
-  if (code != nullptr) d->error_code = code;
-}
-
-std::vector<std::string> Expand(const Policy::Compiled& c, const std::vector<std::string>& in) {
-  std::set<std::string> out;
-  for (const auto& a : in) {
-    if (a.rfind("group:", 0) == 0) {
-      auto it = c.groups.find(a.substr(6));
-      if (it != c.groups.end()) out.insert(it->second.begin(), it->second.end());
-    } else {
-      out.insert(a);
-    }
-  }
-  return {out.begin(), out.end()};
-}
-
-// Most specific wins, field by field: tool > danger level > org > default.
-void ResolveApproval(const Policy::Compiled& c, const InvocationFacts& f, DangerLevel danger, Decision* d) {
-  const ApprovalSpec* specs[4] = {nullptr, nullptr, nullptr, &c.approval_default};
-  if (auto it = c.approval_by_tool.find(*f.tool); it != c.approval_by_tool.end()) specs[0] = &it->second;
-  if (auto it = c.approval_by_danger.find(DangerName(danger)); it != c.approval_by_danger.end())
-    specs[1] = &it->second;
-  if (auto it = c.approval_by_org.find(*f.org); it != c.approval_by_org.end()) specs[2] = &it->second;
-  d->quorum = 1;
-  d->timeout_s = 900;
-  d->approvers.clear();
-  for (const ApprovalSpec* s : specs) {
-    if (s != nullptr && s->quorum > 0) {
-      d->quorum = s->quorum;
-      break;
-    }
-  }
-  for (const ApprovalSpec* s : specs) {
-    if (s != nullptr && s->timeout_s > 0) {
-      d->timeout_s = s->timeout_s;
-      break;
-    }
-  }
-  for (const ApprovalSpec* s : specs) {
-    if (s != nullptr && s->has_approvers) {
-      d->approvers = Expand(c, s->approvers);
-      break;
-    }
-  }
-  Step(d, "approval", "ask",
-       "quorum " + std::to_string(d->quorum) + ", " +
-           (d->approvers.empty() ? std::string("any approver of the org")
-                                 : std::to_string(d->approvers.size()) + " approvers") +
-           ", timeout " + std::to_string(d->timeout_s) + "s");
-}
-
-const char* WindowWord(const Budget& b) {
-  return b.session_window            ? "this session"
-         : b.window_name == "minute" ? "the last minute"
-         : b.window_name == "hour"   ? "the last hour"
-                                     : "the last day";
-}
-
-// Budget check for an allow/ask verdict: true when every budget has room.
-bool CheckBudgets(const Policy::Compiled& c, const BudgetLedger& ledger, const InvocationFacts& f,
-                  int64_t at_us, int64_t cost, Decision* d) {
-  bool any = false;
-  for (const Budget& b : c.budgets) {
-    if (!b.agent.empty() && b.agent != *f.agent) continue;
-    if (!b.tool.empty() && b.tool != *f.tool) continue;
-    any = true;
-    d->budgets.push_back(b.name);
-    BudgetLedger::Scope scope = b.scope;
-    int64_t from = INT64_MIN;
-    if (b.session_window) {
-      scope = BudgetLedger::Scope::kSession;
-    } else {
-      from = at_us - b.window_us;
-    }
-    // A session window narrows any scope to this session; org/agent scopes
-    // with a rolling window sum over the whole org/agent.
-    BudgetLedger::Usage u =
-        ledger.Sum(scope, *f.org, *f.agent, *f.session, b.tool, from, at_us, *f.request_id);
-    const std::string who = b.scope == BudgetLedger::Scope::kOrg     ? "org " + *f.org
-                            : b.scope == BudgetLedger::Scope::kAgent ? "agent " + *f.agent
-                                                                     : "session " + *f.session;
-    if (b.max_micros >= 0 && u.micros + cost > b.max_micros) {
-      int64_t left = std::max<int64_t>(0, b.max_micros - u.micros);
-      Step(d, "budget", "deny", b.name);
-      Finish(d, "deny",
-             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) +
-                 (b.tool.empty() ? "" : ", tool " + b.tool) + "): spent " + MicrosToUsd(u.micros) + " of " +
-                 MicrosToUsd(b.max_micros) + ", " + MicrosToUsd(left) +
-                 " remains; this call is estimated at " + MicrosToUsd(cost),
-             "budget:" + b.name, errc::kBudgetExceeded);
-      return false;
-    }
-    if (b.max_calls >= 0 && u.calls + 1 > b.max_calls) {
-      Step(d, "budget", "deny", b.name);
-      Finish(d, "deny",
-             "budget '" + b.name + "' (" + who + ", " + WindowWord(b) +
-                 (b.tool.empty() ? "" : ", tool " + b.tool) + "): " + std::to_string(u.calls) + " of " +
-                 std::to_string(b.max_calls) + " calls used, " +
-                 std::to_string(std::max<int64_t>(0, b.max_calls - u.calls)) + " remain",
-             "budget:" + b.name, errc::kBudgetExceeded);
-      return false;
-    }
-  }
-  Step(d, "budget", "pass",
-       any ? std::to_string(d->budgets.size()) + " budgets with room" : "no budgets apply");
+// An allow or ask verdict: decided only if every budget has room; it then
+// reserves the call's cost, and an ask gets its approval terms.
+bool FinishAllowOrAsk(Call& k, const char* verdict, std::string reason, std::string rule) {
+  Finish(k.d, verdict, std::move(reason), std::move(rule));
+  if (!CheckBudgets(k.c, k.ledger, k.f, k.in.received_at_us, k.cost, k.d)) return true;
+  k.d->has_reservation = true;
+  k.d->reserve_micros = k.cost;
+  if (k.d->verdict == "ask") ResolveApproval(k.c, k.f, k.spec.danger, k.d);
   return true;
 }
 
-// The registry step: the file's exact entry, then its first matching
-// pattern, then the catalog's built-in, then any "cli:NAME" or
-// "mcp:SERVER/TOOL" of a declared server (HIGH, mutating). False for a
-// tool none of them knows.
-bool FindToolSpec(const Policy::Compiled& c, const std::string& tool, ToolSpec* spec) {
-  if (auto it = c.tools.find(tool); it != c.tools.end()) {
-    *spec = it->second;
-    return true;
-  }
-  for (const auto& [g, s] : c.tool_patterns) {
-    if (g.Match(tool)) {
-      *spec = s;
-      return true;
+// 0. the org: the request's org_id picks its effective policy (its
+// section merged over the deployment's, compiled at load) and its
+// version: one lookup each, none when the file has no org sections and
+// no agent-local rules. Every check below reads that org's `c`.
+void ReadOrg(const PolicyInForce& pif, Call& k) {
+  InvocationFacts& f = k.f;
+  k.d->policy_version = pif.version(*f.org);
+  auto agent_it = k.c.agents.find(*f.agent);
+  k.agent = agent_it == k.c.agents.end() ? nullptr : &agent_it->second;
+  k.local = pif.AgentLocal(*f.org, *f.agent);
+  k.http = HttpFor(k.c, k.agent);
+  k.d->invocation = ResolveInvocation(k.http, &f);
+  ParseArgs(k.http, &f, &k.d->subject);
+  k.is_http = *f.tool == "http_request" || f.alias != nullptr;
+}
+
+// A CLI tool no executor has (once they have said what they hold) could
+// never run either. Also records the bytes an agent-written tool runs.
+bool RegistryCliHeld(Call& k) {
+  const InvocationFacts& f = k.f;
+  const DecideInput& in = k.in;
+  Decision* d = k.d;
+  const std::string* written = in.executors == nullptr || !IsCliTool(*f.tool)
+                                   ? nullptr
+                                   : in.executors->AgentWritten(*f.org, *f.agent, f.tool->substr(4));
+  if (written != nullptr) d->tool_sha256 = *written;  // an agent-written tool runs only these bytes
+  if (in.executors != nullptr && in.executors->known() && IsCliTool(*f.tool) && written == nullptr &&
+      !in.executors->HasCli(f.tool->substr(4))) {
+    std::string held;
+    for (const auto& [executor, names] : in.executors->cli) {
+      for (const auto& n : names) held += (held.empty() ? "" : ", ") + n;
     }
-  }
-  if (const ToolFacts* b = FindBuiltinTool(tool)) {
-    *spec = CatalogSpec(*b);
-    return true;
-  }
-  if (tool.rfind("cli:", 0) == 0 && tool.size() > 4) {
-    spec->danger = DangerLevel::kHigh;
-    spec->read_only = false;
-    spec->category = "cli";
-    return true;
-  }
-  // An upstream MCP server's tool: known when the server is declared. Its
-  // own annotations (readOnlyHint) are the server's word, not ours.
-  if (const auto slash = tool.find('/'); tool.rfind("mcp:", 0) == 0 && slash != std::string::npos &&
-                                         slash + 1 < tool.size() &&
-                                         c.mcp_servers.count(tool.substr(4, slash - 4))) {
-    spec->danger = DangerLevel::kHigh;
-    spec->read_only = false;
-    spec->category = "mcp";
+    Step(d, "registry", "deny", "no executor has it");
+    Finish(d, "deny",
+           "no executor has the CLI tool '" + f.tool->substr(4) +
+               "' in its tools directory (they hold: " + (held.empty() ? "none" : held) + ")",
+           "registry:no-executor", errc::kUnknownTool);
     return true;
   }
   return false;
 }
 
-// "N simple commands: [git status] [git diff]" for decision.checks, each
-// command and the whole cut short so a long line stays a readable detail.
-std::string CommandsDetail(const ShellLine& line) {
-  std::string out = std::to_string(line.commands.size()) +
-                    (line.commands.size() == 1 ? " simple command" : " simple commands");
-  if (!line.ok()) out += " before the construct";
-  out += ":";
-  for (const auto& c : line.commands) {
-    std::string one = JoinArgv(c.argv);
-    if (one.size() > 120) one = one.substr(0, 117) + "...";
-    if (out.size() + one.size() > 1000) {
-      out += " ...";
-      break;
-    }
-    out += " [" + one + "]";
-  }
-  return out;
-}
-
-// Whether an executor can run `tool`: a built-in, a CLI tool, or a tool of
-// a declared upstream MCP server. A policy's tools: entry (or pattern) that
-// names anything else makes it known, but nothing could run it.
-bool HasExecutor(const Policy::Compiled& c, const std::string& tool) {
-  if (FindBuiltinTool(tool) != nullptr) return true;
-  if (tool.rfind("cli:", 0) == 0) return tool.size() > 4;
-  const auto slash = tool.find('/');
-  return tool.rfind("mcp:", 0) == 0 && slash != std::string::npos && slash + 1 < tool.size() &&
-         c.mcp_servers.count(tool.substr(4, slash - 4)) > 0;
-}
-
-}  // namespace
-
-void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const DecideInput& in, Decision* d) {
-  d->Clear();
-  const Json& req = *in.request;
-  InvocationFacts f = ReadEnvelope(req);
-  d->received_at = FormatTime(in.received_at_us);
-
-  if (!pif.has_policy()) {
-    d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(nullptr), "GET", f.action);
-    Step(d, "policy", "deny", "no policy in force");
-    Finish(d, "deny", "no policy is in force", "policy:none", errc::kNoPolicy);
-    return;
-  }
-  // 0. the org: the request's org_id picks its effective policy (its
-  // section merged over the deployment's, compiled at load) and its
-  // version: one lookup each, none when the file has no org sections and
-  // no agent-local rules. Every check below reads that org's `c`.
-  const Policy::Compiled& c = pif.file()->compiled(*f.org);
-  d->policy_version = pif.version(*f.org);
-  auto agent_it = c.agents.find(*f.agent);
-  const Tier* agent = agent_it == c.agents.end() ? nullptr : &agent_it->second;
-  const GlobSet* local = pif.AgentLocal(*f.org, *f.agent);
-  EffectiveHttp http = HttpFor(c, agent);
-  d->invocation = ResolveInvocation(http, &f);
-  const std::string& inv = d->invocation;
-  ParseArgs(http, &f, &d->subject);
-  const bool is_http = *f.tool == "http_request" || f.alias != nullptr;
-
-  // 1. registry (an http_request alias is the file's `tools:` entry of its
-  // name, else http_request's)
-  ToolSpec spec;
+// 1. registry (an http_request alias is the file's `tools:` entry of its
+// name, else http_request's)
+bool Registry(Call& k) {
+  const Policy::Compiled& c = k.c;
+  const InvocationFacts& f = k.f;
+  Decision* d = k.d;
+  ToolSpec& spec = k.spec;
   const bool known = FindToolSpec(c, *f.tool, &spec) || (f.alias && FindToolSpec(c, "http_request", &spec));
-  if (is_http) spec.read_only = IsReadOnlyMethod(f.method);
+  if (k.is_http) spec.read_only = IsReadOnlyMethod(f.method);
   if (const ToolFacts* b = FindBuiltinTool(*f.tool);
       b != nullptr && b->reads == Reads::kByAction && c.tools.find(*f.tool) == c.tools.end()) {
     spec.read_only = b->read_only(f.action);  // Duragent's: schedule list reads, create does not
@@ -329,7 +189,7 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
     d->danger = DangerLevel::kCritical;  // nothing is known about it
     Step(d, "registry", "deny", "unknown tool");
     Finish(d, "deny", "unknown tool '" + *f.tool + "'", "registry:unknown-tool", errc::kUnknownTool);
-    return;
+    return true;
   }
   // Known to the policy but to no executor: it could never run, so it is
   // denied now rather than sent to approvers first.
@@ -340,348 +200,404 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
                "' is in the policy's tools: but no executor runs it (built-in tools, cli:NAME, "
                "mcp:SERVER/TOOL of a declared server)",
            "registry:no-executor", errc::kUnknownTool);
-    return;
+    return true;
   }
-  // A CLI tool no executor has (once they have said what they hold) could
-  // never run either.
-  const std::string* written = in.executors == nullptr || f.tool->rfind("cli:", 0) != 0
-                                   ? nullptr
-                                   : in.executors->AgentWritten(*f.org, *f.agent, f.tool->substr(4));
-  if (written != nullptr) d->tool_sha256 = *written;  // an agent-written tool runs only these bytes
-  if (in.executors != nullptr && in.executors->known() && f.tool->rfind("cli:", 0) == 0 &&
-      written == nullptr && !in.executors->HasCli(f.tool->substr(4))) {
-    std::string held;
-    for (const auto& [executor, names] : in.executors->cli) {
-      for (const auto& n : names) held += (held.empty() ? "" : ", ") + n;
-    }
-    Step(d, "registry", "deny", "no executor has it");
-    Finish(d, "deny",
-           "no executor has the CLI tool '" + f.tool->substr(4) +
-               "' in its tools directory (they hold: " + (held.empty() ? "none" : held) + ")",
-           "registry:no-executor", errc::kUnknownTool);
-    return;
-  }
+  if (RegistryCliHeld(k)) return true;
   // A write while execute.writes_enabled is false could never run: denied
   // now rather than sent to approvers first.
   if (!c.writes_enabled && (*f.tool == "write_file" || *f.tool == "delete_file")) {
     Step(d, "registry", "deny", "writes are disabled");
     Finish(d, "deny", "'" + *f.tool + "' writes files and execute.writes_enabled is false",
            "registry:writes-disabled", errc::kWritesDisabled);
-    return;
+    return true;
   }
   // An alias call whose arguments do not fit it could never run.
   if (!f.alias_status.ok()) {
     Step(d, "registry", "deny", "arguments do not fit the alias");
     Finish(d, "deny", f.alias_status.message(), "alias:" + f.alias->name, f.alias_status.code().c_str());
-    return;
+    return true;
   }
   Step(d, "registry", "pass",
        std::string(DangerName(spec.danger)) + (spec.read_only ? ", read-only" : ", mutating") +
            (f.alias ? ", alias of http_request" : ""));
+  return false;
+}
 
-  // 1b. a command line (execute_command given a line, not an argv): the
-  // policy holds for each simple command in it (docs/policy.md, "Command
-  // lines"). A line no shell would run, or one redirecting to a file outside
-  // the workspace, could never run (execute refuses both): denied now. A
-  // line that cannot be analysed statically is never allowed (9b).
-  const bool is_line = f.command_line;
-  const bool unanalysable = is_line && f.line.kind == ShellLine::Kind::kUnanalysable;
-  std::vector<std::string> command_keys;  // "bash:" + each simple command's argv
-  if (is_line) {
-    if (f.line.kind == ShellLine::Kind::kInvalid) {
-      Step(d, "command", "deny", f.line.reason);
-      Finish(d, "deny", "the command line is not valid: " + f.line.reason, "command:invalid",
-             errc::kInvalidArgs);
-      return;
-    }
-    for (const auto& sc : f.line.commands) {
-      command_keys.push_back("bash:" + JoinArgv(sc.argv));
-      for (const auto& r : sc.redirections) {
-        if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
-          Step(d, "command", "deny", "redirection " + r.op + " " + r.target);
-          Finish(d, "deny",
-                 "'" + JoinArgv(sc.argv) + "' redirects " + r.op + " '" + r.target +
-                     "': a command line may redirect only to workspace-relative paths without '..' and "
-                     "/dev/null",
-                 "command:redirect", errc::kPolicyDenied);
-          return;
-        }
+// 1b. a command line (execute_command given a line, not an argv): the
+// policy holds for each simple command in it (docs/policy.md, "Command
+// lines"). A line no shell would run, or one redirecting to a file outside
+// the workspace, could never run (execute refuses both): denied now. A
+// line that cannot be analysed statically is never allowed (9b).
+bool CommandLine(Call& k) {
+  const InvocationFacts& f = k.f;
+  Decision* d = k.d;
+  k.is_line = f.command_line;
+  k.unanalysable = k.is_line && f.line.kind == ShellLine::Kind::kUnanalysable;
+  if (!k.is_line) return false;
+  if (f.line.kind == ShellLine::Kind::kInvalid) {
+    Step(d, "command", "deny", f.line.reason);
+    Finish(d, "deny", "the command line is not valid: " + f.line.reason, "command:invalid",
+           errc::kInvalidArgs);
+    return true;
+  }
+  for (const auto& sc : f.line.commands) {
+    k.command_keys.push_back("bash:" + JoinArgv(sc.argv));
+    for (const auto& r : sc.redirections) {
+      if (r.names_file() && !IsWorkspaceRedirectTarget(r.target)) {
+        Step(d, "command", "deny", "redirection " + r.op + " " + r.target);
+        Finish(d, "deny",
+               "'" + JoinArgv(sc.argv) + "' redirects " + r.op + " '" + r.target +
+                   "': a command line may redirect only to workspace-relative paths without '..' and "
+                   "/dev/null",
+               "command:redirect", errc::kPolicyDenied);
+        return true;
       }
     }
-    Step(d, "command", unanalysable ? "unanalysable" : "pass",
-         unanalysable ? f.line.reason + "; " + CommandsDetail(f.line) : CommandsDetail(f.line));
   }
+  Step(d, "command", k.unanalysable ? "unanalysable" : "pass",
+       k.unanalysable ? f.line.reason + "; " + CommandsDetail(f.line) : CommandsDetail(f.line));
+  return false;
+}
 
-  // Notify globs only annotate.
-  for (const Tier* t : {&c.org, agent}) {
+// Notify globs only annotate.
+void Notify(Call& k) {
+  for (const Tier* t : {&k.c.org, k.agent}) {
     if (t == nullptr) continue;
-    int n = MatchSubjects(t->notify, inv, d->subject);
-    for (size_t k = 0; n < 0 && k < command_keys.size(); ++k) n = t->notify.FirstMatch(command_keys[k]);
-    if (n >= 0) d->notify.push_back(t->notify.at(n).pattern());
+    int n = MatchSubjects(t->notify, k.inv(), k.d->subject);
+    for (size_t i = 0; n < 0 && i < k.command_keys.size(); ++i) n = t->notify.FirstMatch(k.command_keys[i]);
+    if (n >= 0) k.d->notify.push_back(t->notify.at(n).pattern());
   }
+}
 
-  Mode mode = Mode::kAsk;
-  const char* mode_from = "default";
-  if (c.org.has_mode) {
-    mode = c.org.mode;
-    mode_from = "org";
+// The mode (the agent's over the org's over ask) and the call's cost (the
+// tool's, or the request's estimate when higher).
+void ModeAndCost(Call& k) {
+  if (k.c.org.has_mode) {
+    k.mode = k.c.org.mode;
+    k.mode_from = "org";
   }
-  if (agent != nullptr && agent->has_mode) {
-    mode = agent->mode;
-    mode_from = "agent";
+  if (k.agent != nullptr && k.agent->has_mode) {
+    k.mode = k.agent->mode;
+    k.mode_from = "agent";
   }
-  const int64_t cost = std::max<int64_t>(spec.cost_micros, [&] {
+  const Json& req = *k.in.request;
+  k.cost = std::max<int64_t>(k.spec.cost_micros, [&] {
     auto it = req.find("estimated_cost_usd");
     return it != req.end() && it->is_number() ? UsdToMicros(it->get<double>()) : int64_t{0};
   }());
+}
 
-  auto finish_allow_or_ask = [&](const char* verdict, std::string reason, std::string rule) {
-    Finish(d, verdict, std::move(reason), std::move(rule));
-    if (!CheckBudgets(c, ledger, f, in.received_at_us, cost, d)) return;
-    d->has_reservation = true;
-    d->reserve_micros = cost;
-    if (d->verdict == "ask") ResolveApproval(c, f, spec.danger, d);
-  };
-
-  // 2. bypass (not for a line that cannot be analysed: 9b)
-  if (mode == Mode::kBypass && unanalysable) {
-    Step(d, "mode", "pass", "bypass allows no command line that cannot be analysed");
-  } else if (mode == Mode::kBypass) {
-    Step(d, "mode", "allow", std::string("bypass (") + mode_from + ")");
-    return finish_allow_or_ask("allow", "mode bypass allows every call",
-                               std::string("mode:bypass@") + mode_from);
+// 2. bypass (not for a line that cannot be analysed: 9b)
+bool Bypass(Call& k) {
+  if (k.mode == Mode::kBypass && k.unanalysable) {
+    Step(k.d, "mode", "pass", "bypass allows no command line that cannot be analysed");
+  } else if (k.mode == Mode::kBypass) {
+    Step(k.d, "mode", "allow", std::string("bypass (") + k.mode_from + ")");
+    return FinishAllowOrAsk(k, "allow", "mode bypass allows every call",
+                            std::string("mode:bypass@") + k.mode_from);
   }
+  return false;
+}
 
-  // 3. deny lists: org ∪ agent, on the invocation and on each simple
-  // command of a line. Nothing overrides a deny.
-  for (const Tier* t : {&c.org, agent}) {
+// 3. deny lists: org ∪ agent, on the invocation and on each simple
+// command of a line. Nothing overrides a deny.
+bool DenyLists(Call& k) {
+  Decision* d = k.d;
+  const std::string& inv = k.inv();
+  for (const Tier* t : {&k.c.org, k.agent}) {
     if (t == nullptr) continue;
     int i = MatchSubjects(t->deny, inv, d->subject);
     std::string what = i < 0 ? "" : "'" + (t->deny.at(i).Match(inv) ? inv : d->subject) + "'";
-    for (size_t k = 0; i < 0 && k < command_keys.size(); ++k) {
-      i = t->deny.FirstMatch(command_keys[k]);
+    for (size_t n = 0; i < 0 && n < k.command_keys.size(); ++n) {
+      i = t->deny.FirstMatch(k.command_keys[n]);
       if (i >= 0)
-        what = "simple command " + std::to_string(k + 1) + " of the line, '" + command_keys[k] + "',";
+        what = "simple command " + std::to_string(n + 1) + " of the line, '" + k.command_keys[n] + "',";
     }
     if (i >= 0) {
       const std::string& pat = t->deny.at(i).pattern();
       Step(d, "deny", "deny", pat);
       Finish(d, "deny", what + " matches deny pattern '" + pat + "'",
-             std::string(t == &c.org ? "org" : "agent") + ".deny:" + pat, errc::kPolicyDenied);
-      return;
+             std::string(k.TierName(t)) + ".deny:" + pat, errc::kPolicyDenied);
+      return true;
     }
   }
   Step(d, "deny", "pass");
+  return false;
+}
 
-  // 4. argument-level deny rules (any tier).
-  for (const Tier* t : {&c.org, agent}) {
+// 4. argument-level deny rules (any tier).
+bool DenyRules(Call& k) {
+  for (const Tier* t : {&k.c.org, k.agent}) {
     if (t == nullptr) continue;
     for (const Rule& r : t->rules) {
-      if (r.verdict == "deny" && RuleMatches(r, f)) {
-        Step(d, "rules", "deny", r.name);
-        Finish(d, "deny", r.reason.empty() ? "denied by rule '" + r.name + "'" : r.reason,
-               std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name, errc::kPolicyDenied);
-        return;
+      if (r.verdict == "deny" && RuleMatches(r, k.f)) {
+        Step(k.d, "rules", "deny", r.name);
+        Finish(k.d, "deny", r.reason.empty() ? "denied by rule '" + r.name + "'" : r.reason,
+               std::string(k.TierName(t)) + ".rule:" + r.name, errc::kPolicyDenied);
+        return true;
       }
     }
   }
+  return false;
+}
 
-  // 5. dangerous: bypass that honoured deny (not for a line that cannot be analysed).
-  if (mode == Mode::kDangerous && unanalysable) {
-    Step(d, "mode", "pass", "dangerous allows no command line that cannot be analysed");
-  } else if (mode == Mode::kDangerous) {
-    Step(d, "mode", "allow", std::string("dangerous (") + mode_from + ")");
-    return finish_allow_or_ask("allow", "mode dangerous allows every call not denied",
-                               std::string("mode:dangerous@") + mode_from);
+// 5. dangerous: bypass that honoured deny (not for a line that cannot be analysed).
+bool Dangerous(Call& k) {
+  if (k.mode == Mode::kDangerous && k.unanalysable) {
+    Step(k.d, "mode", "pass", "dangerous allows no command line that cannot be analysed");
+  } else if (k.mode == Mode::kDangerous) {
+    Step(k.d, "mode", "allow", std::string("dangerous (") + k.mode_from + ")");
+    return FinishAllowOrAsk(k, "allow", "mode dangerous allows every call not denied",
+                            std::string("mode:dangerous@") + k.mode_from);
   }
+  return false;
+}
 
-  // 6. org tool allowlist, 7. agent grants.
-  if (c.has_tool_allowlist) {
-    if (c.tool_allowlist.FirstMatch(*f.tool) < 0) {
+// 6. org tool allowlist, 7. agent grants.
+bool AllowlistAndGrants(Call& k) {
+  const InvocationFacts& f = k.f;
+  Decision* d = k.d;
+  if (k.c.has_tool_allowlist) {
+    if (k.c.tool_allowlist.FirstMatch(*f.tool) < 0) {
       Step(d, "tool_allowlist", "deny");
       Finish(d, "deny", "tool '" + *f.tool + "' is not in the org tool allowlist", "org.tool_allowlist",
              errc::kPolicyDenied);
-      return;
+      return true;
     }
     Step(d, "tool_allowlist", "pass");
   }
-  if (agent != nullptr && agent->has_grants) {
-    if (agent->grants.FirstMatch(*f.tool) < 0) {
+  if (k.agent != nullptr && k.agent->has_grants) {
+    if (k.agent->grants.FirstMatch(*f.tool) < 0) {
       Step(d, "grants", "deny");
       Finish(d, "deny", "agent '" + *f.agent + "' is not granted tool '" + *f.tool + "'", "agent.tools",
              errc::kPolicyDenied);
-      return;
+      return true;
     }
     Step(d, "grants", "pass");
   }
+  return false;
+}
 
-  // 8. plan: read-only tools only.
-  if (mode == Mode::kPlan && !spec.read_only) {
-    Step(d, "plan", "deny", "mutating tool");
-    Finish(d, "deny", "mode plan allows read-only tools only; '" + *f.tool + "' mutates",
-           std::string("mode:plan@") + mode_from, errc::kPolicyDenied);
-    return;
+// 8. plan: read-only tools only.
+bool Plan(Call& k) {
+  if (k.mode != Mode::kPlan || k.spec.read_only) return false;
+  Step(k.d, "plan", "deny", "mutating tool");
+  Finish(k.d, "deny", "mode plan allows read-only tools only; '" + *k.f.tool + "' mutates",
+         std::string("mode:plan@") + k.mode_from, errc::kPolicyDenied);
+  return true;
+}
+
+// 9. http: methods (a configured alias's own method is the operator's
+// grant; a built-in alias's is not) and hosts.
+bool Http(Call& k) {
+  if (!k.is_http) return false;
+  const InvocationFacts& f = k.f;
+  Decision* d = k.d;
+  static const std::vector<std::string> kDefaultMethods = {"GET", "HEAD"};
+  const auto& methods = k.http.methods ? *k.http.methods : kDefaultMethods;
+  if ((f.alias == nullptr || f.alias->builtin) &&
+      std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
+    Step(d, "http", "deny", "method " + f.method);
+    Finish(d, "deny", "method " + f.method + " is not in allowed_methods for agent '" + *f.agent + "'",
+           "http.allowed_methods", errc::kPolicyDenied);
+    return true;
   }
-
-  // 9. http: methods (a configured alias's own method is the operator's
-  // grant; a built-in alias's is not) and hosts.
-  if (is_http) {
-    static const std::vector<std::string> kDefaultMethods = {"GET", "HEAD"};
-    const auto& methods = http.methods ? *http.methods : kDefaultMethods;
-    if ((f.alias == nullptr || f.alias->builtin) &&
-        std::find(methods.begin(), methods.end(), f.method) == methods.end()) {
-      Step(d, "http", "deny", "method " + f.method);
-      Finish(d, "deny", "method " + f.method + " is not in allowed_methods for agent '" + *f.agent + "'",
-             "http.allowed_methods", errc::kPolicyDenied);
-      return;
-    }
-    if (!f.url_ok) {
-      Step(d, "http", "deny", "bad url");
-      Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it: " + f.url_error,
-             "http.url", errc::kPolicyDenied);
-      return;
-    }
-    if (http.hosts_from != nullptr && http.hosts_from->hosts.FirstMatch(f.url.host) < 0) {
-      Step(d, "http", "deny", "host " + f.url.host);
-      Finish(d, "deny", "host '" + f.url.host + "' is not in the http_request host allowlist", "http.hosts",
-             errc::kPolicyDenied);
-      return;
-    }
-    Step(d, "http", "pass", f.method + " " + f.url.host);
+  if (!f.url_ok) {
+    Step(d, "http", "deny", "bad url");
+    Finish(d, "deny", "url is not an absolute http(s) URL and no base_url resolves it: " + f.url_error,
+           "http.url", errc::kPolicyDenied);
+    return true;
   }
-
-  // 9b. a command line that cannot be analysed statically: never allowed.
-  // It asks (an approver reads the line), or is denied under restrict.
-  if (unanalysable) {
-    if (mode == Mode::kRestrict) {
-      Step(d, "command", "deny", f.line.reason);
-      Finish(d, "deny", "mode restrict: '" + inv + "' cannot be analysed statically (" + f.line.reason + ")",
-             std::string("mode:restrict@") + mode_from, errc::kPolicyDenied);
-      return;
-    }
-    Step(d, "command", "ask", f.line.reason);
-    return finish_allow_or_ask("ask",
-                               "'" + inv + "' cannot be analysed statically (" + f.line.reason +
-                                   "): it is never allowed without an approver",
-                               "command:unanalysable");
+  if (k.http.hosts_from != nullptr && k.http.hosts_from->hosts.FirstMatch(f.url.host) < 0) {
+    Step(d, "http", "deny", "host " + f.url.host);
+    Finish(d, "deny", "host '" + f.url.host + "' is not in the http_request host allowlist", "http.hosts",
+           errc::kPolicyDenied);
+    return true;
   }
+  Step(d, "http", "pass", f.method + " " + f.url.host);
+  return false;
+}
 
-  // 10. argument-level ask, then allow rules (agent tier first).
+// 9b. a command line that cannot be analysed statically: never allowed.
+// It asks (an approver reads the line), or is denied under restrict.
+bool Unanalysable(Call& k) {
+  if (!k.unanalysable) return false;
+  const std::string& reason = k.f.line.reason;
+  if (k.mode == Mode::kRestrict) {
+    Step(k.d, "command", "deny", reason);
+    Finish(k.d, "deny", "mode restrict: '" + k.inv() + "' cannot be analysed statically (" + reason + ")",
+           std::string("mode:restrict@") + k.mode_from, errc::kPolicyDenied);
+    return true;
+  }
+  Step(k.d, "command", "ask", reason);
+  return FinishAllowOrAsk(k, "ask",
+                          "'" + k.inv() + "' cannot be analysed statically (" + reason +
+                              "): it is never allowed without an approver",
+                          "command:unanalysable");
+}
+
+// 10. argument-level ask, then allow rules (agent tier first).
+bool AskAllowRules(Call& k) {
   for (const char* want : {"ask", "allow"}) {
-    for (const Tier* t : {agent, static_cast<const Tier*>(&c.org)}) {
+    for (const Tier* t : {k.agent, static_cast<const Tier*>(&k.c.org)}) {
       if (t == nullptr) continue;
       for (const Rule& r : t->rules) {
-        if (r.verdict == want && RuleMatches(r, f)) {
-          Step(d, "rules", want, r.name);
-          return finish_allow_or_ask(
-              want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
-              std::string(t == &c.org ? "org" : "agent") + ".rule:" + r.name);
+        if (r.verdict == want && RuleMatches(r, k.f)) {
+          Step(k.d, "rules", want, r.name);
+          return FinishAllowOrAsk(
+              k, want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
+              std::string(k.TierName(t)) + ".rule:" + r.name);
         }
       }
     }
   }
+  return false;
+}
 
-  // 11. allow lists: agent local, agent base, org.
-  {
-    const GlobSet* sets[3] = {local, agent ? &agent->allow : nullptr, &c.org.allow};
-    const char* names[3] = {"agent_local", "agent", "org"};
-    for (int k = 0; k < 3 && !is_line; ++k) {
-      if (sets[k] == nullptr) continue;
-      int i = MatchSubjects(*sets[k], inv, d->subject);
-      if (i >= 0) {
-        const std::string& pat = sets[k]->at(i).pattern();
-        Step(d, "allow", "allow", pat);
-        return finish_allow_or_ask("allow", "matches allow pattern '" + pat + "'",
-                                   std::string(names[k]) + ".allow:" + pat);
+// The allow lists of step 11, most specific first.
+struct AllowSets {
+  const GlobSet* sets[3];
+  const char* names[3] = {"agent_local", "agent", "org"};
+};
+
+// 11, a line: a pattern naming exactly this line (an "allow always"
+// approval), else every simple command matching some allow pattern.
+bool AllowLine(Call& k, const AllowSets& a) {
+  const std::string& inv = k.inv();
+  for (int s = 0; s < 3; ++s) {
+    if (a.sets[s] == nullptr) continue;
+    for (size_t i = 0; i < a.sets[s]->size(); ++i) {
+      const Glob& g = a.sets[s]->at(i);
+      if (g.literal_prefix() == inv && g.Match(inv)) {
+        Step(k.d, "allow", "allow", g.pattern());
+        return FinishAllowOrAsk(k, "allow", "the line matches allow pattern '" + g.pattern() + "' exactly",
+                                std::string(a.names[s]) + ".allow:" + g.pattern());
       }
-    }
-    // A line: a pattern naming exactly this line (an "allow always"
-    // approval), else every simple command matching some allow pattern.
-    for (int k = 0; k < 3 && is_line; ++k) {
-      if (sets[k] == nullptr) continue;
-      for (size_t i = 0; i < sets[k]->size(); ++i) {
-        const Glob& g = sets[k]->at(i);
-        if (g.literal_prefix() == inv && g.Match(inv)) {
-          Step(d, "allow", "allow", g.pattern());
-          return finish_allow_or_ask("allow", "the line matches allow pattern '" + g.pattern() + "' exactly",
-                                     std::string(names[k]) + ".allow:" + g.pattern());
-        }
-      }
-    }
-    if (is_line) {
-      std::vector<std::string> rules;
-      std::string unmatched;
-      for (size_t ci = 0; ci < command_keys.size(); ++ci) {
-        const std::string& key = command_keys[ci];
-        // A pure filter of a pipe (`git status | head`) is covered by the
-        // command whose output it reshapes (core/shell_line.h, IsPipeFilter).
-        if (IsPipeFilter(f.line, ci)) continue;
-        std::string rule;
-        for (int k = 0; k < 3 && rule.empty(); ++k) {
-          if (sets[k] == nullptr) continue;
-          const int i = sets[k]->FirstMatch(key);
-          if (i >= 0) rule = std::string(names[k]) + ".allow:" + sets[k]->at(i).pattern();
-        }
-        if (rule.empty()) {
-          unmatched = key;
-          break;
-        }
-        if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
-      }
-      if (unmatched.empty()) {
-        std::string joined;
-        for (const auto& r : rules) joined += (joined.empty() ? "" : " + ") + r;
-        Step(d, "allow", "allow", joined);
-        return finish_allow_or_ask("allow",
-                                   "each of the line's " + std::to_string(command_keys.size()) +
-                                       " simple commands matches an allow pattern",
-                                   joined);
-      }
-      Step(d, "allow", "pass", "'" + unmatched + "' matches no allow pattern");
-    } else {
-      Step(d, "allow", "pass", "no allow pattern matches");
     }
   }
+  std::vector<std::string> rules;
+  std::string unmatched;
+  for (size_t ci = 0; ci < k.command_keys.size(); ++ci) {
+    const std::string& key = k.command_keys[ci];
+    // A pure filter of a pipe (`git status | head`) is covered by the
+    // command whose output it reshapes (core/shell_line.h, IsPipeFilter).
+    if (IsPipeFilter(k.f.line, ci)) continue;
+    std::string rule;
+    for (int s = 0; s < 3 && rule.empty(); ++s) {
+      if (a.sets[s] == nullptr) continue;
+      const int i = a.sets[s]->FirstMatch(key);
+      if (i >= 0) rule = std::string(a.names[s]) + ".allow:" + a.sets[s]->at(i).pattern();
+    }
+    if (rule.empty()) {
+      unmatched = key;
+      break;
+    }
+    if (std::find(rules.begin(), rules.end(), rule) == rules.end()) rules.push_back(rule);
+  }
+  if (unmatched.empty()) {
+    std::string joined;
+    for (const auto& r : rules) joined += (joined.empty() ? "" : " + ") + r;
+    Step(k.d, "allow", "allow", joined);
+    return FinishAllowOrAsk(k, "allow",
+                            "each of the line's " + std::to_string(k.command_keys.size()) +
+                                " simple commands matches an allow pattern",
+                            joined);
+  }
+  Step(k.d, "allow", "pass", "'" + unmatched + "' matches no allow pattern");
+  return false;
+}
 
-  // 12. restrict: only what is allowed runs.
-  if (mode == Mode::kRestrict) {
-    Step(d, "mode", "deny", std::string("restrict (") + mode_from + ")");
-    Finish(d, "deny", "mode restrict: '" + inv + "' is not allowed",
-           std::string("mode:restrict@") + mode_from, errc::kPolicyDenied);
+// 11. allow lists: agent local, agent base, org.
+bool AllowLists(Call& k) {
+  const AllowSets a{{k.local, k.agent ? &k.agent->allow : nullptr, &k.c.org.allow}};
+  if (k.is_line) return AllowLine(k, a);
+  for (int s = 0; s < 3; ++s) {
+    if (a.sets[s] == nullptr) continue;
+    int i = MatchSubjects(*a.sets[s], k.inv(), k.d->subject);
+    if (i >= 0) {
+      const std::string& pat = a.sets[s]->at(i).pattern();
+      Step(k.d, "allow", "allow", pat);
+      return FinishAllowOrAsk(k, "allow", "matches allow pattern '" + pat + "'",
+                              std::string(a.names[s]) + ".allow:" + pat);
+    }
+  }
+  Step(k.d, "allow", "pass", "no allow pattern matches");
+  return false;
+}
+
+// 12. restrict: only what is allowed runs.
+bool Restrict(Call& k) {
+  if (k.mode != Mode::kRestrict) return false;
+  Step(k.d, "mode", "deny", std::string("restrict (") + k.mode_from + ")");
+  Finish(k.d, "deny", "mode restrict: '" + k.inv() + "' is not allowed",
+         std::string("mode:restrict@") + k.mode_from, errc::kPolicyDenied);
+  return true;
+}
+
+// 13. mutating http: ask unless auto_approve.
+bool MutatingHttp(Call& k) {
+  const InvocationFacts& f = k.f;
+  if (!k.is_http || IsReadOnlyMethod(f.method)) return false;
+  if (k.http.auto_approve) {
+    Step(k.d, "http", "allow", "auto_approve");
+    return FinishAllowOrAsk(k, "allow", "mutating " + *f.tool + " auto-approved for agent '" + *f.agent + "'",
+                            "http.auto_approve");
+  }
+  Step(k.d, "http", "ask", "mutating method " + f.method);
+  return FinishAllowOrAsk(k, "ask", "mutating " + *f.tool + " (" + f.method + ") needs approval",
+                          "http.mutating");
+}
+
+// 14. approval threshold.
+bool Threshold(Call& k) {
+  const DangerLevel danger = k.spec.danger, threshold = k.c.threshold;
+  if (danger < threshold) return false;
+  Step(k.d, "threshold", "ask", std::string(DangerName(danger)) + " >= " + DangerName(threshold));
+  return FinishAllowOrAsk(k, "ask",
+                          "'" + *k.f.tool + "' is " + DangerName(danger) +
+                              ", at or above the approval threshold " + DangerName(threshold),
+                          "approval_threshold");
+}
+
+// 15. mode default (ask, plan): read-only runs, mutating asks.
+void ModeDefault(Call& k) {
+  const std::string mode = ModeName(k.mode), rule = "mode:" + mode + "@" + k.mode_from;
+  if (k.spec.read_only) {
+    Step(k.d, "mode", "allow", mode + ": read-only");
+    FinishAllowOrAsk(k, "allow", "'" + *k.f.tool + "' is read-only and below the approval threshold", rule);
     return;
   }
+  Step(k.d, "mode", "ask", mode + ": mutating");
+  FinishAllowOrAsk(k, "ask", "'" + *k.f.tool + "' mutates; mode " + mode + " asks", rule);
+}
 
-  // 13. mutating http: ask unless auto_approve.
-  if (is_http && !IsReadOnlyMethod(f.method)) {
-    if (http.auto_approve) {
-      Step(d, "http", "allow", "auto_approve");
-      return finish_allow_or_ask("allow",
-                                 "mutating " + *f.tool + " auto-approved for agent '" + *f.agent + "'",
-                                 "http.auto_approve");
-    }
-    Step(d, "http", "ask", "mutating method " + f.method);
-    return finish_allow_or_ask("ask", "mutating " + *f.tool + " (" + f.method + ") needs approval",
-                               "http.mutating");
-  }
+}  // namespace
 
-  // 14. approval threshold.
-  if (spec.danger >= c.threshold) {
-    Step(d, "threshold", "ask", std::string(DangerName(spec.danger)) + " >= " + DangerName(c.threshold));
-    return finish_allow_or_ask("ask",
-                               "'" + *f.tool + "' is " + DangerName(spec.danger) +
-                                   ", at or above the approval threshold " + DangerName(c.threshold),
-                               "approval_threshold");
-  }
+// The numbered steps of docs/policy.md, in order; the first that decides
+// ends the decision.
+void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const DecideInput& in, Decision* d) {
+  d->Clear();
+  InvocationFacts f = ReadEnvelope(*in.request);
+  f.probe = in.probe;
+  d->received_at = FormatTime(in.received_at_us);
 
-  // 15. mode default (ask, plan): read-only runs, mutating asks.
-  if (spec.read_only) {
-    Step(d, "mode", "allow", std::string(ModeName(mode)) + ": read-only");
-    return finish_allow_or_ask("allow", "'" + *f.tool + "' is read-only and below the approval threshold",
-                               std::string("mode:") + ModeName(mode) + "@" + mode_from);
+  if (!pif.has_policy()) {
+    d->invocation = BuildInvocation(*f.tool, *f.args, BaseUrlOf(nullptr), "GET", f.action);
+    Step(d, "policy", "deny", "no policy in force");
+    Finish(d, "deny", "no policy is in force", "policy:none", errc::kNoPolicy);
+    return;
   }
-  Step(d, "mode", "ask", std::string(ModeName(mode)) + ": mutating");
-  return finish_allow_or_ask("ask", "'" + *f.tool + "' mutates; mode " + ModeName(mode) + " asks",
-                             std::string("mode:") + ModeName(mode) + "@" + mode_from);
+  Call k{pif.file()->compiled(*f.org), ledger, in, f, d};
+  ReadOrg(pif, k);                            // 0.
+  if (Registry(k) || CommandLine(k)) return;  // 1, 1b.
+  Notify(k);
+  ModeAndCost(k);
+  if (Bypass(k) || DenyLists(k) || DenyRules(k) || Dangerous(k) || AllowlistAndGrants(k) || Plan(k) ||
+      Http(k) || Unanalysable(k) || AskAllowRules(k) || AllowLists(k) || Restrict(k) || MutatingHttp(k) ||
+      Threshold(k)) {
+    return;  // 2 to 14.
+  }
+  ModeDefault(k);  // 15.
 }
 
 Json Decide(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in) {

@@ -171,6 +171,10 @@ struct DecideInput {
   const Json* request = nullptr;
   int64_t received_at_us = 0;
   const ExecutorTools* executors = nullptr;  // null: not known
+  // A probe with no arguments (decide/tool_access.h): an http_request
+  // alias is decided on its configured URL instead of being denied for
+  // arguments that do not fit it.
+  bool probe = false;
 };
 
 // One step of the path through the checks (decision.checks).

@@ -89,7 +89,7 @@ std::vector<std::string> PolicyInForce::AgentLocalPatterns(const std::string& or
 }
 
 Status PolicyInForce::Apply(const Event& e) {
-  if (e.type != "policy.updated") return Status::Ok();
+  if (e.type != ev::kPolicyUpdated) return Status::Ok();
   const Json& d = e.data;
   std::string tier = d.value("tier", "file");
   if (tier == "agent_local") {

@@ -49,6 +49,25 @@ Status LoadPolicyFile(const std::string& path, PolicyPtr* out);
 // From the JSON document (the "policy" of a policy.updated event).
 Status LoadPolicyJson(const Json& doc, const std::string& source, PolicyPtr* out);
 
+// One thing wrong with a policy file (`tollgate policy check`, a refused
+// live edit): where it is, 1-based (0 when not known: a Duragent
+// workspace's messages name their file and line themselves), and what.
+struct PolicyProblem {
+  int line = 0;
+  int column = 0;
+  std::string message;
+};
+// Every problem of a policy, in file order, where the loaders above stop
+// at the first: YAML syntax (nothing more can be read after it), every
+// duplicate key, every schema violation of each top-level key and of each
+// entry of a failing one (unknown keys at their key), then the compiler's
+// errors of each top-level key, list item and tool on its own, and each
+// org section's. Empty, with *out set, exactly when LoadPolicyYaml would
+// load it (that is tried first, so a valid file costs one load).
+std::vector<PolicyProblem> CheckPolicyYaml(std::string_view text, const std::string& source, PolicyPtr* out);
+// As above for a file (a directory: LoadPolicyFile's one error).
+std::vector<PolicyProblem> CheckPolicyFile(const std::string& path, PolicyPtr* out);
+
 class Policy {
  public:
   // The document as JSON (YAML converted), what policy.updated records.

@@ -13,24 +13,104 @@
 
 namespace tollgate {
 
-void PolicyFileWatch::Refused(const Status& s, const PolicyInForce& in_force) {
-  policy_ = nullptr;
-  error_ = s.message();
-  log::Error({"decide"}) << "policy file refused: " << path_ << ": " << s.message()
-                         << (in_force.has_policy()
-                                 ? "; the policy in force stays (" + in_force.version() + ")"
-                                 : std::string("; no policy in force"))
-                         << "\n";
+namespace {
+
+// "LINE:COL: message", or the message when it has no place.
+std::string Placed(const PolicyProblem& p) {
+  if (p.line <= 0) return p.message;
+  return std::to_string(p.line) + ":" + std::to_string(p.column) + ": " + p.message;
 }
 
-void PolicyFileWatch::Adopt(Status s, PolicyPtr p, const PolicyInForce& in_force) {
-  if (s.ok() && validate_) s = validate_(p->doc());
-  if (s.ok()) {
+// A refusal's problems as the event and /healthz carry them: the first
+// `n`, each message bounded (a message may quote a long glob).
+Json ProblemsJson(const std::vector<PolicyProblem>& problems, size_t n, bool placed_text) {
+  Json out = Json::array();
+  for (size_t i = 0; i < problems.size() && i < n; ++i) {
+    const PolicyProblem& p = problems[i];
+    std::string message = ToValidUtf8(placed_text ? Placed(p) : p.message);
+    if (message.size() > 1000) message = ToValidUtf8(message.substr(0, 997)) + "...";
+    if (placed_text) {
+      out.push_back(message);
+      continue;
+    }
+    Json e{{"message", message}};
+    if (p.line > 0) e["line"] = p.line;
+    if (p.column > 0) e["column"] = p.column;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<PolicyProblem> ProblemOf(const Status& s) { return {PolicyProblem{0, 0, s.message()}}; }
+
+}  // namespace
+
+void PolicyFileWatch::Refused(std::vector<PolicyProblem> problems, const PolicyInForce& in_force) {
+  policy_ = nullptr;
+  error_ = Placed(problems.front());
+  if (problems.size() > 1) error_ += " (and " + std::to_string(problems.size() - 1) + " more)";
+  auto report = log::Error({"decide"});
+  report << "policy file refused: " << path_ << ":";
+  for (const PolicyProblem& p : problems) report << "\n  " << Placed(p);
+  report << (in_force.has_policy() ? "\nthe policy in force stays (" + in_force.version() + ")"
+                                   : std::string("\nno policy in force"))
+         << "\n";
+  refusal_ = Refusal{bytes_hash_, std::move(problems), NowMicros()};
+  refusal_logged_ = false;
+}
+
+void PolicyFileWatch::Adopt(std::vector<PolicyProblem> problems, PolicyPtr p, const PolicyInForce& in_force) {
+  if (problems.empty() && validate_) {
+    if (Status s = validate_(p->doc()); !s.ok()) problems = ProblemOf(s);
+  }
+  if (problems.empty()) {
     policy_ = std::move(p);
     error_.clear();
     return;
   }
-  Refused(s, in_force);
+  Refused(std::move(problems), in_force);
+}
+
+std::optional<Event> PolicyFileWatch::TakeRefusedEvent(const PolicyInForce& in_force, int64_t now_us) {
+  if (refusal_logged_ || !refusal_) return std::nullopt;
+  refusal_logged_ = true;
+  const std::string in_force_hash = in_force.has_policy() ? in_force.file()->content_hash() : "";
+  Event e;
+  e.type = ev::kPolicyRefused;
+  e.id = MakeEventId(e.type, "", "file:" + refusal_->file_sha256 + ":" + in_force_hash);
+  e.time_us = now_us;
+  e.org_id = kAllOrgs;
+  e.data = {{"source", path_},
+            {"file_sha256", refusal_->file_sha256},
+            {"errors", ProblemsJson(refusal_->problems, 20, false)},
+            {"errors_total", refusal_->problems.size()}};
+  if (in_force.has_policy()) {
+    e.data["in_force_version"] = in_force.version();
+    e.data["in_force_content_hash"] = in_force_hash;
+  }
+  return e;
+}
+
+Json PolicyFileWatch::Health(const PolicyInForce& in_force) const {
+  Json out{{"in_force", nullptr}};
+  if (in_force.has_policy()) {
+    out["in_force"] = {{"version", in_force.version()}, {"content_hash", in_force.file()->content_hash()}};
+  }
+  const bool current = policy_ != nullptr && in_force.has_policy() &&
+                       in_force.file()->content_hash() == policy_->content_hash();
+  out["file"] = path_.empty()        ? "none"
+                : policy_ != nullptr ? (current ? "in_force" : "pending")
+                : missing_           ? "missing"
+                : !error_.empty()    ? "refused"
+                                     : "pending";  // not looked at yet
+  if (refusal_) {
+    out["last_refused"] = {{"source", path_},
+                           {"file_sha256", refusal_->file_sha256},
+                           {"time", FormatTime(refusal_->time_us)},
+                           {"errors", ProblemsJson(refusal_->problems, 5, true)},
+                           {"errors_total", refusal_->problems.size()}};
+  }
+  return out;
 }
 
 // A Duragent workspace: every file of the layout is stat'ed; when any
@@ -61,14 +141,15 @@ void PolicyFileWatch::PollLayout(const PolicyInForce& in_force) {
   bytes_hash_ = h;
   PolicyPtr p;
   Status s = LoadDuragentLayout(path_, &p);
-  Adopt(s, std::move(p), in_force);
+  Adopt(s.ok() ? std::vector<PolicyProblem>{} : ProblemOf(s), std::move(p), in_force);
 }
 
 void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   if (path_.empty()) return;
   if (std::error_code ec; std::filesystem::is_directory(path_, ec)) return PollLayout(in_force);
   struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) {
+  missing_ = ::stat(path_.c_str(), &st) != 0;
+  if (missing_) {
     if (error_.empty()) {
       error_ = "cannot read policy file '" + path_ + "'";
       log::Error({"decide"}) << error_
@@ -94,10 +175,11 @@ void PolicyFileWatch::Poll(const PolicyInForce& in_force) {
   // An empty file is a write in progress (`>` or an editor truncates
   // first), never a policy to put in force: it would allow by default.
   PolicyPtr p;
-  Status s = text.find_first_not_of(" \t\r\n") == std::string::npos
-                 ? Status::Error(errc::kPolicyInvalid, "the policy file is empty")
-                 : LoadPolicyYaml(text, path_, &p);
-  Adopt(s, std::move(p), in_force);
+  std::vector<PolicyProblem> problems =
+      text.find_first_not_of(" \t\r\n") == std::string::npos
+          ? ProblemOf(Status::Error(errc::kPolicyInvalid, "the policy file is empty"))
+          : CheckPolicyYaml(text, path_, &p);
+  Adopt(std::move(problems), std::move(p), in_force);
 }
 
 }  // namespace tollgate

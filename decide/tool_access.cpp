@@ -24,7 +24,7 @@ ToolAccess AccessOf(const PolicyInForce& policy, const std::string& org, const s
                    {"session_id", "tools-probe"}, {"tool", tool},  {"args", Json::object()}};
   BudgetLedger empty;
   Decision d;
-  DecideInto(policy, empty, DecideInput{&probe, now_us}, &d);
+  DecideInto(policy, empty, DecideInput{&probe, now_us, nullptr, /*probe=*/true}, &d);
   ToolAccess a;
   a.danger = d.danger;
   a.read_only = d.read_only;

@@ -3,7 +3,9 @@
 // `tollgate tools list` show (docs/mcp.md). Answered by DecideInto itself
 // on a probe call with no arguments, so it can never disagree with decide's
 // order of checks (docs/policy.md); only the reading of the probe's answer
-// is here. Pure.
+// is here. An http_request alias's probe is decided on the URL the
+// operator configured (DecideInput::probe), so "asks" is what decide does
+// with any call that fits the alias. Pure.
 #pragma once
 
 #include <string>

@@ -13,7 +13,7 @@ std::function<void(const std::vector<Event>&)> DuragentLocalRulesListener(
   if (!std::filesystem::is_directory(policy_path, ec)) return [](const std::vector<Event>&) {};
   return [dir = std::move(policy_path), policy = std::move(policy)](const std::vector<Event>& events) {
     for (const Event& e : events) {
-      if (e.type != "policy.updated" || e.data.value("tier", "") != "agent_local") continue;
+      if (e.type != ev::kPolicyUpdated || e.data.value("tier", "") != "agent_local") continue;
       const bool grant = e.data.value("source", "").rfind("approval:", 0) == 0;
       std::vector<std::string> add, remove;
       for (const Json& p : e.data.value(grant ? "allow" : "revoke", Json::array())) {

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 
 namespace tollgate {
 namespace {
@@ -17,6 +20,29 @@ Status StringField(const Json& endpoints, const char* key, std::string* out) {
     return Status::Error(errc::kInvalidJson, std::string("endpoints.json: ") + key + " is not a string");
   *out = it->get<std::string>();
   return Status::Ok();
+}
+
+// "HOST:PORT" or "http://HOST:PORT[/...]" -> PORT, else 0.
+int PortOf(std::string address) {
+  if (address.rfind("http://", 0) == 0) address = address.substr(7);
+  address = address.substr(0, address.find('/'));
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return 0;
+  int port = 0;
+  const char* end = address.data() + address.size();
+  auto [ptr, ec] = std::from_chars(address.data() + colon + 1, end, port);
+  return ec == std::errc() && ptr == end && port > 0 && port <= 65535 ? port : 0;
+}
+
+// A random id for this process, made once.
+const std::string& ProcessInstance() {
+  static const std::string id = [] {
+    std::random_device rd;
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+    return std::string(buf);
+  }();
+  return id;
 }
 
 }  // namespace
@@ -53,7 +79,38 @@ Json BusEndpoints(const BusConfig& bus) {
   return {{"bootstrap", bus.brokers},
           {"topic_prefix", bus.topics.prefix},
           {"shared_results_topic", bus.topics.shared_results},
-          {"pid", getpid()}};
+          {"pid", getpid()},
+          {"instance", ProcessInstance()}};
+}
+
+LastPorts ReadLastPorts(const std::string& data_dir) {
+  LastPorts last;
+  Json ep;
+  if (!ReadEndpoints(data_dir, &ep).ok()) return last;
+  std::string bootstrap, http;
+  auto embedded = ep.find("embedded_broker");
+  if (embedded != ep.end() && *embedded == true && StringField(ep, "bootstrap", &bootstrap).ok() &&
+      bootstrap.find(',') == std::string::npos) {
+    last.broker = PortOf(bootstrap);
+  }
+  if (StringField(ep, "http", &http).ok()) last.http = PortOf(http);
+  return last;
+}
+
+std::string EndpointsServer(const std::string& data_dir, std::string* bootstrap) {
+  Json ep;
+  std::string at, instance;
+  if (!ReadEndpoints(data_dir, &ep).ok() || !StringField(ep, "bootstrap", &at).ok() ||
+      !StringField(ep, "instance", &instance).ok()) {
+    return "";
+  }
+  if (instance.empty()) {
+    auto pid = ep.find("pid");
+    if (pid == ep.end() || !pid->is_number_integer()) return "";
+    instance = "pid " + std::to_string(pid->get<int64_t>());
+  }
+  if (bootstrap != nullptr) *bootstrap = at;
+  return instance + "@" + at;
 }
 
 Status ClientBus(const std::string& data_dir, const std::string& brokers, const std::string& topic_prefix,

@@ -6,6 +6,9 @@
 //   gate_key       {key_id, public_key, alg}: results are signed with it
 //   topic_prefix   the topics' prefix
 //   pid            the writer's process id
+//   instance       a random id of the writing process, new at each start
+//                  (a restart shows even where pids repeat, as in a
+//                  container): clients that wait across restarts watch it
 //   and, as the writer has them: log (its log directory), http (its HTTP
 //   API's base URL), embedded_broker, keeper.
 #pragma once
@@ -27,8 +30,25 @@ Status WriteEndpoints(const std::string& data_dir, const Json& endpoints);
 Status ReadEndpoints(const std::string& data_dir, Json* endpoints);
 
 // The endpoints every writer records for the bus it serves: bootstrap,
-// topic_prefix and this process's pid. Writers add their own fields.
+// topic_prefix, this process's pid and instance. Writers add their own
+// fields.
 Json BusEndpoints(const BusConfig& bus);
+
+// The ports a last run recorded in DATA/endpoints.json, for `up` to reuse
+// when they are free: 0 for each it did not record (no file, an external
+// broker, no HTTP API, a value that is not a port).
+struct LastPorts {
+  int broker = 0;  // the embedded broker's bootstrap port
+  int http = 0;    // the HTTP API's port
+};
+LastPorts ReadLastPorts(const std::string& data_dir);
+
+// Who serves DATA now, as endpoints.json says: "instance@bootstrap" (pid
+// for files written before instance existed), and the bootstrap in
+// *bootstrap when not null. "" when there is no readable file. A client
+// that sees it change knows the server restarted (the embedded broker's
+// contents with it) and reconnects.
+std::string EndpointsServer(const std::string& data_dir, std::string* bootstrap = nullptr);
 
 // The bus a client subcommand (submit, ...) talks to, from its --data,
 // --brokers and --topic-prefix flags (empty: not given). --brokers wins and

@@ -4,6 +4,7 @@
 #include "core/auth.h"
 #include "core/event.h"
 #include "core/withdraw.h"
+#include "deploy/endpoints.h"
 #include "deploy/gate_key.h"
 
 namespace tollgate {
@@ -48,6 +49,19 @@ Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> si
   };
   *out = std::make_shared<mcp::HttpEndpoint>(std::move(gw));
   return Status::Ok();
+}
+
+mcp::PipelineClient::BusSource EndpointsBusSource(std::string data_dir, std::string topic_prefix) {
+  return [data_dir, topic_prefix](BusConfig* bus, std::string* incarnation) {
+    Json before, after;
+    Status s = ReadEndpoints(data_dir, &before);
+    if (s.ok()) s = ClientBus(data_dir, "", topic_prefix, bus);
+    if (s.ok()) s = ReadEndpoints(data_dir, &after);
+    if (!s.ok()) return s;
+    if (before != after) return Status::Error("E_UNAVAILABLE", "endpoints.json changed while read");
+    *incarnation = after.value("pid", Json()).dump() + "@" + bus->brokers;
+    return Status::Ok();
+  };
 }
 
 }  // namespace tollgate

@@ -24,4 +24,11 @@ Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> si
                        const CredentialRegistry& credentials, ListToolsFn list_tools,
                        std::shared_ptr<mcp::HttpEndpoint>* out);
 
+// For the stdio gateway (`tollgate mcp`), a separate process that outlives
+// restarts of `up`: where DATA/endpoints.json says the bus is now
+// (ClientBus, with `topic_prefix` when given) and which incarnation wrote
+// it (its pid and bootstrap), for mcp::PipelineClient::Follow. An error
+// while there is no file, or it changed between two reads.
+mcp::PipelineClient::BusSource EndpointsBusSource(std::string data_dir, std::string topic_prefix);
+
 }  // namespace tollgate

@@ -173,7 +173,7 @@ Status NotifyDeliveries::Start(NotifyOptions options, const LogStore& store, uin
     for (uint64_t seq = start; seq <= head_seq; ++seq) {
       Event e;
       if (!store.ReadEvent(seq, &e).ok()) continue;
-      if (e.type == "decision.made" || (e.type == "execution.completed" && !past_delivered)) {
+      if (e.type == ev::kDecisionMade || (e.type == ev::kExecutionCompleted && !past_delivered)) {
         batch.push_back(std::move(e));
       }
       if (batch.size() >= 256) {
@@ -228,12 +228,12 @@ void NotifyDeliveries::OnAppended(const std::vector<Event>& events) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& e : events) {
-      if (e.type == "decision.made") {
+      if (e.type == ev::kDecisionMade) {
         auto n = e.data.find("notify");
         if (n != e.data.end() && n->is_array() && !n->empty() && e.data.value("verdict", "") != "deny") {
           flagged_.insert(KeyOf(e.org_id, e.request_id));
         }
-      } else if (e.type == "execution.completed" && flagged_.count(KeyOf(e.org_id, e.request_id))) {
+      } else if (e.type == ev::kExecutionCompleted && flagged_.count(KeyOf(e.org_id, e.request_id))) {
         if (!Claim(e.org_id, e.request_id, e.seq)) continue;
         if (queue_.size() >= options_.max_queue) {
           ++dropped;

@@ -10,7 +10,7 @@
 //            HMAC-SHA256(secret, X-Tollgate-Timestamp + "." + body)>.
 // Never blocks a stage: the listener only queues (bounded, a full queue
 // drops and counts); a worker reads the request's events and the sender
-// retries with backoff (approve/webhook.h). At most once per request and
+// retries with backoff (observe/webhook.h). At most once per request and
 // delivery, across restarts: a claim is appended to <data>/notify.state
 // before anything is sent, and at start the completions after the state's
 // `seen` seq (at most kCatchUpEvents of them) that were not claimed are
@@ -30,12 +30,12 @@
 #include <vector>
 
 #include "api/metrics.h"
-#include "approve/webhook.h"
 #include "audit/log_store.h"
 #include "core/event.h"
 #include "core/recent_set.h"
 #include "core/stage.h"
 #include "decide/policy_in_force.h"
+#include "observe/webhook.h"
 
 namespace tollgate {
 

@@ -115,4 +115,25 @@ Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metr
   return Status::Ok();
 }
 
+void StartApprovalWebhooks(const std::vector<std::string>& urls, const LogView* view, LogSink& sink,
+                           std::unique_ptr<ApprovalWebhooks>* out) {
+  if (urls.empty()) return;
+  WebhookOptions w;
+  w.urls = urls;
+  *out = std::make_unique<ApprovalWebhooks>(w, view);
+  sink.Subscribe(out->get());
+}
+
+void WriteWebhookMetrics(MetricsText& t, const WebhookNotifier& w) {
+  t.Family("tollgate_webhook_attempts_total", "counter", "Webhook POSTs tried (retries included).");
+  t.Sample("tollgate_webhook_attempts_total", {}, static_cast<double>(w.attempts.load()));
+  t.Family("tollgate_webhook_deliveries_total", "counter", "Webhook deliveries by outcome.");
+  t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "delivered"}},
+           static_cast<double>(w.delivered.load()));
+  t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "failed"}},
+           static_cast<double>(w.failed.load()));
+  t.Sample("tollgate_webhook_deliveries_total", {{"outcome", "dropped"}},
+           static_cast<double>(w.dropped.load()));
+}
+
 }  // namespace tollgate

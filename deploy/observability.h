@@ -9,18 +9,27 @@
 #include <string>
 
 #include "api/metrics.h"
-#include "api/otlp_export.h"
 #include "audit/log_sink.h"
 #include "core/status.h"
 #include "decide/decide_stage.h"
 #include "decide/policy_in_force.h"
 #include "execute/mcp_upstream.h"
+#include "observe/approval_webhooks.h"
+#include "observe/otlp_export.h"
 
 namespace tollgate {
 
 // tollgate_budget_usage_ratio (decide/budget_shares.h) from `decide`'s
 // folded state now; nothing when `decide` is null (decide runs elsewhere).
 void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
+
+// The approvers' webhooks (observe/approval_webhooks.h) subscribed to
+// `sink`, when `urls` is not empty (*out stays null otherwise).
+void StartApprovalWebhooks(const std::vector<std::string>& urls, const LogView* view, LogSink& sink,
+                           std::unique_ptr<ApprovalWebhooks>* out);
+
+// The approval webhook's counters (tollgate_webhook_*).
+void WriteWebhookMetrics(MetricsText& t, const WebhookNotifier& w);
 
 // The deployment's tool catalog for Metrics::SetToolCatalog: the tool
 // names and http_request aliases of the policy in force (`policy`), the CLI
@@ -33,7 +42,7 @@ Metrics::ToolCatalog DeploymentToolCatalog(std::function<PolicyInForce()> policy
                                            const std::string& policy_path, const std::string& data_dir,
                                            std::shared_ptr<const McpUpstreams> upstreams = nullptr);
 
-// With `endpoint` set: an OtlpExporter (api/otlp_export.h) listening on
+// With `endpoint` set: an OtlpExporter (observe/otlp_export.h) listening on
 // `sink`, its counters on `metrics`. E_INVALID_ARGS for an endpoint that
 // is not an http(s) URL.
 Status StartOtlpExport(const std::string& endpoint, LogSink& sink, Metrics& metrics,

@@ -1,4 +1,4 @@
-// The embedded deployment (shared/DESIGN.md): one process, every stage its
+// The embedded deployment (docs/architecture.md): one process, every stage its
 // own consumer on its own topic, the local RocksDB log as the event sink,
 // and — without --brokers — librdkafka's mock cluster as the broker.
 // Used by `tollgate up` and by the integration tests.
@@ -11,19 +11,24 @@
 
 #include "api/http_api.h"
 #include "api/metrics.h"
-#include "api/otlp_export.h"
 #include "approve/approve_stage.h"
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
+#include "core/audit_reader.h"
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "decide/decide_stage.h"
 #include "deploy/endpoints.h"  // WriteEndpoints, for its callers
+#include "deploy/local_log.h"
 #include "deploy/reconciler.h"
 #include "deploy/scheduler.h"
-#include "execute/audit_reader.h"
+#include "deploy/stages.h"
+#include "observe/approval_webhooks.h"
+#include "observe/otlp_export.h"
+#include "runtime/event_follower.h"
 #include "runtime/kafka_bus.h"
 #include "runtime/result_publisher.h"
+#include "runtime/stage_host.h"
 #include "runtime/stage_runner.h"
 
 namespace tollgate {
@@ -31,6 +36,7 @@ namespace tollgate {
 struct PipelineOptions {
   std::string data_dir = "tollgate-data";  // the log is data_dir/log
   std::string brokers;                     // empty: start the embedded broker
+  int broker_port = -1;  // embedded: its bootstrap port (EmbeddedBroker::Start; 0 any, -1 none)
   std::string topic_prefix = "tollgate.";
   int partitions = 3;
   Durability durability = Durability::kSync;
@@ -59,10 +65,11 @@ struct PipelineOptions {
   // GET /metrics without a token (an operator or admin token otherwise).
   bool metrics_public = false;
   // An OTLP/HTTP collector to send one span per tool call to
-  // (api/otlp_export.h); empty = none.
+  // (observe/otlp_export.h); empty = none.
   std::string otlp_endpoint;
-  // BusConfig::latency_first for every client of the pipeline.
-  bool latency_first = false;
+  // BusConfig::latency_first for every client of the pipeline; the default
+  // since it cost <= 10% throughput in `bench pipeline` (docs/performance.md).
+  bool latency_first = true;
   // Every org's results on the one topic <prefix>results instead of
   // <prefix>results.<org> (--shared-results-topic: for consumers written
   // before per-org topics; a Kafka ACL cannot keep orgs apart there).
@@ -94,7 +101,7 @@ class Pipeline {
   const std::string& bootstrap() const { return bus_.brokers; }
   const Topics& topics() const { return bus_.topics; }
   EmbeddedBroker* broker() { return broker_.get(); }  // null with --brokers
-  EventLog& log() { return *log_; }
+  EventLog& log() { return *local_->log; }
   const ReconcileStats& reconciled() const { return reconciled_; }
   // Seconds each part of Start took: broker, log, identity, reconcile,
   // stages (state restored), runners (started, and the policy in force),
@@ -107,6 +114,8 @@ class Pipeline {
   // Re-drives unfinished requests now (also run at start).
   Status ReconcileNow();
   ApproveStage& approve() { return *approve_; }
+  // The approvers' webhooks (observe/approval_webhooks.h); null without --webhook.
+  const ApprovalWebhooks* webhooks() const { return webhooks_.get(); }
   ApiServer* api() { return api_.get(); }              // null without http_listen
   Scheduler* scheduler() { return scheduler_.get(); }  // null when replaying
   // What GET /metrics serves (api/metrics.h).
@@ -115,30 +124,36 @@ class Pipeline {
   bool admin_token_created() const { return admin_token_created_; }
   // Who may act: the log's credentials (docs/trust.md), current as events
   // are appended.
-  const CredentialRegistry& credentials() const { return *credentials_; }
+  const CredentialRegistry& credentials() const { return *local_->credentials; }
   // Appends a credential change (credential.added / .revoked) through the
   // pipeline's sink, so the registry applies it before this returns.
   Status AppendCredentialEvent(const Event& e);
   // Where the stages append: every listener (the approve stage, metrics,
   // credentials) sees what goes through it. For tests that stand in for a
   // stage.
-  EventSink& sink() { return *sink_; }
+  EventSink& sink() { return *local_->sink; }
   // The gate's result key (deploy/gate_key.h): waiters check results with
   // its public half.
   const JwtSigner& gate() const { return *gate_; }
 
  private:
   Pipeline() = default;
-  static void AddPipelineCollectors(Pipeline* p);
+  // The steps of Start, in order (pipeline.cpp).
+  Status StartBroker(std::string* incarnation);
+  Status OpenLogAndIdentity();
+  Status StartObservers();
+  Status StartStages(const std::string& incarnation);
+  Status StartNotify(const std::function<PolicyInForce()>& policy);
+  Status ServeApi();
+  void AddPipelineCollectors();
+  void WaitForPolicyInForce() const;
+
   PipelineOptions options_;
   BusConfig bus_;
   std::shared_ptr<class ToolDirectory> tools_;  // GET /v1/tools and /mcp's tools/list
   std::unique_ptr<EmbeddedBroker> broker_;
-  std::unique_ptr<EventLog> log_;
-  std::unique_ptr<RequestCache> cache_;
-  std::unique_ptr<LogSink> sink_;
-  std::unique_ptr<StoreLogView> store_view_;
-  std::unique_ptr<CachedLogView> view_;
+  std::unique_ptr<LocalLog> local_;
+  std::shared_ptr<const EventsKey> key_;  // the deployment key (keys/events.key)
   std::unique_ptr<Producer> reconcile_producer_;
   std::unique_ptr<Scheduler> scheduler_;            // fires scheduled calls (none when replaying)
   std::unique_ptr<class NotifyDeliveries> notify_;  // deploy/notify_deliveries.h
@@ -148,17 +163,16 @@ class Pipeline {
   std::mutex reconcile_mu_;
   ReconcileStats reconciled_;
   Json startup_phases_ = Json::object();
-  std::vector<std::unique_ptr<Stage>> stages_;
-  std::vector<std::unique_ptr<StageRunner>> runners_;
-  std::vector<std::thread> threads_;
-  ApproveStage* approve_ = nullptr;  // owned by stages_
-  DecideStage* decide_ = nullptr;    // owned by stages_
+  BuiltStages built_;                // the policy in force, upstreams (stages moved to host_)
+  std::unique_ptr<StageHost> host_;  // the stages, restored and run
+  ApproveStage* approve_ = nullptr;  // owned by host_
+  DecideStage* decide_ = nullptr;    // owned by host_
   std::unique_ptr<ApiServer> api_;
   bool admin_token_created_ = false;
-  std::unique_ptr<CredentialRegistry> credentials_;
   std::shared_ptr<const JwtSigner> service_signer_;
   std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
-  std::shared_ptr<OtlpExporter> otlp_;  // with --otlp-endpoint
+  std::shared_ptr<OtlpExporter> otlp_;          // with --otlp-endpoint
+  std::unique_ptr<ApprovalWebhooks> webhooks_;  // with --webhook
 };
 
 }  // namespace tollgate

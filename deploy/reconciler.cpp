@@ -29,12 +29,13 @@ std::optional<Redrive> PlanRedrive(const std::vector<Event>& events, const Topic
     const std::string msg =
         "the request was received but the broker lost it before it finished, and its "
         "secret-bearing args are not kept in the log; submit it again";
-    Event e = *st.received;
-    e.type = "request.rejected";
-    e.id = MakeRequestEventId(e.org_id, e.type, e.request_id, "reconcile");
-    e.time_us = now_us;
-    e.seq = 0;
-    e.data = {{"error", {{"code", errc::kRequestLost}, {"message", msg}}}, {"source", "reconciler"}};
+    const Event& rx = *st.received;
+    Event e = RequestRejectedEvent({{"org_id", rx.org_id},
+                                    {"agent_id", rx.agent_id},
+                                    {"session_id", rx.session_id},
+                                    {"request_id", rx.request_id},
+                                    {"tool", rx.tool}},
+                                   errc::kRequestLost, msg, "reconcile", "reconciler", now_us);
     StampTraceparent(tp, &e);
     Json decision = st.decision ? WithoutProvenance(st.decision->data) : Json();
     Json result =

@@ -29,7 +29,7 @@ struct Scheduler::State {
   void ApplyLocked(const Event& e) {
     if (!book.Apply(e)) return;
     std::string id = ScheduleOfFireRequest(e.request_id);
-    if (e.type == "execution.completed") {  // Apply took it: result.data is an object
+    if (e.type == ev::kExecutionCompleted) {  // Apply took it: result.data is an object
       id = e.data.at("result").at("data").value("schedule_id", "");
     }
     const ScheduleEntry* s = book.Find(id);
@@ -44,8 +44,8 @@ namespace {
 
 // Only these events can change a schedule: the listener skips the rest cheaply.
 bool Relevant(const Event& e) {
-  if (e.type == "execution.completed") return e.tool == kScheduleTool;
-  return (e.type == "request.received" || e.type == "request.rejected") &&
+  if (e.type == ev::kExecutionCompleted) return e.tool == kScheduleTool;
+  return (e.type == ev::kRequestReceived || e.type == ev::kRequestRejected) &&
          !ScheduleOfFireRequest(e.request_id).empty();
 }
 
@@ -75,7 +75,7 @@ Status Scheduler::Start(const LogStore& store, LogSink& sink, SchedulerOptions o
   });
   AuditQuery q;
   q.tool = kScheduleTool;
-  q.types = {"execution.completed"};
+  q.types = {ev::kExecutionCompleted};
   {
     std::lock_guard<std::mutex> lock(p->state_->mu);
     s = ForEachEvent(store, q, [&](Event& e) { p->state_->ApplyLocked(e); });

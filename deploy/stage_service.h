@@ -26,11 +26,12 @@
 
 #include "api/http_api.h"
 #include "api/metrics_server.h"
-#include "api/otlp_export.h"
 #include "deploy/notify_deliveries.h"
 #include "deploy/pipeline.h"
 #include "deploy/stages.h"
+#include "observe/otlp_export.h"
 #include "runtime/event_follower.h"
+#include "runtime/stage_host.h"
 #include "runtime/stage_runner.h"
 
 namespace tollgate {
@@ -63,10 +64,12 @@ class StageService {
   ~StageService();
   void Stop();
 
-  EventLog& log() { return *log_; }
+  EventLog& log() { return *local_->log; }
   ApiServer* api() { return api_.get(); }
   const EventFollower& follower() const { return *follower_; }
-  const RunnerStats* runner_stats() const { return runner_ ? &runner_->stats() : nullptr; }
+  const RunnerStats* runner_stats() const {
+    return host_ && !host_->runners().empty() ? &host_->runners()[0].second->stats() : nullptr;
+  }
   bool admin_token_created() const { return admin_token_created_; }
   const std::string& transactional_id() const { return transactional_id_; }
   // The keeper's notify deliveries; null in a stage, or with notify off.
@@ -74,25 +77,34 @@ class StageService {
 
  private:
   StageService() = default;
+  // The steps of Start, in order (stage_service.cpp).
+  Status Check();
+  Status OpenCopy();
+  Status SetUpCredentials();
+  Status StartStage();
+  Status ServeMetrics();
+  Status StartKeeper();
+  Status ServeKeeperApi();
+  bool keeper() const { return options_.stage == "audit"; }
+
   ServiceOptions options_;
   std::string transactional_id_;
   BusConfig bus_;
-  std::unique_ptr<EventLog> log_;
-  std::unique_ptr<RequestCache> cache_;
-  std::unique_ptr<LogSink> sink_;
-  std::unique_ptr<StoreLogView> store_view_;
-  std::unique_ptr<CachedLogView> view_;
+  std::unique_ptr<LocalLog> local_;
+  std::shared_ptr<const EventsKey> key_;
+  std::shared_ptr<const JwtSigner> gate_;
   std::unique_ptr<EventFollower> follower_;
   std::unique_ptr<TopicEventSink> topic_sink_;  // the keeper's writers
   std::unique_ptr<Scheduler> scheduler_;        // the keeper fires scheduled calls
   std::unique_ptr<NotifyDeliveries> notify_;    // and sends notify deliveries
-  std::unique_ptr<CredentialRegistry> credentials_;
+  std::shared_ptr<Metrics> keeper_metrics_;     // the keeper's /metrics
   std::shared_ptr<const JwtSigner> service_signer_;
   bool admin_token_created_ = false;
   std::unique_ptr<AuditReader> audit_reader_;
   BuiltStages built_;
-  std::shared_ptr<OtlpExporter> otlp_;  // the keeper, with --otlp-endpoint
-  std::unique_ptr<StageRunner> runner_;
+  std::shared_ptr<OtlpExporter> otlp_;          // the keeper, with --otlp-endpoint
+  std::unique_ptr<ApprovalWebhooks> webhooks_;  // with --webhook
+  std::unique_ptr<StageHost> host_;             // a stage's one stage (none in the keeper)
   std::unique_ptr<ApiServer> api_;
   std::unique_ptr<MetricsServer> metrics_;
   std::atomic<bool> stop_{false};

@@ -1,8 +1,10 @@
 // Building the stages over a local log: one place for both deployments.
 // `tollgate up` builds all four over its log; `tollgate stage NAME` builds
-// one over its copy of the events topic (docs/deployments.md). Each stage's
-// state is folded from the log before it starts, and its listener is
-// registered on the log's sink so every later group is folded in.
+// one over its copy of the events topic (docs/deployments.md). Building is
+// assembly only: each stage restores its own state and hears later appends
+// through the stage contract, run by the host (runtime/stage_host.h). The
+// one fold built here is decide's (the policy in force), which the other
+// stages are configured from.
 #pragma once
 
 #include <functional>
@@ -11,14 +13,13 @@
 #include <vector>
 
 #include "approve/approve_stage.h"
-#include "audit/event_log.h"
-#include "audit/log_sink.h"
+#include "core/audit_reader.h"
 #include "core/credentials.h"
 #include "core/redact.h"
 #include "core/stage.h"
 #include "decide/decide_stage.h"
 #include "decide/policy_in_force.h"
-#include "execute/audit_reader.h"
+#include "deploy/local_log.h"
 #include "execute/mcp_upstream.h"
 
 namespace tollgate {
@@ -29,16 +30,13 @@ struct PipelineOptions;
 struct StageEnv {
   const PipelineOptions* options = nullptr;  // policy_path resolved
   Topics topics;
-  EventLog* log = nullptr;              // the local log (or copy)
-  LogSink* sink = nullptr;              // listeners are registered here
-  const LogView* store_view = nullptr;  // reads the log itself
-  const CredentialRegistry* credentials = nullptr;
+  LocalLog* local = nullptr;                  // the local log (or copy)
   std::shared_ptr<RedactorInForce> redactor;  // set from the policy in force
   AuditReader* audit = nullptr;               // get_audit_log
 };
 
 struct BuiltStages {
-  std::vector<std::unique_ptr<Stage>> stages;  // in `names` order
+  std::vector<std::unique_ptr<Stage>> stages;  // in `names` order; not yet restored but decide
   ApproveStage* approve = nullptr;             // owned by stages, if built
   DecideStage* decide = nullptr;               // owned by stages, if built
   // Execute's upstream MCP servers, when execute is built here (their
@@ -47,7 +45,9 @@ struct BuiltStages {
   // The policy in force now (decide's fold, kept current by its listener
   // whether or not decide runs here): the tool directory reads it.
   std::function<PolicyInForce()> policy;
-  std::shared_ptr<Stage> policy_fold;  // decide's fold when decide is not among the stages
+  // Decide's fold when decide is not among the stages (restored and
+  // subscribed here).
+  std::shared_ptr<Stage> policy_fold;
 };
 
 // The stage names, in pipeline order.
@@ -55,8 +55,8 @@ const std::vector<std::string>& StageNames();
 
 // Builds the named stages (a subset of StageNames(); "execute" is replay's
 // stage when options->replay_from is set). The policy in force (for the
-// redactor and execute's section) is decide's fold of the log, made even
-// when decide is not among `names`.
+// redactor and execute's section) is decide's fold of the log, restored
+// here even when decide is not among `names`.
 Status BuildStages(const std::vector<std::string>& names, StageEnv& env, BuiltStages* out);
 
 }  // namespace tollgate

@@ -1,4 +1,4 @@
-// ExecutePolicy: the parts of the policy file execute owns (contracts.md):
+// ExecutePolicy: the parts of the policy file execute owns (docs/policy.md):
 // the `execute:` section and, per agent, `orgs.<org>.agents.<agent_id>.http_request`.
 // Absent file or section: the safe defaults below (docs/tools.md lists every
 // key). Immutable once loaded; shared read-only between worker threads.

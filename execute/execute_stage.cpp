@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/redact.h"
 #include "core/sha256.h"
+#include "core/tool_kind.h"
 #include "execute/invocation_check.h"
 #include "execute/sandbox.h"
 
@@ -26,14 +27,6 @@ struct InFlightToken {
 };
 
 }  // namespace
-
-Json RunSliceTool(const std::string& tool, const Json& args, int64_t now_us) {
-  if (tool == "echo") return ToolResultOk(args, 0);
-  if (tool == "current_time") {
-    return ToolResultOk({{"utc", FormatTime(now_us)}, {"unix_ms", now_us / 1000}}, 0);
-  }
-  return ToolResultError(errc::kToolExec, "tool '" + tool + "' is not available in this build", false);
-}
 
 ExecuteConfig WithPolicy(ExecuteConfig c) {
   if (!c.policy) c.policy = std::make_shared<ExecutePolicy>(DefaultExecutePolicy("tollgate-data"));
@@ -61,7 +54,7 @@ std::shared_ptr<const Redactor> ExecuteStage::redactor() const {
 
 void ExecuteStage::OnAppended(const std::vector<Event>& events) {
   for (const Event& e : events) {
-    if (e.type != "tools.available") continue;
+    if (e.type != ev::kToolsAvailable) continue;
     std::lock_guard<std::mutex> lock(announced_mu_);
     if (e.data.value("executor", "") != executor_id_) continue;
     announced_.clear();
@@ -72,7 +65,8 @@ void ExecuteStage::OnAppended(const std::vector<Event>& events) {
   }
   if (!config_.policy_from_doc) return;
   for (const Event& e : events) {
-    if (e.type != "policy.updated" || !e.data.is_object() || e.data.value("tier", "file") != "file") continue;
+    if (e.type != ev::kPolicyUpdated || !e.data.is_object() || e.data.value("tier", "file") != "file")
+      continue;
     auto next = std::make_shared<ExecutePolicy>();
     Status s = config_.policy_from_doc(e.data.value("policy", Json::object()), next.get());
     if (!s.ok()) {
@@ -143,7 +137,7 @@ void Complete(const Flow& flow, const Json& decision, const Json& approval, cons
     cost = (*m)["cost_usd"].get<double>();
   }
   const double ms = tool_result["meta"].value("duration_ms", 0.0);
-  r->events.push_back(FlowEvent(flow, "execution.completed", time_us,
+  r->events.push_back(FlowEvent(flow, ev::kExecutionCompleted, time_us,
                                 {{"result", logged},
                                  {"duration_ms", ms},
                                  {"cost_usd", cost},
@@ -157,6 +151,70 @@ void Complete(const Flow& flow, const Json& decision, const Json& approval, cons
 }
 
 }  // namespace
+
+namespace {
+
+// The ToolResult of a call that started and never completed (a crash, a
+// kill): it may have run, and it may be what stopped the process, so it is
+// never run again (docs/tools.md, "How a call runs").
+Json InterruptedResult(const RequestState& state, bool read_only) {
+  const std::string when = "execution started (attempt " + std::to_string(state.attempts) + " at " +
+                           FormatTime(state.started->time_us) + ")";
+  return read_only ? ToolResultError(errc::kExecutionInterrupted,
+                                     when +
+                                         " but the process stopped while this call was running, so it was "
+                                         "not run again (it may be what stopped it); the agent may retry it "
+                                         "as a new request",
+                                     true)
+                   : ToolResultError(errc::kOutcomeUnknown,
+                                     when +
+                                         " but its outcome was not recorded; the tool is not read-only, so "
+                                         "it was not run again: check its effect before retrying with a new "
+                                         "request_id",
+                                     false);
+}
+
+// Which kind of executor runs `tool_name` (execution.started's data.executor).
+std::string ExecutorOf(const std::string& tool_name) {
+  return IsCliTool(tool_name) ? "cli" : IsMcpTool(tool_name) ? "mcp" : "builtin";
+}
+
+}  // namespace
+
+void ExecuteStage::ResendCompleted(const Flow& flow, const RequestState& state, const Json& approval,
+                                   StageResult* r) const {
+  Json result = MakeResult(flow.request,
+                           state.completed->data["result"].value("success", false) ? "completed" : "failed",
+                           flow.decision, approval, state.completed->data["result"]);
+  result["log_seq"] = state.completed->seq;
+  RedactResult(&result, *redactor());
+  // value_json too: on the events topic the runner resets log_seq to 0,
+  // so this copy has the first one's bytes and is not sent twice.
+  r->outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1, result});
+}
+
+void ExecuteStage::Defer(const Flow& flow, const ResolvedCall& call, const Json& decision,
+                         const Json& approval, const StageContext& ctx,
+                         std::shared_ptr<const ExecutePolicy> pol, const std::string& rid, StageResult* r) {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    in_flight_->ids.insert(rid);
+  }
+  auto token = std::make_shared<InFlightToken>();
+  token->release = [inflight = in_flight_, rid] {
+    std::lock_guard<std::mutex> lock(inflight->mu);
+    inflight->ids.erase(rid);
+  };
+  const std::string source = ctx.source;
+  const int64_t now = ctx.now_us;
+  const std::string results = config_.topics.results();
+  r->deferred = [this, flow, call, decision, approval, source, now, results, token, pol] {
+    Json tr = RunTool(flow.request, call, decision, now, pol);
+    StageResult done;
+    Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, *redactor(), &done);
+    return done;
+  };
+}
 
 StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, const LogView& log) {
   FlowInput input;
@@ -175,14 +233,7 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   const Json approval = ApprovalOf(state);  // null unless approvers cleared it
   if (state.completed != nullptr) {
     if (SourceOf(state.completed) != ctx.source) return r;  // a re-sent copy: ran once already
-    Json result = MakeResult(flow.request,
-                             state.completed->data["result"].value("success", false) ? "completed" : "failed",
-                             flow.decision, approval, state.completed->data["result"]);
-    result["log_seq"] = state.completed->seq;
-    RedactResult(&result, *redactor());
-    // value_json too: on the events topic the runner resets log_seq to 0,
-    // so this copy has the first one's bytes and is not sent twice.
-    r.outputs.push_back({MessageFor(config_.topics.results(), flow.request, result), -1, result});
+    ResendCompleted(flow, state, approval, &r);
     return r;
   }
   const std::string rid = RequestKey(flow.request.value("org_id", ""), flow.request_id());
@@ -201,71 +252,26 @@ StageResult ExecuteStage::Process(const Message& in, const StageContext& ctx, co
   // log's copy its request-derived fields are not redacted.
   Json decision = DecisionFromLog(flow.decision);
   const bool read_only = tool && tool->ReadOnly(call.args, decision);
-  if (!call.error.is_null()) {  // an alias's arguments that do not expand: nothing runs
-    Complete(flow, flow.decision, approval, call.error, ctx.source, ctx.now_us, config_.topics.results(),
+  // Ends the request here with `tool_result` (execution.completed and its result).
+  auto complete = [&](const Json& tool_result) {
+    Complete(flow, flow.decision, approval, tool_result, ctx.source, ctx.now_us, config_.topics.results(),
              *redactor(), &r);
-    return r;
-  }
+    return std::move(r);
+  };
+  // An alias's arguments that do not expand: nothing runs.
+  if (!call.error.is_null()) return complete(call.error);
   // What executes is what was decided (execute/invocation_check.h).
   if (Json mismatch = CheckDecidedInvocation(flow.request, call, flow.decision, *pol); !mismatch.is_null()) {
-    Complete(flow, flow.decision, approval, mismatch, ctx.source, ctx.now_us, config_.topics.results(),
-             *redactor(), &r);
-    return r;
+    return complete(mismatch);
   }
-  if (state.started != nullptr) {
-    // It started and the process stopped before it completed (a crash, a
-    // kill): it may have run, and it may be what stopped the process, so it
-    // is never run again (docs/tools.md, "How a call runs").
-    const std::string when = "execution started (attempt " + std::to_string(state.attempts) + " at " +
-                             FormatTime(state.started->time_us) + ")";
-    Json tr = read_only
-                  ? ToolResultError(errc::kExecutionInterrupted,
-                                    when +
-                                        " but the process stopped while this call was running, so it was "
-                                        "not run again (it may be what stopped it); the agent may retry it "
-                                        "as a new request",
-                                    true)
-                  : ToolResultError(errc::kOutcomeUnknown,
-                                    when +
-                                        " but its outcome was not recorded; the tool is not read-only, so "
-                                        "it was not run again: check its effect before retrying with a new "
-                                        "request_id",
-                                    false);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(),
-             &r);
-    return r;
-  }
+  if (state.started != nullptr) return complete(InterruptedResult(state, read_only));
   const int attempt = state.attempts + 1;
-  const std::string executor = tool_name.rfind("cli:", 0) == 0   ? "cli"
-                               : tool_name.rfind("mcp:", 0) == 0 ? "mcp"
-                                                                 : "builtin";
-  r.events.push_back(FlowEvent(flow, "execution.started", ctx.now_us,
-                               {{"executor", executor}, {"attempt", attempt}, {"source", ctx.source}},
-                               std::to_string(attempt)));
-  if (!tool || RunsInline(call.tool)) {
-    Json tr = RunTool(flow.request, call, decision, ctx.now_us, pol);
-    Complete(flow, flow.decision, approval, tr, ctx.source, ctx.now_us, config_.topics.results(), *redactor(),
-             &r);
-    return r;
-  }
-  {
-    std::lock_guard<std::mutex> lock(in_flight_->mu);
-    in_flight_->ids.insert(rid);
-  }
-  auto token = std::make_shared<InFlightToken>();
-  token->release = [inflight = in_flight_, rid] {
-    std::lock_guard<std::mutex> lock(inflight->mu);
-    inflight->ids.erase(rid);
-  };
-  const std::string source = ctx.source;
-  const int64_t now = ctx.now_us;
-  const std::string results = config_.topics.results();
-  r.deferred = [this, flow, call, decision, approval, source, now, results, token, pol] {
-    Json tr = RunTool(flow.request, call, decision, now, pol);
-    StageResult done;
-    Complete(flow, flow.decision, approval, tr, source, NowMicros(), results, *redactor(), &done);
-    return done;
-  };
+  r.events.push_back(
+      FlowEvent(flow, ev::kExecutionStarted, ctx.now_us,
+                {{"executor", ExecutorOf(tool_name)}, {"attempt", attempt}, {"source", ctx.source}},
+                std::to_string(attempt)));
+  if (!tool || RunsInline(call.tool)) return complete(RunTool(flow.request, call, decision, ctx.now_us, pol));
+  Defer(flow, call, decision, approval, ctx, std::move(pol), rid, &r);
   return r;
 }
 
@@ -291,7 +297,7 @@ StageResult ExecuteStage::Tick(const StageContext& ctx, const LogView&) {
   }
   if (announced_any_ && names == announced_) return r;
   Event e;
-  e.type = "tools.available";
+  e.type = ev::kToolsAvailable;
   e.org_id = kAllOrgs;
   e.time_us = ctx.now_us;
   e.data = {{"executor", executor_id_}, {"cli", names}};

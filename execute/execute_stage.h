@@ -30,9 +30,9 @@
 #include <mutex>
 #include <set>
 
+#include "core/audit_reader.h"
 #include "core/flow_stage.h"
 #include "core/redact.h"
-#include "execute/audit_reader.h"
 #include "execute/config.h"
 #include "execute/invocation_check.h"
 #include "execute/mcp_upstream.h"
@@ -54,10 +54,6 @@ struct ExecuteConfig {
   std::chrono::milliseconds reload_interval{5000};
 };
 
-// Runs a slice built-in (echo, current_time); a ToolResult. Kept for callers
-// of the pipeline slice.
-Json RunSliceTool(const std::string& tool, const Json& args, int64_t now_us);
-
 class ExecuteStage : public Stage {
  public:
   explicit ExecuteStage(ExecuteConfig config);
@@ -68,8 +64,8 @@ class ExecuteStage : public Stage {
   // Rescans the CLI tools every reload_interval; no events.
   StageResult Tick(const StageContext& ctx, const LogView& log) override;
 
-  // The LogSink listener: policy.updated (tier file) -> the new policy.
-  void OnAppended(const std::vector<Event>& events);
+  // policy.updated (tier file) -> the new policy.
+  void OnAppended(const std::vector<Event>& events) override;
 
   ToolRegistry& registry() { return registry_; }
   // The policy in force now (calls started earlier may hold an older one).
@@ -86,6 +82,14 @@ class ExecuteStage : public Stage {
     std::set<std::string> ids;  // request ids whose work is queued or running
   };
   std::shared_ptr<const Redactor> redactor() const;
+  // Process's pieces. ResendCompleted: the result of a request that
+  // completed, again, from the log. Defer: marks `rid` in flight and gives
+  // *r the deferred work that runs the call and completes it.
+  void ResendCompleted(const Flow& flow, const RequestState& state, const Json& approval,
+                       StageResult* r) const;
+  void Defer(const Flow& flow, const ResolvedCall& call, const Json& decision, const Json& approval,
+             const StageContext& ctx, std::shared_ptr<const ExecutePolicy> pol, const std::string& rid,
+             StageResult* r);
 
   ExecuteConfig config_;
   mutable std::mutex policy_mu_;  // guards config_.policy (swapped by OnAppended)

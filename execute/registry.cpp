@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/tool_kind.h"
 #include "execute/tools/cli_tool.h"
 #include "execute/tools/mcp_tool.h"
 #include "execute/tools/tools.h"
@@ -83,7 +84,7 @@ void ToolRegistry::Register(std::unique_ptr<Tool> tool) {
 std::vector<std::string> ToolRegistry::CliNames() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
-  for (const auto& [name, tool] : cli_) out.push_back(name.rfind("cli:", 0) == 0 ? name.substr(4) : name);
+  for (const auto& [name, tool] : cli_) out.push_back(IsCliTool(name) ? name.substr(4) : name);
   return out;
 }
 
@@ -112,7 +113,7 @@ std::shared_ptr<const McpUpstreams> ToolRegistry::upstreams() const {
 
 std::shared_ptr<const Tool> ToolRegistry::Find(const std::string& name) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (name.rfind("mcp:", 0) == 0) return MakeMcpTool(upstreams_, name);
+  if (IsMcpTool(name)) return MakeMcpTool(upstreams_, name);
   auto it = builtins_.find(name);
   if (it != builtins_.end()) return it->second;
   it = cli_.find(name);
@@ -166,7 +167,7 @@ std::vector<CliToolFile> AgentCliFiles(const ExecutePolicy& p, const std::string
 std::shared_ptr<const Tool> ToolRegistry::FindFor(const std::string& name, const std::string& org,
                                                   const std::string& agent,
                                                   const ExecutePolicy& policy) const {
-  if (name.rfind("cli:", 0) != 0) return Find(name);
+  if (!IsCliTool(name)) return Find(name);
   for (CliToolFile& f : AgentCliFiles(policy, org, agent)) {
     if ("cli:" + f.name == name) return MakeCliTool(std::move(f));
   }

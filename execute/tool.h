@@ -14,10 +14,10 @@
 #include <string>
 #include <string_view>
 
+#include "core/audit_reader.h"
 #include "core/http_alias.h"
 #include "core/messages.h"
 #include "core/tool_catalog.h"
-#include "execute/audit_reader.h"
 #include "execute/config.h"
 
 namespace tollgate {

@@ -29,6 +29,7 @@
 //   - same id, other content: rejected with E_DUPLICATE_REQUEST.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,18 @@ class IngestStage : public Stage {
   // A refusal of what no signature proves: logged, or counted.
   StageResult RejectUnproven(const Message& in, const StageContext& ctx, const Json& said,
                              const std::string& request_id, const SignedBy& who);
+  // Process's steps, in order (ingest_stage.cpp). Each returns the
+  // message's result when it ends there (a refusal, a duplicate, a log that
+  // cannot be read), nullopt to go on to the next.
+  struct Intake;
+  struct Normalised;
+  std::optional<StageResult> Authenticate(Intake& m);              // 1. who sent it
+  std::optional<StageResult> Parse(Intake& m);                     // 2. the message itself
+  std::optional<StageResult> Normalise(Intake& m, Normalised* n);  // 3. the request as tollgate knows it
+  std::optional<StageResult> Deduplicate(const Intake& m, const Normalised& n);  // 4. seen before?
+  StageResult Record(const Intake& m, const Normalised& n);                      // 5. received
+  // Reject under the signer, `m`'s source as the discriminator.
+  StageResult Refuse(const Intake& m, const char* code, std::string message);
   IngestConfig config_;
   RefusalLimiter refusals_;
 };

@@ -190,6 +190,8 @@ HttpReply HttpEndpoint::Handle(const HttpCall& call) {
     HttpReply refused;
     auto s = Find(call, &refused);
     if (!s) return refused;
+    // The client ends its session: calls of it still waiting are given up.
+    s->End();
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = sessions_.find(s->id()); it != sessions_.end()) EraseLocked(it);
     HttpReply r;

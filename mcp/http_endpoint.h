@@ -11,7 +11,7 @@
 //          trace context unless params._meta.traceparent has a valid one.
 //   GET    an event stream of the session's server notifications
 //          (notifications/tools/list_changed), kept alive by comments.
-//   DELETE ends the session.
+//   DELETE ends the session; its calls still waiting are withdrawn.
 //
 // A session belongs to the (org, agent) of the token that made it: another
 // token naming it gets 404, as an unknown session does. Sessions end when

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include "core/event.h"
 #include "core/sha256.h"
 
 namespace tollgate::mcp {
@@ -160,14 +161,14 @@ std::string DescribeProgress(const Json& events) {
   for (const Json& e : events) {
     const std::string type = e.value("type", "");
     const Json data = e.value("data", Json::object());
-    if (type == "decision.made") where = "decided";
-    if (type == "approval.requested") {
+    if (type == ev::kDecisionMade) where = "decided";
+    if (type == ev::kApprovalRequested) {
       where = "awaiting approval";
       deadline = data.value("deadline", "");
       if (data.contains("quorum") && data["quorum"].is_number_integer()) quorum = data["quorum"];
     }
-    if (type == "approval.granted") ++grants;
-    if (type == "execution.started") where = "executing";
+    if (type == ev::kApprovalGranted) ++grants;
+    if (type == ev::kExecutionStarted) where = "executing";
   }
   if (where != "awaiting approval") return where;
   return where + ": " + std::to_string(grants) + " of " + std::to_string(quorum) + " approvals, expires at " +

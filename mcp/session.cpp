@@ -15,9 +15,10 @@ constexpr const char* kInstructions =
     "Every tool call goes through tollgate: it is decided under the policy in force, may wait for a human "
     "approver, and is recorded in a hash-chained audit log. A denied call returns isError with the reason.";
 
-// How long a call whose client gave up may still take to reach its
-// approval before it is withdrawn anyway (CallTool).
-constexpr std::chrono::seconds kHeldWait{10};
+// Cancellations kept for a call not seen yet (Session::early_cancels_):
+// the two POSTs of one client arrive milliseconds apart, if apart at all.
+constexpr size_t kMaxEarlyCancels = 256;
+constexpr std::chrono::seconds kEarlyCancelTtl{60};
 
 std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools", Json::array()).dump()); }
 
@@ -125,10 +126,48 @@ bool Session::ToolsChanged() {
 }
 
 void Session::Cancel(const Json& params) {
-  if (!params.contains("requestId")) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = in_flight_.find(params["requestId"].dump());
-  if (it != in_flight_.end()) *it->second = true;
+  if (!params.is_object() || !params.contains("requestId")) return;
+  const std::string key = params["requestId"].dump();
+  std::shared_ptr<Call> call;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(key);
+    if (it == in_flight_.end()) {
+      // Its call has not come yet (or is over: then this is harmless).
+      if (early_cancels_.size() >= kMaxEarlyCancels) early_cancels_.pop_front();
+      early_cancels_.emplace_back(key, std::chrono::steady_clock::now() + kEarlyCancelTtl);
+      return;
+    }
+    call = it->second;
+  }
+  // Withdrawn before the cancellation is answered (over HTTP, its 202): an
+  // approval sent after that comes after the withdrawal.
+  GiveUp(*call);
+}
+
+void Session::GiveUp(Call& call) {
+  std::lock_guard<std::mutex> lock(call.mu);
+  call.given_up = true;
+  if (!call.published || call.withdrawn || !gw_.withdraw) return;
+  call.withdrawn = true;
+  // Keyed by agent, as approvers' responses are (core/messages.h
+  // MessageFor): one partition, so an approval sent after the withdrawal is
+  // read after it. A withdrawal the bus does not take now is sent again,
+  // freshly signed, until it does (PublishOrRetry).
+  const Gateway* gw = &gw_;
+  gw_.pipeline->PublishOrRetry([gw, org = who_.org, agent = who_.agent, rid = call.rid](Message* w) {
+    Status s = gw->withdraw(org, agent, rid, w);
+    w->key = agent;
+    return s;
+  });
+}
+
+bool Session::Submit(const std::shared_ptr<Call>& call, const Message& m, Status* error) {
+  std::lock_guard<std::mutex> lock(call->mu);
+  if (call->given_up) return false;
+  *error = gw_.pipeline->Publish(m);
+  call->published = error->ok();
+  return call->published;
 }
 
 void Session::CallTool(const Incoming& in, const Send& send, const std::function<bool()>& gone) {
@@ -154,11 +193,24 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   }
 
   const std::string rid = RequestIdFor(mcp_session_, in.id);
+  auto call = std::make_shared<Call>();
+  call->rid = rid;
+  const std::string key = in.id.dump();
   std::string client;
   {
     std::lock_guard<std::mutex> lock(mu_);
     client = client_name_;
+    const auto now = std::chrono::steady_clock::now();
+    while (!early_cancels_.empty() && early_cancels_.front().second < now) early_cancels_.pop_front();
+    for (auto it = early_cancels_.begin(); it != early_cancels_.end(); ++it) {
+      if (it->first != key) continue;
+      early_cancels_.erase(it);
+      call->given_up = true;  // cancelled before it came: never submitted
+      break;
+    }
+    if (!call->given_up) in_flight_[key] = call;
   }
+  if (call->given_up) return;  // no response to a cancelled call
   Json req{{"request_id", rid},
            {"org_id", who_.org},
            {"agent_id", who_.agent},
@@ -172,17 +224,8 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   // the call joins the agent's own trace (docs/mcp.md).
   if (std::string tp = MetaTraceparent(p); !tp.empty()) m.headers[kHeaderTraceparent] = tp;
 
-  auto cancelled = std::make_shared<std::atomic<bool>>(false);
-  const std::string key = in.id.dump();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_[key] = cancelled;
-  }
   std::shared_ptr<PipelineClient::Waiter> waiter;
-  if (Status e = gw_.pipeline->Expect(who_.org, who_.agent, rid, &waiter); !e.ok()) {
-    return send(
-        Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot read results: " + e.ToString())));
-  }
+  Status e = gw_.pipeline->Expect(who_.org, who_.agent, rid, &waiter);
   struct Cleanup {
     Session* s;
     std::string key, org, rid;
@@ -192,14 +235,39 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
       s->in_flight_.erase(key);
     }
   } cleanup{this, key, who_.org, rid};
+  if (!e.ok()) {
+    return send(
+        Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot read results: " + e.ToString())));
+  }
+  // A client already gone (hung up while the call was on its way) gave it
+  // up: nothing is submitted.
+  if (gone && gone()) call->given_up = true;
+  Status s;
+  if (!Submit(call, m, &s)) {
+    if (!s.ok())
+      send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot publish: " + s.ToString())));
+    return;
+  }
+  // After a restart of the deployment (PipelineClient::Follow), the same
+  // request, signed anew: ingest answers a finished one with its recorded
+  // result, takes one lost with the old bus, and ignores one in flight.
+  waiter->OnReconnect([gw = &gw_, call, m, who = who_] {
+    std::lock_guard<std::mutex> lock(call->mu);
+    if (call->given_up) return;
+    Message again = m;
+    again.headers[kHeaderAuth] = gw->sign_request(who.org, who.agent, call->rid, m.value);
+    gw->pipeline->Publish(again);
+  });
+  Await(in, *call, *waiter, send, gone);
+}
 
-  Status s = gw_.pipeline->Publish(m);
-  if (!s.ok())
-    return send(Result(in.id, GatewayErrorResult(rid, "E_UNAVAILABLE", "cannot publish: " + s.ToString())));
-
+void Session::Await(const Incoming& in, Call& call, PipelineClient::Waiter& waiter, const Send& send,
+                    const std::function<bool()>& gone) {
+  const std::string& rid = call.rid;
   // Progress while it waits, when the client asked for it.
   Json token;
-  if (p.contains("_meta") && p["_meta"].is_object()) token = p["_meta"].value("progressToken", Json());
+  if (in.params.contains("_meta") && in.params["_meta"].is_object())
+    token = in.params["_meta"].value("progressToken", Json());
   const auto start = std::chrono::steady_clock::now();
   auto next_progress = start + gw_.progress_every;
   int progress = 0;
@@ -219,33 +287,22 @@ void Session::CallTool(const Incoming& in, const Send& send, const std::function
   // cancels does: its call must not hold a connection, or a pending
   // approval, until the approval's deadline.
   bool left = false;
-  std::optional<Json> result = waiter->Wait(
+  std::optional<Json> result = waiter.Wait(
       start + gw_.max_wait,
       [&] {
-        if (cancelled->load() || closed_.load()) return true;
+        if (call.given_up.load() || closed_.load()) return true;
         left = gone && gone();
         return left;
       },
       tick);
   if (result) return send(Result(in.id, CallToolResultOf(*result)));
-  if (closed_.load() && !cancelled->load() && !left) return;
-  if (cancelled->load() || left) {
+  if (call.given_up.load() || left || ended_.load()) {
     // The client gave up: withdraw the approval it may be waiting for (the
-    // approve stage records it, or refuses it on the record when nothing is
-    // pending). No response, as the spec says. A withdrawal that reached
-    // the approve stage before the ask would find nothing to withdraw, so a
-    // call still in the pipeline is first given a little time to be held
-    // (its signed `pending` message) or to end on its own.
-    bool held = waiter->pending().has_value();
-    if (!held && waiter->Wait(
-                     std::chrono::steady_clock::now() + kHeldWait, [&] { return held || closed_.load(); },
-                     [&] { held = waiter->pending().has_value(); })) {
-      return;  // it ended (ran, or was denied): nothing to withdraw
-    }
-    Message w;
-    if (gw_.withdraw && gw_.withdraw(who_.org, who_.agent, rid, &w).ok()) gw_.pipeline->Publish(w);
-    return;
+    // approve stage records it, or keeps it for the ask still on its way).
+    // No response, as the spec says.
+    return GiveUp(call);
   }
+  if (closed_.load()) return;  // the server is going away; the call is not given up
   send(Result(in.id, GatewayErrorResult(rid, "E_RESULT_TIMEOUT",
                                         "no result within " + std::to_string(gw_.max_wait.count()) +
                                             " s; the request goes on under request_id " + rid)));

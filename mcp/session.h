@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -76,9 +77,16 @@ class Session {
   // client was given (by initialize's time or its last tools/list, or the
   // last change reported): then send notifications/tools/list_changed.
   bool ToolsChanged();
-  // The transport is gone: calls still waiting stop waiting (their requests
-  // go on in the pipeline) and send nothing.
+  // The server is going away (a restart): calls still waiting stop waiting
+  // and send nothing; their requests go on in the pipeline (an approval
+  // after the restart still runs them).
   void Close() { closed_ = true; }
+  // The client ended the session (DELETE, or end of stdin): it gave up its
+  // calls still waiting, which are withdrawn as a cancellation withdraws.
+  void End() {
+    ended_ = true;
+    closed_ = true;
+  }
   bool initialized() const { return initialized_; }
   const Who& who() const { return who_; }
   const std::string& id() const { return mcp_session_; }
@@ -86,19 +94,41 @@ class Session {
  private:
   Json Initialize(const Incoming& in);
   Json ListTools(const Incoming& in);
+  // One tools/call in flight. `mu` orders its publication and its
+  // withdrawal: a call given up before it was published never is, and one
+  // published is withdrawn exactly once, the moment its client gives up.
+  struct Call {
+    std::mutex mu;
+    std::atomic<bool> given_up{false};
+    bool published = false, withdrawn = false;  // guarded by mu
+    std::string rid;
+  };
   void CallTool(const Incoming& in, const Send& send, const std::function<bool()>& gone);
+  // Waits for the submitted call's result (with progress), then answers,
+  // or withdraws the call when its client gave up.
+  void Await(const Incoming& in, Call& call, PipelineClient::Waiter& waiter, const Send& send,
+             const std::function<bool()>& gone);
+  // Submits `m` for `call` unless its client already gave up; false then
+  // (or with *error set when the bus refused it).
+  bool Submit(const std::shared_ptr<Call>& call, const Message& m, Status* error);
   void Cancel(const Json& params);
+  // The client gave the call up: withdraw it if it was submitted.
+  void GiveUp(Call& call);
 
   const Gateway& gw_;
   const Who who_;
   const std::string mcp_session_;
   std::atomic<bool> initialized_{false};
-  std::atomic<bool> closed_{false};
+  std::atomic<bool> closed_{false}, ended_{false};
   std::string client_name_;
   std::string seen_;  // fingerprint of the tool list the client knows
   std::mutex mu_;
-  // JSON-RPC id (dumped) -> cancelled flag of the call in flight.
-  std::map<std::string, std::shared_ptr<std::atomic<bool>>> in_flight_;
+  // JSON-RPC id (dumped) -> the call in flight.
+  std::map<std::string, std::shared_ptr<Call>> in_flight_;
+  // Cancellations that came before their call (a client's two HTTP POSTs
+  // race): the call, when it comes, is given up before it is submitted.
+  // The last kMaxEarlyCancels, each for kEarlyCancelTtl.
+  std::deque<std::pair<std::string, std::chrono::steady_clock::time_point>> early_cancels_;
 };
 
 // Tool names offered to clients: ClientToolName / ToolFromClientName

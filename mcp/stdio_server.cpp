@@ -106,7 +106,8 @@ int ServeStdio(Session& session, int in_fd, int out_fd, std::chrono::millisecond
       buf.clear();
     }
   }
-  session.Close();
+  // End of stdin: the client is gone, and so are its calls still waiting.
+  session.End();
   {
     std::lock_guard<std::mutex> lock(watch_mu);
     done = true;

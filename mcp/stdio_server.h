@@ -16,7 +16,8 @@ inline constexpr size_t kMaxStdioMessageBytes = 4 << 20;
 // on a thread of its own, so a call waiting for an approver holds neither
 // pings nor other calls nor its own cancellation. Every `watch_every` the
 // agent's tool list is compared with the last one sent and a change is
-// announced (notifications/tools/list_changed). Returns 0.
+// announced (notifications/tools/list_changed). At end of file the session
+// ends (Session::End): calls still waiting are withdrawn. Returns 0.
 int ServeStdio(Session& session, int in_fd, int out_fd, std::chrono::milliseconds watch_every);
 
 }  // namespace tollgate::mcp

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "decide/policy_loader.h"
+
 namespace tollgate::replay {
 
 Status ReadTimeline(const LogStore& store, const Target& target, SessionTimeline* out) {
@@ -38,6 +40,10 @@ Status RedecideTarget(const LogStore& store, const Target& target, const Redecid
   if (!s.ok()) return s;
   *out = fold.Finish();
   return Status::Ok();
+}
+
+Status ParseCandidate(const std::string& text, const std::string& source, PolicyPtr* out) {
+  return LoadPolicyYaml(text, source, out);
 }
 
 }  // namespace tollgate::replay

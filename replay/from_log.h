@@ -39,4 +39,8 @@ Status CheckTargetChain(const LogStore& store, const Target& target, ChainReport
 Status RedecideTarget(const LogStore& store, const Target& target, const RedecideOptions& options,
                       RedecideReport* out);
 
+// A what-if's candidate policy from its text (YAML or JSON; `source` names
+// it in errors): for callers that hold no policy loader (the HTTP API).
+Status ParseCandidate(const std::string& text, const std::string& source, PolicyPtr* out);
+
 }  // namespace tollgate::replay

@@ -178,9 +178,9 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
       return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " cannot be scanned");
     }
     // v points into `body`; decide on the decoded event instead.
-    const bool full = e.type == "decision.made" || e.type == "execution.completed" ||
-                      e.type == "approval.denied" || e.type == "approval.expired" ||
-                      (e.type == "request.received" && target.Matches(e));
+    const bool full = e.type == ev::kDecisionMade || e.type == ev::kExecutionCompleted ||
+                      e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired ||
+                      (e.type == ev::kRequestReceived && target.Matches(e));
     if (full) out->push_back({std::move(e), {}});
     return Status::Ok();
   }
@@ -189,16 +189,16 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
                                                 std::to_string(v.seq));
   }
   const std::string_view type = v.type;
-  const bool received = type == "request.received";
-  if (!received && type != "decision.made" && type != "execution.completed" && type != "approval.denied" &&
-      type != "approval.expired") {
+  const bool received = type == ev::kRequestReceived;
+  if (!received && type != ev::kDecisionMade && type != ev::kExecutionCompleted &&
+      type != ev::kApprovalDenied && type != ev::kApprovalExpired) {
     return Status::Ok();
   }
   if (!EnvelopeEvent(v, &e, /*with_id=*/!keep_bytes)) {
     return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " has a bad time");
   }
   DecisionInput& in = out->emplace_back();
-  if (received || type == "decision.made") {
+  if (received || type == ev::kDecisionMade) {
     // The envelope from the scan, the data parsed alone: the fold needs
     // no hashes and the writer validated the envelope.
     const bool is_target = target.Matches(e);
@@ -219,7 +219,7 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
         return Status::Error(errc::kLogCorrupt, "seq " + std::to_string(seq) + " data: " + st.message());
       }
     }
-  } else if (type == "execution.completed") {
+  } else if (type == ev::kExecutionCompleted) {
     CostReader cr;
     Json::sax_parse(v.data, &cr);
     e.data["cost_usd"] = cr.cost;
@@ -371,7 +371,7 @@ Status PlanInputs(const LogStore& store, const Target& target, std::vector<Event
   // org) and the agent-local rules of the target's orgs. Another org's
   // "allow always" is no part of these orgs' policy or version, and is not
   // read: a report must not reveal that it exists.
-  s = ReadTypes(store, {"policy.updated", "tools.available"}, max_seq, policies);
+  s = ReadTypes(store, {ev::kPolicyUpdated, ev::kToolsAvailable}, max_seq, policies);
   if (!s.ok()) return s;
   policies->erase(std::remove_if(policies->begin(), policies->end(),
                                  [&](const Event& e) {

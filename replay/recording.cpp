@@ -22,10 +22,10 @@ Recording Recording::FromEvents(std::vector<Event> events, const std::string& on
   std::vector<std::tuple<uint64_t, CallKey, RecordedCall>> calls;
   for (const Event& e : events) {
     if (!only_session.empty() && e.session_id != only_session) continue;
-    if (e.type == "request.received") {
+    if (e.type == ev::kRequestReceived) {
       received[OrgRequestKey(e.org_id, e.request_id)] = {
           {e.session_id, e.tool, e.data.value("args_hash", "")}, e.seq};
-    } else if (e.type == "execution.completed") {
+    } else if (e.type == ev::kExecutionCompleted) {
       auto r = received.find(OrgRequestKey(e.org_id, e.request_id));
       if (r == received.end()) continue;
       const Json result = e.data.value("result", Json());
@@ -111,7 +111,7 @@ Status LoadRecording(const std::string& path, const std::string& only_session, R
     if (!only_session.empty()) {
       s = ReadSession(*store, only_session, &events);
     } else {
-      s = ReadTypes(*store, {"request.received", "execution.completed"}, 0, &events);
+      s = ReadTypes(*store, {ev::kRequestReceived, ev::kExecutionCompleted}, 0, &events);
     }
     if (!s.ok()) return s;
   }

@@ -48,7 +48,7 @@ bool BudgetDenial(const Json& d) { return d.value("error_code", "") == errc::kBu
 // A policy.updated of the file tier: it applies to every org (its envelope
 // org is "*").
 bool IsFilePolicy(const Event& e) {
-  return e.type == "policy.updated" && e.data.is_object() && e.data.value("tier", "file") == "file";
+  return e.type == ev::kPolicyUpdated && e.data.is_object() && e.data.value("tier", "file") == "file";
 }
 
 // A change's identity, from its decision.made.
@@ -134,15 +134,15 @@ void Redecider::Fold(DecisionInput& input) {
   // counting them would tell the tenant that another org approved
   // something. (The inputs ReadDecisionInputs gives hold none.)
   if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e) &&
-      e.type != "tools.available") {
+      e.type != ev::kToolsAvailable) {
     return;
   }
   ++report.events;
-  if (e.type == "tools.available") {  // what the executors held then, as decide folded it
+  if (e.type == ev::kToolsAvailable) {  // what the executors held then, as decide folded it
     (void)st.fold.Apply(e);
     return;
   }
-  if (e.type == "policy.updated") {
+  if (e.type == ev::kPolicyUpdated) {
     Status s = st.fold.Apply(e);
     st.redactor.OnAppended({e});
     if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
@@ -155,7 +155,7 @@ void Redecider::Fold(DecisionInput& input) {
     return;
   }
   const bool is_target = st.target.Matches(e);
-  if (e.type == "request.received") {
+  if (e.type == ev::kRequestReceived) {
     if (!is_target) return;
     State::Request& r = st.requests[st.KeyOf(e)];
     if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
@@ -164,8 +164,8 @@ void Redecider::Fold(DecisionInput& input) {
     r.waiting = true;
     return;
   }
-  if (e.type != "decision.made") {
-    if (e.type == "execution.completed") {
+  if (e.type != ev::kDecisionMade) {
+    if (e.type == ev::kExecutionCompleted) {
       auto it = st.requests.find(st.KeyOf(e));
       if (it != st.requests.end()) {
         it->second.completed = true;

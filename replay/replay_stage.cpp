@@ -13,7 +13,7 @@ CallKey ReplayExecuteStage::RecordedKey(const CallKey& live) const {
 void ReplayExecuteStage::Restore(const std::vector<Event>& events) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Event& e : events) {
-    if (e.type != "execution.completed" || e.data.value("executor", "") != "replay") continue;
+    if (e.type != ev::kExecutionCompleted || e.data.value("executor", "") != "replay") continue;
     const Json r = e.data.value("replay", Json::object());
     if (!r.contains("index") || !r["index"].is_number_unsigned()) continue;
     const size_t index = r["index"].get<size_t>();
@@ -31,7 +31,7 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
   const Flow& flow = input.flow;
   const RequestState& state = input.state;
   const bool granted =
-      state.approval_settled != nullptr && state.approval_settled->type == "approval.granted";
+      state.approval_settled != nullptr && state.approval_settled->type == ev::kApprovalGranted;
   if (flow.decision.is_null() || !(state.verdict() == "allow" || (state.verdict() == "ask" && granted))) {
     // As execute: only what the log shows allowed (or approved) gets a result.
     return RejectMalformedFlow(
@@ -79,7 +79,7 @@ StageResult ReplayExecuteStage::Process(const Message& in, const StageContext& c
                                                   ", but the recording has only " + std::to_string(recorded);
       tool_result = ToolResultError(kReplayMismatch, msg + "; not executed (replay mode)", false);
     }
-    r.events.push_back(FlowEvent(flow, "execution.completed", ctx.now_us,
+    r.events.push_back(FlowEvent(flow, ev::kExecutionCompleted, ctx.now_us,
                                  {{"result", tool_result},
                                   {"duration_ms", 0},
                                   {"cost_usd", 0},
@@ -101,7 +101,7 @@ Status MakeReplayStage(const Topics& topics, const std::string& from, const std:
   Status s = LoadRecording(from, session, recording.get());
   if (!s.ok()) return s;
   std::vector<Event> served;
-  s = ReadTypes(live, {"execution.completed"}, 0, &served);
+  s = ReadTypes(live, {ev::kExecutionCompleted}, 0, &served);
   if (!s.ok()) return s;
   auto stage = std::make_unique<ReplayExecuteStage>(ReplayStageConfig{topics, recording, session});
   stage->Restore(served);

@@ -29,43 +29,63 @@ double Num(const Json& j, const char* key) {
   return it != j.end() && it->is_number() ? it->get<double>() : 0;
 }
 
+// Arguments are shown up to this many columns on a step's line.
+constexpr size_t kArgsColumns = 160;
+
+// The call's arguments as the log holds them (secrets already redacted,
+// docs/redaction.md), on one line and cut at kArgsColumns; the hash when
+// the event carries no request.
+std::string ArgsText(const Json& d) {
+  auto req = d.find("request");
+  auto args = req != d.end() && req->is_object() ? req->find("args") : req;
+  if (req == d.end() || !req->is_object() || args == req->end()) {
+    return "args_hash " + Str(d, "args_hash").substr(0, 12);
+  }
+  std::string text = args->dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (Columns(text) <= kArgsColumns) return text;
+  size_t cut = 0;
+  for (size_t n = 0; cut < text.size() && n < kArgsColumns - 1; ++cut) n += (text[cut] & 0xC0) != 0x80;
+  while (cut < text.size() && (text[cut] & 0xC0) == 0x80) ++cut;  // not inside a code point
+  return text.substr(0, cut) + "…";
+}
+
 // One line for people about one event of a request.
 std::string Summary(const Event& e, const RequestTimeline& r) {
   const Json& d = e.data;
   std::ostringstream o;
-  if (e.type == "request.received") {
-    o << "received " << e.tool << " args " << Str(d, "args_hash").substr(0, 12);
-  } else if (e.type == "request.rejected") {
+  if (e.type == ev::kRequestReceived) {
+    o << "received " << e.tool << " " << ArgsText(d);
+  } else if (e.type == ev::kRequestRejected) {
     const Json err = d.value("error", Json::object());
     o << "rejected " << Str(err, "code") << ": " << Str(err, "message");
-  } else if (e.type == "decision.made") {
+  } else if (e.type == ev::kDecisionMade) {
     o << "decision " << Str(d, "verdict") << "  rule " << Str(d, "rule") << "  policy "
       << Str(d, "policy_version");
     if (!Str(d, "error_code").empty()) o << "  " << Str(d, "error_code");
     o << "  — " << Str(d, "reason");
-  } else if (e.type == "approval.requested") {
+  } else if (e.type == ev::kApprovalRequested) {
     o << "approval requested";
     if (d.contains("approvers_needed")) o << ", quorum " << d["approvers_needed"].dump();
     if (!Str(d, "deadline").empty()) o << ", deadline " << Str(d, "deadline");
-  } else if (e.type == "approval.granted" || e.type == "approval.denied") {
-    o << (e.type == "approval.granted" ? "approved by " : "denied by ") << Str(d, "approver");
+  } else if (e.type == ev::kApprovalGranted || e.type == ev::kApprovalDenied) {
+    o << (e.type == ev::kApprovalGranted ? "approved by " : "denied by ") << Str(d, "approver");
     if (!Str(d, "scope").empty()) o << " (" << Str(d, "scope") << ")";
     if (r.approval_requested) o << " after " << FormatDuration(e.time_us - r.approval_requested_us);
     if (!Str(d, "comment").empty()) o << ": " << Str(d, "comment");
-  } else if (e.type == "approval.expired") {
+  } else if (e.type == ev::kApprovalExpired) {
     o << "approval expired";
     if (r.approval_requested) o << " after " << FormatDuration(e.time_us - r.approval_requested_us);
-  } else if (e.type == "execution.started") {
+  } else if (e.type == ev::kExecutionStarted) {
     o << "execution started (" << Str(d, "executor") << ", attempt " << d.value("attempt", Json(1)).dump()
       << ")";
-  } else if (e.type == "execution.completed" && Str(d, "executor") == "replay") {
+  } else if (e.type == ev::kExecutionCompleted && Str(d, "executor") == "replay") {
     // Recorded-result replay (replay/replay_stage.h): nothing ran.
     const Json rp = d.value("replay", Json::object());
     if (rp.value("matched", false))
       o << "served the recorded result of " << Str(rp, "from_request_id") << " (replay)";
     else
       o << "replay mismatch: no recorded result, not executed (" << kReplayMismatch << ")";
-  } else if (e.type == "execution.completed") {
+  } else if (e.type == ev::kExecutionCompleted) {
     const Json res = d.value("result", Json::object());
     const bool ok = res.value("success", false);
     o << "execution " << (ok ? "succeeded" : "failed");
@@ -83,12 +103,12 @@ std::string Summary(const Event& e, const RequestTimeline& r) {
 
 void Apply(const Event& e, RequestTimeline& r) {
   const Json& d = e.data;
-  if (e.type == "request.received") {
+  if (e.type == ev::kRequestReceived) {
     r.request = d.value("request", Json());
     r.args_hash = Str(d, "args_hash");
     int64_t t;
     if (ParseTime(Str(d, "received_at"), &t)) r.received_us = t;
-  } else if (e.type == "decision.made") {
+  } else if (e.type == ev::kDecisionMade) {
     r.decision = WithoutProvenance(d);
     r.verdict = Str(d, "verdict");
     r.rule = Str(d, "rule");
@@ -96,7 +116,7 @@ void Apply(const Event& e, RequestTimeline& r) {
     r.policy_version = Str(d, "policy_version");
     r.danger_level = Str(d, "danger_level");
     r.decision_error = Str(d, "error_code");
-  } else if (e.type == "approval.requested") {
+  } else if (e.type == ev::kApprovalRequested) {
     r.approval_requested = true;
     r.approval_requested_us = e.time_us;
     r.approval_request = WithoutProvenance(d);
@@ -109,9 +129,9 @@ void Apply(const Event& e, RequestTimeline& r) {
     a.time_us = e.time_us;
     if (r.approval_requested) a.waited_us = e.time_us - r.approval_requested_us;
     r.approvals.push_back(std::move(a));
-  } else if (e.type == "execution.started") {
+  } else if (e.type == ev::kExecutionStarted) {
     ++r.attempts;
-  } else if (e.type == "execution.completed") {
+  } else if (e.type == ev::kExecutionCompleted) {
     const Json res = d.value("result", Json::object());
     r.executed = true;
     r.duration_ms = Num(d, "duration_ms");

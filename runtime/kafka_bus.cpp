@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "runtime/tcp_forward.h"
 
 namespace tollgate {
 namespace {
@@ -156,7 +157,7 @@ Status ReadPartitionSpans(rd_kafka_t* rk, const std::vector<std::string>& topics
 
 // ---------------------------------------------------------------- broker
 
-Status EmbeddedBroker::Start(int brokers, std::unique_ptr<EmbeddedBroker>* out) {
+Status EmbeddedBroker::Start(int brokers, std::unique_ptr<EmbeddedBroker>* out, int bootstrap_port) {
   std::unique_ptr<EmbeddedBroker> b(new EmbeddedBroker());
   BusConfig bc;
   Conf conf(bc);
@@ -167,11 +168,20 @@ Status EmbeddedBroker::Start(int brokers, std::unique_ptr<EmbeddedBroker>* out) 
   b->cluster_ = rd_kafka_mock_cluster_new(b->handle_, brokers);
   if (b->cluster_ == nullptr) return Status::Error(errc::kKafka, "cannot start the embedded broker");
   b->bootstrap_ = rd_kafka_mock_cluster_bootstraps(b->cluster_);
+  if (bootstrap_port >= 0) {
+    // Only bootstrap connections pass through it; clients then talk to the
+    // address the metadata advertises (the mock's own), so data never does.
+    // Any one broker of the cluster answers for all in its metadata.
+    s = TcpForward::Start(bootstrap_port, b->bootstrap_.substr(0, b->bootstrap_.find(',')), &b->forward_);
+    if (!s.ok()) return Status::Error(s.code(), "the embedded broker's bootstrap port: " + s.message());
+    b->bootstrap_ = "127.0.0.1:" + std::to_string(b->forward_->port());
+  }
   *out = std::move(b);
   return Status::Ok();
 }
 
 EmbeddedBroker::~EmbeddedBroker() {
+  forward_.reset();  // no new bootstrap connections to a broker going away
   if (cluster_) rd_kafka_mock_cluster_destroy(cluster_);
   if (handle_) rd_kafka_destroy(handle_);
 }

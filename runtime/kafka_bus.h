@@ -41,7 +41,13 @@ struct BusConfig {
 // 127.0.0.1. Keeps data in memory only. Thread-safe.
 class EmbeddedBroker {
  public:
-  static Status Start(int brokers, std::unique_ptr<EmbeddedBroker>* out);
+  // `bootstrap_port` -1: bootstrap() is the mock's own listener, whose port
+  // librdkafka picks anew at every start. 0..65535: a TcpForward on
+  // 127.0.0.1:bootstrap_port (0: any free port) in front of it, and
+  // bootstrap() names that, so a restart can keep the address clients
+  // bootstrap from (`up --broker-port`). E_INVALID_REQUEST when the port is
+  // taken.
+  static Status Start(int brokers, std::unique_ptr<EmbeddedBroker>* out, int bootstrap_port = -1);
   ~EmbeddedBroker();
   const std::string& bootstrap() const { return bootstrap_; }
   Status CreateTopic(const std::string& topic, int partitions);
@@ -56,6 +62,7 @@ class EmbeddedBroker {
   EmbeddedBroker() = default;
   rd_kafka_s* handle_ = nullptr;
   rd_kafka_mock_cluster_s* cluster_ = nullptr;
+  std::unique_ptr<class TcpForward> forward_;  // with a bootstrap_port
   std::string bootstrap_;
 };
 

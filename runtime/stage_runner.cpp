@@ -15,7 +15,12 @@ namespace tollgate {
 namespace {
 
 using OffsetMap = std::map<std::pair<std::string, int32_t>, int64_t>;
+using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kTxnTimeout{30000};
+
+uint64_t MicrosBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+}
 
 // The log as the stage sees it mid-batch: the durable log plus the events
 // this batch has produced so far (by index into the batch's own vector, not
@@ -129,66 +134,6 @@ StageRunner::~StageRunner() {
   if (consumer_) consumer_->Close();
 }
 
-Status StageRunner::Start() {
-  BusConfig bus = options_.bus;
-  bus.client_id = "tollgate-" + stage_.name();
-  // The producer first: opening it fences a previous incarnation of this
-  // stage and ends its open transaction, so what the read-back sees of it
-  // is final.
-  Status s = Producer::Open(bus, options_.transactional_id, &producer_);
-  if (!s.ok()) return s;
-  s = ReadBackCommitted(options_.republish_lookback);
-  if (!s.ok()) return s;
-  s = Consumer::Open(bus, options_.group, stage_.input_topics(), &consumer_);
-  if (!s.ok()) return s;
-  publisher_ = std::make_unique<SerialWorker>();
-  // A rebalance re-assigns partitions at their committed offsets. A batch
-  // still publishing has not committed them yet: wait for its transaction
-  // (its outcome is collected as usual after). The offset commit after it
-  // can still be refused while the group rebalances (the embedded broker
-  // does), and the new assignment then reads that batch again: read back
-  // what it committed, as after a failed transaction.
-  consumer_->SetBeforeRevoke([this] {
-    if (!publisher_) return;  // closing
-    ++stats_.revoked;
-    publisher_->WaitIdle();
-    Status r = ReadBackCommitted(RecentLookback());
-    if (!r.ok()) log::Warn({stage_.name()}) << "at rebalance: " << r.ToString() << "\n";
-  });
-  // The process gaining partitions needs the same knowledge: the previous
-  // owner's last batch may be committed while its offsets were refused, and
-  // it is read again here. The first assignment follows Start's read-back,
-  // but another process may have committed since.
-  consumer_->SetBeforeAssign([this] {
-    if (!publisher_) return;  // closing
-    ++stats_.assigned;
-    Status r = ReadBackCommitted(RecentLookback());
-    if (!r.ok()) log::Warn({stage_.name()}) << "at assignment: " << r.ToString() << "\n";
-    if (options_.sole_member) CheckSoleMember();
-  });
-  return Status::Ok();
-}
-
-void StageRunner::CheckSoleMember() {
-  int assigned = 0, total = 0;
-  Status s = consumer_->Coverage(&assigned, &total, std::chrono::milliseconds(2000));
-  if (!s.ok()) {
-    log::Warn({stage_.name()}) << "cannot tell whether its group has another member: " << s.ToString()
-                               << "\n";
-    return;
-  }
-  const uint64_t foreign = assigned < total ? 1 : 0;
-  if (foreign == stats_.foreign_members.exchange(foreign)) return;
-  if (foreign) {
-    log::Error({stage_.name()}) << "its consumer group " << options_.group
-                                << " has a member that is not this process: "
-                                << "it was given " << assigned << " of " << total
-                                << " partitions; the rest go to whoever joined (docs/trust.md)\n";
-  } else {
-    log::Warn({stage_.name()}) << "its consumer group has no other member any more\n";
-  }
-}
-
 void StageRunner::RecordBatch(uint64_t process_us, uint64_t append_us, std::optional<uint64_t> publish_us) {
   stats_.process_us += process_us;
   stats_.append_us += append_us;
@@ -198,74 +143,6 @@ void StageRunner::RecordBatch(uint64_t process_us, uint64_t append_us, std::opti
     stats_.publish_us += *publish_us;
     stats_.publish_hist.Record(*publish_us);
   }
-}
-
-Status StageRunner::ReadBackCommitted(int64_t lookback) {
-  std::vector<std::string> topics(declared_outputs_.begin(), declared_outputs_.end());
-  if (options_.results && declared_outputs_.count(options_.bus.topics.results())) {
-    // Results go out on their orgs' topics: read those back.
-    Status s = options_.results->ExistingTopics(&topics);
-    if (!s.ok()) return s;
-  }
-  if (topics.empty() || lookback <= 0) {
-    stats_.readback_complete = true;
-    return Status::Ok();
-  }
-  // Only inputs at or past the committed offsets can be read again: what
-  // the read-back keeps is the re-read window, not the whole tail.
-  std::map<TopicPartition, int64_t> committed;
-  Status s = ReadGroupOffsets(options_.bus, options_.group, stage_.input_topics(),
-                              options_.republish_read_timeout, &committed);
-  if (!s.ok()) return s;
-  committed_.SetCommitted(std::move(committed));
-  BusConfig bus = options_.bus;
-  bus.client_id = "tollgate-" + stage_.name() + "-readback";
-  TailReadStats read;
-  s = ReadCommittedTail(
-      bus, topics, lookback, options_.republish_read_timeout, [this](const Message& m) { committed_.Add(m); },
-      &read);
-  if (!s.ok()) return s;
-  stats_.readback_messages = read.messages;
-  stats_.readback_kept = committed_.size();
-  stats_.readback_complete = read.complete;
-  if (!read.complete) {
-    log::Warn({stage_.name()})
-        << "read back only part of its committed outputs within " << options_.republish_read_timeout.count()
-        << " ms (" << read.messages
-        << " messages); a message read again after the last crash may have its output sent twice\n";
-  } else if (committed_.size() > 0) {
-    log::Warn({stage_.name()})
-        << committed_.size()
-        << " committed outputs belong to messages past its committed offsets; re-made, they will not be "
-           "sent twice\n";
-  }
-  return Status::Ok();
-}
-
-void StageRunner::StampSource(Message& out, const std::string& source) {
-  out.headers[kHeaderSource] = source;
-  // An output on a topic the stage did not declare is not read back after
-  // a crash: say so once, it is a stage bug.
-  if (!declared_outputs_.empty() && !declared_outputs_.count(out.topic) &&
-      undeclared_.insert(out.topic).second) {
-    log::Warn({stage_.name()})
-        << "produces to " << out.topic
-        << ", which it does not declare in output_topics(): outputs there may be sent twice after a crash\n";
-  }
-}
-
-void StageRunner::DropCommitted(std::vector<StageOutput>& outputs) {
-  if (committed_.empty()) return;
-  size_t kept = 0;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    if (committed_.Contains(outputs[i].message)) {
-      ++stats_.already_committed;
-      continue;
-    }
-    if (kept != i) outputs[kept] = std::move(outputs[i]);
-    ++kept;
-  }
-  outputs.resize(kept);
 }
 
 Status StageRunner::CollectPublished(bool wait) {
@@ -291,86 +168,64 @@ Status StageRunner::CollectPublished(bool wait) {
   return Status::Ok();
 }
 
-Status StageRunner::Run() {
-  std::vector<Message> batch;
-  auto backoff = std::chrono::milliseconds(100);
-  // Fail closed: nothing of the failed batch was committed; read it again.
-  auto recover = [&](const Status& s) -> Status {
-    ++stats_.retries;
-    log::Warn({stage_.name()}) << "batch failed, retrying in " << backoff.count() << " ms: " << s.ToString()
-                               << "\n";
-    Status r = consumer_->RewindToCommitted();
+Status StageRunner::Recover(const Status& s, std::chrono::milliseconds* backoff) {
+  ++stats_.retries;
+  log::Warn({stage_.name()}) << "batch failed, retrying in " << backoff->count() << " ms: " << s.ToString()
+                             << "\n";
+  Status r = consumer_->RewindToCommitted();
+  if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
+  if (s.code() == errc::kTxnAbortable || s.code() == errc::kKafka) {
+    // An aborted transaction's outputs may have reached the broker, and
+    // the embedded one shows them to read_committed readers anyway: what
+    // readers were shown is not shown twice. Apache Kafka hides them, so
+    // nothing is found and the batch is sent again. The batch just
+    // written is near the end of each partition.
+    r = ReadBackCommitted(RecentLookback());
     if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
-    if (s.code() == errc::kTxnAbortable || s.code() == errc::kKafka) {
-      // An aborted transaction's outputs may have reached the broker, and
-      // the embedded one shows them to read_committed readers anyway: what
-      // readers were shown is not shown twice. Apache Kafka hides them, so
-      // nothing is found and the batch is sent again. The batch just
-      // written is near the end of each partition.
-      r = ReadBackCommitted(RecentLookback());
-      if (!r.ok()) log::Warn({stage_.name()}) << r.ToString() << "\n";
-    }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
-    if (s.code() == errc::kKafka) {
-      // A fatal producer error (e.g. fenced): start a fresh producer. The
-      // publisher is idle: its failure is how we got here, or it had nothing.
-      producer_.reset();
-      BusConfig bus = options_.bus;
-      bus.client_id = "tollgate-" + stage_.name();
-      Status p = Producer::Open(bus, options_.transactional_id, &producer_);
-      if (!p.ok()) return p;
-    }
-    return Status::Ok();
-  };
-  while (!stop_.load()) {
-    batch.clear();
-    // While work is in flight, poll briefly so its results go out promptly.
-    const bool waiting = !in_flight_.empty();
-    Status polled = consumer_->Poll(
-        options_.max_batch,
-        waiting ? std::min(options_.poll_timeout, std::chrono::milliseconds(5)) : options_.poll_timeout,
-        &batch);
-    if (!polled.ok()) {
-      log::Warn({stage_.name()}) << polled.ToString() << "\n";
-      if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
-    }
-    // The batch handed off last: if its transaction failed, it and
-    // everything read since are read again (this poll's batch included).
-    const bool tick_due = std::chrono::steady_clock::now() - last_tick_ >= options_.tick_interval;
-    Status published = CollectPublished(/*wait=*/tick_due || waiting);
-    if (!published.ok()) {
-      Status r = recover(published);
-      if (!r.ok()) return r;
-      continue;
-    }
-    if (tick_due) {
-      Status t = RunTick();
-      if (!t.ok()) {
-        ++stats_.retries;
-        log::Warn({stage_.name()}) << "tick failed (retried at the next tick): " << t.ToString() << "\n";
-      }
-    }
-    if (waiting) {
-      Status f = PublishFinished();
-      if (!f.ok()) {
-        ++stats_.retries;
-        log::Warn({stage_.name()}) << "publishing finished work failed (retried): " << f.ToString() << "\n";
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-    }
-    if (batch.empty()) continue;
-    const uint64_t committed_before = stats_.batches.load();
-    Status s = ProcessBatch(batch);
-    if (s.ok()) {
-      // Back off afresh once a batch has committed, not merely been handed
-      // over: a transaction that keeps failing keeps doubling the wait.
-      if (stats_.batches.load() != committed_before) backoff = std::chrono::milliseconds(100);
-      continue;
-    }
-    Status r = recover(s);
-    if (!r.ok()) return r;
   }
+  std::this_thread::sleep_for(*backoff);
+  *backoff = std::min(*backoff * 2, std::chrono::milliseconds(5000));
+  if (s.code() == errc::kKafka) {
+    // A fatal producer error (e.g. fenced): start a fresh producer. The
+    // publisher is idle: its failure is how we got here, or it had nothing.
+    producer_.reset();
+    BusConfig bus = options_.bus;
+    bus.client_id = "tollgate-" + stage_.name();
+    Status p = Producer::Open(bus, options_.transactional_id, &producer_);
+    if (!p.ok()) return p;
+  }
+  return Status::Ok();
+}
+
+void StageRunner::PollBatch(bool waiting, std::vector<Message>* batch) {
+  // While work is in flight, poll briefly so its results go out promptly.
+  Status polled = consumer_->Poll(
+      options_.max_batch,
+      waiting ? std::min(options_.poll_timeout, std::chrono::milliseconds(5)) : options_.poll_timeout, batch);
+  if (!polled.ok()) {
+    log::Warn({stage_.name()}) << polled.ToString() << "\n";
+    if (polled.code() == errc::kOffsetLost && options_.on_offset_lost) options_.on_offset_lost(polled);
+  }
+}
+
+void StageRunner::TickOrWarn() {
+  Status t = RunTick();
+  if (!t.ok()) {
+    ++stats_.retries;
+    log::Warn({stage_.name()}) << "tick failed (retried at the next tick): " << t.ToString() << "\n";
+  }
+}
+
+void StageRunner::PublishFinishedOrWarn() {
+  Status f = PublishFinished();
+  if (!f.ok()) {
+    ++stats_.retries;
+    log::Warn({stage_.name()}) << "publishing finished work failed (retried): " << f.ToString() << "\n";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+void StageRunner::FinishAtStop() {
   // The batch handed off last is committed before going; if that fails it
   // was not committed, and the next run reads it again.
   Status last = CollectPublished(/*wait=*/true);
@@ -387,6 +242,40 @@ Status StageRunner::Run() {
   }
   StopWorkers();
   consumer_->Close();
+}
+
+Status StageRunner::Run() {
+  std::vector<Message> batch;
+  auto backoff = std::chrono::milliseconds(100);
+  while (!stop_.load()) {
+    batch.clear();
+    const bool waiting = !in_flight_.empty();
+    PollBatch(waiting, &batch);
+    // The batch handed off last: if its transaction failed, it and
+    // everything read since are read again (this poll's batch included).
+    const bool tick_due = std::chrono::steady_clock::now() - last_tick_ >= options_.tick_interval;
+    Status published = CollectPublished(/*wait=*/tick_due || waiting);
+    if (!published.ok()) {
+      // Fail closed: nothing of the failed batch was committed; read it again.
+      Status r = Recover(published, &backoff);
+      if (!r.ok()) return r;
+      continue;
+    }
+    if (tick_due) TickOrWarn();
+    if (waiting) PublishFinishedOrWarn();
+    if (batch.empty()) continue;
+    const uint64_t committed_before = stats_.batches.load();
+    Status s = ProcessBatch(batch);
+    if (s.ok()) {
+      // Back off afresh once a batch has committed, not merely been handed
+      // over: a transaction that keeps failing keeps doubling the wait.
+      if (stats_.batches.load() != committed_before) backoff = std::chrono::milliseconds(100);
+      continue;
+    }
+    Status r = Recover(s, &backoff);
+    if (!r.ok()) return r;
+  }
+  FinishAtStop();
   return Status::Ok();
 }
 
@@ -449,17 +338,7 @@ Status StageRunner::PublishFinished() {
     Finish(stage_, job->in, job->ctx, options_.max_event_bytes, producer_->max_message_bytes(), &r);
     TakeResult(std::move(r), job->ctx.source, &events, &outputs, &seq_refs);
   }
-  // Offsets as they will be once these jobs are done.
-  OffsetMap next;
-  std::map<TopicPartition, std::set<int64_t>> after = in_flight_;
-  for (auto& job : unpublished_) after[job->tp].erase(job->offset);
-  for (auto& job : unpublished_) {
-    auto& f = after[job->tp];
-    auto r = read_upto_.find(job->tp);
-    // Not past the job itself when its batch's publish has not succeeded yet.
-    next[job->tp] = !f.empty() ? *f.begin() : (r == read_upto_.end() ? job->offset : r->second);
-  }
-  Status s = AppendAndPublish(events, outputs, seq_refs, next, nullptr);
+  Status s = AppendAndPublish(events, outputs, seq_refs, OffsetsAfterUnpublished(), nullptr);
   if (!s.ok()) return s;
   stats_.events += events.size();
   stats_.outputs += outputs.size();
@@ -477,31 +356,47 @@ Status StageRunner::PublishFinished() {
   return Status::Ok();
 }
 
-Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
-  if (topic_mode()) {
-    // The view must hold every event committed before these messages were
-    // (their own flow's among them), and this stage's last batch.
-    Status s = CollectPublished(/*wait=*/true);
-    if (s.ok()) s = options_.catch_up();
-    if (!s.ok()) return s;
-  }
-  std::vector<Event> events;
-  OverlayView view(log_, events);
-  std::vector<StageOutput> outputs;
-  std::vector<std::pair<size_t, size_t>> seq_refs;  // (output index, event index)
+StageRunner::OffsetMap StageRunner::OffsetsAfterUnpublished() const {
   OffsetMap next;
+  std::map<TopicPartition, std::set<int64_t>> after = in_flight_;
+  for (auto& job : unpublished_) after[job->tp].erase(job->offset);
+  for (auto& job : unpublished_) {
+    auto& f = after[job->tp];
+    auto r = read_upto_.find(job->tp);
+    // Not past the job itself when its batch's publish has not succeeded yet.
+    next[job->tp] = !f.empty() ? *f.begin() : (r == read_upto_.end() ? job->offset : r->second);
+  }
+  return next;
+}
+
+StageRunner::OffsetMap StageRunner::OffsetsToCommit(const BatchWork& w) const {
+  OffsetMap next;
+  for (const auto& [tp, upto] : w.read_upto) {
+    int64_t commit = upto;
+    auto a = in_flight_.find(tp);
+    if (a != in_flight_.end() && !a->second.empty()) commit = std::min(commit, *a->second.begin());
+    auto b = w.new_in_flight.find(tp);
+    if (b != w.new_in_flight.end() && !b->second.empty()) commit = std::min(commit, *b->second.begin());
+    next[tp] = commit;
+  }
+  return next;
+}
+
+Status StageRunner::CatchUpBeforeBatch() {
+  if (!topic_mode()) return Status::Ok();  // the local log holds every event already
+  // The view must hold every event committed before these messages were
+  // (their own flow's among them), and this stage's last batch.
+  Status s = CollectPublished(/*wait=*/true);
+  if (s.ok()) s = options_.catch_up();
+  return s;
+}
+
+Status StageRunner::ProcessMessages(const std::vector<Message>& batch, BatchWork* w) {
+  OverlayView view(log_, w->events);
   const int64_t now = NowMicros();
-  using Clock = std::chrono::steady_clock;
-  auto us = [](Clock::time_point a, Clock::time_point b) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
-  };
-  std::vector<std::unique_ptr<Job>> jobs;
-  std::map<TopicPartition, std::set<int64_t>> new_in_flight;
-  std::map<TopicPartition, int64_t> read_upto;
-  const auto t0 = Clock::now();
   for (const Message& m : batch) {
     const TopicPartition tp{m.topic, m.partition};
-    read_upto[tp] = m.offset + 1;
+    w->read_upto[tp] = m.offset + 1;
     auto fl = in_flight_.find(tp);
     if (fl != in_flight_.end() && fl->second.count(m.offset)) continue;  // its work is running
     StageContext ctx{now, options_.incarnation + "/" + m.topic + "/" + std::to_string(m.partition) + "/" +
@@ -510,8 +405,8 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
     if (!r.error.ok()) return r.error;
     Finish(stage_, m, ctx, options_.max_event_bytes, producer_->max_message_bytes(), &r);
     DeferredWork deferred = std::move(r.deferred);
-    const size_t first_new = events.size();
-    TakeResult(std::move(r), ctx.source, &events, &outputs, &seq_refs);
+    const size_t first_new = w->events.size();
+    TakeResult(std::move(r), ctx.source, &w->events, &w->outputs, &w->seq_refs);
     view.Added(first_new);
     if (deferred) {
       auto job = std::make_unique<Job>();
@@ -520,50 +415,69 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
       job->in = m;
       job->ctx = ctx;
       job->work = std::move(deferred);
-      new_in_flight[tp].insert(m.offset);
-      jobs.push_back(std::move(job));
+      w->new_in_flight[tp].insert(m.offset);
+      w->jobs.push_back(std::move(job));
     }
   }
-  for (const auto& [tp, upto] : read_upto) {
-    int64_t commit = upto;
-    auto a = in_flight_.find(tp);
-    if (a != in_flight_.end() && !a->second.empty()) commit = std::min(commit, *a->second.begin());
-    auto b = new_in_flight.find(tp);
-    if (b != new_in_flight.end() && !b->second.empty()) commit = std::min(commit, *b->second.begin());
-    next[tp] = commit;
-  }
+  return Status::Ok();
+}
 
-  const auto t1 = Clock::now();
-  Clock::time_point t2;
-  if (jobs.empty() && in_flight_.empty() && !topic_mode()) {
-    // Pipelined: append, wait for the previous batch's transaction, hand
-    // this one over and go on reading.
-    Status s = AppendEvents(events, outputs, seq_refs);
-    if (!s.ok()) return s;
-    t2 = Clock::now();
-    s = CollectPublished(/*wait=*/true);
-    if (!s.ok()) return s;
-    auto h = std::make_unique<Handoff>();
-    h->outputs = std::move(outputs);
-    h->next = std::move(next);
-    h->read_upto = std::move(read_upto);
-    h->messages = batch.size();
-    h->events = events.size();
-    handoff_ = std::move(h);
-    Handoff* job = handoff_.get();
-    publisher_->Hand([this, job, us] {
-      const auto p0 = Clock::now();
-      Status published = Publish(job->outputs, job->next, &job->offsets_stored);
-      if (published.ok()) {
-        const uint64_t took = us(p0, Clock::now());
-        stats_.publish_us += took;
-        stats_.publish_hist.Record(took);
-      }
-      return published;
-    });
-    RecordBatch(us(t0, t1), us(t1, t2), std::nullopt);
-    return Status::Ok();
+Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
+  Status s = CatchUpBeforeBatch();
+  if (!s.ok()) return s;
+  BatchWork w;
+  w.messages = batch.size();
+  w.started = SteadyClock::now();
+  s = ProcessMessages(batch, &w);
+  if (!s.ok()) return s;
+  w.next = OffsetsToCommit(w);
+  w.processed = SteadyClock::now();
+  // Events to the local log and no work deferred: the batch can be handed
+  // over. Otherwise (the events topic, or work to start) it is published here.
+  if (w.jobs.empty() && in_flight_.empty() && !topic_mode()) return HandOverBatch(w);
+  return PublishBatch(w);
+}
+
+Status StageRunner::HandOverBatch(BatchWork& w) {
+  // Pipelined: append, wait for the previous batch's transaction, hand
+  // this one over and go on reading.
+  Status s = AppendEvents(w.events, w.outputs, w.seq_refs);
+  if (!s.ok()) return s;
+  const SteadyClock::time_point appended = SteadyClock::now();
+  s = CollectPublished(/*wait=*/true);
+  if (!s.ok()) return s;
+  auto h = std::make_unique<Handoff>();
+  h->outputs = std::move(w.outputs);
+  h->next = std::move(w.next);
+  h->read_upto = std::move(w.read_upto);
+  h->messages = w.messages;
+  h->events = w.events.size();
+  handoff_ = std::move(h);
+  Handoff* job = handoff_.get();
+  publisher_->Hand([this, job] {
+    const auto p0 = SteadyClock::now();
+    Status published = Publish(job->outputs, job->next, &job->offsets_stored);
+    if (published.ok()) {
+      const uint64_t took = MicrosBetween(p0, SteadyClock::now());
+      stats_.publish_us += took;
+      stats_.publish_hist.Record(took);
+    }
+    return published;
+  });
+  RecordBatch(MicrosBetween(w.started, w.processed), MicrosBetween(w.processed, appended), std::nullopt);
+  return Status::Ok();
+}
+
+void StageRunner::StartJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+  for (auto& job : jobs) {
+    in_flight_[job->tp].insert(job->offset);
+    ++stats_.in_flight;
+    Submit(std::move(job));
   }
+  jobs.clear();
+}
+
+Status StageRunner::PublishBatch(BatchWork& w) {
   // Work is started only after every earlier batch has committed: were one
   // to fail, this batch would be read again, and its work must not have
   // begun on a message whose execution.started a re-read then finds.
@@ -571,22 +485,16 @@ Status StageRunner::ProcessBatch(std::vector<Message>& batch) {
   if (!s.ok()) return s;
   // The work starts only once the events before it (execution.started) are
   // durable, and before the publish, so a failed publish does not lose it.
-  auto start_jobs = [&] {
-    for (auto& job : jobs) {
-      in_flight_[job->tp].insert(job->offset);
-      ++stats_.in_flight;
-      Submit(std::move(job));
-    }
-    jobs.clear();
-  };
-  s = AppendAndPublish(events, outputs, seq_refs, next, &t2, start_jobs);
+  SteadyClock::time_point appended;
+  s = AppendAndPublish(w.events, w.outputs, w.seq_refs, w.next, &appended, [&] { StartJobs(w.jobs); });
   if (!s.ok()) return s;
-  for (const auto& [tp, upto] : read_upto) read_upto_[tp] = upto;
-  const auto t3 = Clock::now();
-  RecordBatch(us(t0, t1), us(t1, t2), us(t2, t3));
-  stats_.messages += batch.size();
-  stats_.events += events.size();
-  stats_.outputs += outputs.size();
+  for (const auto& [tp, upto] : w.read_upto) read_upto_[tp] = upto;
+  const auto published = SteadyClock::now();
+  RecordBatch(MicrosBetween(w.started, w.processed), MicrosBetween(w.processed, appended),
+              MicrosBetween(appended, published));
+  stats_.messages += w.messages;
+  stats_.events += w.events.size();
+  stats_.outputs += w.outputs.size();
   ++stats_.batches;
   return Status::Ok();
 }

@@ -182,6 +182,8 @@ class StageRunner {
 
  private:
   Status ProcessBatch(std::vector<Message>& batch);
+  // Where events go: with an events topic (topic mode) they travel in the
+  // outputs' transaction; without, they go to the local log (the sink).
   bool topic_mode() const { return !options_.events_topic.empty(); }
   // Moves `r`'s events and outputs (stamped with `source`) onto a batch's;
   // in topic mode the events become outputs too. seq_refs: (output index,
@@ -236,6 +238,47 @@ class StageRunner {
   // Appends and publishes finished jobs; a failure keeps them for a retry.
   Status PublishFinished();
   void StopWorkers();
+
+  // Run()'s pieces. Recover: after a failed batch, fail closed: nothing of
+  // it was committed; rewind, back off (doubling *backoff) and read it
+  // again; a fatal producer error gets a fresh producer (its failure to
+  // open ends Run). The others log what fails and go on.
+  Status Recover(const Status& s, std::chrono::milliseconds* backoff);
+  void PollBatch(bool waiting, std::vector<Message>* batch);
+  void TickOrWarn();
+  void PublishFinishedOrWarn();
+  // At Stop(): the batch handed off last committed, the deferred work in
+  // flight recorded, then the workers and the consumer closed.
+  void FinishAtStop();
+
+  // ProcessBatch()'s pieces: one batch read, processed and sent.
+  using OffsetMap = std::map<TopicPartition, int64_t>;
+  struct BatchWork {
+    size_t messages = 0;
+    std::vector<Event> events;
+    std::vector<StageOutput> outputs;
+    std::vector<std::pair<size_t, size_t>> seq_refs;            // (output index, event index)
+    std::map<TopicPartition, int64_t> read_upto;                // last read offset + 1
+    std::map<TopicPartition, std::set<int64_t>> new_in_flight;  // its jobs' offsets
+    std::vector<std::unique_ptr<Job>> jobs;                     // deferred work to start
+    OffsetMap next;                                             // offsets committed with it
+    std::chrono::steady_clock::time_point started, processed;   // for RecordBatch
+  };
+  // In topic mode, the log view caught up (the last batch published first).
+  Status CatchUpBeforeBatch();
+  // Process() each message not in flight; its events, outputs and jobs into *w.
+  Status ProcessMessages(const std::vector<Message>& batch, BatchWork* w);
+  // Offset bookkeeping: the offsets to commit are each partition's read
+  // offset, held back to the lowest offset whose work is in flight
+  // (OffsetsToCommit: a batch; OffsetsAfterUnpublished: finished jobs).
+  OffsetMap OffsetsToCommit(const BatchWork& w) const;
+  OffsetMap OffsetsAfterUnpublished() const;
+  // A batch whose events went to the local log and that defers no work:
+  // appended, then handed to the publisher (pipelined).
+  Status HandOverBatch(BatchWork& w);
+  // Any other batch: published here, its jobs started once its events are durable.
+  Status PublishBatch(BatchWork& w);
+  void StartJobs(std::vector<std::unique_ptr<Job>>& jobs);
 
   // The pipelined publish (see the file comment). Runner thread.
   struct Handoff {

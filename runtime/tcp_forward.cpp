@@ -1,12 +1,17 @@
 #include "runtime/tcp_forward.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace tollgate {
 namespace {
@@ -48,22 +53,81 @@ void Relay(int a, int b) {
   close(b);
 }
 
+// "127.0.0.1:PORT" -> PORT, else 0.
+int LoopbackTargetPort(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || target.substr(0, colon) != "127.0.0.1") return 0;
+  int port = 0;
+  const char* end = target.data() + target.size();
+  auto [ptr, ec] = std::from_chars(target.data() + colon + 1, end, port);
+  return ec == std::errc() && ptr == end && port > 0 && port <= 65535 ? port : 0;
+}
+
+// Whether a socket on this host listens on `port` (any address), from
+// /proc/net/tcp and tcp6: with SO_REUSEPORT a bind test alone would not
+// see a live listener that set it too.
+bool ListeningOn(int port) {
+  char want[8];
+  std::snprintf(want, sizeof want, ":%04X", port);
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      if (state == "0A" && local.size() > 5 && local.compare(local.size() - 5, 5, want) == 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
+bool CanListen(const std::string& host, int port) {
+  if (port < 1 || port > 65535 || ListeningOn(port)) return false;
+  std::string h = host;
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(h.empty() ? nullptr : h.c_str(), std::to_string(port).c_str(), &hints, &res) != 0)
+    return false;
+  bool free = false;
+  const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    // As tollgate's listeners bind: the forward with SO_REUSEADDR, the
+    // HTTP API (cpp-httplib) with SO_REUSEPORT.
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    free = bind(fd, res->ai_addr, res->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return free;
+}
+
 Status TcpForward::Start(int port, const std::string& target, std::unique_ptr<TcpForward>* out) {
-  const size_t colon = target.rfind(':');
-  if (colon == std::string::npos || target.substr(0, colon) != "127.0.0.1") {
+  const int target_port = LoopbackTargetPort(target);
+  if (target_port == 0) {
     return Status::Error("E_INVALID_REQUEST", "forward target must be 127.0.0.1:PORT, not " + target);
   }
+  if (port < 0 || port > 65535) {
+    return Status::Error("E_INVALID_REQUEST", "a port is 0..65535, not " + std::to_string(port));
+  }
   std::unique_ptr<TcpForward> f(new TcpForward());
-  f->target_port_ = std::atoi(target.c_str() + colon + 1);
+  f->target_port_ = target_port;
   f->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
-  setsockopt(f->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (f->listen_fd_ >= 0) setsockopt(f->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a = Loopback(port);
-  if (bind(f->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(f->listen_fd_, 64) != 0) {
+  if (f->listen_fd_ < 0 || bind(f->listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      listen(f->listen_fd_, 64) != 0) {
     const std::string why = strerror(errno);
-    close(f->listen_fd_);
+    if (f->listen_fd_ >= 0) close(f->listen_fd_);
     f->listen_fd_ = -1;
     return Status::Error("E_INVALID_REQUEST",
                          "cannot listen on 127.0.0.1:" + std::to_string(port) + ": " + why);
@@ -82,6 +146,10 @@ void TcpForward::AcceptLoop() {
     if (poll(&p, 1, 200) <= 0) continue;
     const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
+    if (relays_->load() >= kMaxRelays) {  // bounded: one thread per relay
+      close(client);
+      continue;
+    }
     const int upstream = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in t = Loopback(target_port_);
     if (connect(upstream, reinterpret_cast<sockaddr*>(&t), sizeof t) != 0) {
@@ -89,7 +157,11 @@ void TcpForward::AcceptLoop() {
       close(client);
       continue;
     }
-    std::thread([client, upstream] { Relay(client, upstream); }).detach();
+    relays_->fetch_add(1);
+    std::thread([client, upstream, relays = relays_] {
+      Relay(client, upstream);
+      relays->fetch_sub(1);
+    }).detach();
   }
 }
 

@@ -6,7 +6,10 @@
 #     the HTTP API, and no Kafka or RocksDB header;
 #   - their CMake targets link the contract only (plus yaml-cpp and curl);
 #   - the runtime (runtime/) names no stage and includes no RocksDB;
-#   - bench/ does not reach into cli/.
+#   - bench/ does not reach into cli/;
+#   - the log (audit/), the HTTP API (api/) and the observers (observe/)
+#     include no stage folder: they see stages only through core/ (issue 31;
+#     docs/architecture.md "Layering").
 # Prints each violation; exits 1 if there is any.
 cd "$(dirname "$0")/.." || exit 2
 bad=0
@@ -32,5 +35,10 @@ $hits"
 hits=$(grep -rnE '#include "cli/' bench)
 [ -n "$hits" ] && say "bench/ reaches into cli/:
 $hits"
+for d in audit api observe; do
+  hits=$(grep -rnE '#include [<"](ingest|decide|approve|execute)/' "$d" --include='*.h' --include='*.cpp')
+  [ -n "$hits" ] && say "$d includes a stage folder:
+$hits"
+done
 [ $bad = 0 ] && echo "layering: ok"
 exit $bad

@@ -425,9 +425,9 @@ TEST_F(ApprovalsPipelineTest, AWebhookIsDeliveredWithRetries) {
   spec.request_id = "r-hook";
   spec.quorum = 2;
   Ask(spec);
-  EXPECT_TRUE(WaitFor([&] { return p_->approve().notifier()->delivered.load() == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return p_->webhooks()->poster().delivered.load() == 1; }));
   EXPECT_EQ(calls.load(), 3);
-  EXPECT_EQ(p_->approve().notifier()->attempts.load(), 3u);
+  EXPECT_EQ(p_->webhooks()->poster().attempts.load(), 3u);
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_EQ(bodies.size(), 1u);
@@ -467,7 +467,7 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
   Respond(Response("r-quiet", "approve", "alice", h2));
   ASSERT_FALSE(WaitResult("r-loud").is_null());
   ASSERT_FALSE(WaitResult("r-quiet").is_null());
-  EXPECT_TRUE(WaitFor([&] { return p_->approve().notifier()->delivered.load() == 3; }));
+  EXPECT_TRUE(WaitFor([&] { return p_->webhooks()->poster().delivered.load() == 3; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -478,7 +478,7 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
     EXPECT_EQ(bodies.size(), 3u) << "two approval.requested, one execution.completed";
     EXPECT_EQ(completed, std::vector<std::string>{"r-loud"});
   }
-  EXPECT_EQ(p_->approve().notify_history_reads(), 0u)
+  EXPECT_EQ(p_->webhooks()->history_reads(), 0u)
       << "each execution.completed is matched with the decision the listener saw, not read from the log";
   StopPipeline();
   hook.stop();

@@ -981,9 +981,13 @@ TEST(DecideStage, FailsClosedUntilAPolicyIsInForceThenReloadsEdits) {
   EXPECT_EQ(r.events[0].data["verdict"], "allow");
   const std::string v1 = r.events[0].data["policy_version"];
 
-  // A bad edit is refused; the policy in force stays.
+  // A bad edit is refused, once into the log; the policy in force stays.
   WriteFile(path, "allow: [\"builtin:echo\"\n");
-  EXPECT_TRUE(stage.Tick({kT0, ""}, log).events.empty());
+  t = stage.Tick({kT0, ""}, log);
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].type, "policy.refused");
+  EXPECT_TRUE(SchemaRegistry::Builtin().Validate("event_data.policy.refused", t.events[0].data).ok());
+  EXPECT_TRUE(stage.Tick({kT0, ""}, log).events.empty()) << "refused once";
   EXPECT_EQ(stage.policy().version(), v1);
 
   // A good edit comes into force through its event.

@@ -298,8 +298,26 @@ TEST_F(HttpAliasTest, ToolsListShowsTheAliasSchemaAndThatItAsks) {
   EXPECT_EQ((*ticket)["description"], "Open a ticket in the tracker");
   EXPECT_EQ((*ticket)["input_schema"]["required"], Json::array({"project", "title"}));
   EXPECT_EQ((*ticket)["read_only"], false);
+  // What decide does with a call that fits (it asks: a POST), the list says.
+  EXPECT_EQ((*ticket)["asks"], true) << ticket->dump();
+  EXPECT_EQ(Decide("support", "t-ask", {{"project", "ops"}, {"title", "x"}})["verdict"], "ask");
   ASSERT_TRUE(dir.List("o1", "other", &listed).ok());
   for (const auto& t : listed["tools"]) EXPECT_NE(t["name"], "create_ticket") << "another agent's alias";
+}
+
+TEST_F(HttpAliasTest, ToolsListSaysAnAliasAllowedByItsRuleDoesNotAsk) {
+  RecordingServer s;
+  Load(Yaml(s, TicketAgent(s, "    rules: [{tools: create_ticket, verdict: allow}]\n")));
+  ToolDirectory dir([] { return BuiltinDescriptors(); }, [this] { return pif_; });
+  Json listed;
+  ASSERT_TRUE(dir.List("o1", "support", &listed).ok());
+  const Json* ticket = nullptr;
+  for (const auto& t : listed["tools"]) {
+    if (t["name"] == "create_ticket") ticket = &t;
+  }
+  ASSERT_NE(ticket, nullptr) << listed.dump();
+  EXPECT_EQ((*ticket)["asks"], false) << ticket->dump();
+  EXPECT_EQ(Decide("support", "t-allow", {{"project", "ops"}, {"title", "x"}})["verdict"], "allow");
 }
 
 TEST(HttpAliasPolicy, AMalformedAliasIsRefusedWithItsLine) {

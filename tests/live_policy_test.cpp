@@ -7,8 +7,10 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <thread>
 
+#include "core/sha256.h"
 #include "decide/decide_stage.h"
 #include "execute/config.h"
 #include "tests/pipeline_fixture.h"
@@ -159,12 +161,74 @@ TEST(LivePolicy, AFileWhoseExecuteSectionDoesNotLoadIsNeverLoggedAsInForce) {
   EmptyLog log;
   std::ofstream(path) << PolicyText(R"(["not-a-cidr"])", true);
   StageResult r = stage.Tick({1, ""}, log);
-  EXPECT_TRUE(r.events.empty()) << "a bad execute section is refused at reload";
+  ASSERT_EQ(r.events.size(), 1u) << "a bad execute section is refused at reload";
+  EXPECT_EQ(r.events[0].type, "policy.refused") << "and the refusal logged";
+  EXPECT_NE(r.events[0].data["errors"][0]["message"].get<std::string>().find("not-a-cidr"), std::string::npos)
+      << r.events[0].data.dump();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a distinct mtime for the rewrite
   std::ofstream(path, std::ios::trunc) << PolicyText(R"(["127.0.0.0/8"])", true);
   r = stage.Tick({2, ""}, log);
   ASSERT_EQ(r.events.size(), 1u) << "the same file with a valid section is logged";
   EXPECT_EQ(r.events[0].type, "policy.updated");
+}
+
+// A refused live edit (issue 31) is in the log as policy.refused, every
+// problem placed, and on /healthz beside the policy in force, which stays.
+TEST(LivePolicyRefusal, ARefusedEditIsLoggedWithItsErrorsAndShownOnHealthz) {
+  TempDir dir;
+  PipelineOptions o;
+  o.data_dir = dir.sub("data");
+  o.durability = Durability::kBuffered;
+  o.policy_path = dir.sub("policy.yaml");
+  o.http_listen = "127.0.0.1:0";
+  std::ofstream(o.policy_path) << "mode: ask\n";
+  std::unique_ptr<Pipeline> p;
+  ASSERT_TRUE(Pipeline::Start(o, &p).ok());
+  httplib::Client http("127.0.0.1", p->api()->port());
+  auto health = [&] {
+    auto r = http.Get("/healthz");
+    return r ? Json::parse(r->body, nullptr, false)["policy"] : Json();
+  };
+  Json h = health();
+  ASSERT_TRUE(h.is_object()) << h.dump();
+  ASSERT_TRUE(h["in_force"].is_object()) << h.dump();
+  const Json in_force = h["in_force"];
+  EXPECT_EQ(h["file"], "in_force") << h.dump();
+  EXPECT_FALSE(h.contains("last_refused")) << h.dump();
+
+  // Saved as an editor saves: a bad mode and an unknown key.
+  const std::string bad = "mode: sideways\nbogus: 1\n";
+  std::ofstream(dir.sub("policy.yaml.new")) << bad;
+  std::filesystem::rename(dir.sub("policy.yaml.new"), o.policy_path);
+  auto refused = [&] {
+    for (uint64_t seq = p->log().head_seq(); seq >= 1; --seq) {
+      Event e;
+      if (p->log().store().ReadEvent(seq, &e).ok() && e.type == "policy.refused") return std::optional(e);
+    }
+    return std::optional<Event>();
+  };
+  for (int i = 0; i < 400 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const std::optional<Event> e = refused();
+  ASSERT_TRUE(e) << "the refusal is not in the log";
+  EXPECT_EQ(e->org_id, "*");
+  EXPECT_EQ(e->data["source"], o.policy_path);
+  EXPECT_EQ(e->data["file_sha256"], Sha256Hex(bad));
+  EXPECT_EQ(e->data["errors_total"], 2) << e->data.dump();
+  ASSERT_EQ(e->data["errors"].size(), 2u) << e->data.dump();
+  EXPECT_EQ(e->data["errors"][0]["line"], 1);
+  EXPECT_EQ(e->data["errors"][0]["column"], 7);
+  EXPECT_NE(e->data["errors"][0]["message"].get<std::string>().find("/mode: must be one of"),
+            std::string::npos);
+  EXPECT_EQ(e->data["errors"][1], Json({{"line", 2}, {"column", 1}, {"message", "unknown field 'bogus'"}}));
+  EXPECT_EQ(e->data["in_force_content_hash"], in_force["content_hash"]);
+  EXPECT_EQ(e->data["in_force_version"], in_force["version"]);
+
+  h = health();
+  EXPECT_EQ(h["in_force"], in_force) << "the policy in force stays";
+  EXPECT_EQ(h["file"], "refused") << h.dump();
+  EXPECT_EQ(h["last_refused"]["file_sha256"], Sha256Hex(bad)) << h.dump();
+  EXPECT_EQ(h["last_refused"]["errors"][1], "2:1: unknown field 'bogus'") << h.dump();
+  testing::ExpectEveryEventConforms(p->log().store());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 //   SurvivingBrokerKillUp      `up` against a standalone `tollgate broker`:
 //                              kill -9 `up`, restart it; every request gets
 //                              exactly one result and one complete set of
-//                              events (shared/DESIGN.md, "Delivery semantics").
+//                              events (docs/architecture.md, "Delivery semantics").
 //   EmbeddedBrokerKillUp       `up` with its in-process broker: kill -9 takes
 //                              the broker's data with it; what reached the log
 //                              is finished by the reconciler after a restart.

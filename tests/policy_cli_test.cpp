@@ -37,12 +37,57 @@ TEST(PolicyCli, CheckAcceptsTheDefaultAndRefusesABadFileWithItsLine) {
   std::ofstream(dir.sub("bad.yaml"))
       << "mode: ask\norgs:\n  o1:\n    agents:\n      a1:\n        mode: sideways\n";
   EXPECT_EQ(RunTollgate("policy check " + dir.sub("bad.yaml"), &out), 1);
-  EXPECT_NE(out.find("line 6: /orgs/o1/agents/a1/mode"), std::string::npos) << out;
+  EXPECT_NE(out.find(dir.sub("bad.yaml") + ":6:15: /orgs/o1/agents/a1/mode"), std::string::npos) << out;
   // A top-level agent entry would bind a1 in every org: refused, with its line and the spelling to use.
   std::ofstream(dir.sub("bare.yaml")) << "mode: ask\nagents:\n  a1:\n    mode: restrict\n";
   EXPECT_EQ(RunTollgate("policy check " + dir.sub("bare.yaml"), &out), 1);
-  EXPECT_NE(out.find("line 4: /agents/a1: an agent entry belongs to one org"), std::string::npos) << out;
+  EXPECT_NE(out.find(dir.sub("bare.yaml") + ":4:5: /agents/a1: an agent entry belongs to one org"),
+            std::string::npos)
+      << out;
   EXPECT_NE(out.find("orgs.<org>.agents.a1"), std::string::npos) << out;
+}
+
+// Every problem at once, each as FILE:LINE:COL (issue 31): schema
+// violations (an unknown top-level key at its key), bad globs beside them,
+// an unreachable quorum, and an org section's errors.
+TEST(PolicyCli, CheckReportsEveryProblemWithItsFileLineAndColumn) {
+  TempDir dir;
+  const std::string file = dir.sub("many.yaml");
+  std::ofstream(file) << "mode: sideways\n"                                      // 1
+                         "bogus_key: 1\n"                                        // 2
+                         "deny:\n"                                               // 3
+                         "  - \"cli:ok\"\n"                                      // 4
+                         "  - 3\n"                                               // 5
+                         "  - \"cli:[bad\"\n"                                    // 6
+                         "rules:\n"                                              // 7
+                         "  - {name: r, verdict: maybe}\n"                       // 8
+                         "approvals:\n"                                          // 9
+                         "  groups: {ops: [alice]}\n"                            // 10
+                         "  default: {quorum: 2, approvers: [\"group:ops\"]}\n"  // 11
+                         "orgs:\n"                                               // 12
+                         "  acme:\n"                                             // 13
+                         "    modes: ask\n"                                      // 14
+                         "  globex:\n"                                           // 15
+                         "    deny: [\"cli:[also-bad\"]\n";                      // 16
+  std::string out;
+  EXPECT_EQ(RunTollgate("policy check " + file, &out), 1) << out;
+  for (const std::string& want : {
+           file + ":1:7: /mode: must be one of",
+           file + ":2:1: unknown field 'bogus_key'",
+           file + ":5:5: /deny/1: expected string, got integer",
+           file + ":6:5: ",
+           file + ":8:",
+           file + ":11:12: quorum 2 needs at least that many approvers; 1 listed",
+           file + ":14:5: /orgs/acme: unknown field 'modes'",
+           file + ":16:",
+       }) {
+    EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\n" << out;
+  }
+  EXPECT_NE(out.find("(in org 'globex')"), std::string::npos) << out;
+  EXPECT_NE(out.find(file + ": 8 problems; not loaded"), std::string::npos) << out;
+  // In file order.
+  EXPECT_LT(out.find(file + ":1:"), out.find(file + ":2:"));
+  EXPECT_LT(out.find(file + ":11:"), out.find(file + ":16:"));
 }
 
 TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {

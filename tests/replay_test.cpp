@@ -200,6 +200,32 @@ TEST_F(ReplayLogTest, TimelineIsCompleteAndOrdered) {
   EXPECT_NE(text.find("decision deny  rule deny-deletes  policy v1"), std::string::npos) << text;
   EXPECT_NE(text.find("→ pending"), std::string::npos) << text;
   EXPECT_EQ(text.find("other"), std::string::npos) << "another session's calls leak into the timeline";
+  // The arguments as logged, not their hash (issue 31).
+  EXPECT_NE(text.find("received delete_file {\"path\":\"a\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("received echo {\"text\":\"late\"}"), std::string::npos) << text;
+  EXPECT_EQ(text.find(ArgsHash({{"path", "a"}}).substr(0, 12)), std::string::npos) << text;
+}
+
+TEST(Timeline, LongArgumentsAreCutOnOneLineAtACodePoint) {
+  Event e;
+  e.seq = 1;
+  e.type = "request.received";
+  e.org_id = "o";
+  e.request_id = "r1";
+  e.session_id = "s1";
+  e.agent_id = "a";
+  e.tool = "write_file";
+  std::string content;
+  for (int i = 0; i < 200; ++i) content += "é\n";
+  e.data = {{"request", {{"tool", "write_file"}, {"args", {{"path", "x"}, {"content", content}}}}},
+            {"args_hash", std::string(64, 'a')}};
+  const std::string text = FormatTimeline(BuildTimeline("s1", {e}));
+  const size_t at = text.find("received write_file {\"content\":\"é\\n");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string line = text.substr(at, text.find('\n', at) - at);
+  EXPECT_TRUE(line.ends_with("…")) << line;
+  EXPECT_LT(line.size(), 400u) << "one bounded line";
+  EXPECT_EQ(ToValidUtf8(line), line) << "cut inside a character";
 }
 
 TEST_F(ReplayLogTest, TimelineOfAnUnknownSessionIsNotFound) {

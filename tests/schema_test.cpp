@@ -413,6 +413,14 @@ Json GoodData(std::string_view type) {
   }
   if (type == "tools.available")
     return {{"executor", "host-1:/srv/tollgate/tools"}, {"cli", {"code-search", "gpu-train"}}};
+  if (type == "policy.refused") {
+    return {{"source", "policies/default.yaml"},
+            {"file_sha256", kHash},
+            {"errors", Json::array({{{"line", 2}, {"column", 1}, {"message", "unknown field 'bogus'"}}})},
+            {"errors_total", 1},
+            {"in_force_version", "file:0123456789abcdef"},
+            {"in_force_content_hash", kHash}};
+  }
   if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).data;
   if (type == "credential.revoked") {
     return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).data;
@@ -429,7 +437,8 @@ Json GoodEvent(std::string_view type) {
   }
   Event e;
   e.type = std::string(type);
-  const bool deployment_wide = type == "policy.updated" || type == "tools.available";
+  const bool deployment_wide =
+      type == "policy.updated" || type == "tools.available" || type == "policy.refused";
   e.request_id = deployment_wide ? "" : "r-1";
   e.id = e.request_id.empty() ? MakeEventId(e.type, "") : MakeRequestEventId("acme", e.type, e.request_id);
   e.time_us = 1795862424123456;
@@ -580,6 +589,7 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"policy.updated", "/content_hash", "abc", false, "/data/content_hash: must be a SHA-256 digest"},
       {"policy.updated", "/source", nullptr, true, "/data: missing required field 'source'"},
       {"tools.available", "/executor", nullptr, true, "/data: missing required field 'executor'"},
+      {"policy.refused", "/errors", Json::array(), false, "/data/errors"},
       {"policy.updated", "/policy_version", "", false, "/data/policy_version: must not be empty"},
       {"policy.updated", "/policy", nullptr, true, "policy"},
       {"policy.updated", "/tier", "org", false, "/data/tier: must be one of"},

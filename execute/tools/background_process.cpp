@@ -214,7 +214,7 @@ class BackgroundProcess : public BuiltinTool {
       Json q{{"org_id", ctx.org_id},
              {"agent_id", ctx.agent_id},
              {"tool", "background_process"},
-             {"types", Json::array({"execution.completed"})},
+             {"types", Json::array({ev::kExecutionCompleted})},
              {"limit", 200},
              {"descending", true}};
       if (!cursor.empty()) q["cursor"] = cursor;

@@ -7,6 +7,7 @@
 #include "execute/tools/mcp_tool.h"
 
 #include "core/tool_args.h"
+#include "core/tool_kind.h"
 
 namespace tollgate {
 namespace {
@@ -48,7 +49,7 @@ class McpTool : public Tool {
 }  // namespace
 
 bool SplitMcpToolName(const std::string& name, std::string* server, std::string* tool) {
-  if (name.rfind("mcp:", 0) != 0) return false;
+  if (!IsMcpTool(name)) return false;
   const auto slash = name.find('/', 4);
   if (slash == std::string::npos || slash == 4 || slash + 1 == name.size()) return false;
   *server = name.substr(4, slash - 4);

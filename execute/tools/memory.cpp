@@ -73,7 +73,7 @@ std::string CutUtf8(const std::string& s, size_t max) {
 // The agent's store, folded from its memory calls' execution.completed events.
 Json Fold(const ToolContext& ctx, Store* store) {
   const Json q{
-      {"agent_id", ctx.agent_id}, {"tool", "memory"}, {"types", Json::array({"execution.completed"})}};
+      {"agent_id", ctx.agent_id}, {"tool", "memory"}, {"types", Json::array({ev::kExecutionCompleted})}};
   Json err = ScanAudit(
       ctx, q, kMaxScan,
       [&](const Json& e) {

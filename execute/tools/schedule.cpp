@@ -52,7 +52,7 @@ class ScheduleTool : public BuiltinTool {
       Json q{{"org_id", ctx.org_id},
              {"agent_id", ctx.agent_id},
              {"tool", kScheduleTool},
-             {"types", "execution.completed"},
+             {"types", ev::kExecutionCompleted},
              {"limit", 1000}};
       if (!cursor.empty()) q["cursor"] = cursor;
       Json got;

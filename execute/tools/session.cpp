@@ -60,7 +60,7 @@ class Session : public BuiltinTool {
       }
       limit = args["limit"].get<int64_t>();
     }
-    Json q{{"types", Json::array({"request.received"})}};
+    Json q{{"types", Json::array({ev::kRequestReceived})}};
     const bool org_scope = ctx.policy->session_scope == "org";
     if (!org_scope) q["agent_id"] = ctx.agent_id;
     if (action == "list") return List(q, static_cast<size_t>(limit), org_scope, ctx);
@@ -127,8 +127,9 @@ class Session : public BuiltinTool {
 
   Json Read(const std::string& sid, size_t limit, bool org_scope, const ToolContext& ctx) const {
     Json q{{"session_id", sid},
-           {"types", Json::array({"request.received", "request.rejected", "decision.made", "approval.granted",
-                                  "approval.denied", "approval.expired", "execution.completed"})}};
+           {"types",
+            Json::array({ev::kRequestReceived, ev::kRequestRejected, ev::kDecisionMade, ev::kApprovalGranted,
+                         ev::kApprovalDenied, ev::kApprovalExpired, ev::kExecutionCompleted})}};
     if (!org_scope) q["agent_id"] = ctx.agent_id;
     std::vector<std::string> order;  // newest first
     std::map<std::string, Entry> entries;
@@ -153,16 +154,16 @@ class Session : public BuiltinTool {
           const std::string type = Str(e, "type");
           const Json& data = e.contains("data") ? e["data"] : Json();
           if (en.tool.empty()) en.tool = Str(e, "tool");
-          if (type == "request.received") {
+          if (type == ev::kRequestReceived) {
             en.received = data;
             en.time = Str(e, "time");
             if (en.pos < limit) ++received;
-          } else if (type == "request.rejected") {
+          } else if (type == ev::kRequestRejected) {
             en.rejected = data;
             if (en.time.empty()) en.time = Str(e, "time");
-          } else if (type == "decision.made") {
+          } else if (type == ev::kDecisionMade) {
             en.decision = data;
-          } else if (type == "execution.completed") {
+          } else if (type == ev::kExecutionCompleted) {
             en.completed = data;
           } else if (en.approval.is_null()) {  // the newest approval outcome
             en.approval = {{"type", type}};
@@ -223,9 +224,9 @@ class Session : public BuiltinTool {
       }
       j["result"] = summary;
     } else if (status.empty()) {
-      if (verdict == "deny" || approval == "approval.denied") {
+      if (verdict == "deny" || approval == ev::kApprovalDenied) {
         status = "denied";
-      } else if (approval == "approval.expired") {
+      } else if (approval == ev::kApprovalExpired) {
         status = "expired";
       } else if (verdict == "ask" && approval.empty()) {
         status = "pending_approval";

@@ -120,6 +120,12 @@ test('an approver sees a pending write_file, approves it, and it leaves the inbo
   assert.match(text, /notes\/a\.txt/);
   assert.match(text, /console-agent/);
   assert.match(text, /0 of 1/);
+  // "Approve always" says the rule the approve stage would add: this exact
+  // call (write_file's path), not the whole tool.
+  const always = await browser.run(`return ${cardOf(rid)}.querySelector('[data-action=approve-always]').title`);
+  assert.match(always, /allow rule for agent console-agent matching this exact call only: write_file:notes\/a\.txt\./);
+  assert.match(always, /other arguments still asks/);
+  assert.doesNotMatch(always, /allow this tool/);
   await shot('console-inbox.png', 760);
   await browser.run(`${cardOf(rid)}.querySelector('[data-action=approve-once]').click(); return true;`);
   await browser.until('the card to leave', `return !${cardOf(rid)}`);
@@ -212,6 +218,17 @@ test('a session timeline shows the requests, their decisions and approvals, and 
   assert.match(steps[1], /not today/);
   const verify = await browser.until('the verification', "const v = document.querySelector('section.verify h2'); return v && v.textContent.includes('clean') && v.textContent");
   assert.match(verify, /clean/);
+});
+
+test('the what-if box\'s placeholder is a policy that loads', async () => {
+  const example = await browser.run("return document.querySelector('textarea[name=policy]').placeholder");
+  const file = path.join(up.dir, 'placeholder.yaml');
+  fs.writeFileSync(file, example);
+  const check = spawnSync(TOLLGATE, ['policy', 'check', file], { encoding: 'utf8' });
+  assert.equal(check.status, 0, `tollgate policy check: ${check.stdout}${check.stderr}`);
+  const res = await fetch(`${up.http}/v1/replay/sessions/console-s1/what-if`, {
+    method: 'POST', headers: { Authorization: `Bearer ${tokenA}`, 'Content-Type': 'text/plain' }, body: example });
+  assert.equal(res.status, 200, await res.text());
 });
 
 test('a what-if that denies write_file flips the approved call, and marks it', async () => {

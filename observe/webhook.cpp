@@ -1,4 +1,4 @@
-#include "approve/webhook.h"
+#include "observe/webhook.h"
 
 #include <curl/curl.h>
 

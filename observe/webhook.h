@@ -31,7 +31,7 @@ struct WebhookOptions {
   std::chrono::milliseconds max_backoff{10000};
   long timeout_ms = 5000;  // per attempt
   // Who posts, in log lines and the User-Agent (the OTLP exporter reuses
-  // this queue: api/otlp_export.h).
+  // this queue: observe/otlp_export.h).
   std::string what = "webhook";
   std::string log_stage = "approve";
   std::string user_agent = "tollgate-webhook/1";

@@ -1,4 +1,4 @@
-#include "api/otlp_export.h"
+#include "observe/otlp_export.h"
 
 #include "audit/log_format.h"
 #include "core/messages.h"
@@ -18,18 +18,18 @@ std::string Nanos(int64_t us) { return std::to_string(us) + "000"; }
 void End(const Event& e, OtlpSpan* s) {
   s->end_us = e.time_us;
   const Json& d = e.data;
-  if (e.type == "execution.completed") {
+  if (e.type == ev::kExecutionCompleted) {
     const Json& r = d.contains("result") && d["result"].is_object() ? d["result"] : Json::object();
     const bool ok = r.value("success", false);
     s->outcome = ok ? "completed" : "failed";
     if (!ok && r.contains("error") && r["error"].is_object()) s->error_code = r["error"].value("code", "");
-  } else if (e.type == "decision.made") {
+  } else if (e.type == ev::kDecisionMade) {
     s->outcome = "denied";
     s->error_code = d.value("error_code", "");
-  } else if (e.type == "approval.denied") {
+  } else if (e.type == ev::kApprovalDenied) {
     s->outcome = "denied";
     s->error_code = errc::kApprovalDenied;
-  } else if (e.type == "approval.expired") {
+  } else if (e.type == ev::kApprovalExpired) {
     s->outcome = "expired";
     s->error_code = errc::kApprovalExpired;
   } else {
@@ -126,7 +126,7 @@ void OtlpExporter::Observe(const std::vector<Event>& events) {
     if (it == open_.end()) continue;  // received before this process started
     OtlpSpan& s = it->second;
     if (s.events.size() < options_.max_events_per_span) s.events.emplace_back(e.type, e.time_us);
-    if (e.type == "decision.made") s.verdict = e.data.value("verdict", "");
+    if (e.type == ev::kDecisionMade) s.verdict = e.data.value("verdict", "");
     if (op != logfmt::OpenOp::kClose) continue;
     End(e, &s);
     ended_.push_back(std::move(s));

@@ -18,7 +18,7 @@
 // Nothing from a call's arguments or result is exported.
 //
 // Delivery is a courtesy, like the approval webhook (it reuses its queue:
-// approve/webhook.h): spans are batched (every second, or 512 at once),
+// observe/webhook.h): spans are batched (every second, or 512 at once),
 // retried with backoff, and dropped and counted when the collector is down
 // for long; the log is the record. Requests received before this process
 // started are not exported. Thread-safe.
@@ -34,8 +34,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "approve/webhook.h"
 #include "core/event.h"
+#include "observe/webhook.h"
 
 namespace tollgate {
 
