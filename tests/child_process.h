@@ -84,7 +84,8 @@ class ChildProcess {
 };
 
 // Polls `cond` every 20 ms until it holds or `timeout` passes.
-inline bool WaitUntil(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+inline bool WaitUntil(const std::function<bool()>& cond,
+                      std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (!cond()) {
     if (std::chrono::steady_clock::now() >= until) return false;

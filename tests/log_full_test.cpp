@@ -27,12 +27,8 @@
 
 #include "audit/event_log.h"
 #include "audit/verify.h"
-#include "tests/test_util.h"
-// child_process.h still defines a twin of test_util.h's WaitUntil (being
-// merged): include it under another name until then.
-#define WaitUntil WaitUntilOfChildProcess
 #include "tests/child_process.h"
-#undef WaitUntil
+#include "tests/test_util.h"
 
 namespace tollgate {
 namespace {
