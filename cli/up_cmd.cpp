@@ -208,7 +208,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
                    ->capture_default_str();
   up->add_flag("--metrics-public", f->pipeline.metrics_public,
                "serve GET /metrics (Prometheus) without a token; otherwise an operator or admin token");
-  up->add_flag("--latency-first,!--throughput-first", f->pipeline.latency_first,
+  up->add_flag("--latency-first", f->pipeline.latency_first,
                "shorter broker fetch waits and no producer linger: lower latency for more idle CPU "
                "(docs/operations.md)");
   up->add_flag("--shared-results-topic", f->pipeline.shared_results_topic,

@@ -67,9 +67,9 @@ struct PipelineOptions {
   // An OTLP/HTTP collector to send one span per tool call to
   // (observe/otlp_export.h); empty = none.
   std::string otlp_endpoint;
-  // BusConfig::latency_first for every client of the pipeline; the default
-  // since it cost <= 10% throughput in `bench pipeline` (docs/performance.md).
-  bool latency_first = true;
+  // BusConfig::latency_first for every client of the pipeline. Not the
+  // default: it costs more than 10% throughput (docs/performance.md).
+  bool latency_first = false;
   // Every org's results on the one topic <prefix>results instead of
   // <prefix>results.<org> (--shared-results-topic: for consumers written
   // before per-org topics; a Kafka ACL cannot keep orgs apart there).
