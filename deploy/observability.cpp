@@ -124,6 +124,20 @@ void StartApprovalWebhooks(const std::vector<std::string>& urls, const LogView* 
   sink.Subscribe(out->get());
 }
 
+Status StartNotifyOnLog(NotifyOptions no, const EventsKey& key, LocalLog& local,
+                        std::unique_ptr<NotifyDeliveries>* out) {
+  no.view = local.store_view.get();
+  const std::string derived = key.Derive("notify-webhook");
+  Status s = NotifyDefaultSecret(no.data_dir,
+                                 ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
+                                 &no.default_secret);
+  if (s.ok()) s = NotifyDeliveries::Start(std::move(no), local.log->store(), local.log->head_seq(), out);
+  if (!s.ok()) return s;
+  NotifyDeliveries* n = out->get();
+  local.sink->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
+  return Status::Ok();
+}
+
 void WriteWebhookMetrics(MetricsText& t, const WebhookNotifier& w) {
   t.Family("tollgate_webhook_attempts_total", "counter", "Webhook POSTs tried (retries included).");
   t.Sample("tollgate_webhook_attempts_total", {}, static_cast<double>(w.attempts.load()));

@@ -13,9 +13,12 @@
 #include "core/status.h"
 #include "decide/decide_stage.h"
 #include "decide/policy_in_force.h"
+#include "deploy/local_log.h"
+#include "deploy/notify_deliveries.h"
 #include "execute/mcp_upstream.h"
 #include "observe/approval_webhooks.h"
 #include "observe/otlp_export.h"
+#include "runtime/event_follower.h"
 
 namespace tollgate {
 
@@ -27,6 +30,13 @@ void WriteBudgetMetrics(MetricsText& t, const DecideStage* decide);
 // `sink`, when `urls` is not empty (*out stays null otherwise).
 void StartApprovalWebhooks(const std::vector<std::string>& urls, const LogView* view, LogSink& sink,
                            std::unique_ptr<ApprovalWebhooks>* out);
+
+// Duragent's notify deliveries over `local`'s log (deploy/notify_deliveries.h):
+// `no` completed with the view and the default secret derived from `key`,
+// started from the log's head, and subscribed to its sink. Both deployments'
+// one way to start them.
+Status StartNotifyOnLog(NotifyOptions no, const EventsKey& key, LocalLog& local,
+                        std::unique_ptr<NotifyDeliveries>* out);
 
 // The approval webhook's counters (tollgate_webhook_*).
 void WriteWebhookMetrics(MetricsText& t, const WebhookNotifier& w);

@@ -225,16 +225,9 @@ Status Pipeline::StartNotify(const std::function<PolicyInForce()>& policy) {
   NotifyOptions no;
   no.data_dir = options_.data_dir;
   no.policy = policy;
-  no.view = local_->store_view.get();
-  const std::string derived = key_->Derive("notify-webhook");
-  Status s = NotifyDefaultSecret(options_.data_dir,
-                                 ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
-                                 &no.default_secret);
-  if (s.ok())
-    s = NotifyDeliveries::Start(std::move(no), local_->log->store(), local_->log->head_seq(), &notify_);
+  Status s = StartNotifyOnLog(std::move(no), *key_, *local_, &notify_);
   if (!s.ok()) return s;
   NotifyDeliveries* n = notify_.get();
-  local_->sink->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
   local_->sink->AddListener(DuragentLocalRulesListener(options_.policy_path, policy));
   metrics_->AddCollector([n](MetricsText& t) { WriteNotifyMetrics(t, *n); });
   return Status::Ok();

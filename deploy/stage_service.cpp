@@ -192,19 +192,11 @@ Status StageService::StartKeeper() {
     NotifyOptions no;
     no.data_dir = po.data_dir;
     no.policy = built_.policy;
-    no.view = local_->store_view.get();
     // A copy just read from the topic (no notify.state): other keepers, or
     // this one before its disk was lost, sent what it holds.
     no.catch_up_without_state = false;
-    const std::string derived = key_->Derive("notify-webhook");
-    s = NotifyDefaultSecret(po.data_dir,
-                            ToHex(reinterpret_cast<const uint8_t*>(derived.data()), derived.size()),
-                            &no.default_secret);
-    if (s.ok())
-      s = NotifyDeliveries::Start(std::move(no), local_->log->store(), local_->log->head_seq(), &notify_);
+    s = StartNotifyOnLog(std::move(no), *key_, *local_, &notify_);
     if (!s.ok()) return s;
-    NotifyDeliveries* n = notify_.get();
-    local_->sink->AddListener([n](const std::vector<Event>& events) { n->OnAppended(events); });
   }
   local_->sink->AddListener(DuragentLocalRulesListener(po.policy_path, built_.policy));
   // The keeper folds every event of the deployment: its /metrics counts
