@@ -198,6 +198,7 @@ Status Pipeline::StartStages(const std::string& incarnation) {
     ro.sole_member = true;
     ro.incarnation = incarnation;
     ro.max_batch = options_.max_batch;
+    ro.clock = options_.clock;
     ro.max_event_bytes = local_->options.max_event_bytes;
     ro.results = results_;
     ro.on_offset_lost = [this](const Status&) {

@@ -4,6 +4,7 @@
 // Used by `tollgate up` and by the integration tests.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,6 +43,8 @@ struct PipelineOptions {
   Durability durability = Durability::kSync;
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
+  // The time the stages see (RunnerOptions::clock); null: the wall clock.
+  std::function<int64_t()> clock;
   bool write_endpoints = true;  // data_dir/endpoints.json
   // Recorded-result replay (replay/replay_stage.h): when set, a replay
   // stage serving the results recorded in this data dir, log or export

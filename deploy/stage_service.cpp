@@ -141,6 +141,7 @@ Status StageService::StartStage() {
     ro.bus = bus_;
     ro.incarnation = "ext";
     ro.max_batch = po.max_batch;
+    ro.clock = po.clock;
     ro.max_event_bytes = local_->options.max_event_bytes;
     ro.transactional_id = transactional_id_;
     ro.group = StageGroupId(*key_, stage.name());

@@ -393,7 +393,7 @@ Status StageRunner::CatchUpBeforeBatch() {
 
 Status StageRunner::ProcessMessages(const std::vector<Message>& batch, BatchWork* w) {
   OverlayView view(log_, w->events);
-  const int64_t now = NowMicros();
+  const int64_t now = Now();
   for (const Message& m : batch) {
     const TopicPartition tp{m.topic, m.partition};
     w->read_upto[tp] = m.offset + 1;
@@ -591,7 +591,7 @@ Status StageRunner::RunTick() {
     Status c = options_.catch_up();
     if (!c.ok()) return c;
   }
-  StageContext ctx{NowMicros(), options_.incarnation + "/tick/" + stage_.name()};
+  StageContext ctx{Now(), options_.incarnation + "/tick/" + stage_.name()};
   StageResult r = stage_.Tick(ctx, log_);
   if (!r.error.ok()) return r.error;
   if (r.events.empty() && r.outputs.empty()) return Status::Ok();

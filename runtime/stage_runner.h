@@ -122,6 +122,9 @@ struct RunnerOptions {
   // once their log_seq is set, before the read-back check. Null: results
   // go out as the stage made them (tests of the runner alone).
   std::shared_ptr<class ResultPublisher> results;
+  // The time stages see (StageContext::now, µs since the epoch). Null: the
+  // wall clock. Tests drive it to make deadlines pass without waiting.
+  std::function<int64_t()> clock;
 };
 
 struct RunnerStats {
@@ -204,6 +207,7 @@ class StageRunner {
                           std::chrono::steady_clock::time_point* appended_at,
                           const std::function<void()>& after_append = nullptr);
   Status RunTick();
+  int64_t Now() const { return options_.clock ? options_.clock() : NowMicros(); }
   // Adds to committed_ what the last `lookback` offsets of each output
   // partition hold (at Start(), and after a failed transaction).
   Status ReadBackCommitted(int64_t lookback);
