@@ -372,89 +372,121 @@ void ApproveStage::Settle(const std::vector<Event>& history, const Event& settle
   r->outputs.push_back({InTrace(tp, MessageFor(config_.topics.results(), request, result)), index, result});
 }
 
-StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log) {
+// One approval response being processed: what it says, who proved to send
+// it, and the history of the request it is about.
+struct ApproveStage::Response {
+  Response(const Message& m, const StageContext& c) : in(m), ctx(c) {}
+  const Message& in;
+  const StageContext& ctx;
   StageResult r;
   Json resp;
   std::string rid;
-  Status valid = ParseInputJson(in.value, &resp);
-  if (valid.ok()) valid = SchemaRegistry::Builtin().Validate("approval_response", resp);
-  if (resp.is_object()) {
-    if (auto it = resp.find("request_id"); it != resp.end() && it->is_string()) rid = it->get<std::string>();
+  Status valid;
+  ApproverIdentity who;
+  std::string why = "approval responses are not accepted here (no authenticator)";
+  bool authenticated = false;
+  std::string org;
+  std::vector<Event> history;
+  RequestState st;       // of history, once the responder is proven
+  std::string decision;  // resp's, once the responder is proven
+};
+
+// 1. The response read, its signer authenticated, and the history of the
+// request it names (only for a proven identity whose org names one).
+Status ApproveStage::ReadResponse(const LogView& log, Response& x) {
+  x.valid = ParseInputJson(x.in.value, &x.resp);
+  if (x.valid.ok()) x.valid = SchemaRegistry::Builtin().Validate("approval_response", x.resp);
+  if (x.resp.is_object()) {
+    if (auto it = x.resp.find("request_id"); it != x.resp.end() && it->is_string())
+      x.rid = it->get<std::string>();
   }
-  if (!IsId(rid)) rid = RequestIdOfSource(ctx.source);
+  if (!IsId(x.rid)) x.rid = RequestIdOfSource(x.ctx.source);
   // Who answers is what the signature proves; the org is the approver's
   // (a deployment admin names it). Unauthenticated: refused under org
   // "unknown", with no look at the request it names.
-  ApproverIdentity who;
-  std::string why = "approval responses are not accepted here (no authenticator)";
-  const bool authenticated = config_.authenticate && config_.authenticate(in, ctx.now_us, &who, &why);
-  std::string org = who.org_id;
-  if (org == "*" && resp.is_object()) {
-    if (auto it = resp.find("org_id"); it != resp.end() && it->is_string()) org = it->get<std::string>();
+  x.authenticated = config_.authenticate && config_.authenticate(x.in, x.ctx.now_us, &x.who, &x.why);
+  x.org = x.who.org_id;
+  if (x.org == "*" && x.resp.is_object()) {
+    if (auto it = x.resp.find("org_id"); it != x.resp.end() && it->is_string())
+      x.org = it->get<std::string>();
   }
-  std::vector<Event> history;
-  if (!who.identity.empty() && IsId(org) && org != "*") {
-    Status s = log.EventsOfRequest(org, rid, &history);
-    if (!s.ok()) {
-      r.error = s;
-      return r;
-    }
+  if (!x.who.identity.empty() && IsId(x.org) && x.org != "*") {
+    Status s = log.EventsOfRequest(x.org, x.rid, &x.history);
+    if (!s.ok()) return s;
   }
-  // The same message read again after a crash: re-emit what it produced.
-  for (const Event& e : history) {
-    if (SourceOf(&e) != ctx.source) continue;
-    if (e.type == ev::kApprovalRefused) return r;
-    if (e.type == ev::kApprovalGranted || e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired) {
-      Settle(history, e, false, &r);
-      return r;
-    }
-  }
+  return Status::Ok();
+}
 
-  auto refuse = [&](const std::string& code, const std::string& message) {
-    Json data{{"code", code}, {"message", message}, {"source", ctx.source}};
-    if (resp.is_object()) {
-      for (const char* k : {"decision", "scope", "args_hash", "response_id"}) {
-        if (auto it = resp.find(k); it != resp.end() && it->is_string()) data[k] = *it;
-      }
-      if (auto it = resp.find("approver"); it != resp.end() && it->is_string())
-        data["claimed_approver"] = *it;
+// 2. The same message read again after a crash: re-emit what it produced.
+// True when it was processed before.
+bool ApproveStage::ReemitProcessed(Response& x) {
+  for (const Event& e : x.history) {
+    if (SourceOf(&e) != x.ctx.source) continue;
+    if (e.type == ev::kApprovalRefused) return true;
+    if (e.type == ev::kApprovalGranted || e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired) {
+      Settle(x.history, e, false, &x.r);
+      return true;
     }
-    // Only a proven identity is recorded as the approver.
-    if (authenticated) data["approver"] = who.identity;
-    r.events.push_back(
-        EventAbout(history, rid, ev::kApprovalRefused, ctx.now_us, std::move(data), ctx.source));
-    return r;
-  };
-  if (!authenticated) {
-    history.clear();  // not about the request it names
-    return refuse(approve_errc::kUnauthenticated, why);
   }
-  if (!valid.ok()) return refuse(approve_errc::kInvalidResponse, valid.message());
-  if (!IsId(org) || org == "*") {
-    return refuse(approve_errc::kInvalidResponse,
+  return false;
+}
+
+// The response refused: an approval.refused (quoting what it claims) added
+// to x.r, which is returned as it then is.
+StageResult ApproveStage::Refuse(Response& x, const std::string& code, const std::string& message) {
+  Json data{{"code", code}, {"message", message}, {"source", x.ctx.source}};
+  if (x.resp.is_object()) {
+    for (const char* k : {"decision", "scope", "args_hash", "response_id"}) {
+      if (auto it = x.resp.find(k); it != x.resp.end() && it->is_string()) data[k] = *it;
+    }
+    if (auto it = x.resp.find("approver"); it != x.resp.end() && it->is_string())
+      data["claimed_approver"] = *it;
+  }
+  // Only a proven identity is recorded as the approver.
+  if (x.authenticated) data["approver"] = x.who.identity;
+  x.r.events.push_back(
+      EventAbout(x.history, x.rid, ev::kApprovalRefused, x.ctx.now_us, std::move(data), x.ctx.source));
+  return x.r;
+}
+
+// 3. Who answers: authenticated, a valid response, an org it may answer
+// for, and the approver it names is the one who signed. The refusal, if any.
+std::optional<StageResult> ApproveStage::RefuseResponder(Response& x) {
+  const ApproverIdentity& who = x.who;
+  if (!x.authenticated) {
+    x.history.clear();  // not about the request it names
+    return Refuse(x, approve_errc::kUnauthenticated, x.why);
+  }
+  if (!x.valid.ok()) return Refuse(x, approve_errc::kInvalidResponse, x.valid.message());
+  if (!IsId(x.org) || x.org == "*") {
+    return Refuse(x, approve_errc::kInvalidResponse,
                   "a deployment-wide approver must name the request's org_id");
   }
-  if (who.org_id != "*" && resp.contains("org_id") && resp["org_id"] != who.org_id) {
-    return refuse(approve_errc::kNotEntitled,
+  if (who.org_id != "*" && x.resp.contains("org_id") && x.resp["org_id"] != who.org_id) {
+    return Refuse(x, approve_errc::kNotEntitled,
                   "'" + who.identity + "' approves for org '" + who.org_id + "' only");
   }
-  if (resp.value("approver", who.identity) != who.identity) {
-    return refuse(approve_errc::kUnauthenticated, "the response names approver '" +
-                                                      resp.value("approver", "") + "' but is signed by '" +
-                                                      who.identity + "'");
+  if (x.resp.value("approver", who.identity) != who.identity) {
+    return Refuse(x, approve_errc::kUnauthenticated,
+                  "the response names approver '" + x.resp.value("approver", "") + "' but is signed by '" +
+                      who.identity + "'");
   }
+  return std::nullopt;
+}
 
-  RequestState st = Summarize(history);
-  const std::string approver = who.identity;
-  const std::string decision = resp["decision"];
+// 4. The request's state: the responder's kind may give this answer, an
+// approval was asked and is not settled. The refusal, if any.
+std::optional<StageResult> ApproveStage::RefuseOutOfState(Response& x) {
+  const ApproverIdentity& who = x.who;
+  const std::string& decision = x.decision;
   // An agent never answers an approval, not even its own; only it withdraws.
   if (who.agent != (decision == "withdraw")) {
-    return refuse(approve_errc::kNotEntitled,
+    return Refuse(x, approve_errc::kNotEntitled,
                   who.agent ? "an agent may only withdraw its own call, never approve or deny"
                             : "only the request's own agent withdraws it");
   }
-  if (st.approval_requested == nullptr) {
-    StageResult refused = refuse(approve_errc::kUnknown, "no approval was requested for " + rid);
+  if (x.st.approval_requested == nullptr) {
+    StageResult refused = Refuse(x, approve_errc::kUnknown, "no approval was requested for " + x.rid);
     // A withdrawal ahead of its ask, kept for the ask (EarlyWithdrawal):
     // filed under org "unknown" while the request is not in the log, so it
     // names the org the agent's signature proves.
@@ -462,66 +494,92 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
       refused.events.back().data["approver_org"] = who.org_id;
     return refused;
   }
-  if (st.approval_settled || st.terminal()) {
-    return refuse(approve_errc::kSettled, "the approval of " + rid + " is already settled");
+  if (x.st.approval_settled || x.st.terminal()) {
+    return Refuse(x, approve_errc::kSettled, "the approval of " + x.rid + " is already settled");
   }
-  const Json& req = st.approval_requested->data;
+  return std::nullopt;
+}
+
+// 5. Late, and the tick has not expired it yet: expire it now, so a late
+// grant can never run the call. The refusal when late.
+std::optional<StageResult> ApproveStage::ExpireIfLate(Response& x) {
+  const Json& req = x.st.approval_requested->data;
   int64_t deadline = 0;
   ParseTime(req.value("deadline", ""), &deadline);
-  if (ctx.now_us >= deadline) {
-    // Late, and the tick has not expired it yet: expire it now, so a late
-    // grant can never run the call.
-    std::vector<Event> with = history;
-    Event expired = EventAbout(history, rid, ev::kApprovalExpired, ctx.now_us,
-                               {{"deadline", req.value("deadline", "")}, {"source", ctx.source}}, "");
-    r.events.push_back(expired);
-    with.push_back(expired);
-    Settle(with, with.back(), true, &r);
-    return refuse(errc::kApprovalExpired,
-                  "the approval of " + rid + " expired at " + req.value("deadline", ""));
+  if (x.ctx.now_us < deadline) return std::nullopt;
+  std::vector<Event> with = x.history;
+  Event expired = EventAbout(x.history, x.rid, ev::kApprovalExpired, x.ctx.now_us,
+                             {{"deadline", req.value("deadline", "")}, {"source", x.ctx.source}}, "");
+  x.r.events.push_back(expired);
+  with.push_back(expired);
+  Settle(with, with.back(), true, &x.r);
+  return Refuse(x, errc::kApprovalExpired,
+                "the approval of " + x.rid + " expired at " + req.value("deadline", ""));
+}
+
+// 6. A withdrawal: only by the request's own agent; it settles the
+// approval as denied (withdrawn).
+StageResult ApproveStage::Withdraw(Response& x) {
+  const ApproverIdentity& who = x.who;
+  const Event& about = x.st.received ? *x.st.received : *x.st.approval_requested;
+  if (about.agent_id != who.identity || about.org_id != who.org_id) {
+    return Refuse(x, approve_errc::kNotEntitled, "'" + who.identity + "' may withdraw its own requests only");
   }
-  if (decision == "withdraw") {
-    const Event& about = st.received ? *st.received : *st.approval_requested;
-    if (about.agent_id != who.identity || about.org_id != who.org_id) {
-      return refuse(approve_errc::kNotEntitled, "'" + who.identity + "' may withdraw its own requests only");
-    }
-    Json data{{"approver", who.identity}, {"scope", "once"}, {"withdrawn", true}, {"source", ctx.source}};
-    for (const char* k : {"comment", "response_id"}) {
-      if (resp.contains(k)) data[k] = resp[k];
-    }
-    std::vector<Event> with = history;
-    with.push_back(
-        EventAbout(history, rid, ev::kApprovalDenied, ctx.now_us, std::move(data), "agent:" + who.identity));
-    r.events.push_back(with.back());
-    Settle(with, with.back(), true, &r);
-    return r;
+  Json data{{"approver", who.identity}, {"scope", "once"}, {"withdrawn", true}, {"source", x.ctx.source}};
+  for (const char* k : {"comment", "response_id"}) {
+    if (x.resp.contains(k)) data[k] = x.resp[k];
   }
-  if (resp["args_hash"] != req.value("args_hash", "")) {
-    return refuse(approve_errc::kArgsHashMismatch,
+  std::vector<Event> with = x.history;
+  with.push_back(EventAbout(x.history, x.rid, ev::kApprovalDenied, x.ctx.now_us, std::move(data),
+                            "agent:" + who.identity));
+  x.r.events.push_back(with.back());
+  Settle(with, with.back(), true, &x.r);
+  return x.r;
+}
+
+// 7. An approver's answer: for the args asked about, by one of the
+// approvers named, and no second grant by the same one. The refusal, if any.
+std::optional<StageResult> ApproveStage::RefuseUnentitled(Response& x) {
+  const Json& req = x.st.approval_requested->data;
+  const std::string& approver = x.who.identity;
+  const std::string& rid = x.rid;
+  if (x.resp["args_hash"] != req.value("args_hash", "")) {
+    return Refuse(x, approve_errc::kArgsHashMismatch,
                   "args_hash does not match the pending request's: the response is for other arguments");
   }
   if (auto list = req.find("approvers"); list != req.end() && list->is_array() && !list->empty()) {
     if (std::find(list->begin(), list->end(), Json(approver)) == list->end()) {
-      return refuse(approve_errc::kNotEntitled, "'" + approver + "' is not among the approvers of " + rid);
+      return Refuse(x, approve_errc::kNotEntitled, "'" + approver + "' is not among the approvers of " + rid);
     }
   }
-  if (decision == "approve") {
-    for (const Event* g : st.grants) {
+  if (x.decision == "approve") {
+    for (const Event* g : x.st.grants) {
       if (g->data.value("approver", "") == approver) {
-        return refuse(approve_errc::kDuplicate, "'" + approver + "' has already approved " + rid +
-                                                    "; the quorum needs distinct approvers");
+        return Refuse(
+            x, approve_errc::kDuplicate,
+            "'" + approver + "' has already approved " + rid + "; the quorum needs distinct approvers");
       }
     }
   }
-  Json data{{"approver", approver}, {"scope", resp["scope"]}, {"source", ctx.source}};
+  return std::nullopt;
+}
+
+// 8. The grant or denial recorded; a grant that settles a quorum of
+// "always" grants adds its allow-always rule. Then what settling produces.
+StageResult ApproveStage::RecordAnswer(Response& x) {
+  const std::vector<Event>& history = x.history;
+  const std::string& approver = x.who.identity;
+  const std::string& decision = x.decision;
+  const StageContext& ctx = x.ctx;
+  Json data{{"approver", approver}, {"scope", x.resp["scope"]}, {"source", ctx.source}};
   for (const char* k : {"comment", "response_id"}) {
-    if (resp.contains(k)) data[k] = resp[k];
+    if (x.resp.contains(k)) data[k] = x.resp[k];
   }
-  Event e = EventAbout(history, rid, decision == "approve" ? ev::kApprovalGranted : ev::kApprovalDenied,
+  Event e = EventAbout(history, x.rid, decision == "approve" ? ev::kApprovalGranted : ev::kApprovalDenied,
                        ctx.now_us, std::move(data), "approver:" + approver);
   std::vector<Event> with = history;
   with.push_back(e);
-  r.events.push_back(e);
+  x.r.events.push_back(e);
   RequestState after = Summarize(with);
   if (after.approval_settled && after.approval_settled->id == e.id && e.type == ev::kApprovalGranted) {
     bool always = true;
@@ -538,12 +596,30 @@ StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext&
       if (invocation.empty()) invocation = e.tool;
       const Event& about = after.received ? *after.received : *after.approval_requested;
       Event rule = AllowAlwaysEvent(about, invocation, approver, ctx.now_us);
-      r.events.push_back(rule);
+      x.r.events.push_back(rule);
       with.push_back(rule);
     }
   }
-  Settle(with, with[history.size()], true, &r);
-  return r;
+  Settle(with, with[history.size()], true, &x.r);
+  return x.r;
+}
+
+// The checks run in this order, and the first refusal wins.
+StageResult ApproveStage::ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log) {
+  Response x(in, ctx);
+  if (Status s = ReadResponse(log, x); !s.ok()) {
+    x.r.error = s;
+    return x.r;
+  }
+  if (ReemitProcessed(x)) return x.r;
+  if (auto refused = RefuseResponder(x)) return *refused;
+  x.st = Summarize(x.history);
+  x.decision = x.resp["decision"].get<std::string>();
+  if (auto refused = RefuseOutOfState(x)) return *refused;
+  if (auto refused = ExpireIfLate(x)) return *refused;
+  if (x.decision == "withdraw") return Withdraw(x);
+  if (auto refused = RefuseUnentitled(x)) return *refused;
+  return RecordAnswer(x);
 }
 
 StageResult ApproveStage::Tick(const StageContext& ctx, const LogView& log) {

@@ -47,6 +47,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "approve/pending_approvals.h"
@@ -142,6 +143,17 @@ class ApproveStage : public Stage {
  private:
   StageResult ProcessAsk(const Message& in, const StageContext& ctx, const LogView& log);
   StageResult ProcessResponse(const Message& in, const StageContext& ctx, const LogView& log);
+  // ProcessResponse's steps, in the order they run (the .cpp).
+  struct Response;
+  Status ReadResponse(const LogView& log, Response& x);
+  bool ReemitProcessed(Response& x);
+  StageResult Refuse(Response& x, const std::string& code, const std::string& message);
+  std::optional<StageResult> RefuseResponder(Response& x);
+  std::optional<StageResult> RefuseOutOfState(Response& x);
+  std::optional<StageResult> ExpireIfLate(Response& x);
+  StageResult Withdraw(Response& x);
+  std::optional<StageResult> RefuseUnentitled(Response& x);
+  StageResult RecordAnswer(Response& x);
   // An ask past its agent's max_pending_per_agent: its approval.denied
   // (E_TOO_MANY_PENDING) and `denied` result into *r; false under the cap.
   bool DenyOverPendingCap(const FlowInput& input, const StageContext& ctx, StageResult* r);

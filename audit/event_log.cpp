@@ -397,147 +397,145 @@ rocksdb::Slice Bytes(const Digest& d) {
 
 }  // namespace
 
-void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
-  uint64_t seq = written_seq_;
-  Digest hash = written_hash_;
+// The log refuses appends: the whole batch finished with the refusal.
+// True when it did.
+bool EventLog::FinishIfRefusing(std::vector<Pending*>& batch) {
   Status failed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     failed = failed_;
     if (!failed.ok()) resolved_ += batch.size();  // finished here, not by the syncer
   }
-  if (!failed.ok()) {
-    refused_.fetch_add(batch.size(), std::memory_order_relaxed);
-    WakeWaiters(Finish(batch, failed));
-    return;
+  if (failed.ok()) return false;
+  refused_.fetch_add(batch.size(), std::memory_order_relaxed);
+  WakeWaiters(Finish(batch, failed));
+  return true;
+}
+
+// From now on the log refuses appends (RefuseLocked), this batch first.
+void EventLog::RefuseBatch(std::vector<Pending*>& batch, const Status& why, bool resumable,
+                           bool resume_rocks) {
+  Status err;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefuseLocked(why, resumable, resume_rocks);
+    err = failed_;
+    resolved_ += batch.size();
   }
-  rocksdb::DB* db = store_->db();
+  refused_.fetch_add(batch.size(), std::memory_order_relaxed);
+  WakeWaiters(Finish(batch, err));
+}
+
+// Idempotency of item i: an earlier item of this batch or a stored event
+// (`found` and `g`: its dedupe lookup). Sets its result when it is one, or
+// when it cannot be appended.
+void EventLog::CheckDuplicate(std::vector<Pending*>& batch, size_t i, const rocksdb::PinnableSlice& found,
+                              const rocksdb::Status& g) {
+  Pending& p = *batch[i];
+  AppendResult& r = p.result;
+  if (auto it = in_batch_.find(p.id); it != in_batch_.end()) {
+    r = batch[it->second]->result;
+    r.duplicate = true;
+  } else {
+    const std::string_view existing = found.ToStringView();
+    if (g.ok()) {
+      r.duplicate = DecodeSeq(existing, &r.seq);
+      std::string value;
+      logfmt::RecordView rec;
+      r.status = store_->ReadRaw(r.seq, &value);
+      if (r.status.ok()) r.status = DecodeRecord(value, &rec);
+      if (r.status.ok()) r.hash = ToHex(rec.hash);
+      if (!r.duplicate && r.status.ok()) {
+        r.status = Status::Error(errc::kLogCorrupt, "dedupe entry of " + p.id + " is malformed");
+      }
+    } else if (!g.IsNotFound()) {
+      r.status = FromRocks(g, "dedupe lookup failed");
+    }
+  }
+  if (p.expect_position && (r.duplicate || !r.status.ok())) {
+    r = AppendResult::Error(
+        Status::Error(errc::kChainBroken,
+                      "record " + std::to_string(p.record_seq) + " (id " + p.id + ") is already in the log"));
+  }
+}
+
+// Item `p` chained on after seq/hash and put in wb_ (its record, index
+// entries, dedupe and open-request keys); seq/hash move on. False, with
+// p's result the error, when a record does not continue the log there.
+bool EventLog::ChainOn(Pending& p, uint64_t& seq, Digest& hash) {
+  AppendResult& r = p.result;
   rocksdb::WriteBatch& wb = wb_;
-  wb.Clear();  // keeps its buffer: no regrowth and no fresh pages per batch
-  std::unordered_map<std::string_view, size_t>& in_batch = in_batch_;  // id -> index in batch
-  in_batch.clear();
-  const uint64_t first_seq = seq + 1;
-  // Idempotency lookups for the whole batch in one MultiGet.
-  std::vector<rocksdb::Slice> ids;
-  ids.reserve(batch.size());
-  for (const Pending* p : batch) ids.emplace_back(p->id);
-  std::vector<rocksdb::PinnableSlice> found(batch.size());
-  std::vector<rocksdb::Status> lookups(batch.size());
-  db->MultiGet({}, store_->cf(kDedupe), ids.size(), ids.data(), found.data(), lookups.data());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Pending& p = *batch[i];
-    AppendResult& r = p.result;
-    // Idempotency: an earlier item of this batch or a stored event.
-    if (auto it = in_batch.find(p.id); it != in_batch.end()) {
-      r = batch[it->second]->result;
-      r.duplicate = true;
-    } else {
-      const std::string_view existing = found[i].ToStringView();
-      const rocksdb::Status& g = lookups[i];
-      if (g.ok()) {
-        r.duplicate = DecodeSeq(existing, &r.seq);
-        std::string value;
-        logfmt::RecordView rec;
-        r.status = store_->ReadRaw(r.seq, &value);
-        if (r.status.ok()) r.status = DecodeRecord(value, &rec);
-        if (r.status.ok()) r.hash = ToHex(rec.hash);
-        if (!r.duplicate && r.status.ok()) {
-          r.status = Status::Error(errc::kLogCorrupt, "dedupe entry of " + p.id + " is malformed");
-        }
-      } else if (!g.IsNotFound()) {
-        r.status = FromRocks(g, "dedupe lookup failed");
-      }
+  // The body is head + seq digits + tail; hashed and stored from those
+  // parts without joining them (one copy of the body less per event).
+  const uint64_t next = seq + 1;
+  char digits[20];
+  const std::string_view seq_digits(digits, std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
+  const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.tail);
+  if (p.expect_position) {
+    std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
+    if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
+      r.status = Status::Error(errc::kChainBroken, "record seq " + std::to_string(p.record_seq) +
+                                                       " does not continue the log at seq " +
+                                                       std::to_string(next) + " (prev_hash or hash differ)");
+      return false;
     }
-    if (p.expect_position && (r.duplicate || !r.status.ok())) {
-      r = AppendResult::Error(Status::Error(
-          errc::kChainBroken,
-          "record " + std::to_string(p.record_seq) + " (id " + p.id + ") is already in the log"));
-    }
-    if (r.duplicate || !r.status.ok()) continue;
-
-    // The body is head + seq digits + tail; hashed and stored from those
-    // parts without joining them (one copy of the body less per event).
-    const uint64_t next = seq + 1;
-    char digits[20];
-    const std::string_view seq_digits(digits,
-                                      std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
-    const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.tail);
-    if (p.expect_position) {
-      std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
-      if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
-        r.status =
-            Status::Error(errc::kChainBroken, "record seq " + std::to_string(p.record_seq) +
-                                                  " does not continue the log at seq " +
-                                                  std::to_string(next) + " (prev_hash or hash differ)");
-        continue;
-      }
-    }
-    const std::string seq_key = EncodeSeq(next);
-    const rocksdb::Slice seq_slice(seq_key);
-    // The record value as EncodeRecord lays it out.
-    const rocksdb::Slice record[] = {rocksdb::Slice(&kRecordVersion, 1),
-                                     Bytes(hash),
-                                     Bytes(next_hash),
-                                     p.body.head,
-                                     seq_digits,
-                                     p.body.tail};
-    wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 6));
-    for (const auto& [cf, prefix] : p.index_prefixes) {
-      const rocksdb::Slice key[] = {prefix, seq_slice};
-      wb.Put(store_->cf(cf), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(nullptr, 0));
-    }
-    wb.Put(store_->cf(kDedupe), p.id, seq_key);
-    if (p.open_op == logfmt::OpenOp::kOpen) wb.Put(store_->cf(kMeta), p.open_key, seq_key);
-    if (p.open_op == logfmt::OpenOp::kClose) wb.Delete(store_->cf(kMeta), p.open_key);
-    seq = next;
-    hash = next_hash;
-    r.seq = seq;
-    r.hash = ToHex(hash);
-    in_batch.emplace(p.id, i);
   }
-
-  const bool sync = options_.durability == Durability::kSync;
-  if (seq >= first_seq) {
-    wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
-    wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
-    // The WAL takes about the batch's bytes.
-    if (Status room = RoomFor(wb.GetDataSize()); !room.ok()) {
-      Status err;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        RefuseLocked(room, true, false);
-        err = failed_;
-        resolved_ += batch.size();
-      }
-      refused_.fetch_add(batch.size(), std::memory_order_relaxed);
-      WakeWaiters(Finish(batch, err));
-      return;
-    }
-    rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
-    const auto write_start = std::chrono::steady_clock::now();
-    rocksdb::Status w = db->Write(wo, &wb);
-    write_hist_.Record(
-        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start)
-            .count());
-    if (!w.ok()) {
-      // Not in the chain (written_seq_ stays): the next batch goes on from
-      // the last written event once the log recovers.
-      Status err;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        RefuseLocked(FromRocks(w, "a write failed"), w.IsIOError(), true);
-        err = failed_;
-        resolved_ += batch.size();
-      }
-      refused_.fetch_add(batch.size(), std::memory_order_relaxed);
-      WakeWaiters(Finish(batch, err));
-      return;
-    }
-    written_seq_ = seq;
-    written_hash_ = hash;
-    if (options_.batch_observer) options_.batch_observer(wb);
+  const std::string seq_key = EncodeSeq(next);
+  const rocksdb::Slice seq_slice(seq_key);
+  // The record value as EncodeRecord lays it out.
+  const rocksdb::Slice record[] = {rocksdb::Slice(&kRecordVersion, 1),
+                                   Bytes(hash),
+                                   Bytes(next_hash),
+                                   p.body.head,
+                                   seq_digits,
+                                   p.body.tail};
+  wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 6));
+  for (const auto& [cf, prefix] : p.index_prefixes) {
+    const rocksdb::Slice key[] = {prefix, seq_slice};
+    wb.Put(store_->cf(cf), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(nullptr, 0));
   }
-  if (sync) {
+  wb.Put(store_->cf(kDedupe), p.id, seq_key);
+  if (p.open_op == logfmt::OpenOp::kOpen) wb.Put(store_->cf(kMeta), p.open_key, seq_key);
+  if (p.open_op == logfmt::OpenOp::kClose) wb.Delete(store_->cf(kMeta), p.open_key);
+  seq = next;
+  hash = next_hash;
+  r.seq = seq;
+  r.hash = ToHex(hash);
+  return true;
+}
+
+// The batch and the new head (seq/hash) written, not synced. False when
+// the log refused or the write failed: the batch is finished with that.
+bool EventLog::WriteOut(std::vector<Pending*>& batch, uint64_t seq, const Digest& hash) {
+  rocksdb::WriteBatch& wb = wb_;
+  wb.Put(store_->cf(kMeta), kMetaHeadSeq, EncodeSeq(seq));
+  wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
+  // The WAL takes about the batch's bytes.
+  if (Status room = RoomFor(wb.GetDataSize()); !room.ok()) {
+    RefuseBatch(batch, room, true, false);
+    return false;
+  }
+  rocksdb::WriteOptions wo;  // not synced here: SyncLoop syncs (kSync)
+  const auto write_start = std::chrono::steady_clock::now();
+  rocksdb::Status w = store_->db()->Write(wo, &wb);
+  write_hist_.Record(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - write_start)
+          .count());
+  if (!w.ok()) {
+    // Not in the chain (written_seq_ stays): the next batch goes on from
+    // the last written event once the log recovers.
+    RefuseBatch(batch, FromRocks(w, "a write failed"), w.IsIOError(), true);
+    return false;
+  }
+  written_seq_ = seq;
+  written_hash_ = hash;
+  if (options_.batch_observer) options_.batch_observer(wb);
+  return true;
+}
+
+// The written batch acknowledged: now (buffered), or by SyncLoop (kSync).
+void EventLog::HandOn(std::vector<Pending*>& batch) {
+  if (options_.durability == Durability::kSync) {
     // Even a batch of duplicates waits: the events it points at may be
     // written but not yet synced.
     bool wake_syncer;
@@ -558,6 +556,32 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
     head_hash_ = written_hash_;
   }
   WakeWaiters(Finish(batch, Status::Ok()));
+}
+
+void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
+  uint64_t seq = written_seq_;
+  Digest hash = written_hash_;
+  if (FinishIfRefusing(batch)) return;
+  rocksdb::DB* db = store_->db();
+  wb_.Clear();        // keeps its buffer: no regrowth and no fresh pages per batch
+  in_batch_.clear();  // id -> index in batch
+  const uint64_t first_seq = seq + 1;
+  // Idempotency lookups for the whole batch in one MultiGet.
+  std::vector<rocksdb::Slice> ids;
+  ids.reserve(batch.size());
+  for (const Pending* p : batch) ids.emplace_back(p->id);
+  std::vector<rocksdb::PinnableSlice> found(batch.size());
+  std::vector<rocksdb::Status> lookups(batch.size());
+  db->MultiGet({}, store_->cf(kDedupe), ids.size(), ids.data(), found.data(), lookups.data());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    CheckDuplicate(batch, i, found[i], lookups[i]);
+    Pending& p = *batch[i];
+    if (p.result.duplicate || !p.result.status.ok()) continue;
+    if (!ChainOn(p, seq, hash)) continue;
+    in_batch_.emplace(p.id, i);
+  }
+  if (seq >= first_seq && !WriteOut(batch, seq, hash)) return;
+  HandOn(batch);
 }
 
 }  // namespace tollgate

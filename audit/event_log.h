@@ -168,6 +168,14 @@ class EventLog {
   void WriterLoop();
   void SyncLoop();
   void WriteBatchOf(std::vector<Pending*>& batch);
+  // WriteBatchOf's steps, in the order they run (the .cpp).
+  bool FinishIfRefusing(std::vector<Pending*>& batch);
+  void RefuseBatch(std::vector<Pending*>& batch, const Status& why, bool resumable, bool resume_rocks);
+  void CheckDuplicate(std::vector<Pending*>& batch, size_t i, const rocksdb::PinnableSlice& found,
+                      const rocksdb::Status& g);
+  bool ChainOn(Pending& p, uint64_t& seq, Digest& hash);
+  bool WriteOut(std::vector<Pending*>& batch, uint64_t seq, const Digest& hash);
+  void HandOn(std::vector<Pending*>& batch);
   // Hands each item its result (or `failed` when that is not ok); the items
   // are not to be touched afterwards. Returns the wake bits of the callers
   // waiting in Append(), for WakeWaiters().

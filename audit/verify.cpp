@@ -92,6 +92,151 @@ bool CheckBody(uint64_t seq, std::string_view body, Collector& c, Event* e) {
   return true;
 }
 
+// What VerifyLog's steps share: one snapshot's view of the store, and what
+// the walk of the events found.
+struct LogCheck {
+  const LogStore& store;
+  rocksdb::DB* db;
+  const rocksdb::ReadOptions& ro;
+  Collector& c;
+  VerifyReport& report;
+  std::array<uint64_t, kNumCfs> expected_entries{};
+  uint64_t expected_seq = 1;
+  Digest prev = kGenesisHash;
+  std::string probe{};  // a read buffer, reused
+};
+
+// Forward index check: every entry this event implies exists, its dedupe
+// entry included.
+void CheckImpliedEntries(LogCheck& k, const Event& e, uint64_t seq) {
+  for (const auto& [cf, key] : IndexEntries(e, seq)) {
+    ++k.expected_entries[cf];
+    ++k.report.index_entries;
+    rocksdb::Status g = k.db->Get(k.ro, k.store.cf(cf), key, &k.probe);
+    if (!g.ok()) {
+      k.c.Add(seq, errc::kIndexMismatch, std::string(CfName(cf)) + " entry of seq " + S(seq) + " is missing");
+    }
+  }
+  ++k.expected_entries[kDedupe];
+  ++k.report.index_entries;
+  rocksdb::Status g = k.db->Get(k.ro, k.store.cf(kDedupe), e.id, &k.probe);
+  uint64_t dseq = 0;
+  if (!g.ok() || !DecodeSeq(k.probe, &dseq) || dseq != seq) {
+    k.c.Add(seq, errc::kIndexMismatch, "dedupe entry of event " + e.id + " does not point at seq " + S(seq));
+  }
+}
+
+// 1. Walks the events in seq order: no gaps, each links to the one before
+// and matches its hash, a valid canonical body, its index entries present.
+void CheckEvents(LogCheck& k) {
+  std::unique_ptr<rocksdb::Iterator> it(k.db->NewIterator(k.ro, k.store.cf(kEvents)));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    uint64_t seq;
+    if (!DecodeSeq(it->key().ToStringView(), &seq)) {
+      k.c.Add(k.expected_seq, errc::kLogCorrupt,
+              "events holds a malformed key after seq " + S(k.expected_seq - 1));
+      continue;
+    }
+    if (seq != k.expected_seq) {
+      k.c.Add(k.expected_seq, errc::kChainBroken,
+              seq > k.expected_seq ? "seq " + S(k.expected_seq) + " to " + S(seq - 1) + " are missing"
+                                   : "seq " + S(seq) + " is out of order");
+    }
+    k.expected_seq = seq + 1;
+    ++k.report.events;
+    RecordView rec;
+    Status s = DecodeRecord(it->value().ToStringView(), &rec);
+    if (!s.ok()) {
+      k.c.Add(seq, errc::kLogCorrupt, "seq " + S(seq) + ": " + s.message());
+      continue;
+    }
+    if (rec.prev_hash != k.prev) {
+      k.c.Add(seq, errc::kChainBroken,
+              "seq " + S(seq) + " prev_hash does not match the hash of seq " + S(seq - 1));
+    }
+    if (ChainHash(rec.prev_hash, rec.body) != rec.hash) {
+      k.c.Add(seq, errc::kChainBroken, "seq " + S(seq) + " hash does not match its contents");
+    }
+    k.prev = rec.hash;
+    Event e;
+    if (!CheckBody(seq, rec.body, k.c, &e)) continue;
+    CheckImpliedEntries(k, e, seq);
+  }
+  if (!it->status().ok()) k.c.Add(0, errc::kLogIO, "reading events failed: " + it->status().ToString());
+}
+
+// 2. Meta must name the last record as head; a missing tail shows up here.
+void CheckMetaHead(LogCheck& k, uint64_t last) {
+  uint64_t head_seq = 0;
+  Digest head_hash{};
+  std::string v;
+  rocksdb::Status hs = k.db->Get(k.ro, k.store.cf(kMeta), kMetaHeadSeq, &v);
+  if (hs.ok() && DecodeSeq(v, &head_seq)) {
+    hs = k.db->Get(k.ro, k.store.cf(kMeta), kMetaHeadHash, &v);
+    if (hs.ok() && v.size() == 32) std::copy(v.begin(), v.end(), head_hash.begin());
+  } else if (!hs.IsNotFound()) {
+    k.c.Add(last + 1, errc::kLogCorrupt, "meta head_seq is unreadable");
+  }
+  if (head_seq != last) {
+    k.c.Add(std::min(head_seq, last) + 1, errc::kChainBroken,
+            "meta says the head is seq " + S(head_seq) + " but the last record is seq " + S(last) +
+                (head_seq > last ? " (records were removed from the end)" : " (records were added)"));
+  } else if (last != 0 && head_hash != k.prev) {
+    k.c.Add(last, errc::kChainBroken, "meta head hash does not match the hash of seq " + S(last));
+  }
+}
+
+// Whether the entry at `ix` in family `cf` is one its event implies; sets
+// *seq to the seq it names (0 when it names none).
+bool EntryIsImplied(const LogStore& store, int cf, rocksdb::Iterator& ix, uint64_t last, uint64_t* seq) {
+  std::string_view key = ix.key().ToStringView();
+  bool well_formed;
+  std::string_view value;
+  int64_t t = 0;
+  if (cf == kDedupe) {
+    well_formed = DecodeSeq(ix.value().ToStringView(), seq);
+    value = key;
+  } else if (cf == kByTime) {
+    well_formed = ParseTimeKey(key, &t, seq);
+  } else {
+    well_formed = ParseIndexKey(key, &value, seq);
+  }
+  Event e;
+  bool matches = false;
+  if (well_formed && *seq >= 1 && *seq <= last) {
+    std::string raw;
+    if (store.ReadRaw(*seq, &raw).ok() && LogStore::DecodeEvent(*seq, raw, &e).ok()) {
+      if (cf == kDedupe)
+        matches = e.id == value;
+      else if (cf == kByTime)
+        matches = e.time_us == t;
+      else
+        matches = IndexedField(e, static_cast<Cf>(cf)) == value;
+    }
+  }
+  return matches;
+}
+
+// 3. Reverse check: no entry beyond those the events imply. Every implied
+// entry was found above and keys are unique, so equal counts prove the
+// sets equal; on a mismatch, walk the family to name the stray entries.
+void CheckNoStrayEntries(LogCheck& k, uint64_t last) {
+  for (int cf = kBySession; cf <= kDedupe; ++cf) {
+    uint64_t count = 0;
+    std::unique_ptr<rocksdb::Iterator> ix(k.db->NewIterator(k.ro, k.store.cf(cf)));
+    for (ix->SeekToFirst(); ix->Valid(); ix->Next()) ++count;
+    if (count == k.expected_entries[cf]) continue;
+    for (ix->SeekToFirst(); ix->Valid(); ix->Next()) {
+      uint64_t seq = 0;
+      if (!EntryIsImplied(k.store, cf, *ix, last, &seq)) {
+        k.c.Add(
+            seq != 0 ? seq : last + 1, errc::kIndexMismatch,
+            std::string(CfName(cf)) + " holds an entry for seq " + S(seq) + " that the event does not imply");
+      }
+    }
+  }
+}
+
 }  // namespace
 
 VerifyReport VerifyLog(const LogStore& store) {
@@ -104,222 +249,114 @@ VerifyReport VerifyLog(const LogStore& store) {
   // between catch-ups).
   const rocksdb::Snapshot* snap = store.mode() == OpenMode::kPrimary ? db->GetSnapshot() : nullptr;
   ro.snapshot = snap;
-
-  std::array<uint64_t, kNumCfs> expected_entries{};
-  uint64_t expected_seq = 1;
-  Digest prev = kGenesisHash;
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, store.cf(kEvents)));
-  std::string probe;
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    uint64_t seq;
-    if (!DecodeSeq(it->key().ToStringView(), &seq)) {
-      c.Add(expected_seq, errc::kLogCorrupt, "events holds a malformed key after seq " + S(expected_seq - 1));
-      continue;
-    }
-    if (seq != expected_seq) {
-      c.Add(expected_seq, errc::kChainBroken,
-            seq > expected_seq ? "seq " + S(expected_seq) + " to " + S(seq - 1) + " are missing"
-                               : "seq " + S(seq) + " is out of order");
-    }
-    expected_seq = seq + 1;
-    ++report.events;
-    RecordView rec;
-    Status s = DecodeRecord(it->value().ToStringView(), &rec);
-    if (!s.ok()) {
-      c.Add(seq, errc::kLogCorrupt, "seq " + S(seq) + ": " + s.message());
-      continue;
-    }
-    if (rec.prev_hash != prev) {
-      c.Add(seq, errc::kChainBroken,
-            "seq " + S(seq) + " prev_hash does not match the hash of seq " + S(seq - 1));
-    }
-    if (ChainHash(rec.prev_hash, rec.body) != rec.hash) {
-      c.Add(seq, errc::kChainBroken, "seq " + S(seq) + " hash does not match its contents");
-    }
-    prev = rec.hash;
-    Event e;
-    if (!CheckBody(seq, rec.body, c, &e)) continue;
-    // Forward index check: every entry this event implies exists.
-    for (const auto& [cf, key] : IndexEntries(e, seq)) {
-      ++expected_entries[cf];
-      ++report.index_entries;
-      rocksdb::Status g = db->Get(ro, store.cf(cf), key, &probe);
-      if (!g.ok()) {
-        c.Add(seq, errc::kIndexMismatch, std::string(CfName(cf)) + " entry of seq " + S(seq) + " is missing");
-      }
-    }
-    ++expected_entries[kDedupe];
-    ++report.index_entries;
-    rocksdb::Status g = db->Get(ro, store.cf(kDedupe), e.id, &probe);
-    uint64_t dseq = 0;
-    if (!g.ok() || !DecodeSeq(probe, &dseq) || dseq != seq) {
-      c.Add(seq, errc::kIndexMismatch, "dedupe entry of event " + e.id + " does not point at seq " + S(seq));
-    }
-  }
-  if (!it->status().ok()) c.Add(0, errc::kLogIO, "reading events failed: " + it->status().ToString());
-  const uint64_t last = expected_seq - 1;
+  LogCheck k{store, db, ro, c, report};
+  CheckEvents(k);
+  const uint64_t last = k.expected_seq - 1;
   report.head_seq = last;
-  report.head_hash = ToHex(prev);
+  report.head_hash = ToHex(k.prev);
   report.from_seq = last > 0 ? 1 : 0;
   report.from_prev_hash = ToHex(kGenesisHash);
-
-  // Meta must name the last record as head; a missing tail shows up here.
-  uint64_t head_seq = 0;
-  Digest head_hash{};
-  std::string v;
-  rocksdb::Status hs = db->Get(ro, store.cf(kMeta), kMetaHeadSeq, &v);
-  if (hs.ok() && DecodeSeq(v, &head_seq)) {
-    hs = db->Get(ro, store.cf(kMeta), kMetaHeadHash, &v);
-    if (hs.ok() && v.size() == 32) std::copy(v.begin(), v.end(), head_hash.begin());
-  } else if (!hs.IsNotFound()) {
-    c.Add(last + 1, errc::kLogCorrupt, "meta head_seq is unreadable");
-  }
-  if (head_seq != last) {
-    c.Add(std::min(head_seq, last) + 1, errc::kChainBroken,
-          "meta says the head is seq " + S(head_seq) + " but the last record is seq " + S(last) +
-              (head_seq > last ? " (records were removed from the end)" : " (records were added)"));
-  } else if (last != 0 && head_hash != prev) {
-    c.Add(last, errc::kChainBroken, "meta head hash does not match the hash of seq " + S(last));
-  }
-
-  // Reverse check: no entry beyond those the events imply. Every implied
-  // entry was found above and keys are unique, so equal counts prove the
-  // sets equal; on a mismatch, walk the family to name the stray entries.
-  for (int cf = kBySession; cf <= kDedupe; ++cf) {
-    uint64_t count = 0;
-    std::unique_ptr<rocksdb::Iterator> ix(db->NewIterator(ro, store.cf(cf)));
-    for (ix->SeekToFirst(); ix->Valid(); ix->Next()) ++count;
-    if (count == expected_entries[cf]) continue;
-    for (ix->SeekToFirst(); ix->Valid(); ix->Next()) {
-      std::string_view key = ix->key().ToStringView();
-      uint64_t seq = 0;
-      bool well_formed;
-      std::string_view value;
-      int64_t t = 0;
-      if (cf == kDedupe) {
-        well_formed = DecodeSeq(ix->value().ToStringView(), &seq);
-        value = key;
-      } else if (cf == kByTime) {
-        well_formed = ParseTimeKey(key, &t, &seq);
-      } else {
-        well_formed = ParseIndexKey(key, &value, &seq);
-      }
-      Event e;
-      bool matches = false;
-      if (well_formed && seq >= 1 && seq <= last) {
-        std::string raw;
-        if (store.ReadRaw(seq, &raw).ok() && LogStore::DecodeEvent(seq, raw, &e).ok()) {
-          if (cf == kDedupe)
-            matches = e.id == value;
-          else if (cf == kByTime)
-            matches = e.time_us == t;
-          else
-            matches = IndexedField(e, static_cast<Cf>(cf)) == value;
-        }
-      }
-      if (!matches) {
-        c.Add(
-            seq != 0 ? seq : last + 1, errc::kIndexMismatch,
-            std::string(CfName(cf)) + " holds an entry for seq " + S(seq) + " that the event does not imply");
-      }
-    }
-  }
+  CheckMetaHead(k, last);
+  CheckNoStrayEntries(k, last);
   if (snap != nullptr) db->ReleaseSnapshot(snap);
   c.Finish();
   return report;
 }
 
-// Checks one line of an export; false when checking should stop.
-bool VerifyExportLine(const std::string& line, const std::string& where, Collector& c, VerifyReport& report,
-                      bool& have_header, bool& have_end, uint64_t& expected_seq, uint64_t& from_seq,
-                      uint64_t& to_seq, Digest& prev) {
-  if (have_end) {
-    c.Add(expected_seq, errc::kExportInvalid, where + " follows the end line");
+namespace {
+
+// Where the check of an export is, between its lines.
+struct ExportState {
+  bool have_header = false, have_end = false;
+  uint64_t expected_seq = 0, from_seq = 0, to_seq = 0;
+  Digest prev{};
+};
+
+// Line 1 of a selection: a filter's records, each checked alone (see
+// VerifyReport). False when checking should stop.
+bool ReadSelectionHeader(Json& j, Collector& c, VerifyReport& report, ExportState& st) {
+  auto hh = j.find("head_hash");
+  if (!j.contains("selection") || !j["selection"].is_object() ||
+      !j.value("head_seq", Json()).is_number_unsigned() || hh == j.end() || !hh->is_string() ||
+      !DigestFromHex(hh->get<std::string>(), &st.prev)) {
+    c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate selection export header");
     return false;
   }
-  Json j;
-  if (!ParseJson(line, &j).ok() || !j.is_object()) {
-    c.Add(have_header ? expected_seq : 0, errc::kExportInvalid, where + " is not a JSON object");
-    if (!have_header) return false;
-    ++expected_seq;  // assume one record was mangled; keep checking the rest
-    return true;
+  st.have_header = true;
+  report.selection = true;
+  report.source_head_seq = j["head_seq"].get<uint64_t>();
+  report.source_head_hash = hh->get<std::string>();
+  st.prev = Digest{};
+  st.expected_seq = 1;  // the least seq the next record may have
+  return true;
+}
+
+// Line 1 of a range export. False when checking should stop.
+bool ReadRangeHeader(Json& j, Collector& c, VerifyReport& report, ExportState& st) {
+  auto version = j.find("tollgate_export");
+  auto fs = j.find("from_seq");
+  auto ts = j.find("to_seq");
+  auto ph = j.find("prev_hash");
+  if (version == j.end() || !version->is_number_unsigned() || *version != 1 || fs == j.end() ||
+      !fs->is_number_unsigned() || *fs == 0 || ts == j.end() || !ts->is_number_unsigned() || ph == j.end() ||
+      !ph->is_string() || !DigestFromHex(ph->get<std::string>(), &st.prev)) {
+    c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate export header");
+    return false;
   }
-  if (!have_header && j.value("tollgate_export", Json(0)) == 2) {
-    // A selection: a filter's records, each checked alone (see VerifyReport).
-    auto hh = j.find("head_hash");
-    if (!j.contains("selection") || !j["selection"].is_object() ||
-        !j.value("head_seq", Json()).is_number_unsigned() || hh == j.end() || !hh->is_string() ||
-        !DigestFromHex(hh->get<std::string>(), &prev)) {
-      c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate selection export header");
-      return false;
-    }
-    have_header = true;
-    report.selection = true;
-    report.source_head_seq = j["head_seq"].get<uint64_t>();
-    report.source_head_hash = hh->get<std::string>();
-    prev = Digest{};
-    expected_seq = 1;  // the least seq the next record may have
-    return true;
+  st.have_header = true;
+  report.from_prev_hash = ph->get<std::string>();
+  st.from_seq = fs->get<uint64_t>();
+  st.to_seq = ts->get<uint64_t>();
+  st.expected_seq = st.from_seq;
+  if (st.from_seq == 1 && st.prev != kGenesisHash) {
+    // The first record of a log links to the genesis hash, nothing else.
+    c.Add(1, errc::kChainBroken, "the export starts at seq 1 but its prev_hash is not the genesis hash");
   }
-  if (!have_header) {
-    auto version = j.find("tollgate_export");
-    auto fs = j.find("from_seq");
-    auto ts = j.find("to_seq");
-    auto ph = j.find("prev_hash");
-    if (version == j.end() || !version->is_number_unsigned() || *version != 1 || fs == j.end() ||
-        !fs->is_number_unsigned() || *fs == 0 || ts == j.end() || !ts->is_number_unsigned() ||
-        ph == j.end() || !ph->is_string() || !DigestFromHex(ph->get<std::string>(), &prev)) {
-      c.Add(0, errc::kExportInvalid, "line 1 is not a tollgate export header");
-      return false;
-    }
-    have_header = true;
-    report.from_prev_hash = ph->get<std::string>();
-    from_seq = fs->get<uint64_t>();
-    to_seq = ts->get<uint64_t>();
-    expected_seq = from_seq;
-    if (from_seq == 1 && prev != kGenesisHash) {
-      // The first record of a log links to the genesis hash, nothing else.
-      c.Add(1, errc::kChainBroken, "the export starts at seq 1 but its prev_hash is not the genesis hash");
-    }
-    return true;
-  }
-  if (auto end = j.find("tollgate_export_end"); end != j.end() && report.selection) {
-    have_end = true;
+  return true;
+}
+
+// The end line: it must match the records that came before it.
+void CheckEndLine(const Json* end, const std::string& where, Collector& c, const VerifyReport& report,
+                  ExportState& st) {
+  st.have_end = true;
+  if (report.selection) {
     if (!end->is_object() || end->value("count", UINT64_MAX) != report.events ||
-        end->value("last_seq", UINT64_MAX) != (report.events ? expected_seq - 1 : 0) ||
-        end->value("last_hash", std::string()) != (report.events ? ToHex(prev) : std::string())) {
-      c.Add(expected_seq, errc::kExportInvalid,
+        end->value("last_seq", UINT64_MAX) != (report.events ? st.expected_seq - 1 : 0) ||
+        end->value("last_hash", std::string()) != (report.events ? ToHex(st.prev) : std::string())) {
+      c.Add(st.expected_seq, errc::kExportInvalid,
             where + ": the end line does not match the records (count, last seq or last hash)");
     }
-    return true;
-  }
-  if (auto end = j.find("tollgate_export_end"); end != j.end()) {
-    have_end = true;
-    const uint64_t count = expected_seq - from_seq;
+  } else {
+    const uint64_t count = st.expected_seq - st.from_seq;
     if (!end->is_object() || end->value("count", UINT64_MAX) != count ||
-        end->value("last_seq", UINT64_MAX) != expected_seq - 1 || expected_seq - 1 != to_seq ||
-        end->value("last_hash", std::string()) != ToHex(prev)) {
-      c.Add(expected_seq, errc::kExportInvalid,
+        end->value("last_seq", UINT64_MAX) != st.expected_seq - 1 || st.expected_seq - 1 != st.to_seq ||
+        end->value("last_hash", std::string()) != ToHex(st.prev)) {
+      c.Add(st.expected_seq, errc::kExportInvalid,
             where + ": the end line does not match the records (count, last seq or last hash)");
     }
-    return true;
   }
+}
+
+// A record line: its seq in order, its hashes well-formed, linked and
+// matching, its body a valid event in canonical form.
+void CheckRecordLine(const std::string& line, Json& j, const std::string& where, Collector& c,
+                     VerifyReport& report, ExportState& st) {
   auto seq_it = j.find("seq");
   uint64_t seq = seq_it != j.end() && seq_it->is_number_unsigned() ? seq_it->get<uint64_t>() : 0;
   // A selection's seqs only ascend; a range's follow one another.
-  const bool linked = !report.selection || (report.events > 0 && seq == expected_seq);
-  if (report.selection ? seq < expected_seq : seq != expected_seq) {
-    c.Add(expected_seq, errc::kChainBroken,
+  const bool linked = !report.selection || (report.events > 0 && seq == st.expected_seq);
+  if (report.selection ? seq < st.expected_seq : seq != st.expected_seq) {
+    c.Add(st.expected_seq, errc::kChainBroken,
           where + " holds seq " + S(seq) +
-              (report.selection ? " after seq " + S(expected_seq - 1)
-                                : " where seq " + S(expected_seq) + " was expected"));
+              (report.selection ? " after seq " + S(st.expected_seq - 1)
+                                : " where seq " + S(st.expected_seq) + " was expected"));
   }
-  if (report.selection && report.events == 0) from_seq = seq;
+  if (report.selection && report.events == 0) st.from_seq = seq;
   Digest rec_prev{}, rec_hash{};
   bool hashes_ok = j.contains("prev_hash") && j["prev_hash"].is_string() &&
                    DigestFromHex(j["prev_hash"].get<std::string>(), &rec_prev) && j.contains("hash") &&
                    j["hash"].is_string() && DigestFromHex(j["hash"].get<std::string>(), &rec_hash);
-  const uint64_t at = seq != 0 ? seq : expected_seq;
+  const uint64_t at = seq != 0 ? seq : st.expected_seq;
   if (!hashes_ok) {
     c.Add(at, errc::kChainBroken, where + " lacks a well-formed prev_hash or hash");
   } else {
@@ -332,7 +369,7 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
     if (s.ok()) s = EventFromJson(body, &e);
     if (!s.ok()) {
       c.Add(at, errc::kExportInvalid, where + " is not a valid event: " + s.message());
-    } else if (linked && rec_prev != prev) {
+    } else if (linked && rec_prev != st.prev) {
       c.Add(at, errc::kChainBroken,
             where + " (seq " + S(at) + ") prev_hash does not match the previous record");
     } else if (logfmt::ChainHash(rec_prev, canon) != rec_hash) {
@@ -343,10 +380,36 @@ bool VerifyExportLine(const std::string& line, const std::string& where, Collect
       c.Add(at, errc::kExportInvalid, where + " (seq " + S(at) + ") is not in canonical form");
     }
   }
-  if (hashes_ok) prev = rec_hash;
+  if (hashes_ok) st.prev = rec_hash;
   if (report.selection && linked && report.events > 0) ++report.linked;
   ++report.events;
-  expected_seq = (seq != 0 ? seq : expected_seq) + 1;
+  st.expected_seq = (seq != 0 ? seq : st.expected_seq) + 1;
+}
+
+}  // namespace
+
+// Checks one line of an export; false when checking should stop.
+bool VerifyExportLine(const std::string& line, const std::string& where, Collector& c, VerifyReport& report,
+                      ExportState& st) {
+  if (st.have_end) {
+    c.Add(st.expected_seq, errc::kExportInvalid, where + " follows the end line");
+    return false;
+  }
+  Json j;
+  if (!ParseJson(line, &j).ok() || !j.is_object()) {
+    c.Add(st.have_header ? st.expected_seq : 0, errc::kExportInvalid, where + " is not a JSON object");
+    if (!st.have_header) return false;
+    ++st.expected_seq;  // assume one record was mangled; keep checking the rest
+    return true;
+  }
+  if (!st.have_header && j.value("tollgate_export", Json(0)) == 2)
+    return ReadSelectionHeader(j, c, report, st);
+  if (!st.have_header) return ReadRangeHeader(j, c, report, st);
+  if (auto end = j.find("tollgate_export_end"); end != j.end()) {
+    CheckEndLine(&*end, where, c, report, st);
+    return true;
+  }
+  CheckRecordLine(line, j, where, c, report, st);
   return true;
 }
 
@@ -355,35 +418,32 @@ VerifyReport VerifyExport(std::istream& in) {
   Collector c(&report);
   std::string line;
   uint64_t line_no = 0;
-  bool have_header = false, have_end = false;
-  uint64_t expected_seq = 0, from_seq = 0, to_seq = 0;
-  Digest prev{};
+  ExportState st;
   while (std::getline(in, line)) {
     ++line_no;
     const std::string where = "line " + S(line_no);
     // A field of the wrong type anywhere is a malformed export, not a crash.
     bool stop = false;
     try {
-      stop = !VerifyExportLine(line, where, c, report, have_header, have_end, expected_seq, from_seq, to_seq,
-                               prev);
+      stop = !VerifyExportLine(line, where, c, report, st);
     } catch (const Json::exception& e) {
       Json doc;  // to name the field
       const bool parsed = ParseJson(line, &doc).ok();
-      c.Add(have_header ? expected_seq : 0, errc::kExportInvalid,
+      c.Add(st.have_header ? st.expected_seq : 0, errc::kExportInvalid,
             where + ": " + JsonErrorText(e, parsed ? &doc : nullptr));
-      stop = !have_header;
-      if (have_header) ++expected_seq;
+      stop = !st.have_header;
+      if (st.have_header) ++st.expected_seq;
     }
     if (stop) break;
   }
-  if (!have_header && report.problems.empty()) c.Add(0, errc::kExportInvalid, "the export is empty");
-  if (have_header && !have_end) {
-    c.Add(expected_seq, errc::kExportInvalid,
-          "the export ends without its end line after seq " + S(expected_seq - 1) + " (truncated)");
+  if (!st.have_header && report.problems.empty()) c.Add(0, errc::kExportInvalid, "the export is empty");
+  if (st.have_header && !st.have_end) {
+    c.Add(st.expected_seq, errc::kExportInvalid,
+          "the export ends without its end line after seq " + S(st.expected_seq - 1) + " (truncated)");
   }
-  report.head_seq = expected_seq == 0 ? 0 : expected_seq - 1;
-  report.head_hash = ToHex(prev);
-  report.from_seq = from_seq;
+  report.head_seq = st.expected_seq == 0 ? 0 : st.expected_seq - 1;
+  report.head_hash = ToHex(st.prev);
+  report.from_seq = st.from_seq;
   c.Finish();
   return report;
 }

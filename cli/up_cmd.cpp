@@ -59,59 +59,57 @@ std::vector<std::string> ChoosePorts(UpFlags& f) {
   return taken;
 }
 
-int RunUp(UpFlags& f) {
+// 1. The flags: the log format and durability are applied, the rest
+// checked. False (after saying why on stderr) when one is wrong.
+bool ApplyUpFlags(UpFlags& f) {
   log::Format format;
   if (!log::ParseFormat(f.log_format, &format)) {
     std::cerr << "tollgate: --log-format must be json or text\n";
-    return 2;
+    return false;
   }
   log::SetFormat(format);
   if (!ParseDurability(f.durability, &f.pipeline.durability)) {
     std::cerr << "tollgate: --durability must be sync or buffered\n";
-    return 2;
+    return false;
   }
   if (f.pipeline.partitions < 1 || f.pipeline.max_request_bytes < 1024) {
     std::cerr << "tollgate: --partitions must be >= 1 and --max-request-bytes >= 1024\n";
-    return 2;
+    return false;
   }
   if (f.broker_port >= 0 && !f.pipeline.brokers.empty()) {
     std::cerr << "tollgate: --broker-port is the embedded broker's; with --brokers there is none\n";
-    return 2;
+    return false;
   }
-  if (f.check) {
-    // Validates the invocation without starting anything (compose test).
-    std::cout << Json{{"data", f.pipeline.data_dir},
-                      {"brokers", f.pipeline.brokers},
-                      {"topic_prefix", f.pipeline.topic_prefix},
-                      {"partitions", f.pipeline.partitions},
-                      {"durability", f.durability},
-                      {"policy",
-                       f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}
-                     .dump()
-              << std::endl;
-    return 0;
-  }
-  BlockStopSignals();
-  const std::vector<std::string> taken = ChoosePorts(f);
-  std::unique_ptr<Pipeline> p;
-  Status s = Pipeline::Start(f.pipeline, &p);
-  if (!s.ok()) {
-    std::cerr << "tollgate: cannot start: " << s.ToString() << "\n";
-    return 2;
-  }
-  const auto& rec = p->reconciled();
+  return true;
+}
+
+// --check: validates the invocation without starting anything (compose test).
+void PrintCheck(const UpFlags& f) {
+  std::cout << Json{{"data", f.pipeline.data_dir},
+                    {"brokers", f.pipeline.brokers},
+                    {"topic_prefix", f.pipeline.topic_prefix},
+                    {"partitions", f.pipeline.partitions},
+                    {"durability", f.durability},
+                    {"policy", f.pipeline.policy_path.empty() ? DefaultPolicyPath() : f.pipeline.policy_path}}
+                   .dump()
+            << std::endl;
+}
+
+// 2. What is up, where, and commands to paste (they name this very binary).
+void PrintBanner(Pipeline& p, const UpFlags& f, const std::vector<std::string>& taken) {
+  const auto& rec = p.reconciled();
   const std::string data = f.pipeline.data_dir;
   // The commands below name this very binary, so they paste as they are.
   std::error_code ec;
   std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   if (ec || self.empty()) self = "tollgate";
   std::cout << "tollgate is up\n"
-            << "  broker     " << p->bootstrap()
-            << (p->broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n";
+            << "  broker     " << p.bootstrap()
+            << (p.broker() ? "  (embedded; in memory — the log is the record)" : "") << "\n";
   for (const std::string& line : taken) std::cout << "  ports      " << line << "\n";
-  std::cout << "  topics     " << p->topics().requests() << " → … → " << p->topics().results() << "\n"
+  std::cout << "  topics     " << p.topics().requests() << " → … → " << p.topics().results() << "\n"
             << "  log        " << data << "/log  (durability " << f.durability << ", head seq "
-            << p->log().head_seq() << ")\n"
+            << p.log().head_seq() << ")\n"
             << "  endpoints  " << data << "/endpoints.json\n"
             << (f.pipeline.replay_from.empty() ? ""
                                                : "  replay     serving the results recorded in " +
@@ -124,35 +122,34 @@ int RunUp(UpFlags& f) {
             << "Submit a call (signed with the agent's key; one is registered on first use):\n"
             << "  " << self << " submit --data " << data
             << " --agent my-agent --session s1 --tool echo --args '{\"text\":\"hi\"}' --wait\n"
-            << "or publish signed JSON to " << p->topics().requests()
+            << "or publish signed JSON to " << p.topics().requests()
             << " with any Kafka client (docs/trust.md), e.g.\n"
             << "  echo "
                "'{\"org_id\":\"default\",\"agent_id\":\"my-agent\",\"session_id\":\"s\",\"tool\":\"echo\","
                "\"args\":{}}' > m.json\n"
-            << "  kcat -P -b " << p->bootstrap() << " -t " << p->topics().requests()
+            << "  kcat -P -b " << p.bootstrap() << " -t " << p.topics().requests()
             << " -k my-agent -H \"tollgate-auth=$(" << self << " agents sign --data " << data
             << " < m.json)\" m.json\n"
             << "Agents: " << self << " agents add|list|revoke --data " << data << " --org ORG --agent A\n"
             << "Audit: " << self << " audit query --data " << data << " --session s1\n"
             << "Ctrl-C stops after the batches in flight.\n";
-  if (p->api()) {
-    std::cout << "HTTP API: " << p->api()->url() << "  (docs/http_api.md)\n"
-              << "Web console: " << p->api()->url() << "/  (log in with a token; docs/console.md)\n";
-    if (p->admin_token_created()) {
+  if (p.api()) {
+    std::cout << "HTTP API: " << p.api()->url() << "  (docs/http_api.md)\n"
+              << "Web console: " << p.api()->url() << "/  (log in with a token; docs/console.md)\n";
+    if (p.admin_token_created()) {
       std::cout << "  first start: an admin token is in " << data << "/admin.token (mode 0600); e.g.\n"
-                << "  curl -H \"Authorization: Bearer $(cat " << data << "/admin.token)\" " << p->api()->url()
+                << "  curl -H \"Authorization: Bearer $(cat " << data << "/admin.token)\" " << p.api()->url()
                 << "/v1/approvals\n"
                 << "  add approvers: " << self << " tokens add --data " << data
                 << " --identity alice --org ORG --role approver\n";
     }
   }
   std::cout << "Approvals: " << self << " approvals list --data " << data << "\n" << std::flush;
-  int sig = WaitForSignal();
-  std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
-  p->Stop();
-  // What each stage did, and where its time went: the first thing an
-  // on-call engineer asks after a slow or stuck run.
-  const Json stats = p->stats();
+}
+
+// 3. What each stage did, and where its time went: the first thing an
+// on-call engineer asks after a slow or stuck run.
+void PrintStageStats(const Json& stats) {
   for (const auto& [stage, st] : stats.items()) {
     std::cout << "  " << stage << ": " << st["messages"] << " messages in " << st["batches"] << " batches, "
               << st["events"] << " events, " << st["retries"] << " retries; ms in process "
@@ -165,6 +162,27 @@ int RunUp(UpFlags& f) {
     }
     std::cout << "\n";
   }
+}
+
+int RunUp(UpFlags& f) {
+  if (!ApplyUpFlags(f)) return 2;
+  if (f.check) {
+    PrintCheck(f);
+    return 0;
+  }
+  BlockStopSignals();
+  const std::vector<std::string> taken = ChoosePorts(f);
+  std::unique_ptr<Pipeline> p;
+  Status s = Pipeline::Start(f.pipeline, &p);
+  if (!s.ok()) {
+    std::cerr << "tollgate: cannot start: " << s.ToString() << "\n";
+    return 2;
+  }
+  PrintBanner(*p, f, taken);
+  int sig = WaitForSignal();
+  std::cout << "tollgate: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ", draining…" << std::endl;
+  p->Stop();
+  PrintStageStats(p->stats());
   p.reset();
   std::cout << "tollgate: stopped" << std::endl;
   return 0;

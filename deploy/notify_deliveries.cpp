@@ -274,27 +274,37 @@ void NotifyDeliveries::Loop() {
   }
 }
 
-void NotifyDeliveries::Deliver(const Job& job) {
-  std::vector<Event> history;
-  if (options_.view == nullptr || !options_.view->EventsOfRequest(job.org, job.request_id, &history).ok())
-    return;
-  const RequestState st = Summarize(history);
-  if (st.decision == nullptr || st.completed == nullptr) return;
-  const Json& d = st.decision->data;
-  const Event& c = *st.completed;
-  // The deliveries of the policy in force for this org and agent.
+// What every delivery of one call says.
+struct NotifyDeliveries::Notice {
+  const Event* completed = nullptr;  // the call's execution.completed
+  Json body;                         // the webhook body
+  std::string summary;               // one line, for the log and Slack
+  std::string console;               // a link to the request, or empty
+  std::string ts;                    // the signed timestamp, in seconds
+};
+
+// The deliveries of the policy in force for this org and agent.
+Json NotifyDeliveries::DeliveriesOf(const std::string& org, const std::string& agent_id) const {
   Json deliveries = Json::array();
   if (options_.policy) {
     const PolicyInForce pif = options_.policy();
     if (pif.has_policy()) {
-      const Json eff = pif.file()->EffectiveDoc(job.org);
+      const Json eff = pif.file()->EffectiveDoc(org);
       AddDeliveries(eff.value("notify", Json()), &deliveries);
-      if (auto a = eff.find("agents"); a != eff.end() && a->is_object() && a->contains(c.agent_id)) {
-        AddDeliveries((*a)[c.agent_id].value("notify", Json()), &deliveries);
+      if (auto a = eff.find("agents"); a != eff.end() && a->is_object() && a->contains(agent_id)) {
+        AddDeliveries((*a)[agent_id].value("notify", Json()), &deliveries);
       }
     }
   }
-  if (deliveries.empty()) return;
+  return deliveries;
+}
+
+// The body, summary and console link every delivery of the call shares.
+NotifyDeliveries::Notice NotifyDeliveries::MakeNotice(const Job& job, const RequestState& st) {
+  const Json& d = st.decision->data;
+  const Event& c = *st.completed;
+  Notice n;
+  n.completed = &c;
   const Json result = c.data.value("result", Json::object());
   const bool success = result.is_object() && result.value("success", false);
   std::string error_code;
@@ -304,82 +314,103 @@ void NotifyDeliveries::Deliver(const Job& job) {
   if (st.received != nullptr)
     args = st.received->data.value("request", Json::object()).value("args", Json::object());
   if (args.dump().size() > kMaxArgsBytes) args = Json{{"truncated", true}};
-  std::string console;
+  std::string& console = n.console;
   {
     std::lock_guard<std::mutex> lock(mu_);
     console = console_base_;
   }
   if (!console.empty()) console += "/#/session/" + c.session_id + "?request=" + job.request_id;
-  Json body{{"event", "tool.notify"},
-            {"org_id", job.org},
-            {"agent_id", c.agent_id},
-            {"session_id", c.session_id},
-            {"request_id", job.request_id},
-            {"tool", c.tool},
-            {"invocation", d.value("invocation", "")},
-            {"args", args},
-            {"verdict", d.value("verdict", "")},
-            {"rule", d.value("rule", "")},
-            {"notify", d.value("notify", Json::array())},
-            {"status", success ? "succeeded" : "failed"},
-            {"error_code", error_code.empty() ? Json() : Json(error_code)},
-            {"log_seq", c.seq},
-            {"console_url", console.empty() ? Json() : Json(console)}};
-  const std::string summary =
-      "agent " + c.agent_id + " (org " + job.org + ") ran " + Cut(d.value("invocation", c.tool), 300) + ": " +
-      (success ? "succeeded" : "failed") + (error_code.empty() ? "" : " (" + error_code + ")") +
-      "; verdict " + d.value("verdict", "") + ", notify " + d.value("notify", Json::array()).dump();
-  const std::string ts = std::to_string(
+  n.body = Json{{"event", "tool.notify"},
+                {"org_id", job.org},
+                {"agent_id", c.agent_id},
+                {"session_id", c.session_id},
+                {"request_id", job.request_id},
+                {"tool", c.tool},
+                {"invocation", d.value("invocation", "")},
+                {"args", args},
+                {"verdict", d.value("verdict", "")},
+                {"rule", d.value("rule", "")},
+                {"notify", d.value("notify", Json::array())},
+                {"status", success ? "succeeded" : "failed"},
+                {"error_code", error_code.empty() ? Json() : Json(error_code)},
+                {"log_seq", c.seq},
+                {"console_url", console.empty() ? Json() : Json(console)}};
+  n.summary = "agent " + c.agent_id + " (org " + job.org + ") ran " +
+              Cut(d.value("invocation", c.tool), 300) + ": " + (success ? "succeeded" : "failed") +
+              (error_code.empty() ? "" : " (" + error_code + ")") + "; verdict " + d.value("verdict", "") +
+              ", notify " + d.value("notify", Json::array()).dump();
+  n.ts = std::to_string(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count());
+  return n;
+}
+
+// Delivery `i` (a webhook): signed with its secret, queued to the sender.
+void NotifyDeliveries::SendWebhook(const Json& del, size_t i, const Job& job, const Notice& n) {
+  const Event& c = *n.completed;
+  const std::string& console = n.console;
+  const std::string& ts = n.ts;
+  std::string secret = options_.default_secret;
+  if (del.contains("secret") && !ExpandSecret(del.value("secret", ""), &secret)) {
+    log::Warn({"notify", job.request_id, c.session_id})
+        << "notify webhook " << del.value("url", "") << " not sent: " << del.value("secret", "")
+        << " is not set in tollgate's environment\n";
+    ++webhooks_failed;
+    return;
+  }
+  if (secret.empty()) {
+    ++webhooks_failed;
+    return;
+  }
+  Json payload = n.body;
+  payload["delivery_id"] =
+      Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32);
+  if (IsSlack(del)) {
+    const std::string text = ":bell: tollgate: " + SlackEscape(n.summary);
+    std::string ctx =
+        "request `" + SlackEscape(job.request_id) + "`, session `" + SlackEscape(c.session_id) + "`";
+    if (!console.empty()) ctx += " · <" + console + "|open in the console>";
+    payload = Json{
+        {"text", text},
+        {"blocks", Json::array({Json{{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", text}}}},
+                                Json{{"type", "context"},
+                                     {"elements", Json::array({{{"type", "mrkdwn"}, {"text", ctx}}})}}})}};
+  }
+  std::string text = payload.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::vector<std::string> headers{
+      "X-Tollgate-Timestamp: " + ts, "X-Tollgate-Signature: sha256=" + NotifySignature(secret, ts, text),
+      "X-Tollgate-Delivery: " +
+          Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32)};
+  const bool queued =
+      sender_->EnqueueTo(del.value("url", ""), std::move(text), std::move(headers), [this](bool ok) {
+        if (ok)
+          ++webhooks_delivered;
+        else
+          ++webhooks_failed;
+      });
+  if (!queued) ++dropped;
+}
+
+void NotifyDeliveries::Deliver(const Job& job) {
+  std::vector<Event> history;
+  if (options_.view == nullptr || !options_.view->EventsOfRequest(job.org, job.request_id, &history).ok())
+    return;
+  const RequestState st = Summarize(history);
+  if (st.decision == nullptr || st.completed == nullptr) return;
+  const Event& c = *st.completed;
+  Json deliveries = DeliveriesOf(job.org, c.agent_id);
+  if (deliveries.empty()) return;
+  const Notice n = MakeNotice(job, st);
   for (size_t i = 0; i < deliveries.size(); ++i) {
     const Json& del = deliveries[i];
     const std::string type = del.value("type", "");
     if (type == "log") {
-      log::Info({"notify", job.request_id, c.session_id}) << "notify: " << summary << "\n";
+      log::Info({"notify", job.request_id, c.session_id}) << "notify: " << n.summary << "\n";
       ++logged;
       continue;
     }
     if (type != "webhook") continue;
-    std::string secret = options_.default_secret;
-    if (del.contains("secret") && !ExpandSecret(del.value("secret", ""), &secret)) {
-      log::Warn({"notify", job.request_id, c.session_id})
-          << "notify webhook " << del.value("url", "") << " not sent: " << del.value("secret", "")
-          << " is not set in tollgate's environment\n";
-      ++webhooks_failed;
-      continue;
-    }
-    if (secret.empty()) {
-      ++webhooks_failed;
-      continue;
-    }
-    Json payload = body;
-    payload["delivery_id"] =
-        Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32);
-    if (IsSlack(del)) {
-      const std::string text = ":bell: tollgate: " + SlackEscape(summary);
-      std::string ctx =
-          "request `" + SlackEscape(job.request_id) + "`, session `" + SlackEscape(c.session_id) + "`";
-      if (!console.empty()) ctx += " · <" + console + "|open in the console>";
-      payload = Json{
-          {"text", text},
-          {"blocks", Json::array({Json{{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", text}}}},
-                                  Json{{"type", "context"},
-                                       {"elements", Json::array({{{"type", "mrkdwn"}, {"text", ctx}}})}}})}};
-    }
-    std::string text = payload.dump(-1, ' ', false, Json::error_handler_t::replace);
-    std::vector<std::string> headers{
-        "X-Tollgate-Timestamp: " + ts, "X-Tollgate-Signature: sha256=" + NotifySignature(secret, ts, text),
-        "X-Tollgate-Delivery: " +
-            Sha256Hex(job.org + '\0' + job.request_id + '\0' + std::to_string(i)).substr(0, 32)};
-    const bool queued =
-        sender_->EnqueueTo(del.value("url", ""), std::move(text), std::move(headers), [this](bool ok) {
-          if (ok)
-            ++webhooks_delivered;
-          else
-            ++webhooks_failed;
-        });
-    if (!queued) ++dropped;
+    SendWebhook(del, i, job, n);
   }
 }
 

@@ -62,6 +62,7 @@ Status NotifyDefaultSecret(const std::string& data_dir, const std::string& deriv
 // HMAC-SHA256(secret, timestamp + "." + body), hex: the signature recipe.
 std::string NotifySignature(const std::string& secret, const std::string& timestamp, const std::string& body);
 
+struct RequestState;  // core/request_state.h
 class NotifyDeliveries;
 // tollgate_notify_deliveries_total{type, outcome}, for a /metrics collector.
 void WriteNotifyMetrics(MetricsText& t, const NotifyDeliveries& n);
@@ -91,7 +92,11 @@ class NotifyDeliveries {
   };
   explicit NotifyDeliveries(NotifyOptions options);
   void Loop();
+  struct Notice;  // what every delivery of one call says
   void Deliver(const Job& job);
+  Json DeliveriesOf(const std::string& org, const std::string& agent_id) const;
+  Notice MakeNotice(const Job& job, const RequestState& st);  // locks mu_
+  void SendWebhook(const Json& del, size_t i, const Job& job, const Notice& n);
   bool Claim(const std::string& org, const std::string& rid, uint64_t seq);  // requires mu_
   void NoteSeen(uint64_t seq, bool force = false);                           // requires mu_
 

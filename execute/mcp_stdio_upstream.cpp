@@ -144,30 +144,8 @@ class StdioUpstream : public McpUpstream {
   // One life of the server: start, handshake, serve until it exits or Stop.
   void RunOnce() {
     ProcessSpec p;
-    p.path = FindProgram(spec_.command[0]);
-    if (p.path.empty())
-      return SetState(State::kDown, "program " + spec_.command[0] + " not found in " + kSafePath);
-    p.argv = spec_.command;
-    std::error_code ec;
-    std::filesystem::create_directories(workspace_, ec);
-    const int cwd = open(workspace_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (cwd < 0) return SetState(State::kDown, "cannot open its directory " + workspace_);
-    p.cwd_fd = cwd;
-    p.workspace = workspace_;
-    p.env = {std::string("PATH=") + kSafePath, "HOME=" + workspace_, "LANG=C.UTF-8"};
-    for (const auto& [k, v] : spec_.env) {
-      std::string val, missing;
-      if (!ExpandEnv(v, &val, &missing)) {
-        close(cwd);
-        return SetState(State::kDown, "env " + k + " needs the unset variable " + missing);
-      }
-      p.env.push_back(k + "=" + val);
-    }
-    p.read_only = spec_.read_only;
-    p.limits = spec_.limits;
-    p.run_as = run_as_;
-    p.run_dir = run_dir_;
-    p.share_net = spec_.network;
+    int cwd = -1;
+    if (!PrepareSpec(p, &cwd)) return;
     SandboxedChild child;
     const Status st = StartSandboxed(p, &child);
     close(cwd);
@@ -185,7 +163,55 @@ class StdioUpstream : public McpUpstream {
       Notify("notifications/initialized", Json::object());
       List(true);
     });
-    std::string buf, err_tail;
+    std::string err_tail;
+    const std::string refused = Serve(child, &err_tail);
+    EndLife(&child, refused, std::move(err_tail));
+  }
+
+  // The sandboxed process of the server; *cwd_out: its directory, open
+  // (the caller closes it). False, the state down and why, when it cannot
+  // be started.
+  bool PrepareSpec(ProcessSpec& p, int* cwd_out) {
+    p.path = FindProgram(spec_.command[0]);
+    if (p.path.empty()) {
+      SetState(State::kDown, "program " + spec_.command[0] + " not found in " + kSafePath);
+      return false;
+    }
+    p.argv = spec_.command;
+    std::error_code ec;
+    std::filesystem::create_directories(workspace_, ec);
+    const int cwd = open(workspace_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (cwd < 0) {
+      SetState(State::kDown, "cannot open its directory " + workspace_);
+      return false;
+    }
+    p.cwd_fd = cwd;
+    p.workspace = workspace_;
+    p.env = {std::string("PATH=") + kSafePath, "HOME=" + workspace_, "LANG=C.UTF-8"};
+    for (const auto& [k, v] : spec_.env) {
+      std::string val, missing;
+      if (!ExpandEnv(v, &val, &missing)) {
+        close(cwd);
+        SetState(State::kDown, "env " + k + " needs the unset variable " + missing);
+        return false;
+      }
+      p.env.push_back(k + "=" + val);
+    }
+    p.read_only = spec_.read_only;
+    p.limits = spec_.limits;
+    p.run_as = run_as_;
+    p.run_dir = run_dir_;
+    p.share_net = spec_.network;
+    *cwd_out = cwd;
+    return true;
+  }
+
+  // Reads the server's stdout line by line (each line handled) and keeps
+  // the tail of its stderr, until it exits, Stop, or a line it sent is
+  // refused. Returns why it was refused, empty when it was not.
+  std::string Serve(const SandboxedChild& child, std::string* err_tail_out) {
+    std::string buf;
+    std::string& err_tail = *err_tail_out;
     std::string refused;  // why its stdout can no longer be trusted
     size_t scanned = 0;   // buf holds no newline before this
     bool eof = false;
@@ -223,6 +249,13 @@ class StdioUpstream : public McpUpstream {
       if (waitid(P_PID, child.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == child.pid)
         eof = true;
     }
+    return refused;
+  }
+
+  // The server stopped; its waiting calls answered with why it went, which
+  // is logged and becomes its state.
+  void EndLife(SandboxedChild* child_ptr, const std::string& refused, std::string err_tail) {
+    SandboxedChild& child = *child_ptr;
     std::map<int64_t, Callback> orphans;
     {
       std::lock_guard<std::mutex> lock(io_mu_);

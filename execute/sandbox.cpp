@@ -200,6 +200,144 @@ std::string FindProgram(const std::string& name) {
   return "";
 }
 
+// bwrap's command line, for both ways of reaching the binds: staged (as
+// root dropping to run_as) or by fd (bwrap runs as tollgate's own user).
+static std::vector<std::string> BwrapArgv(const ProcessSpec& spec, const std::string& bwrap,
+                                          const std::vector<Bind>& binds, int status_fd, int seccomp_fd,
+                                          bool staged) {
+  std::vector<std::string> a{bwrap,
+                             "--unshare-all",
+                             "--unshare-user",
+                             "--die-with-parent",
+                             "--new-session",
+                             "--cap-drop",
+                             "ALL",
+                             "--json-status-fd",
+                             std::to_string(status_fd),
+                             "--seccomp",
+                             std::to_string(seccomp_fd)};
+  if (spec.share_net) a.push_back("--share-net");
+  for (auto& x : SystemArgs()) a.push_back(std::move(x));
+  if (spec.share_net) {
+    // What a networked program needs to resolve names and check TLS.
+    for (const char* f : {"/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"}) {
+      a.insert(a.end(), {"--ro-bind-try", f, f});
+    }
+  }
+  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
+  for (const auto& b : binds) {
+    if (staged) {
+      a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.staged, b.dest});
+    } else {
+      a.insert(a.end(), {b.writable ? "--bind-fd" : "--ro-bind-fd", std::to_string(b.fd), b.dest});
+    }
+  }
+  // The root (a tmpfs holding the mount points) read-only too: the
+  // workspace and the private /tmp are all a program can write.
+  a.insert(a.end(), {"--remount-ro", "/", "--chdir", spec.workspace, "--", spec.path});
+  for (size_t i = 1; i < spec.argv.size(); ++i) a.push_back(spec.argv[i]);
+  return a;
+}
+
+// What the child needs after fork, all built before it.
+struct ChildPlan {
+  const std::string& bwrap;
+  const std::vector<Bind>& binds;
+  std::vector<char*>& argv;
+  std::vector<char*>& envp;
+  int in_fd, out_fd, err_fd, report_fd, status_fd, seccomp_fd;
+  bool switch_user;
+  uid_t uid;
+  gid_t gid;
+  pid_t parent;
+};
+
+// The child between fork and exec: only async-signal-safe calls, no
+// allocation. A failure is reported on report_fd as {step, errno}.
+[[noreturn]] static void ExecChild(const ProcessSpec& spec, const ChildPlan& c) {
+  const SandboxLimits& l = spec.limits;
+  auto fail = [&](int code) {
+    int e[2] = {code, errno};
+    (void)!write(c.report_fd, e, sizeof e);
+    _exit(127);
+  };
+  setpgid(0, 0);
+  signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
+  if (spec.terminal >= 0) {
+    if (dup2(spec.terminal, 0) < 0 || dup2(spec.terminal, 1) < 0 || dup2(spec.terminal, 2) < 0) fail(1);
+  } else if (dup2(c.in_fd, 0) < 0 || dup2(c.out_fd, 1) < 0 || dup2(c.err_fd, 2) < 0) {
+    fail(1);
+  }
+  if (fchdir(spec.cwd_fd) != 0) fail(2);
+  if (c.switch_user) {
+    // The stage (see kStage): a private mount namespace, so nothing here
+    // is seen on the host, and each bind's fd mounted on <stage>/<i>.
+    if (unshare(CLONE_NEWNS) != 0) fail(5);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail(5);
+    // A bind's source must be a mount of this namespace, so each path is
+    // opened again here (before the stage hides /tmp) and must be the
+    // very inode opened before fork: a path swapped since fails closed.
+    int local[64];
+    if (c.binds.size() > 64) fail(5);
+    for (size_t i = 0; i < c.binds.size(); ++i) {
+      local[i] = open(c.binds[i].dest.c_str(), O_PATH | O_CLOEXEC | (c.binds[i].writable ? O_NOFOLLOW : 0));
+      struct stat a {
+      }, b{};
+      if (local[i] < 0 || fstat(local[i], &a) != 0 || fstat(c.binds[i].fd, &b) != 0 || a.st_dev != b.st_dev ||
+          a.st_ino != b.st_ino) {
+        fail(5);
+      }
+    }
+    if (mount("tollgate-stage", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0) fail(5);
+    for (size_t i = 0; i < c.binds.size(); ++i) {
+      const Bind& b = c.binds[i];
+      if (b.dir) {
+        if (mkdir(b.staged.c_str(), 0755) != 0) fail(5);
+      } else {
+        int f = open(b.staged.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0) fail(5);
+        close(f);
+      }
+      // "/proc/self/fd/<n>", formatted without allocating.
+      char src[32] = "/proc/self/fd/";
+      char digits[12];
+      int nd = 0;
+      for (int v = local[i]; nd == 0 || v > 0; v /= 10) digits[nd++] = static_cast<char>('0' + v % 10);
+      size_t k = std::strlen(src);
+      while (nd > 0) src[k++] = digits[--nd];
+      src[k] = '\0';
+      if (mount(src, b.staged.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) fail(5);
+    }
+  }
+  SetLimit(RLIMIT_CPU, static_cast<rlim_t>(l.cpu_seconds));
+  if (l.memory_mb > 0) SetLimit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20);
+  SetLimit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_size_mb) << 20);
+  SetLimit(RLIMIT_NOFILE, static_cast<rlim_t>(l.open_files));
+  SetLimit(RLIMIT_CORE, 0);
+  if (c.switch_user) {
+    if (setgroups(0, nullptr) != 0 || setgid(c.gid) != 0 || setuid(c.uid) != 0) fail(3);
+  }
+  // After setuid: a limit already exceeded when the uid changes makes
+  // execve fail (EAGAIN); set now, it bounds the program's own forks.
+  SetLimit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
+  // After setuid, which clears the parent-death signal; then check the
+  // parent did not die before it was set (we would be orphaned already).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != c.parent) _exit(127);
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  // Every inherited descriptor but 0-2 and those bwrap is told about goes
+  // at exec (bwrap itself keeps none of them for the program).
+  syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+  if (fcntl(c.status_fd, F_SETFD, 0) != 0 || fcntl(c.seccomp_fd, F_SETFD, 0) != 0) fail(4);
+  if (!c.switch_user) {
+    for (const auto& b : c.binds) {
+      if (fcntl(b.fd, F_SETFD, 0) != 0) fail(4);
+    }
+  }
+  execve(c.bwrap.c_str(), c.argv.data(), c.envp.data());
+  fail(4);
+}
+
 Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // A tool that exits without reading its stdin makes our write to it fail
   // with EPIPE, which the callers handle; the default SIGPIPE would instead
@@ -287,43 +425,8 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     return Status::Error(errc::kToolExec, "pipe failed");
   }
 
-  // bwrap's command line, for both ways of reaching the binds: staged (as
-  // root dropping to run_as) or by fd (bwrap runs as tollgate's own user).
-  auto bwrap_argv = [&](bool staged) {
-    std::vector<std::string> a{bwrap,
-                               "--unshare-all",
-                               "--unshare-user",
-                               "--die-with-parent",
-                               "--new-session",
-                               "--cap-drop",
-                               "ALL",
-                               "--json-status-fd",
-                               std::to_string(status_pipe[1]),
-                               "--seccomp",
-                               std::to_string(seccomp_fd)};
-    if (spec.share_net) a.push_back("--share-net");
-    for (auto& x : SystemArgs()) a.push_back(std::move(x));
-    if (spec.share_net) {
-      // What a networked program needs to resolve names and check TLS.
-      for (const char* f : {"/etc/resolv.conf", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates"}) {
-        a.insert(a.end(), {"--ro-bind-try", f, f});
-      }
-    }
-    a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
-    for (const auto& b : binds) {
-      if (staged) {
-        a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.staged, b.dest});
-      } else {
-        a.insert(a.end(), {b.writable ? "--bind-fd" : "--ro-bind-fd", std::to_string(b.fd), b.dest});
-      }
-    }
-    // The root (a tmpfs holding the mount points) read-only too: the
-    // workspace and the private /tmp are all a program can write.
-    a.insert(a.end(), {"--remount-ro", "/", "--chdir", spec.workspace, "--", spec.path});
-    for (size_t i = 1; i < spec.argv.size(); ++i) a.push_back(spec.argv[i]);
-    return a;
-  };
-  const std::vector<std::string> args = bwrap_argv(switch_user);
+  const std::vector<std::string> args =
+      BwrapArgv(spec, bwrap, binds, status_pipe[1], seccomp_fd, switch_user);
   // Everything the child needs is built before fork: after it, only
   // async-signal-safe calls.
   std::vector<char*> argv, envp;
@@ -331,7 +434,6 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   argv.push_back(nullptr);
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  const SandboxLimits& l = spec.limits;
 
   int in[2], out[2], err[2], report[2];
   auto fail_early = [&](std::initializer_list<int> fds) {
@@ -357,86 +459,8 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
     return Status::Error(errc::kToolExec, std::string("fork failed: ") + std::strerror(e));
   }
   if (pid == 0) {
-    auto fail = [&](int code) {
-      int e[2] = {code, errno};
-      (void)!write(report[1], e, sizeof e);
-      _exit(127);
-    };
-    setpgid(0, 0);
-    signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
-    if (spec.terminal >= 0) {
-      if (dup2(spec.terminal, 0) < 0 || dup2(spec.terminal, 1) < 0 || dup2(spec.terminal, 2) < 0) fail(1);
-    } else if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0) {
-      fail(1);
-    }
-    if (fchdir(spec.cwd_fd) != 0) fail(2);
-    if (switch_user) {
-      // The stage (see kStage): a private mount namespace, so nothing here
-      // is seen on the host, and each bind's fd mounted on <stage>/<i>.
-      if (unshare(CLONE_NEWNS) != 0) fail(5);
-      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail(5);
-      // A bind's source must be a mount of this namespace, so each path is
-      // opened again here (before the stage hides /tmp) and must be the
-      // very inode opened before fork: a path swapped since fails closed.
-      int local[64];
-      if (binds.size() > 64) fail(5);
-      for (size_t i = 0; i < binds.size(); ++i) {
-        local[i] = open(binds[i].dest.c_str(), O_PATH | O_CLOEXEC | (binds[i].writable ? O_NOFOLLOW : 0));
-        struct stat a {
-        }, b{};
-        if (local[i] < 0 || fstat(local[i], &a) != 0 || fstat(binds[i].fd, &b) != 0 || a.st_dev != b.st_dev ||
-            a.st_ino != b.st_ino) {
-          fail(5);
-        }
-      }
-      if (mount("tollgate-stage", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0) fail(5);
-      for (size_t i = 0; i < binds.size(); ++i) {
-        const Bind& b = binds[i];
-        if (b.dir) {
-          if (mkdir(b.staged.c_str(), 0755) != 0) fail(5);
-        } else {
-          int f = open(b.staged.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
-          if (f < 0) fail(5);
-          close(f);
-        }
-        // "/proc/self/fd/<n>", formatted without allocating.
-        char src[32] = "/proc/self/fd/";
-        char digits[12];
-        int nd = 0;
-        for (int v = local[i]; nd == 0 || v > 0; v /= 10) digits[nd++] = static_cast<char>('0' + v % 10);
-        size_t k = std::strlen(src);
-        while (nd > 0) src[k++] = digits[--nd];
-        src[k] = '\0';
-        if (mount(src, b.staged.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0) fail(5);
-      }
-    }
-    SetLimit(RLIMIT_CPU, static_cast<rlim_t>(l.cpu_seconds));
-    if (l.memory_mb > 0) SetLimit(RLIMIT_AS, static_cast<rlim_t>(l.memory_mb) << 20);
-    SetLimit(RLIMIT_FSIZE, static_cast<rlim_t>(l.file_size_mb) << 20);
-    SetLimit(RLIMIT_NOFILE, static_cast<rlim_t>(l.open_files));
-    SetLimit(RLIMIT_CORE, 0);
-    if (switch_user) {
-      if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) fail(3);
-    }
-    // After setuid: a limit already exceeded when the uid changes makes
-    // execve fail (EAGAIN); set now, it bounds the program's own forks.
-    SetLimit(RLIMIT_NPROC, static_cast<rlim_t>(l.processes));
-    // After setuid, which clears the parent-death signal; then check the
-    // parent did not die before it was set (we would be orphaned already).
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    // Every inherited descriptor but 0-2 and those bwrap is told about goes
-    // at exec (bwrap itself keeps none of them for the program).
-    syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-    if (fcntl(status_pipe[1], F_SETFD, 0) != 0 || fcntl(seccomp_fd, F_SETFD, 0) != 0) fail(4);
-    if (!switch_user) {
-      for (const auto& b : binds) {
-        if (fcntl(b.fd, F_SETFD, 0) != 0) fail(4);
-      }
-    }
-    execve(bwrap.c_str(), argv.data(), envp.data());
-    fail(4);
+    ExecChild(spec, ChildPlan{bwrap, binds, argv, envp, in[0], out[1], err[1], report[1], status_pipe[1],
+                              seccomp_fd, switch_user, uid, gid, parent});
   }
   setpgid(pid, pid);  // also here: no window where a kill(-pid) misses
   close_binds();

@@ -101,6 +101,16 @@ struct Redecider::State {
   std::string redecided_bytes;
   std::string session;  // of `per_session`, the last one counted
   RedecideReport::PerSession* per_session = nullptr;
+
+  // Fold's steps, by the type of the event.
+  void FoldPolicyUpdated(Event& e);
+  void FoldTargetReceived(Event& e);
+  void FoldOther(DecisionInput& input);
+  void FoldDecision(DecisionInput& input, bool is_target);
+  void NotRedecided(DecisionInput& input, std::string note);
+  void Redecide(DecisionInput& input, Request& r, const PolicyInForce& policy);
+  void FoldSameDecision(Event& e, Request& r);
+  void RecordChange(DecisionInput& input, Request& r);
 };
 
 Redecider::Redecider(const Target& target, const RedecideOptions& options) : s_(std::make_unique<State>()) {
@@ -116,151 +126,171 @@ Redecider::~Redecider() = default;
 
 const DecideState& Redecider::state() const { return s_->fold; }
 
-void Redecider::Fold(DecisionInput& input) {
-  State& st = *s_;
-  RedecideReport& report = st.report;
+namespace {
+
+// A decision kept as the bytes of its compared fields is parsed only when
+// needed (ReadDecisionInputs validated them: parsing cannot fail). What
+// the fold reads of a decision are its compared fields.
+void ParseData(DecisionInput& input) {
+  if (input.compared_bytes.empty()) return;
+  Status ps = ParseJson(input.compared_bytes, &input.event.data);
+  if (!ps.ok()) input.event.data = Json::object();  // unreachable: the bytes were validated
+  input.compared_bytes.clear();
+}
+
+// The request is not needed again once decided: its tree goes with the
+// input, freed where the input's memory is.
+template <typename Request>
+void DoneWithRequest(Request& r, Event& e) {
+  r.waiting = false;
+  e.data = std::move(r.request);
+  r.request = Json();
+}
+
+}  // namespace
+
+// A policy.updated: the policy in force (and, in what-if mode, the
+// candidate's agent-local rules), and whether it loads.
+void Redecider::State::FoldPolicyUpdated(Event& e) {
+  Status s = fold.Apply(e);
+  redactor.OnAppended({e});
+  if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = what_if.Apply(e);
+  if (!s.ok())
+    policy_error = "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
+  else
+    policy_error.clear();
+  last_policy_seq = e.seq;
+}
+
+// A target's request.received: kept until its decision.
+void Redecider::State::FoldTargetReceived(Event& e) {
+  State::Request& r = requests[KeyOf(e)];
+  if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
+  auto req = e.data.find("request");
+  r.request = req != e.data.end() ? std::move(*req) : Json::object();
+  r.waiting = true;
+}
+
+// Any other event but a decision: decide's fold (and a target's completion).
+void Redecider::State::FoldOther(DecisionInput& input) {
   Event& e = input.event;
-  // A decision kept as the bytes of its compared fields is parsed only when
-  // needed (ReadDecisionInputs validated them: parsing cannot fail). What
-  // the fold reads of a decision are its compared fields.
-  auto parse_data = [&] {
-    if (input.compared_bytes.empty()) return;
-    Status ps = ParseJson(input.compared_bytes, &e.data);
-    if (!ps.ok()) e.data = Json::object();  // unreachable: the bytes were validated
-    input.compared_bytes.clear();
-  };
-  // A tenant's re-decision folds nothing of another org: its agent-local
-  // rules are no part of this org's policy (nor of its version), and
-  // counting them would tell the tenant that another org approved
-  // something. (The inputs ReadDecisionInputs gives hold none.)
-  if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e) &&
-      e.type != ev::kToolsAvailable) {
-    return;
-  }
-  ++report.events;
-  if (e.type == ev::kToolsAvailable) {  // what the executors held then, as decide folded it
-    (void)st.fold.Apply(e);
-    return;
-  }
-  if (e.type == ev::kPolicyUpdated) {
-    Status s = st.fold.Apply(e);
-    st.redactor.OnAppended({e});
-    if (s.ok() && report.what_if && e.data.value("tier", "") == "agent_local") s = st.what_if.Apply(e);
-    if (!s.ok())
-      st.policy_error =
-          "the policy.updated at seq " + std::to_string(e.seq) + " does not load: " + s.ToString();
-    else
-      st.policy_error.clear();
-    st.last_policy_seq = e.seq;
-    return;
-  }
-  const bool is_target = st.target.Matches(e);
-  if (e.type == ev::kRequestReceived) {
-    if (!is_target) return;
-    State::Request& r = st.requests[st.KeyOf(e)];
-    if (!ParseTime(e.data.value("received_at", ""), &r.received_us)) r.received_us = e.time_us;
-    auto req = e.data.find("request");
-    r.request = req != e.data.end() ? std::move(*req) : Json::object();
-    r.waiting = true;
-    return;
-  }
-  if (e.type != ev::kDecisionMade) {
-    if (e.type == ev::kExecutionCompleted) {
-      auto it = st.requests.find(st.KeyOf(e));
-      if (it != st.requests.end()) {
-        it->second.completed = true;
-        it->second.cost_usd = e.data.value("cost_usd", 0.0);
-      }
-      if (e.tool == "reload_tools") parse_data();  // the agent's tool set then (ExecutorTools::ApplyReload)
+  if (e.type == ev::kExecutionCompleted) {
+    auto it = requests.find(KeyOf(e));
+    if (it != requests.end()) {
+      it->second.completed = true;
+      it->second.cost_usd = e.data.value("cost_usd", 0.0);
     }
-    st.fold.Apply(e);
-    return;
+    if (e.tool == "reload_tools") ParseData(input);  // the agent's tool set then (ExecutorTools::ApplyReload)
   }
-  auto rit = st.requests.find(st.KeyOf(e));
-  const bool waiting = rit != st.requests.end() && rit->second.waiting;
+  fold.Apply(e);
+}
+
+// A target decision that cannot be re-made: why, and what was recorded.
+void Redecider::State::NotRedecided(DecisionInput& input, std::string note) {
+  Event& e = input.event;
+  ParseData(input);
+  fold.Apply(e);
+  DecisionChange c = ChangeOf(e);
+  c.note = std::move(note);
+  c.recorded = Compared(std::move(e.data));
+  report.not_redecided.push_back(std::move(c));
+  pending.emplace_back(report.not_redecided.size() - 1, false);
+}
+
+// A decision.made: re-made when it is a target's (or its request waits).
+void Redecider::State::FoldDecision(DecisionInput& input, bool is_target) {
+  Event& e = input.event;
+  auto rit = requests.find(KeyOf(e));
+  const bool waiting = rit != requests.end() && rit->second.waiting;
   if (!is_target && !waiting) {
-    parse_data();
-    st.fold.Apply(e);  // another request of the org: budget state only
+    ParseData(input);
+    fold.Apply(e);  // another request of the org: budget state only
     return;
   }
-  const PolicyInForce& policy = report.what_if ? st.what_if : st.fold.policy();
+  const PolicyInForce& policy = report.what_if ? what_if : fold.policy();
   std::string note;
   if (!waiting) {
     note = "its request.received is not in the range read";
   } else if (!policy.has_policy()) {
-    note = st.last_policy_seq == 0 ? "no policy.updated with a policy precedes it in the log"
-                                   : "the policy in force does not load: " + st.policy_error;
+    note = last_policy_seq == 0 ? "no policy.updated with a policy precedes it in the log"
+                                : "the policy in force does not load: " + policy_error;
   }
   if (!note.empty()) {
-    parse_data();
-    st.fold.Apply(e);
-    DecisionChange c = ChangeOf(e);
-    c.note = std::move(note);
-    c.recorded = Compared(std::move(e.data));
-    report.not_redecided.push_back(std::move(c));
-    st.pending.emplace_back(report.not_redecided.size() - 1, false);
+    NotRedecided(input, std::move(note));
     return;
   }
-  State::Request& r = rit->second;
+  Redecide(input, rit->second, policy);
+}
+
+// The decision re-made, counted, and compared with the recorded one.
+void Redecider::State::Redecide(DecisionInput& input, Request& r, const PolicyInForce& policy) {
+  Event& e = input.event;
   DecideInput in;
   in.request = &r.request;
   in.received_at_us = r.received_us;
-  in.executors = &st.fold.executors();
-  Decision& d = st.decision;
-  DecideInto(policy, st.fold.ledger(), in, &d);
+  in.executors = &fold.executors();
+  Decision& d = decision;
+  DecideInto(policy, fold.ledger(), in, &d);
   d.checks.clear();  // explanation, not compared: not worth serialising
   ++report.decisions;
-  if (st.per_session == nullptr || st.session != e.session_id) {
-    st.per_session = &report.sessions[e.session_id];  // map nodes: the pointer stays valid
-    st.session = e.session_id;
+  if (per_session == nullptr || session != e.session_id) {
+    per_session = &report.sessions[e.session_id];  // map nodes: the pointer stays valid
+    session = e.session_id;
   }
-  ++st.per_session->decisions;
+  ++per_session->decisions;
   // Fast path: the recorded decision kept as the canonical bytes of its
   // compared fields, byte-identical to the re-made decision's. Then the two
   // compare equal field by field (canonical JSON is one text per value) and
   // the recorded one need not be parsed. Any other case, the recorded
   // decision is parsed and compared field by field.
-  const bool same = !input.compared_bytes.empty() && ComparedDecisionBytes(d, &st.redecided_bytes) &&
-                    st.redecided_bytes == input.compared_bytes;
+  const bool same = !input.compared_bytes.empty() && ComparedDecisionBytes(d, &redecided_bytes) &&
+                    redecided_bytes == input.compared_bytes;
   // The ledger goes on with the decision that counts in this mode (it reads
-  // the compared fields verdict and reservation only). The request is not
-  // needed again once decided: its tree goes with the input, freed where
-  // the input's memory is.
-  auto done_with_request = [&] {
-    r.waiting = false;
-    e.data = std::move(r.request);
-    r.request = Json();
-  };
+  // the compared fields verdict and reservation only).
   if (same) {
-    if (report.what_if) {
-      st.fold.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
-    } else {
-      st.fold.ApplyDecisionMade(e, d);  // the recorded decision is the re-made one
-    }
-    done_with_request();
-    const double reserved = d.has_reservation ? static_cast<double>(d.reserve_micros) / 1e6 : 0;
-    const bool budget_denial = d.error_code == errc::kBudgetExceeded;
-    report.reserved_recorded_usd += reserved;
-    report.reserved_redecided_usd += reserved;
-    report.budget_denials_recorded += budget_denial;
-    report.budget_denials_redecided += budget_denial;
-    r.denied = d.verdict == "deny";
+    FoldSameDecision(e, r);
     return;
   }
+  RecordChange(input, r);
+}
+
+// The fast path's re-made decision, identical to the recorded one.
+void Redecider::State::FoldSameDecision(Event& e, Request& r) {
+  Decision& d = decision;
+  if (report.what_if) {
+    fold.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
+  } else {
+    fold.ApplyDecisionMade(e, d);  // the recorded decision is the re-made one
+  }
+  DoneWithRequest(r, e);
+  const double reserved = d.has_reservation ? static_cast<double>(d.reserve_micros) / 1e6 : 0;
+  const bool budget_denial = d.error_code == errc::kBudgetExceeded;
+  report.reserved_recorded_usd += reserved;
+  report.reserved_redecided_usd += reserved;
+  report.budget_denials_recorded += budget_denial;
+  report.budget_denials_redecided += budget_denial;
+  r.denied = d.verdict == "deny";
+}
+
+// A re-made decision that differs in its bytes: compared field by field,
+// and a change recorded when a field differs.
+void Redecider::State::RecordChange(DecisionInput& input, Request& r) {
+  Event& e = input.event;
+  Decision& d = decision;
   DecisionChange c = ChangeOf(e);
   c.received_us = r.received_us;
   Json made = d.ToJson();
   BoundDecision(&made);  // as decide bounds and redacts what it logs
-  RedactDecision(made, *st.redactor.get());
+  RedactDecision(made, *redactor.get());
   c.redecided = Compared(std::move(made));
-  parse_data();
+  ParseData(input);
   if (report.what_if) {
-    st.fold.ApplyDecision(e.request_id, r.request, c.redecided);
+    fold.ApplyDecision(e.request_id, r.request, c.redecided);
   } else {
-    st.fold.Apply(e);
+    fold.Apply(e);
   }
   c.recorded = Compared(std::move(e.data));
-  done_with_request();
+  DoneWithRequest(r, e);
 
   const std::string rv = c.recorded.value("verdict", ""), nv = c.redecided.value("verdict", "");
   report.reserved_recorded_usd += ReservedUsd(c.recorded);
@@ -280,9 +310,42 @@ void Redecider::Fold(DecisionInput& input) {
     return;
   }
   ++report.transitions[c.transition()];
-  ++st.per_session->changes;
+  ++per_session->changes;
   report.changes.push_back(std::move(c));
-  st.pending.emplace_back(report.changes.size() - 1, true);
+  pending.emplace_back(report.changes.size() - 1, true);
+}
+
+void Redecider::Fold(DecisionInput& input) {
+  State& st = *s_;
+  RedecideReport& report = st.report;
+  Event& e = input.event;
+  // A tenant's re-decision folds nothing of another org: its agent-local
+  // rules are no part of this org's policy (nor of its version), and
+  // counting them would tell the tenant that another org approved
+  // something. (The inputs ReadDecisionInputs gives hold none.)
+  if (!st.target.org_id.empty() && e.org_id != st.target.org_id && !IsFilePolicy(e) &&
+      e.type != ev::kToolsAvailable) {
+    return;
+  }
+  ++report.events;
+  if (e.type == ev::kToolsAvailable) {  // what the executors held then, as decide folded it
+    (void)st.fold.Apply(e);
+    return;
+  }
+  if (e.type == ev::kPolicyUpdated) {
+    st.FoldPolicyUpdated(e);
+    return;
+  }
+  const bool is_target = st.target.Matches(e);
+  if (e.type == ev::kRequestReceived) {
+    if (is_target) st.FoldTargetReceived(e);
+    return;
+  }
+  if (e.type != ev::kDecisionMade) {
+    st.FoldOther(input);
+    return;
+  }
+  st.FoldDecision(input, is_target);
 }
 
 RedecideReport Redecider::Finish() {

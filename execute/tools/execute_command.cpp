@@ -333,22 +333,10 @@ bool ApprovedUnanalysable(const Json& decision) {
          decision.value("rule", "") == "command:unanalysable";
 }
 
-}  // namespace
-
-Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, ProcessSpec* out) {
-  const ExecutePolicy& p = *ctx.policy;
-  std::string command;
-  if (!StringArg(args, "command", &command) || command.empty()) {
-    return ToolFail(errc::kInvalidArgs,
-                    "command (string) is required: a program with args, or a command line");
-  }
-  const bool argv_form = IsCommandArgv(args);
-  Role role;
-  if (Json err = ReadRole(args, ctx, &role); !err.is_null()) return err;
-  Json err;
-
-  // What runs: its simple commands, each checked (the same reading decide made).
-  ShellLine line;
+// Step 1, what runs: the line's simple commands (the same reading decide
+// made). Null, or the refusal.
+Json ReadCommandLine(const Json& args, const std::string& command, bool argv_form, const ToolContext& ctx,
+                     ShellLine* line) {
   if (argv_form) {
     if (args.contains("args")) {
       const Json& a = args["args"];
@@ -365,22 +353,29 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
       return ToolFail(errc::kCmdNotAllowed,
                       "with args, command must be a program name, not a shell line: " + ToValidUtf8(command));
     }
-    line = CommandCallOf(args);
+    *line = CommandCallOf(args);
   } else {
-    line = ParseShellLine(command);
-    if (line.kind == ShellLine::Kind::kInvalid) {
-      return ToolFail(errc::kInvalidArgs, "the command line is not valid: " + line.reason);
+    *line = ParseShellLine(command);
+    if (line->kind == ShellLine::Kind::kInvalid) {
+      return ToolFail(errc::kInvalidArgs, "the command line is not valid: " + line->reason);
     }
     // A line that cannot be analysed runs only as a human approved it:
     // decide asked (it never allows one) and the invocation check made
     // sure this is the line approved. What the parser saw is still checked.
-    if (line.kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
-      return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" + line.reason +
+    if (line->kind == ShellLine::Kind::kUnanalysable && !ApprovedUnanalysable(ctx.decision)) {
+      return ToolFail(errc::kCmdNotAllowed, "the command line cannot be analysed statically (" +
+                                                line->reason +
                                                 "), so its commands cannot be checked: it runs only "
                                                 "once an approver granted it");
     }
   }
-  std::vector<std::string> paths;
+  return nullptr;
+}
+
+// Step 2: each simple command and its redirections checked; *paths gets
+// each program's path. Null, or the first refusal.
+Json CheckEveryCommand(const ShellLine& line, Role role, const ExecutePolicy& p,
+                       std::vector<std::string>* paths) {
   for (const auto& c : line.commands) {
     std::string path, resolved;
     if (Json refused = CheckCommand(c.argv, role, p, &path, &resolved); !refused.is_null()) return refused;
@@ -394,11 +389,14 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
         return ToolFail(errc::kCmdNotAllowed, "role viewer: the redirection " + r.op + " writes a file");
       }
     }
-    paths.push_back(path);
+    paths->push_back(path);
   }
+  return nullptr;
+}
 
-  if (!OpenWorkspace(ctx, ws, &err)) return err;
-  ProcessSpec& spec = *out;
+// Step 3: the program the spec runs, and its argv. Null, or the refusal.
+Json ChooseProgram(const ShellLine& line, const std::string& command, const std::vector<std::string>& paths,
+                   ProcessSpec& spec) {
   static const SimpleCommand kNone;
   const SimpleCommand& only = line.commands.empty() ? kNone : line.commands[0];
   if (!line.ok()) {
@@ -427,6 +425,32 @@ Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, Pro
       return ToolFail(errc::kSandbox, "dash is not installed: a command line cannot run");
     spec.argv = {"dash", "-c", "set -f; " + RenderShellLine(line, paths)};
   }
+  return nullptr;
+}
+
+}  // namespace
+
+Json PrepareCommand(const Json& args, const ToolContext& ctx, Workspace* ws, ProcessSpec* out) {
+  const ExecutePolicy& p = *ctx.policy;
+  std::string command;
+  if (!StringArg(args, "command", &command) || command.empty()) {
+    return ToolFail(errc::kInvalidArgs,
+                    "command (string) is required: a program with args, or a command line");
+  }
+  const bool argv_form = IsCommandArgv(args);
+  Role role;
+  if (Json err = ReadRole(args, ctx, &role); !err.is_null()) return err;
+  Json err;
+
+  ShellLine line;
+  if (Json refused = ReadCommandLine(args, command, argv_form, ctx, &line); !refused.is_null())
+    return refused;
+  std::vector<std::string> paths;
+  if (Json refused = CheckEveryCommand(line, role, p, &paths); !refused.is_null()) return refused;
+
+  if (!OpenWorkspace(ctx, ws, &err)) return err;
+  ProcessSpec& spec = *out;
+  if (Json refused = ChooseProgram(line, command, paths, spec); !refused.is_null()) return refused;
   spec.env = {std::string("PATH=") + kSafePath, "HOME=" + ws->path(), "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
               "TZ=UTC"};
   spec.cwd_fd = ws->fd();
