@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -28,6 +29,7 @@
 #include "core/schema.h"
 #include "deploy/pipeline.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 #include "tests/results_reader.h"
 
 namespace tollgate {
@@ -46,6 +48,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
     o.durability = Durability::kBuffered;
     o.http_listen = "127.0.0.1:0";
     o.webhooks = webhooks_;
+    o.clock = [this] { return NowMicros() + clock_skip_us_.load(); };
     if (with_tokens) {
       o.tokens_file = dir_.sub("tokens.json");
       if (tokens_.empty()) MakeTokens(o.tokens_file);
@@ -133,12 +136,7 @@ class ApprovalsPipelineTest : public ::testing::Test {
   }
   template <typename F>
   bool WaitFor(F pred, std::chrono::milliseconds timeout = std::chrono::seconds(15)) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
+    return testing::WaitUntil(pred, timeout);
   }
   // Request ids are per org.
   std::vector<Event> EventsOf(const std::string& rid, const std::string& org = "org-1") {
@@ -163,6 +161,9 @@ class ApprovalsPipelineTest : public ::testing::Test {
 
   TempDir dir_;
   std::vector<std::string> webhooks_;
+  // Added to the wall clock in the time the stages see (deadlines pass
+  // without waiting).
+  std::atomic<int64_t> clock_skip_us_{0};
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<Pipeline> p_;
   std::unique_ptr<testing::TestSigners> signers_;
@@ -380,7 +381,8 @@ TEST_F(ApprovalsPipelineTest, ARestartKeepsPendingApprovalsAndTheirDeadlines) {
   Ask(lapse);
   const std::string deadline = Typed("r-keep", "approval.requested").at(0).data["deadline"];
   StopPipeline();
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // r-lapse's deadline passes while down
+  // r-lapse's deadline (2 s away) passes while down: the stages' clock jumps.
+  clock_skip_us_ += 3'000'000;
   StartPipeline();
   std::vector<PendingApproval> pending;
   ASSERT_TRUE(WaitFor([&] { return Has("r-lapse", "approval.expired"); })) << "expired at start, on time";
@@ -468,9 +470,21 @@ TEST_F(ApprovalsPipelineTest, AnExecutionWhoseDecisionAsksToNotifyIsReported) {
   ASSERT_FALSE(WaitResult("r-loud").is_null());
   ASSERT_FALSE(WaitResult("r-quiet").is_null());
   EXPECT_TRUE(WaitFor([&] { return p_->webhooks()->poster().delivered.load() == 3; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // r-quiet's execution.completed reached the observer before its result
+  // was published (listeners run inside the append); the poster sends in
+  // order, so once a later notice (r-marker's approval.requested) has
+  // arrived, any notice for r-quiet would have arrived before it.
+  AskSpec marker;
+  marker.request_id = "r-marker";
+  Ask(marker);
+  auto is_marker = [](const Json& b) { return b.value("request_id", "") == "r-marker"; };
+  EXPECT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::any_of(bodies.begin(), bodies.end(), is_marker);
+  }));
   {
     std::lock_guard<std::mutex> lock(mu);
+    bodies.erase(std::remove_if(bodies.begin(), bodies.end(), is_marker), bodies.end());
     std::vector<std::string> completed;
     for (const auto& b : bodies) {
       if (b["event"] == "execution.completed") completed.push_back(b["request_id"]);
@@ -522,9 +536,6 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
   EXPECT_EQ(as.exit_code, 2) << as.out;
   CliRun as_mallory = Tollgate("approvals approve r-cli --as mallory --data " + data);
   EXPECT_EQ(as_mallory.exit_code, 2) << as_mallory.out;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(Has("r-cli", "approval.granted"));
-  EXPECT_FALSE(Has("r-cli", "approval.refused"));
   // A token added live (`tokens add`, by the deployment admin) is in force
   // at once: mallory is an approver of org-1, but not one r-cli may have.
   CliRun added = Tollgate("tokens add --data " + data + " --token-file " + token_file("admin") +
@@ -537,6 +548,13 @@ TEST_F(ApprovalsPipelineTest, TheCliListsApprovesAndReportsRefusals) {
       Tollgate("approvals approve r-cli --token-file " + token_file("mallory") + " --data " + data);
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_NE(refused.out.find("E_APPROVER_NOT_ENTITLED"), std::string::npos) << refused.out;
+  // The --as attempts recorded nothing: mallory's answer, which went the
+  // same way after them, is the only one the stage recorded for r-cli.
+  ASSERT_TRUE(WaitFor([&] { return Has("r-cli", "approval.refused"); }));
+  EXPECT_FALSE(Has("r-cli", "approval.granted"));
+  const auto refusals = Typed("r-cli", "approval.refused");
+  ASSERT_EQ(refusals.size(), 1u) << "only mallory's";
+  EXPECT_EQ(refusals[0].data.value("approver", ""), "mallory") << refusals[0].data.dump();
   CliRun unknown = Tollgate("approvals deny r-nope --token-file " + alice + " --data " + data);
   EXPECT_EQ(unknown.exit_code, 1);
   CliRun ok = Tollgate("approvals approve r-cli --token-file " + alice + " --comment lgtm --data " + data);
@@ -721,9 +739,6 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
                                 "{\"decision\":\"approve\"}", "application/json");
   ASSERT_TRUE(olga_cross);
   EXPECT_EQ(olga_cross->status, 404) << "an org admin settling another org's approval: " << olga_cross->body;
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(Has("r-org2", "approval.granted", "org-2"));
-  EXPECT_FALSE(Has("r-org2", "approval.refused", "org-2"));
 
   // A wrong args hash reaches the stage, which refuses and logs it.
   Json wrong_hash{{"decision", "approve"}, {"args_hash", std::string(64, 'b')}};
@@ -755,6 +770,11 @@ TEST_F(ApprovalsPipelineTest, HttpApproversSeeAndSettleTheirOrgOnly) {
       http_->Post("/v1/approvals/r-org2", Bearer("approver2"), "{\"decision\":\"deny\"}", "application/json");
   ASSERT_EQ(deny->status, 200) << deny->body;
   EXPECT_EQ(Json::parse(deny->body)["outcome"], "denied");
+  // The cross-org answers above published nothing: approver2's denial,
+  // which went the same way after them, is all the stage recorded.
+  ASSERT_TRUE(WaitFor([&] { return Has("r-org2", "approval.denied", "org-2"); }));
+  EXPECT_FALSE(Has("r-org2", "approval.granted", "org-2"));
+  EXPECT_FALSE(Has("r-org2", "approval.refused", "org-2"));
 }
 
 TEST_F(ApprovalsPipelineTest, HttpAuditIsScopedToTheAuditorsOrg) {

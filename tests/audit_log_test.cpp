@@ -19,6 +19,7 @@
 #include "audit/verify.h"
 #include "core/canonical_json.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 extern char** environ;
 
@@ -583,20 +584,28 @@ TEST(SecondaryReader, FollowsAWriterInAnotherProcess) {
   posix_spawn_file_actions_destroy(&fa);
 
   std::unique_ptr<LogStore> reader;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!LogStore::Open(path, OpenMode::kSecondary, &reader).ok()) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "writer never created the log";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  ASSERT_TRUE(testing::WaitUntil([&] { return LogStore::Open(path, OpenMode::kSecondary, &reader).ok(); },
+                                 std::chrono::seconds(20)))
+      << "writer never created the log";
   uint64_t seen = 0;
   int rounds = 0;
-  while (rounds < 5 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_TRUE(reader->CatchUp().ok());
-    uint64_t head;
-    Digest hash;
-    ASSERT_TRUE(reader->ReadHead(&head, &hash).ok());
-    if (head <= seen) continue;
+  while (rounds < 5) {
+    // Until the reader sees the head move past what it saw (or a read fails).
+    uint64_t head = 0;
+    Status caught, read;
+    auto moved = [&] {
+      Digest hash;
+      caught = reader->CatchUp();
+      if (caught.ok()) read = reader->ReadHead(&head, &hash);
+      return !caught.ok() || !read.ok() || head > seen;
+    };
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const bool grew = left.count() > 0 && testing::WaitUntil(moved, left);
+    ASSERT_TRUE(caught.ok()) << caught.ToString();
+    ASSERT_TRUE(read.ok()) << read.ToString();
+    if (!grew) break;
     // Everything the reader sees is a consistent, verifiable prefix.
     VerifyReport rep = VerifyLog(*reader);
     ASSERT_TRUE(rep.ok()) << rep.Summary() << " " << rep.problems.front().status.ToString();

@@ -14,6 +14,7 @@
 #include "decide/decide_stage.h"
 #include "decide/policy_engine.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 namespace tollgate {
 namespace {
@@ -770,8 +771,11 @@ TEST(Decision, DependsOnReceivedAtNeverTheWallClock) {
       "old", Req("a", "echo", {}),
       {{"verdict", "allow"}, {"reservation", {{"usd", 0}, {"received_at", FormatTime(kT0 - 30 * kSec)}}}});
   Json req = Req("a", "echo", Json::object(), "r2");
+  const int64_t first_at = NowMicros();
   Json first = Decide(pif, ledger, DecideInput{&req, kT0});
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  // The wall clock has moved on between the two calls; the time decide
+  // uses is the input's (kT0), which the test drives.
+  ASSERT_TRUE(testing::WaitUntil([&] { return NowMicros() > first_at; }));
   Json again = Decide(pif, ledger, DecideInput{&req, kT0});
   EXPECT_EQ(first, again);
   EXPECT_EQ(first["verdict"], "deny") << "the call 30 s earlier is inside the minute";

@@ -27,6 +27,7 @@
 #include "runtime/event_follower.h"
 #include "runtime/kafka_bus.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 namespace tollgate {
 namespace {
@@ -559,20 +560,20 @@ struct Receiver {
   std::string url(const std::string& path) const { return "http://127.0.0.1:" + std::to_string(port) + path; }
   // The deliveries received about `rid`, once there are `n` (or the deadline passed).
   std::vector<Got> WaitFor(const std::string& rid, size_t n) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      std::vector<Got> out;
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (const auto& g : got) {
-          if (g.body.find("\"" + rid + "\"") != std::string::npos ||
-              g.body.find("`" + rid + "`") != std::string::npos)
-            out.push_back(g);
-        }
-      }
-      if (out.size() >= n || std::chrono::steady_clock::now() > until) return out;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    std::vector<Got> out;
+    testing::WaitUntil(
+        [&] {
+          out.clear();
+          std::lock_guard<std::mutex> lock(mu);
+          for (const auto& g : got) {
+            if (g.body.find("\"" + rid + "\"") != std::string::npos ||
+                g.body.find("`" + rid + "`") != std::string::npos)
+              out.push_back(g);
+          }
+          return out.size() >= n;
+        },
+        std::chrono::seconds(10));
+    return out;
   }
   size_t total() {
     std::lock_guard<std::mutex> lock(mu);
@@ -845,15 +846,16 @@ TEST(DuragentKeeper, TheLogKeeperDeliversNotifyOnceSignedAndWritesAllowAlwaysInt
                 {"policy_version", "agent-rule:cccccccccccccccc"}};
   rig.Publish({grant});
   const std::string local = l.dir() + "/agents/a1/policy.local.yaml";
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   std::string text;
-  while (text.find("bash:make x") == std::string::npos && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::ifstream in(local);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  }
+  testing::WaitUntil(
+      [&] {
+        std::ifstream in(local);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+        return text.find("bash:make x") != std::string::npos;
+      },
+      std::chrono::seconds(10));
   EXPECT_NE(text.find("bash:make x"), std::string::npos) << text;
   EXPECT_EQ(Engine(LoadDir(l.dir())).Bash("make x"), "allow");
 }

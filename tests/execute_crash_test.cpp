@@ -23,6 +23,7 @@
 
 #include "audit/audit_query.h"
 #include "audit/event_log.h"
+#include "tests/child_process.h"
 #include "tests/test_util.h"
 
 extern char** environ;
@@ -71,20 +72,14 @@ TEST(ExecuteCrash, AKillDuringToolsEndsThemWithoutASecondRunMutatingOutcomeUnkno
 
   pid_t pid = Spawn({CRASH_CHILD, "start", data, tools}, dir.sub("start.out"));
   ASSERT_GT(pid, 0);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (Lines(marker) < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitUntil([&] { return Lines(marker) >= 2; }, std::chrono::seconds(60));
   ASSERT_EQ(Lines(marker), 2) << "the tools never ran; child stderr: " << Slurp(dir.sub("start.out.err"));
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
   // The sandbox's processes die with tollgate, asynchronously: wait for it.
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Sleepers() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitUntil([&] { return Sleepers() == 0; }, std::chrono::seconds(10));
   ASSERT_EQ(Sleepers(), 0) << "the tool's `sleep` outlived the killed tollgate";
   // The pipeline made its data directory and log tollgate's alone.
   for (const std::string& d : {data, data + "/log"}) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "execute/registry.h"
+#include "tests/child_process.h"
 #include "tests/test_util.h"
 
 namespace tollgate::testing {
@@ -20,10 +21,7 @@ namespace tollgate::testing {
 // moment to leave /proc (longer on a loaded machine), a surviving one never
 // does.
 inline int SurvivorsAfterTeardown(const std::string& tag) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Survivors(tag) > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  WaitUntil([&] { return Survivors(tag) == 0; }, std::chrono::seconds(10));
   return Survivors(tag);
 }
 

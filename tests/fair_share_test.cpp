@@ -26,6 +26,7 @@
 #include "core/request_state.h"
 #include "mcp/http_endpoint.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 namespace tollgate {
 namespace {
@@ -258,7 +259,7 @@ TEST_F(McpLimits, ASessionWithAnOpenStreamIsNeverEndedForIdleness) {
   ASSERT_TRUE(get.stream);
   std::atomic<int> writes{0};
   std::thread t([&] { get.stream([&](const std::string&) { return ++writes > 0; }); });
-  while (writes == 0) std::this_thread::sleep_for(1ms);  // the first keepalive: it runs
+  EXPECT_TRUE(testing::WaitUntil([&] { return writes > 0; })) << "the first keepalive: it runs";
   now_ += 2h;
   ep_->ExpireIdle();
   EXPECT_EQ(ep_->sessions(), 1u);
@@ -601,7 +602,7 @@ class FairShareApi : public ::testing::Test {
     o.limits = limits;
     o.mcp = std::make_shared<mcp::HttpEndpoint>(mcp::Gateway{}, mcp_limits);
     ASSERT_TRUE(ApiServer::Start(std::move(o), log_->store(), &api_).ok());
-    for (int i = 0; i < 200 && Get("/healthz", "").status != 200; ++i) std::this_thread::sleep_for(10ms);
+    testing::WaitUntil([&] { return Get("/healthz", "").status == 200; }, 2s);
   }
   struct Answer {
     int status = 0;
@@ -634,13 +635,12 @@ class FairShareApi : public ::testing::Test {
   }
   // Polls /v1/connections until `done` holds of it (true) or `wait` passes.
   bool Until(const std::function<bool(const Json&)>& done, std::chrono::milliseconds wait = 10s) {
-    const auto until = Clock::now() + wait;
-    while (Clock::now() < until) {
-      Answer a = Get("/v1/connections", "admin");
-      if (a.status == 200 && done(a.body)) return true;
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
+    return testing::WaitUntil(
+        [&] {
+          Answer a = Get("/v1/connections", "admin");
+          return a.status == 200 && done(a.body);
+        },
+        wait);
   }
 
   testing::TempDir dir_;

@@ -28,6 +28,7 @@
 #include "decide/policy_engine.h"
 #include "execute/config.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 #include "tests/results_reader.h"
 
 namespace tollgate {
@@ -228,14 +229,14 @@ TEST_F(HostileInput, AnApprovalResponseWithAnOverflowingNumberIsRefusedAndThePip
       SignResponse(h_->signers->Approver("o1", "alice"), "alice", "o1", "r1", value, NowMicros() / 1'000'000);
   h_->Send(m);
   // The refusal is logged (org unknown: it is about no request the log knows).
-  auto deadline = Clock::now() + std::chrono::seconds(30);
-  bool refused = false;
-  while (!refused && Clock::now() < deadline) {
-    for (const Event& e : h_->OfType("unknown", "approval.refused")) {
-      refused = refused || e.data.value("message", "").find("out of range") != std::string::npos;
-    }
-    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const bool refused = testing::WaitUntil(
+      [&] {
+        for (const Event& e : h_->OfType("unknown", "approval.refused")) {
+          if (e.data.value("message", "").find("out of range") != std::string::npos) return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(30));
   EXPECT_TRUE(refused) << "no approval.refused for the response";
   h_->ExpectEchoCompletes("o1", "a1", "after-bad-response");
 }
@@ -314,7 +315,8 @@ TEST_F(HostileInput, TenSlowConnectionsDoNotStopHealthzFromAnswering) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the server take them all
+  // No wait for the server to take them: it accepts in the order of the
+  // listen queue, so all ten are its before the healthz connection below.
   httplib::Client http("127.0.0.1", port);
   http.set_connection_timeout(10, 0);
   http.set_read_timeout(10, 0);

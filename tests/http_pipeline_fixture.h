@@ -15,6 +15,7 @@
 #include "core/sha256.h"
 #include "decide/policy_engine.h"
 #include "execute/execute_stage.h"
+#include "tests/child_process.h"
 #include "tests/test_util.h"
 
 namespace tollgate {
@@ -41,8 +42,7 @@ class RecordingServer {
     server_.Delete(".*", h);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    tollgate::testing::WaitUntil([this] { return server_.is_running(); }, std::chrono::seconds(1));
   }
   ~RecordingServer() {
     server_.stop();

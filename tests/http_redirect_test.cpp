@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "tests/child_process.h"
 #include "tests/execute_test_util.h"
 
 namespace tollgate {
@@ -44,8 +45,7 @@ class Origin {
     server_.Delete(".*", h);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    tollgate::testing::WaitUntil([this] { return server_.is_running(); }, std::chrono::seconds(1));
   }
   ~Origin() {
     server_.stop();

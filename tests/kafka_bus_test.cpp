@@ -14,6 +14,7 @@
 #include "audit/log_sink.h"
 #include "runtime/stage_runner.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 namespace tollgate {
 namespace {
@@ -101,6 +102,16 @@ class BusTest : public ::testing::Test {
         &read);
     EXPECT_TRUE(s.ok() && read.complete) << s.ToString();
     return copies;
+  }
+  // The next offsets `group` committed on `topic`, summed over its
+  // partitions: how many inputs it settled, when the topic holds no
+  // transaction markers (a plain producer wrote it). -1 when unknown.
+  int64_t CommittedInputs(const std::string& group, const std::string& topic) {
+    std::map<std::pair<std::string, int32_t>, int64_t> offsets;
+    if (!ReadGroupOffsets(bus_, group, {topic}, std::chrono::seconds(5), &offsets).ok()) return -1;
+    int64_t n = 0;
+    for (const auto& [tp, next] : offsets) n += next;
+    return n;
   }
   std::unique_ptr<EmbeddedBroker> broker_;
   BusConfig bus_;
@@ -278,10 +289,7 @@ void RunUntil(Stage& stage, EventSink& sink, const LogView& view, const RunnerOp
   StageRunner runner(stage, sink, view, options);
   ASSERT_TRUE(runner.Start().ok());
   std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (runner.stats().messages.load() < want && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitUntil([&] { return runner.stats().messages.load() >= want; }, std::chrono::seconds(20));
   runner.Stop();
   t.join();
 }
@@ -440,12 +448,12 @@ TEST_F(BusTest, AFailedPipelinedTransactionIsReadAgainAndNothingIsLostOrDoubled)
     StageRunner runner(stage, sink, view, options);
     ASSERT_TRUE(runner.Start().ok());
     std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (log->head_seq() < static_cast<uint64_t>(kInputs) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    // The batch handed over last commits before Run returns.
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    testing::WaitUntil([&] { return log->head_seq() >= static_cast<uint64_t>(kInputs); },
+                       std::chrono::seconds(60));
+    // Settled: the group stored every input's offset (after the last
+    // batch's transaction and any batch read again).
+    EXPECT_TRUE(testing::WaitUntil([&] { return CommittedInputs("g-fwd", "fwd-in") >= kInputs; }))
+        << "the inputs' offsets were not all committed";
     runner.Stop();
     t.join();
     EXPECT_GE(runner.stats().retries.load(), 1u)
@@ -515,10 +523,8 @@ TEST_F(BusTest, MessagesReadAgainDoNotSendTheirCommittedOutputsTwice) {
   EXPECT_EQ(runner.stats().readback_messages.load(), static_cast<uint64_t>(kFirst));
   EXPECT_EQ(runner.stats().readback_kept.load(), static_cast<uint64_t>(kFirst));
   std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (runner.stats().messages.load() < kFirst + kLater && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  testing::WaitUntil([&] { return runner.stats().messages.load() >= kFirst + kLater; },
+                     std::chrono::seconds(20));
   runner.Stop();
   t.join();
   ASSERT_EQ(second.processed.load(), kFirst + kLater)
@@ -566,10 +572,7 @@ TEST_F(BusTest, AnOffsetCommitFromAnotherThreadCompletesWhileTheRevokeWaitsForIt
       commit_status = a->Commit({{{"rv", 0}, 3}, {{"rv", 1}, 4}}, /*async=*/false);
       commit_done = true;
     });
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!commit_done.load() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    testing::WaitUntil([&] { return commit_done.load(); }, std::chrono::seconds(20));
     if (commit_done.load()) {
       committer.join();
     } else {
@@ -625,7 +628,9 @@ TEST_F(BusTest, RebalancesMidStreamLoseNothingAndSendNothingTwice) {
     ASSERT_TRUE(p->Flush(std::chrono::seconds(10)).ok());
     published = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The intruder joins mid-stream: once the stage has worked through some
+  // of it.
+  testing::WaitUntil([&] { return runner.stats().messages.load() >= 100; }, std::chrono::seconds(20));
   size_t intruder_read = 0;
   {
     std::unique_ptr<Consumer> intruder;
@@ -639,11 +644,12 @@ TEST_F(BusTest, RebalancesMidStreamLoseNothingAndSendNothingTwice) {
     intruder->Close();
   }
   publisher.join();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (log->head_seq() < static_cast<uint64_t>(kInputs) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the last batch's transaction
+  testing::WaitUntil([&] { return log->head_seq() >= static_cast<uint64_t>(kInputs); },
+                     std::chrono::seconds(60));
+  // Settled: the group stored every input's offset (the last batch's
+  // transaction, and the batches read again after a refused commit).
+  EXPECT_TRUE(testing::WaitUntil([&] { return CommittedInputs("g-rb", "rb-in") >= kInputs; }))
+      << "the inputs' offsets were not all committed";
   runner.Stop();
   run.join();
   std::cout << "[ rebalance ] the stage's partitions were revoked " << runner.stats().revoked.load()

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "core/sha256.h"
 #include "decide/decide_stage.h"
 #include "execute/config.h"
+#include "tests/child_process.h"
 #include "tests/pipeline_fixture.h"
 
 namespace tollgate {
@@ -29,8 +31,7 @@ class CountingServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    testing::WaitUntil([this] { return server_.is_running(); }, std::chrono::seconds(1));
   }
   ~CountingServer() {
     server_.stop();
@@ -77,15 +78,15 @@ class LivePolicyTest : public testing::PolicyPipelineTest {
   // Rewrites the policy file and waits until decide logged it in force.
   void Edit(const std::string& text) {
     const size_t before = PolicyEvents();
-    // A distinct mtime even on coarse clocks, then the new content.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     // Written beside it and renamed over it, as an editor saves: decide
     // must never read a half-written file (a truncated one can still load,
     // as a different policy).
-    std::ofstream(dir_.sub("policy.yaml.new"), std::ios::trunc) << text;
-    std::filesystem::rename(dir_.sub("policy.yaml.new"), dir_.sub("policy.yaml"));
-    for (int i = 0; i < 400 && PolicyEvents() <= before; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const std::string fresh = dir_.sub("policy.yaml.new"), path = dir_.sub("policy.yaml");
+    std::ofstream(fresh, std::ios::trunc) << text;
+    // A distinct mtime even on coarse clocks (decide looks at mtime and size).
+    std::filesystem::last_write_time(fresh, std::filesystem::last_write_time(path) + std::chrono::seconds(1));
+    std::filesystem::rename(fresh, path);
+    testing::WaitUntil([&] { return PolicyEvents() > before; }, std::chrono::seconds(10));
     ASSERT_GT(PolicyEvents(), before) << "the edit was not logged";
   }
 };
@@ -127,7 +128,7 @@ TEST_F(LivePolicyTest, ACliToolNoExecutorHasIsDeniedAtDecideAndNoApproverIsAsked
     }
     return false;
   };
-  for (int i = 0; i < 400 && !said(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  testing::WaitUntil(said, std::chrono::seconds(10));
   ASSERT_TRUE(said()) << "execute never said which CLI tools it has";
   Json r = Call("ghost-1", "cli:ghost", Json::object());
   EXPECT_EQ(r["status"], "denied") << r.dump();
@@ -165,8 +166,10 @@ TEST(LivePolicy, AFileWhoseExecuteSectionDoesNotLoadIsNeverLoggedAsInForce) {
   EXPECT_EQ(r.events[0].type, "policy.refused") << "and the refusal logged";
   EXPECT_NE(r.events[0].data["errors"][0]["message"].get<std::string>().find("not-a-cidr"), std::string::npos)
       << r.events[0].data.dump();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a distinct mtime for the rewrite
+  const auto first_mtime = std::filesystem::last_write_time(path);
   std::ofstream(path, std::ios::trunc) << PolicyText(R"(["127.0.0.0/8"])", true);
+  // A distinct mtime for the rewrite, even on coarse clocks.
+  std::filesystem::last_write_time(path, first_mtime + std::chrono::seconds(1));
   r = stage.Tick({2, ""}, log);
   ASSERT_EQ(r.events.size(), 1u) << "the same file with a valid section is logged";
   EXPECT_EQ(r.events[0].type, "policy.updated");
@@ -207,7 +210,7 @@ TEST(LivePolicyRefusal, ARefusedEditIsLoggedWithItsErrorsAndShownOnHealthz) {
     }
     return std::optional<Event>();
   };
-  for (int i = 0; i < 400 && !refused(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  testing::WaitUntil([&] { return refused().has_value(); }, std::chrono::seconds(10));
   const std::optional<Event> e = refused();
   ASSERT_TRUE(e) << "the refusal is not in the log";
   EXPECT_EQ(e->org_id, "*");

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "execute/execute_stage.h"
+#include "tests/child_process.h"
 #include "tests/execute_flow_util.h"
 #include "tests/test_util.h"
 
@@ -25,12 +26,7 @@ const std::string kDeep = std::string(kDepth, '[') + std::string(kDepth, ']');
 const std::string kScriptDir = TOLLGATE_SOURCE_DIR "/tests/mcp";
 
 bool WaitFor(const std::function<bool()>& ok, std::chrono::seconds limit = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!ok()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  return tollgate::testing::WaitUntil(ok, limit);
 }
 
 std::string Str(const Json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
@@ -158,9 +154,8 @@ class HostileHttpServer {
     server_.Post("/list-deep", [](const httplib::Request& q, httplib::Response& a) { Answer(q, a, true); });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && port_ > 0 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    tollgate::testing::WaitUntil([this] { return port_ <= 0 || server_.is_running(); },
+                                 std::chrono::seconds(1));
   }
   ~HostileHttpServer() {
     server_.stop();

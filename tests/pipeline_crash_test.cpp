@@ -24,6 +24,7 @@
 // addresses are used (the mock cluster listens on 127.0.0.1).
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <rocksdb/write_batch.h>
 #include <signal.h>
 #include <spawn.h>
@@ -59,6 +60,7 @@
 #include "deploy/pipeline.h"
 #include "runtime/kafka_bus.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 
 extern char** environ;
 
@@ -68,6 +70,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using testing::WaitUntil;
 
 double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -173,12 +176,8 @@ class Child {
   }
   // Waits up to `timeout` for the child to exit; its wait status or nullopt.
   std::optional<int> Wait(milliseconds timeout) {
-    auto deadline = Clock::now() + timeout;
-    for (;;) {
-      auto st = Poll();
-      if (st || Clock::now() >= deadline) return st;
-      std::this_thread::sleep_for(milliseconds(20));
-    }
+    WaitUntil([&] { return Poll().has_value(); }, timeout);
+    return exit_status_;
   }
   // kill -9 and reap; returns the wait status.
   int Kill9() {
@@ -205,17 +204,6 @@ std::string DescribeStatus(int st) {
   if (WIFEXITED(st)) return "exit " + std::to_string(WEXITSTATUS(st));
   if (WIFSIGNALED(st)) return std::string("signal ") + strsignal(WTERMSIG(st));
   return "status " + std::to_string(st);
-}
-
-// Polls `pred` every 50 ms until it holds or `timeout` passes.
-template <class Pred>
-bool WaitUntil(Pred pred, milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (!pred()) {
-    if (Clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(milliseconds(50));
-  }
-  return true;
 }
 
 // The bootstrap address in DATA/endpoints.json, once it is there.
@@ -346,6 +334,7 @@ class Publisher {
         s = producer->Flush(seconds(20));
         if (!s.ok() && !stop_.load()) return Fail("flush: " + s.ToString());
       }
+      // time must pass: the stream is paced so that the kill lands in it.
       std::this_thread::sleep_for(gap_);
     }
     if (!stop_.load()) {
@@ -537,6 +526,36 @@ std::vector<std::string> UpArgs(const std::string& data, const std::string& brok
   return a;
 }
 
+// True when `up`'s /metrics (read with the admin token `up` wrote at its
+// first start) shows every stage's input partitions read to their end and no tool run
+// busy or queued: nothing is left that could make a stage act again.
+bool StagesIdle(const std::string& data_dir) {
+  Json ep;
+  if (!ReadEndpoints(data_dir, &ep).ok() || !ep.is_object()) return false;
+  const std::string url = ep.value("http", "");
+  if (url.empty()) return false;
+  std::ifstream token_file(data_dir + "/admin.token");
+  std::string token;
+  token_file >> token;
+  httplib::Client c(url);
+  c.set_connection_timeout(2);
+  c.set_read_timeout(5);
+  c.set_bearer_token_auth(token.c_str());
+  auto r = c.Get("/metrics");
+  if (!r || r->status != 200) return false;
+  bool saw_lag = false;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    const bool lag = line.rfind("tollgate_consumer_lag_messages{", 0) == 0;
+    const bool work = line.rfind("tollgate_stage_workers_busy{", 0) == 0 ||
+                      line.rfind("tollgate_stage_workers_queued{", 0) == 0;
+    if (!lag && !work) continue;
+    saw_lag = saw_lag || lag;
+    if (std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr) != 0) return false;
+  }
+  return saw_lag;
+}
+
 bool Contains(const std::string& text, const std::string& needle) {
   return text.find(needle) != std::string::npos;
 }
@@ -635,6 +654,7 @@ TEST_F(PipelineCrashTest, SurvivingBrokerKillUp) {
   std::cout << "[ log ] after the kill: " << received_at_kill << " requests received, " << completed_at_kill
             << " completed\n";
 
+  // time must pass: the seeded gap between the crash and the restart is part of the plan.
   std::this_thread::sleep_for(restart_delay);
   ASSERT_TRUE(up.Start(UpArgs(d1, bootstrap), dir.sub("up2.out"), dir.sub("up2.err"), &err)) << err;
   ASSERT_TRUE(WaitUntil([&] { return up.Poll() || Contains(up.out(), "tollgate is up"); }, seconds(60)) &&
@@ -900,8 +920,11 @@ TEST_F(PipelineCrashTest, EmbeddedBrokerKillUp) {
     EXPECT_TRUE(done) << "after 30 s, " << completed << " of " << received << " received requests completed\n"
                       << up.Describe();
   }
-  // A little longer: a stage that would re-do a step twice gets the chance.
-  std::this_thread::sleep_for(seconds(1));
+  // Until every stage has read its inputs to their end and no tool run is
+  // busy or queued: a stage that would re-do a step twice has had its chance.
+  ASSERT_TRUE(WaitUntil([&] { return up.Poll() || StagesIdle(data); }, seconds(30)))
+      << "the stages still had input to read 30 s after every request completed\n"
+      << up.Describe();
 
   up.Signal(SIGTERM);
   auto stopped = up.Wait(seconds(30));

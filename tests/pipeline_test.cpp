@@ -20,8 +20,10 @@
 #include "audit/verify.h"
 #include "core/messages.h"
 #include "core/schema.h"
+#include "core/sha256.h"
 #include "core/unproven.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 #include "tests/results_reader.h"
 
 extern char** environ;
@@ -385,6 +387,7 @@ TEST_F(PipelineTest, BrokerFaultsLoseNothing) {
     if (i == 20) {
       ASSERT_TRUE(b->SetBrokerDown(1).ok());
       std::thread([b] {
+        // time must pass: the broker stays down while the next requests are sent.
         std::this_thread::sleep_for(std::chrono::seconds(2));
         b->SetBrokerUp(1);
       }).detach();
@@ -423,9 +426,20 @@ class PipelinePolicyTest : public PipelineTest {
     return out;
   }
   bool WaitForPolicyEvents(size_t n) {
-    for (int i = 0; i < 200 && PolicyEvents().size() < n; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    return PolicyEvents().size() >= n;
+    return testing::WaitUntil([&] { return PolicyEvents().size() >= n; }, std::chrono::seconds(10));
+  }
+  // True once decide has logged policy.refused for a file holding `text`.
+  // It logs it in the tick that read the file, the tick that would have
+  // appended a policy.updated for it.
+  bool RefusedInLog(const std::string& text) {
+    const std::string sha = Sha256Hex(text);
+    for (uint64_t seq = 1; seq <= p_->log().head_seq(); ++seq) {
+      Event e;
+      if (p_->log().store().ReadEvent(seq, &e).ok() && e.type == "policy.refused" &&
+          e.data.value("file_sha256", "") == sha)
+        return true;
+    }
+    return false;
   }
 };
 
@@ -449,8 +463,10 @@ TEST_F(PipelinePolicyTest, EditingThePolicyFileChangesLaterDecisions) {
   EXPECT_EQ(PolicyEvents().back().data["policy_version"], v2);
 
   // A bad edit: refused, nothing appended, the denying policy stays.
-  std::ofstream(dir_.sub("policy.yaml"), std::ios::trunc) << "deny: [\"builtin:echo\"\n";
-  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const std::string bad = "deny: [\"builtin:echo\"\n";
+  std::ofstream(dir_.sub("policy.yaml"), std::ios::trunc) << bad;
+  ASSERT_TRUE(testing::WaitUntil([&] { return RefusedInLog(bad); }, std::chrono::seconds(10)))
+      << "decide never logged the refusal of the bad edit";
   EXPECT_EQ(PolicyEvents().size(), 2u);
   Send("k3", Request("after-bad-edit", "echo", {{"text", "three"}}).dump());
   got = Collect(1);

@@ -15,6 +15,7 @@
 #include "audit/log_sink.h"
 #include "core/messages.h"
 #include "runtime/stage_runner.h"
+#include "tests/child_process.h"
 #include "tests/test_util.h"
 
 namespace tollgate {
@@ -135,26 +136,24 @@ TEST_F(RunnerDeferredTest, SlowWorkDoesNotHoldUpFastWorkAndOffsetsWaitForIt) {
   std::sort(first.begin(), first.end());  // the pool finishes them in any order
   EXPECT_EQ(first, (std::vector<std::string>{"fast-1", "fast-2"})) << "fast results while slow-0 runs";
   // (The stat drops just after the results are published.)
-  for (int i = 0; i < 200 && runner.stats().in_flight.load() != 1; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  testing::WaitUntil([&] { return runner.stats().in_flight.load() == 1; }, std::chrono::seconds(2));
   EXPECT_EQ(runner.stats().in_flight.load(), 1u);
   // Messages done within their batch, after the unfinished slow-0.
   Publish({"plain-3", "plain-4"});
   EXPECT_EQ(Read(*out, 2), (std::vector<std::string>{"plain-3", "plain-4"}));
   // Everything after offset 0 is done, slow-0 is not: nothing past it may be
-  // committed, or a crash now would lose it.
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_LE(Committed(bus_.brokers, "g-def"), 0) << "committed past the unfinished offset 0";
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  // committed, or a crash now would lose it. The runner counts a batch's
+  // messages once its transaction and offset commit are done (and the fast
+  // works' commits were done before in_flight dropped): what it committed
+  // for all five is in the group by then.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return runner.stats().messages.load() >= 5; }, std::chrono::seconds(10)))
+      << runner.stats().messages.load();
+  EXPECT_LE(Committed(bus_.brokers, "g-def"), 0) << "committed past the unfinished offset 0";
   stage.gate = true;
   std::vector<std::string> second = Read(*out, 1);
   EXPECT_EQ(second, (std::vector<std::string>{"slow-0"}));
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (Committed(bus_.brokers, "g-def") != 5 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  testing::WaitUntil([&] { return Committed(bus_.brokers, "g-def") == 5; }, std::chrono::seconds(10));
   EXPECT_EQ(Committed(bus_.brokers, "g-def"), 5) << "once slow-0 is done, everything is committed";
   runner.Stop();
   t.join();
@@ -180,12 +179,10 @@ TEST_F(RunnerDeferredTest, StopWaitsForWorkInFlightAndRecordsIt) {
   StageRunner runner(stage, *sink_, *view_, options_);
   ASSERT_TRUE(runner.Start().ok());
   std::thread t([&] { EXPECT_TRUE(runner.Run().ok()); });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (runner.stats().in_flight.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  testing::WaitUntil([&] { return runner.stats().in_flight.load() != 0; }, std::chrono::seconds(20));
   ASSERT_EQ(runner.stats().in_flight.load(), 1u);
   runner.Stop();
+  // time must pass: Run must see Stop() before the work ends, and the runner shows no sign that it has.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   stage.gate = true;  // the work ends after Stop() was asked
   t.join();

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "audit/event_log.h"
+#include "tests/child_process.h"
 #include "tests/execute_test_util.h"
 
 namespace tollgate {
@@ -215,10 +216,7 @@ TEST_F(SandboxTest, AToolCannotOpenASocket) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<uint16_t>(canary.port()));
   ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (canary.hits() < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  testing::WaitUntil([&] { return canary.hits() >= 1; }, std::chrono::seconds(5));
   close(c);
   EXPECT_EQ(canary.hits(), 1) << "only the test's own connection reached the canary";
 }

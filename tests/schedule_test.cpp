@@ -354,6 +354,7 @@ TEST(SchedulePipeline, FiresOnceAcrossAKillNineAndNeverWhenCancelled) {
 
   // kill -9 before either is due; restart once both are overdue.
   up.reset();
+  // time must pass: the real `up` reads the wall clock (it takes no clock), and both must be overdue.
   std::this_thread::sleep_for(milliseconds(std::max<int64_t>(0, (due_a - NowMicros()) / 1000 + 200)));
   start_up();
   std::unique_ptr<LogStore> log;

@@ -17,6 +17,7 @@
 #include "execute/net_guard.h"
 #include "execute/tools/file_common.h"
 #include "execute/tools/path_recovery.h"
+#include "tests/child_process.h"
 #include "tests/execute_test_util.h"
 
 namespace tollgate {
@@ -350,8 +351,7 @@ class SeedHttpTest : public SeedFieldsTest {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    tollgate::testing::WaitUntil([this] { return server_.is_running(); }, std::chrono::seconds(1));
   }
   void TearDown() override {
     server_.stop();

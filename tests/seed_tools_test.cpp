@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "execute/sandbox.h"
+#include "tests/child_process.h"
 #include "tests/execute_test_util.h"
 #include "tests/pipeline_fixture.h"
 
@@ -103,9 +104,8 @@ class TagsServer {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && port_ > 0 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
+    tollgate::testing::WaitUntil([this] { return port_ <= 0 || server_.is_running(); },
+                                 std::chrono::seconds(1));
   }
   ~TagsServer() {
     server_.stop();

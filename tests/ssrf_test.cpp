@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "execute/net_guard.h"
+#include "tests/child_process.h"
 #include "tests/execute_test_util.h"
 
 namespace tollgate {
@@ -87,8 +88,8 @@ class CountingServer {
     server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) { Handle(req, res); });
     port_ = server_.bind_to_any_port(host);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 500 && port_ > 0 && !server_.is_running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    tollgate::testing::WaitUntil([this] { return port_ <= 0 || server_.is_running(); },
+                                 std::chrono::seconds(1));
   }
   ~CountingServer() {
     server_.stop();

@@ -15,6 +15,7 @@
 
 #include "audit/log_sink.h"
 #include "tests/approve_util.h"
+#include "tests/child_process.h"
 #include "tests/pipeline_fixture.h"
 
 namespace tollgate {
@@ -86,15 +87,20 @@ class TracePipelineTest : public testing::PolicyPipelineTest {
   }
   // Waits (at most 30 s) for an event of `type` of `rid`.
   const Event* WaitForEvent(const std::string& rid, const std::string& type, std::vector<Event>* events) {
-    const auto deadline = Clock::now() + std::chrono::seconds(30);
-    do {
-      *events = EventsOf(rid);
-      for (const Event& e : *events) {
-        if (e.type == type) return &e;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    } while (Clock::now() < deadline);
-    return nullptr;
+    const Event* found = nullptr;
+    testing::WaitUntil(
+        [&] {
+          *events = EventsOf(rid);
+          for (const Event& e : *events) {
+            if (e.type == type) {
+              found = &e;
+              break;
+            }
+          }
+          return found != nullptr;
+        },
+        std::chrono::seconds(30));
+    return found;
   }
   // Every message of `rid` on `topics` so far (read from the start),
   // once at least one is on each topic, or 30 s.

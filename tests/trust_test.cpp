@@ -22,6 +22,7 @@
 #include "core/withdraw.h"
 #include "deploy/identity.h"
 #include "test_util.h"
+#include "tests/child_process.h"
 #include "tests/results_reader.h"
 
 namespace tollgate {
@@ -119,12 +120,7 @@ class TrustTest : public ::testing::Test {
   }
   template <typename F>
   bool WaitFor(F pred) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
+    return testing::WaitUntil(pred, std::chrono::seconds(20));
   }
   // A write_file that asks (policy: quorum 2); returns its args hash.
   std::string PendingWrite(const std::string& org, const std::string& agent, const std::string& rid,

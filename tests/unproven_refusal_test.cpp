@@ -23,6 +23,7 @@
 #include "ingest/ingest_stage.h"
 #include "runtime/event_follower.h"
 #include "tests/agent_keys.h"
+#include "tests/child_process.h"
 #include "tests/results_reader.h"
 #include "tests/test_util.h"
 
@@ -272,12 +273,7 @@ class UnprovenPipelineTest : public ::testing::Test {
   }
   template <typename F>
   bool WaitFor(F pred, std::chrono::seconds within = std::chrono::seconds(20)) {
-    const auto deadline = std::chrono::steady_clock::now() + within;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return true;
+    return testing::WaitUntil(pred, within);
   }
   std::string Get(const char* path) {
     auto res = http_->Get(path);

@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "tests/approve_util.h"
+#include "tests/child_process.h"
 #include "tests/http_pipeline_fixture.h"
 #include "tests/pipeline_fixture.h"
 #include "tests/seeds/seed_suite.h"
@@ -236,11 +237,15 @@ TEST_F(DuragentConformance, TheSeedsPolicyAndAgentYamlServeEveryToolAndActionThr
     const std::string rid = "003-" + std::to_string(++n);
     Json r = Run(agent, rid, ex["tool"], args, ex.value("approve", Json()));
     // A background process's output arrives when it arrives: read it again until it shows.
-    for (int i = 0; ex.contains("wait_for") && i < 50 &&
-                    r.dump().find(ex["wait_for"].get<std::string>()) == std::string::npos;
-         ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      r = Run(agent, rid + "-" + std::to_string(i), ex["tool"], args, ex.value("approve", Json()));
+    if (ex.contains("wait_for")) {
+      int i = 0;
+      testing::WaitUntil(
+          [&] {
+            if (r.dump().find(ex["wait_for"].get<std::string>()) != std::string::npos) return true;
+            r = Run(agent, rid + "-" + std::to_string(i++), ex["tool"], args, ex.value("approve", Json()));
+            return false;
+          },
+          std::chrono::seconds(15));
     }
     if (!r.is_object()) r = Json::object();
     const std::string danger =
@@ -248,15 +253,15 @@ TEST_F(DuragentConformance, TheSeedsPolicyAndAgentYamlServeEveryToolAndActionThr
     std::string why = SeedSuite::Check(ex, r.value("result", Json()), Json::object(), danger);
     if (why.empty() && ex.value("notify", false)) {
       // The webhook fires after the call ran: wait for it.
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      bool hooked = false;
-      while (!hooked && std::chrono::steady_clock::now() < deadline) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          for (const Json& h : hooks_) hooked = hooked || h.dump().find(rid) != std::string::npos;
-        }
-        if (!hooked) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      const bool hooked = testing::WaitUntil(
+          [&] {
+            std::lock_guard<std::mutex> lock(mu_);
+            for (const Json& h : hooks_) {
+              if (h.dump().find(rid) != std::string::npos) return true;
+            }
+            return false;
+          },
+          std::chrono::seconds(10));
       if (!hooked) why = "no webhook delivery names " + rid;
     }
     EXPECT_EQ(why, "") << ex["name"] << ": " << r.dump();
