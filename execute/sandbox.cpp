@@ -239,6 +239,43 @@ static std::vector<std::string> BwrapArgv(const ProcessSpec& spec, const std::st
   return a;
 }
 
+// What the sandbox binds, each opened now (as root when root: the data
+// directory is 0700), so that neither bwrap nor the child resolves those
+// paths as run_as. On failure nothing stays open.
+static Status OpenBinds(const ProcessSpec& spec, std::vector<Bind>* out) {
+  std::vector<Bind>& binds = *out;
+  {
+    Bind ws;
+    ws.fd = fcntl(spec.cwd_fd, F_DUPFD_CLOEXEC, 3);
+    ws.dest = spec.workspace;
+    ws.writable = true;
+    binds.push_back(ws);
+  }
+  std::vector<std::pair<std::string, bool>> extra;  // path, is a directory
+  for (const auto& p : spec.read_only) extra.push_back({p, true});
+  bool program_visible = UnderSystem(spec.path);
+  for (const auto& p : spec.read_only) program_visible = program_visible || spec.path.rfind(p + "/", 0) == 0;
+  if (!program_visible) extra.push_back({spec.path, false});
+  for (const auto& [path, dir] : extra) {
+    Bind b;
+    b.fd = open(path.c_str(), O_PATH | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
+    b.dest = path;
+    b.dir = dir;
+    binds.push_back(b);
+  }
+  for (size_t i = 0; i < binds.size(); ++i) {
+    if (binds[i].fd < 0) {
+      const int e = errno;
+      const std::string what = binds[i].dest;
+      for (auto& b : binds) CloseFd(b.fd);
+      binds.clear();
+      return Status::Error(errc::kToolExec, "cannot open " + what + " for the sandbox: " + std::strerror(e));
+    }
+    binds[i].staged = std::string(kStage) + "/" + std::to_string(i);
+  }
+  return Status::Ok();
+}
+
 // What the child needs after fork, all built before it.
 struct ChildPlan {
   const std::string& bwrap;
@@ -338,6 +375,35 @@ struct ChildPlan {
   fail(4);
 }
 
+// Where a started sandbox is recorded (run_dir/<pid> holding its start
+// time), so a restarted process can find and kill what it left. "" when
+// there is no run_dir or the process is already gone.
+static std::string RecordRunning(const std::string& run_dir, pid_t pid) {
+  if (run_dir.empty()) return "";
+  unsigned long long start = 0;
+  long pgrp = 0;
+  if (!ProcStat(std::to_string(pid), &start, &pgrp)) return "";
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  const std::string record = run_dir + "/" + std::to_string(pid);
+  std::ofstream(record) << start << "\n";
+  return record;
+}
+
+// The error for a child that reported failing at `step` (ExecChild's codes).
+static Status ChildFailure(const ProcessSpec& spec, const std::string& bwrap, int step, int error) {
+  const std::string what = step == 1   ? "redirect stdio"
+                           : step == 2 ? "enter the workspace"
+                           : step == 3 ? "switch to user " + spec.run_as
+                           : step == 5 ? "stage the sandbox's mounts"
+                                       : "exec " + bwrap;
+  return Status::Error(step == 5 || step == 4 ? errc::kSandbox : errc::kToolExec,
+                       "cannot " + what + " for " + spec.path + ": " + std::strerror(error));
+}
+
+// One function on purpose: it owns a dozen descriptors across fork, and
+// each early return closes exactly those open at that point, which is
+// reviewed best in one place.
 Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   // A tool that exits without reading its stdin makes our write to it fail
   // with EPIPE, which the callers handle; the default SIGPIPE would instead
@@ -378,43 +444,13 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
                                                spec.run_as + ": " + std::strerror(errno));
     }
   }
-  // What the sandbox binds, each opened now (as root when root: the data
-  // directory is 0700), so that neither bwrap nor the child resolves those
-  // paths as run_as.
   std::vector<Bind> binds;
   int seccomp_fd = -1;  // bwrap --seccomp; closed with the binds
   auto close_binds = [&] {
     for (auto& b : binds) CloseFd(b.fd);
     CloseFd(seccomp_fd);
   };
-  {
-    Bind ws;
-    ws.fd = fcntl(spec.cwd_fd, F_DUPFD_CLOEXEC, 3);
-    ws.dest = spec.workspace;
-    ws.writable = true;
-    binds.push_back(ws);
-  }
-  std::vector<std::pair<std::string, bool>> extra;  // path, is a directory
-  for (const auto& p : spec.read_only) extra.push_back({p, true});
-  bool program_visible = UnderSystem(spec.path);
-  for (const auto& p : spec.read_only) program_visible = program_visible || spec.path.rfind(p + "/", 0) == 0;
-  if (!program_visible) extra.push_back({spec.path, false});
-  for (const auto& [path, dir] : extra) {
-    Bind b;
-    b.fd = open(path.c_str(), O_PATH | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
-    b.dest = path;
-    b.dir = dir;
-    binds.push_back(b);
-  }
-  for (size_t i = 0; i < binds.size(); ++i) {
-    if (binds[i].fd < 0) {
-      const std::string what = binds[i].dest;
-      close_binds();
-      return Status::Error(errc::kToolExec,
-                           "cannot open " + what + " for the sandbox: " + std::strerror(errno));
-    }
-    binds[i].staged = std::string(kStage) + "/" + std::to_string(i);
-  }
+  if (Status s = OpenBinds(spec, &binds); !s.ok()) return s;
   if (Status s = SeccompProgramFd(&seccomp_fd); !s.ok()) {
     close_binds();
     return s;
@@ -465,17 +501,7 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
   setpgid(pid, pid);  // also here: no window where a kill(-pid) misses
   close_binds();
   close(status_pipe[1]);
-  std::string record;
-  if (!spec.run_dir.empty()) {
-    unsigned long long start = 0;
-    long pgrp = 0;
-    if (ProcStat(std::to_string(pid), &start, &pgrp)) {
-      std::error_code ec;
-      std::filesystem::create_directories(spec.run_dir, ec);
-      record = spec.run_dir + "/" + std::to_string(pid);
-      std::ofstream(record) << start << "\n";
-    }
-  }
+  const std::string record = RecordRunning(spec.run_dir, pid);
   close(in[0]), close(out[1]), close(err[1]), close(report[1]);
   int started[2] = {0, 0};
   ssize_t rn;
@@ -490,13 +516,7 @@ Status StartSandboxed(const ProcessSpec& spec, SandboxedChild* child) {
       std::error_code ec;
       std::filesystem::remove(record, ec);
     }
-    const std::string step = started[0] == 1   ? "redirect stdio"
-                             : started[0] == 2 ? "enter the workspace"
-                             : started[0] == 3 ? "switch to user " + spec.run_as
-                             : started[0] == 5 ? "stage the sandbox's mounts"
-                                               : "exec " + bwrap;
-    return Status::Error(started[0] == 5 || started[0] == 4 ? errc::kSandbox : errc::kToolExec,
-                         "cannot " + step + " for " + spec.path + ": " + std::strerror(started[1]));
+    return ChildFailure(spec, bwrap, started[0], started[1]);
   }
   if (spec.terminal >= 0) {  // the program talks through its terminal only
     CloseFd(in[1]), CloseFd(out[0]), CloseFd(err[0]);
