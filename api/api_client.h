@@ -15,7 +15,7 @@
 namespace tollgate {
 
 // True when `url` (e.g. "http://127.0.0.1:8080") answers GET /healthz with
-// 200 (2 s to connect).
+// 200, or 503 while its log refuses appends (2 s to connect).
 bool ApiAnswers(const std::string& url);
 
 // METHOD (GET, DELETE, else POST with a JSON `body`) `path` with

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/api_client.h"
 #include "audit/event_log.h"
 #include "audit/verify.h"
 #include "tests/child_process.h"
@@ -381,6 +382,7 @@ TEST(LogFull, HealthzAndMetricsSayTheLogIsRefusingAndACallWaitsUnrunUntilSpaceIs
   EXPECT_EQ(full.body.value("ok", true), false);
   EXPECT_EQ(full.body["log_refusing"].value("code", ""), errc::kLogFull) << full.body.dump();
   EXPECT_TRUE(Has(GetMetrics(url), "tollgate_log_refusing_appends 1"));
+  EXPECT_TRUE(ApiAnswers(url)) << "the CLI still finds up (and its errors), not a log to open itself";
 
   testing::ChildProcess call;
   ASSERT_TRUE(submit(call, "on-a-full-disk", "write_file", {{"path", "ran.txt"}, {"content", "x"}}));
