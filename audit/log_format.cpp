@@ -9,7 +9,7 @@ namespace tollgate::logfmt {
 const char* CfName(int cf) {
   static const char* kNames[kNumCfs] = {"default",     "events",   "idx_session", "idx_agent",
                                         "idx_request", "idx_tool", "idx_org",     "idx_type",
-                                        "idx_time",    "dedupe",   "meta"};
+                                        "idx_time",    "dedupe",   "meta",        "merkle"};
   return kNames[cf];
 }
 

@@ -28,6 +28,7 @@ enum Cf : int {
   kByTime,     // be64(time_us ^ sign bit) be64(seq) -> ""
   kDedupe,     // event id -> be64(seq)
   kMeta,       // fixed keys below
+  kMerkle,     // level (1 byte) be64(index) -> 32 raw bytes; "size" -> be64 (audit/merkle_store.h)
   kNumCfs,
 };
 const char* CfName(int cf);

@@ -9,6 +9,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -95,6 +96,14 @@ std::vector<rocksdb::ColumnFamilyDescriptor> Descriptors() {
   return out;
 }
 
+// Whether the database at `path` has column family `cf` (the last one).
+bool HasFamily(const rocksdb::DBOptions& options, const std::string& path, int cf) {
+  static_assert(logfmt::kMerkle == logfmt::kNumCfs - 1, "only the last family may be missing");
+  std::vector<std::string> names;
+  if (!rocksdb::DB::ListColumnFamilies(options, path, &names).ok()) return true;  // let Open say why
+  return std::find(names.begin(), names.end(), logfmt::CfName(cf)) != names.end();
+}
+
 }  // namespace
 
 Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<LogStore>* out,
@@ -128,6 +137,10 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
   if (mode != OpenMode::kPrimary && !std::filesystem::exists(path + "/CURRENT")) {
     return Status::Error(errc::kNotFound, "no event log at " + path);
   }
+  // A log written before the Merkle tree has no `merkle` family; only the
+  // writer creates it, so a reader opens without it (cf(kMerkle) is null).
+  const bool without_merkle = mode != OpenMode::kPrimary && !HasFamily(options, path, logfmt::kMerkle);
+  if (without_merkle) descriptors.pop_back();
   switch (mode) {
     case OpenMode::kPrimary:
       s = rocksdb::DB::Open(options, path, descriptors, &store->handles_, &raw);
@@ -153,6 +166,7 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
   }
   if (!s.ok()) return FromRocks(s, "cannot open the event log at " + path);
   store->db_.reset(raw);
+  if (without_merkle) store->handles_.push_back(nullptr);
   if (mode == OpenMode::kPrimary) {
     store->dir_fd_ = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     std::string format;
@@ -174,7 +188,9 @@ Status LogStore::Open(const std::string& path, OpenMode mode, std::unique_ptr<Lo
 
 LogStore::~LogStore() {
   if (db_) {
-    for (auto* h : handles_) db_->DestroyColumnFamilyHandle(h);
+    for (auto* h : handles_) {
+      if (h != nullptr) db_->DestroyColumnFamilyHandle(h);
+    }
     handles_.clear();
     db_->Close();
     db_.reset();
@@ -200,6 +216,7 @@ uint64_t LogStore::FreeBytes() const {
 uint64_t LogStore::ApproximateBytes() const {
   uint64_t total = 0;
   for (auto* h : handles_) {
+    if (h == nullptr) continue;
     uint64_t v = 0;
     if (db_->GetIntProperty(h, rocksdb::DB::Properties::kTotalSstFilesSize, &v)) total += v;
     if (db_->GetIntProperty(h, rocksdb::DB::Properties::kCurSizeAllMemTables, &v)) total += v;

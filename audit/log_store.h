@@ -41,6 +41,7 @@ class LogStore {
   ~LogStore();
 
   rocksdb::DB* db() const { return db_.get(); }
+  // Null only for logfmt::kMerkle in a reader of a log that has no tree yet.
   rocksdb::ColumnFamilyHandle* cf(int which) const { return handles_[which]; }
   OpenMode mode() const { return mode_; }
   // kPrimary: what orders the database's WAL appends and syncs

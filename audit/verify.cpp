@@ -6,7 +6,11 @@
 #include <array>
 #include <sstream>
 
+#include "audit/merkle.h"
+#include "audit/merkle_store.h"
+#include "core/checkpoint.h"
 #include "core/json_error.h"
+#include "core/signed_note.h"
 
 namespace tollgate {
 
@@ -104,7 +108,46 @@ struct LogCheck {
   uint64_t expected_seq = 1;
   Digest prev = kGenesisHash;
   std::string probe{};  // a read buffer, reused
+  // The merkle family: its stored size, and the tree the records' hashes
+  // imply, grown leaf by leaf as the walk meets them.
+  bool merkle_present = false;
+  uint64_t merkle_size = 0;
+  merkle::Frontier merkle_edge{};
+  uint64_t merkle_nodes = 0;  // nodes the stored size implies, each compared
 };
+
+// The stored tree, read through the check's snapshot.
+class StoredTree : public merkle::SubtreeSource {
+ public:
+  explicit StoredTree(const LogCheck& k) : k_(k) {}
+  Status Get(int level, uint64_t index, merkle::Hash* out) const override {
+    std::string v;
+    rocksdb::Status g = k_.db->Get(k_.ro, k_.store.cf(kMerkle), MerkleNodeKey(level, index), &v);
+    if (!g.ok() || v.size() != out->size()) {
+      return Status::Error(errc::kNotFound, "no subtree (" + S(level) + ", " + S(index) + ")");
+    }
+    std::copy(v.begin(), v.end(), out->begin());
+    return Status::Ok();
+  }
+
+ private:
+  const LogCheck& k_;
+};
+
+// Merkle tree, per record: the leaf for `seq` and every subtree it
+// completes must be stored as the records imply, up to the stored size.
+void CheckMerkleLeaf(LogCheck& k, uint64_t seq, const Digest& record_hash) {
+  if (!k.merkle_present || seq > k.merkle_size || seq != k.merkle_edge.size() + 1) return;
+  StoredTree stored(k);
+  k.merkle_edge.Append(merkle::LeafHash(record_hash), [&](int level, uint64_t index, const merkle::Hash& h) {
+    ++k.merkle_nodes;
+    merkle::Hash got;
+    if (!stored.Get(level, index, &got).ok() || got != h) {
+      k.c.Add(seq, errc::kChainBroken,
+              "Merkle subtree (" + S(level) + ", " + S(index) + ") is missing or does not match the records");
+    }
+  });
+}
 
 // Forward index check: every entry this event implies exists, its dedupe
 // entry included.
@@ -158,6 +201,7 @@ void CheckEvents(LogCheck& k) {
       k.c.Add(seq, errc::kChainBroken, "seq " + S(seq) + " hash does not match its contents");
     }
     k.prev = rec.hash;
+    CheckMerkleLeaf(k, seq, rec.hash);
     Event e;
     if (!CheckBody(seq, rec.body, k.c, &e)) continue;
     CheckImpliedEntries(k, e, seq);
@@ -237,6 +281,70 @@ void CheckNoStrayEntries(LogCheck& k, uint64_t last) {
   }
 }
 
+// Merkle tree, before the walk: its stored size, if the log has the family.
+void ReadMerkleSize(LogCheck& k) {
+  k.merkle_present = k.store.cf(kMerkle) != nullptr;
+  if (!k.merkle_present) return;
+  std::string v;
+  rocksdb::Status g = k.db->Get(k.ro, k.store.cf(kMerkle), kMerkleSizeKey, &v);
+  if (!g.IsNotFound() && !(g.ok() && DecodeSeq(v, &k.merkle_size))) {
+    k.c.Add(0, errc::kLogCorrupt, "the Merkle tree size is unreadable");
+  }
+}
+
+// A stored checkpoint (audit/checkpointer.h): well formed, of a size the
+// tree holds, and its root the tree's at that size. (Its signature needs
+// the deployment's key: `tollgate audit verify-proof` checks that.)
+void CheckStoredCheckpoint(LogCheck& k, std::string_view note) {
+  SignedNote n;
+  Checkpoint cp;
+  Status s = ParseNote(note, &n);
+  if (s.ok()) s = ParseCheckpointText(n.text, &cp);
+  if (!s.ok()) {
+    k.c.Add(0, errc::kChainBroken, "a stored checkpoint is malformed: " + s.message());
+    return;
+  }
+  merkle::Hash root;
+  if (cp.size > k.merkle_size || !merkle::RootAt(StoredTree(k), cp.size, &root).ok() || root != cp.root) {
+    k.c.Add(cp.size, errc::kChainBroken,
+            "the checkpoint of size " + S(cp.size) + " does not match the log's tree at that size");
+  }
+}
+
+// Merkle tree, after the walk: no more leaves than records, the root the
+// records imply, and no entry beyond the nodes and the size.
+void CheckMerkleTree(LogCheck& k, uint64_t last) {
+  if (!k.merkle_present) return;
+  k.report.merkle_leaves = k.merkle_size;
+  if (k.merkle_size > last) {
+    k.c.Add(last + 1, errc::kChainBroken,
+            "the Merkle tree has " + S(k.merkle_size) + " leaves but the last record is seq " + S(last));
+    return;
+  }
+  if (k.merkle_edge.size() != k.merkle_size) return;  // the walk reported the gap
+  merkle::Hash root;
+  if (!merkle::RootAt(StoredTree(k), k.merkle_size, &root).ok() || root != k.merkle_edge.Root()) {
+    k.c.Add(k.merkle_size, errc::kChainBroken,
+            "the Merkle tree's root at size " + S(k.merkle_size) + " does not match the records");
+  }
+  uint64_t count = 0;
+  std::unique_ptr<rocksdb::Iterator> it(k.db->NewIterator(k.ro, k.store.cf(kMerkle)));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().starts_with(
+            rocksdb::Slice(kMerkleCheckpointPrefix.data(), kMerkleCheckpointPrefix.size()))) {
+      CheckStoredCheckpoint(k, it->value().ToStringView());
+    } else {
+      ++count;
+    }
+  }
+  const uint64_t expected = k.merkle_nodes + (k.merkle_size > 0 ? 1 : 0);
+  if (count != expected) {
+    k.c.Add(k.merkle_size + 1, errc::kChainBroken,
+            "the Merkle family holds " + S(count) + " entries; a tree of " + S(k.merkle_size) +
+                " leaves has " + S(expected));
+  }
+}
+
 }  // namespace
 
 VerifyReport VerifyLog(const LogStore& store) {
@@ -250,6 +358,7 @@ VerifyReport VerifyLog(const LogStore& store) {
   const rocksdb::Snapshot* snap = store.mode() == OpenMode::kPrimary ? db->GetSnapshot() : nullptr;
   ro.snapshot = snap;
   LogCheck k{store, db, ro, c, report};
+  ReadMerkleSize(k);
   CheckEvents(k);
   const uint64_t last = k.expected_seq - 1;
   report.head_seq = last;
@@ -258,6 +367,7 @@ VerifyReport VerifyLog(const LogStore& store) {
   report.from_prev_hash = ToHex(kGenesisHash);
   CheckMetaHead(k, last);
   CheckNoStrayEntries(k, last);
+  CheckMerkleTree(k, last);
   if (snap != nullptr) db->ReleaseSnapshot(snap);
   c.Finish();
   return report;

@@ -4,7 +4,9 @@
 // record decodes, its body is canonical and a valid envelope, its prev_hash
 // is the previous record's hash and its hash is SHA-256(prev_hash || body);
 // meta's head equals the last record; every index and dedupe entry the
-// events imply exists, and no other entry does. VerifyExport checks an
+// events imply exists, and no other entry does; the Merkle tree, when the
+// log has one, holds no more leaves than records and every node the records'
+// hashes imply, and nothing else. VerifyExport checks an
 // export stream (audit/export.h) the same way, offline, with no database.
 //
 // Both report every problem found (up to a cap) and the first bad seq. They
@@ -30,6 +32,7 @@ struct VerifyProblem {
 struct VerifyReport {
   uint64_t events = 0;         // records checked
   uint64_t index_entries = 0;  // index and dedupe entries checked
+  uint64_t merkle_leaves = 0;  // VerifyLog: leaves of the stored Merkle tree, each checked
   // The range checked: seqs from_seq..head_seq, the first linking to
   // from_prev_hash (the genesis hash for a whole log). An export that
   // starts past seq 1 proves only that its records chain from
