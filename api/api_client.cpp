@@ -39,6 +39,22 @@ Status ApiCall(const std::string& url, const std::string& token, const std::stri
   return HttpOutcome(*status, *reply);
 }
 
+Status ApiGetText(const std::string& url, const std::string& token, const std::string& path,
+                  std::string* text) {
+  httplib::Client c(url);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(30);
+  httplib::Result res = c.Get(path, httplib::Headers{{"Authorization", "Bearer " + token}});
+  const int status = res ? res->status : 0;
+  Json reply = Json::object();
+  if (status >= 200 && status < 300) {
+    *text = res->body;
+  } else if (res) {
+    ParseJson(res->body, &reply);
+  }
+  return HttpOutcome(status, reply);
+}
+
 std::string EncodeQueryParam(const std::string& value) { return httplib::detail::encode_query_param(value); }
 
 }  // namespace tollgate

@@ -26,6 +26,12 @@ bool ApiAnswers(const std::string& url);
 Status ApiCall(const std::string& url, const std::string& token, const std::string& method,
                const std::string& path, const std::string& body, int* status, Json* reply);
 
+// GET `path` of a route that answers text (GET /v1/audit/checkpoint,
+// /proof, /consistency): *text its body on a 2xx, else the error as
+// ApiCall gives it.
+Status ApiGetText(const std::string& url, const std::string& token, const std::string& path,
+                  std::string* text);
+
 // `value` encoded for a query string or a path segment.
 std::string EncodeQueryParam(const std::string& value);
 

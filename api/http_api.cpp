@@ -492,6 +492,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   RegisterApprovalRoutes(im, svr);
   RegisterCredentialRoutes(im, svr);
   RegisterAuditRoutes(im, svr);
+  RegisterProofRoutes(im, svr);
   RegisterIdentityRoutes(im, svr);
   RegisterConsoleRoutes(im, svr);
   RegisterReplayRoutes(im, svr);

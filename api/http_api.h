@@ -24,7 +24,18 @@
 //                             entries): get_audit_log, the filters of
 //                             `tollgate audit query`, paginated by cursor
 //   GET  /v1/audit/export     auditor, admin: the records of /v1/audit's
-//                             filters as a selection export (audit/export.h)
+//                             filters as a selection export (audit/export.h);
+//                             /v1/audit?proofs=1 adds the latest checkpoint
+//                             and each event's tlog-proof against it
+//   GET  /v1/audit/checkpoint auditor, admin: the latest signed checkpoint
+//                             note (?size=N a stored one; ?fresh=1 signs now)
+//   GET  /v1/audit/checkpoint-key  auditor, admin: {origin, verifier_key,
+//                             public_key}
+//   GET  /v1/audit/proof?seq=S     auditor, admin: seq S's C2SP tlog-proof
+//                             (&size=N against that stored checkpoint)
+//   GET  /v1/audit/consistency?from=M&to=N  auditor, admin: the proof that
+//                             the tree of size M is a prefix of the stored
+//                             checkpoint of size N
 //   GET  /v1/whoami           any token: {identity, org_id, roles}
 //   GET  /v1/connections      operator, admin of org "*": what the fair-share
 //                             pools hold, the refusals, MCP sessions and
@@ -85,6 +96,9 @@
 
 namespace tollgate {
 
+class MerkleStore;   // audit/merkle_store.h
+class Checkpointer;  // audit/checkpointer.h
+
 // Request bodies over this are refused with 413 (E_BODY_TOO_LARGE).
 inline constexpr size_t kMaxApiBodyBytes = 1 << 20;
 
@@ -129,6 +143,13 @@ struct ApiOptions {
   std::function<Status()> log_refusal;
   // Connections per pool and identity (api/fair_share.h).
   FairShareLimits limits;
+  // The log's Merkle tree and its stored checkpoints: GET
+  // /v1/audit/checkpoint, /proof, /consistency and /v1/audit's proofs=1.
+  // Null: those answer 404 (this deployment keeps no tree).
+  const MerkleStore* tree = nullptr;
+  // Signs checkpoints (?fresh=1) and names the checkpoint key
+  // (/v1/audit/checkpoint-key). Null: those answer 404.
+  Checkpointer* checkpointer = nullptr;
 };
 
 class ApiServer {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "api/http_api.h"
 
@@ -46,6 +47,7 @@ void RegisterHealthRoutes(Impl* im, httplib::Server& svr);      // http_routes_s
 void RegisterApprovalRoutes(Impl* im, httplib::Server& svr);    // http_routes_approvals.cpp
 void RegisterCredentialRoutes(Impl* im, httplib::Server& svr);  // http_routes_credentials.cpp
 void RegisterAuditRoutes(Impl* im, httplib::Server& svr);       // http_routes_audit.cpp
+void RegisterProofRoutes(Impl* im, httplib::Server& svr);       // http_routes_proofs.cpp
 void RegisterIdentityRoutes(Impl* im, httplib::Server& svr);    // http_routes_status.cpp
 void RegisterReplayRoutes(Impl* im, httplib::Server& svr);      // http_routes_audit.cpp
 void RegisterToolRoutes(Impl* im, httplib::Server& svr);        // http_routes_tools.cpp
@@ -54,6 +56,15 @@ void RegisterToolRoutes(Impl* im, httplib::Server& svr);        // http_routes_t
 const ConnectionBudget& BudgetOf(const Impl* im);
 // The socket of the connection the calling worker thread serves; -1 outside one.
 int CurrentSocket();
+
+// --- Proofs (http_routes_proofs.cpp) ---
+
+// /v1/audit?proofs=1: *note the latest stored checkpoint ("" before the
+// first), and each of `lines` (an event's JSON record) given a "proof", its
+// tlog-proof against that checkpoint, or "proof_pending": true when the
+// checkpoint does not cover it yet. False after answering (404 when the
+// deployment keeps no tree).
+bool AddAuditProofs(Impl* im, httplib::Response& res, std::vector<std::string>* lines, std::string* note);
 
 // --- Answering (http_api.cpp) ---
 

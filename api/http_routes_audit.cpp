@@ -89,12 +89,19 @@ void HandleAudit(Impl* im, const httplib::Request& req, httplib::Response& res) 
   AuditPage page;
   Status st = GetAuditLog(*im->store, scope, q, &page);
   if (!st.ok()) return Error(res, StatusFor(st), st.code(), st.message());
+  // proofs=1: each event's inclusion proof against the latest checkpoint
+  // (http_routes_proofs.cpp); audit/query_params.h ignores the parameter.
+  const bool proofs = Param(req, "proofs") == "1";
+  std::string note;
+  if (proofs && !AddAuditProofs(im, res, &page.lines, &note)) return;
   std::string text = "{\"events\":[";
   for (size_t i = 0; i < page.lines.size(); ++i) {
     if (i) text += ',';
     text += page.lines[i];
   }
-  text += "],\"next_cursor\":" + Json(page.next_cursor).dump() + "}\n";
+  text += "],\"next_cursor\":" + Json(page.next_cursor).dump();
+  if (proofs) text += ",\"checkpoint\":" + (note.empty() ? std::string("null") : Json(note).dump());
+  text += "}\n";
   res.status = 200;
   res.set_content(text, "application/json");
 }

@@ -1,19 +1,25 @@
-// `tollgate audit query|verify|export|import`.
+// `tollgate audit query|verify|export|import|checkpoint|proof|consistency|
+// verify-proof`.
 //
 // Readers open the log as a RocksDB secondary, so they work while `tollgate
-// up` is writing it; import opens it as the writer.
+// up` is writing it; import opens it as the writer. checkpoint, proof and
+// consistency ask the running `up` (its HTTP API, which holds the tree and
+// signs); verify-proof needs neither log nor network (cli/verify_proof.h).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "audit/audit_query.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
 #include "audit/query_params.h"
 #include "audit/verify.h"
+#include "cli/admin_client.h"
 #include "cli/commands.h"
+#include "cli/verify_proof.h"
 
 namespace tollgate::cli {
 namespace {
@@ -92,12 +98,8 @@ int PrintReport(const VerifyReport& r) {
   return r.ok() ? 0 : 1;
 }
 
-}  // namespace
-
-void AddAuditCommands(CLI::App& app, int* exit_code) {
-  auto* audit = app.add_subcommand("audit", "query, verify, export and import the event log");
-  audit->require_subcommand(1);
-
+// `audit query`.
+void AddQueryCommand(CLI::App* audit, int* exit_code) {
   auto qf = std::make_shared<QueryFlags>();
   auto* query = audit->add_subcommand("query", "print matching events as JSON lines (get_audit_log)");
   query->add_option("--data", qf->data, "data directory (or the log directory in it)")->capture_default_str();
@@ -107,7 +109,10 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   query->add_flag("--desc", qf->descending, "newest first");
   query->add_flag("--all", qf->all_pages, "follow cursors to the end");
   query->callback([qf, exit_code] { *exit_code = RunQuery(*qf); });
+}
 
+// `audit verify`: a database, or an export file offline.
+void AddVerifyCommand(CLI::App* audit, int* exit_code) {
   auto vdata = std::make_shared<std::string>(kDefaultDataDir);
   auto vfile = std::make_shared<std::string>();
   auto* verify = audit->add_subcommand("verify", "check the hash chain and every index; exit 1 on any break");
@@ -127,12 +132,37 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
     Status s = OpenReader(*vdata, &store);
     *exit_code = s.ok() ? PrintReport(VerifyLog(*store)) : Fail(s);
   });
+}
 
-  struct ExportFlags {
-    std::string data = kDefaultDataDir, out, since, until;
-    ExportRange range;
-    uint64_t from = 0, to = 0;
-  };
+struct ExportFlags {
+  std::string data = kDefaultDataDir, out, since, until;
+  ExportRange range;
+  uint64_t from = 0, to = 0;
+};
+
+int RunExport(ExportFlags& f) {
+  if (f.from) f.range.from_seq = f.from;
+  if (f.to) f.range.to_seq = f.to;
+  if (!f.since.empty()) f.range.since_us = ParseTimeFlag("--since", f.since);
+  if (!f.until.empty()) f.range.until_us = ParseTimeFlag("--until", f.until);
+  std::unique_ptr<LogStore> store;
+  Status s = OpenReader(f.data, &store);
+  if (!s.ok()) return Fail(s);
+  ExportStats stats;
+  if (f.out.empty()) {
+    s = ExportLog(*store, f.range, std::cout, &stats);
+  } else {
+    std::ofstream out(f.out, std::ios::trunc);
+    s = out ? ExportLog(*store, f.range, out, &stats) : Status::Error(errc::kLogIO, "cannot write " + f.out);
+  }
+  if (!s.ok()) return Fail(s);
+  std::cerr << "exported seq " << stats.from_seq << ".." << stats.to_seq << " (" << stats.count
+            << " events)\n";
+  return 0;
+}
+
+// `audit export`.
+void AddExportCommand(CLI::App* audit, int* exit_code) {
   auto ef = std::make_shared<ExportFlags>();
   auto* exp = audit->add_subcommand("export", "write the log (or a range) as verifiable JSON lines");
   exp->add_option("--data", ef->data, "data directory (or the log directory in it)")->capture_default_str();
@@ -141,33 +171,11 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
   exp->add_option("--to-seq", ef->to, "last seq");
   exp->add_option("--since", ef->since, "events from this time (RFC 3339)");
   exp->add_option("--until", ef->until, "events before this time (RFC 3339)");
-  exp->callback([ef, exit_code] {
-    if (ef->from) ef->range.from_seq = ef->from;
-    if (ef->to) ef->range.to_seq = ef->to;
-    if (!ef->since.empty()) ef->range.since_us = ParseTimeFlag("--since", ef->since);
-    if (!ef->until.empty()) ef->range.until_us = ParseTimeFlag("--until", ef->until);
-    std::unique_ptr<LogStore> store;
-    Status s = OpenReader(ef->data, &store);
-    if (!s.ok()) {
-      *exit_code = Fail(s);
-      return;
-    }
-    ExportStats stats;
-    if (ef->out.empty()) {
-      s = ExportLog(*store, ef->range, std::cout, &stats);
-    } else {
-      std::ofstream out(ef->out, std::ios::trunc);
-      s = out ? ExportLog(*store, ef->range, out, &stats)
-              : Status::Error(errc::kLogIO, "cannot write " + ef->out);
-    }
-    if (!s.ok()) {
-      *exit_code = Fail(s);
-      return;
-    }
-    std::cerr << "exported seq " << stats.from_seq << ".." << stats.to_seq << " (" << stats.count
-              << " events)\n";
-  });
+  exp->callback([ef, exit_code] { *exit_code = RunExport(*ef); });
+}
 
+// `audit import`.
+void AddImportCommand(CLI::App* audit, int* exit_code) {
   auto idata = std::make_shared<std::string>(kDefaultDataDir);
   auto ifile = std::make_shared<std::string>();
   auto* imp =
@@ -191,6 +199,147 @@ void AddAuditCommands(CLI::App& app, int* exit_code) {
     }
     std::cerr << "imported " << n << " events; head seq " << log->head_seq() << "\n";
   });
+}
+
+// --- Checkpoints and proofs: served by the running `up` (its HTTP API) ---
+
+struct LiveFlags {
+  std::string data = kDefaultDataDir, token_file;
+  uint64_t size = 0, seq = 0, from = 0, to = 0;
+  bool fresh = false;
+  CLI::Option* size_opt = nullptr;  // given or not (0 is a size)
+};
+
+// GET `path` of the running API and print its text as is.
+int PrintFromApi(const LiveFlags& f, const std::string& path) {
+  const std::string url = LiveApiUrl(f.data);
+  if (url.empty()) {
+    std::cerr << "tollgate: no running API in " << f.data
+              << " (checkpoints and proofs are served by `tollgate up --data " << f.data << "`)\n";
+    return 2;
+  }
+  std::string token, text;
+  Status s = ResolveToken({f.data, f.token_file}, &token);
+  if (!s.ok()) return Fail(s);
+  s = ApiGetText(url, token, path, &text);
+  if (!s.ok()) {
+    std::cerr << "tollgate: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::cout << text << std::flush;
+  return 0;
+}
+
+std::string SizeParam(const LiveFlags& f, const char* sep) {
+  return f.size_opt->count() ? sep + std::string("size=") + std::to_string(f.size) : "";
+}
+
+CLI::App* AddLiveCommand(CLI::App* audit, const char* name, const char* help, LiveFlags* f) {
+  auto* cmd = audit->add_subcommand(name, help);
+  cmd->add_option("--data", f->data, "data directory of `tollgate up`")->capture_default_str();
+  cmd->add_option("--token-file", f->token_file,
+                  "an auditor's or admin's token (default: $TOLLGATE_TOKEN, DATA/admin.token)");
+  return cmd;
+}
+
+// `audit checkpoint`, `audit proof`, `audit consistency`.
+void AddLiveCommands(CLI::App* audit, int* exit_code) {
+  auto cf = std::make_shared<LiveFlags>();
+  auto* cp = AddLiveCommand(audit, "checkpoint", "print the latest signed checkpoint (C2SP tlog-checkpoint)",
+                            cf.get());
+  cf->size_opt = cp->add_option("--size", cf->size, "the stored checkpoint of this tree size instead");
+  cp->add_flag("--fresh", cf->fresh, "sign one of the log as it stands first");
+  cp->callback([cf, exit_code] {
+    std::string q = SizeParam(*cf, "&") + (cf->fresh ? "&fresh=1" : "");
+    if (!q.empty()) q[0] = '?';
+    *exit_code = PrintFromApi(*cf, "/v1/audit/checkpoint" + q);
+  });
+
+  auto pf = std::make_shared<LiveFlags>();
+  auto* proof =
+      AddLiveCommand(audit, "proof", "print an event's inclusion proof (C2SP tlog-proof)", pf.get());
+  proof->add_option("--seq", pf->seq, "the event's seq")->required();
+  pf->size_opt = proof->add_option("--size", pf->size,
+                                   "against the stored checkpoint of this size (default: the latest)");
+  proof->callback([pf, exit_code] {
+    *exit_code = PrintFromApi(*pf, "/v1/audit/proof?seq=" + std::to_string(pf->seq) + SizeParam(*pf, "&"));
+  });
+
+  auto kf = std::make_shared<LiveFlags>();
+  auto* cons = AddLiveCommand(
+      audit, "consistency",
+      "print the proof that the tree of size --from is a prefix of the stored checkpoint of size --to",
+      kf.get());
+  cons->add_option("--from", kf->from, "the size of the checkpoint you hold")->required();
+  cons->add_option("--to", kf->to, "the size of a newer stored checkpoint")->required();
+  cons->callback([kf, exit_code] {
+    *exit_code = PrintFromApi(
+        *kf, "/v1/audit/consistency?from=" + std::to_string(kf->from) + "&to=" + std::to_string(kf->to));
+  });
+}
+
+// --- verify-proof: offline (cli/verify_proof.h) ---
+
+struct VerifyProofFlags {
+  std::string key;
+  std::vector<std::string> checkpoints, proofs, records, consistency, witnesses;
+  size_t quorum = 0;
+};
+
+Status ReadInputs(const std::vector<std::string>& paths, std::vector<ProofInput>* out) {
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    if (!in) return Status::Error(errc::kNotFound, "cannot read " + path);
+    text << in.rdbuf();  // an empty file stays empty (and fails its check)
+    out->push_back({path, text.str()});
+  }
+  return Status::Ok();
+}
+
+int RunVerifyProof(const VerifyProofFlags& f) {
+  ProofBundle b;
+  b.key = f.key;
+  b.witnesses = f.witnesses;
+  b.quorum = f.quorum;
+  Status s = ReadInputs(f.checkpoints, &b.checkpoints);
+  if (s.ok()) s = ReadInputs(f.proofs, &b.proofs);
+  if (s.ok()) s = ReadInputs(f.records, &b.records);
+  if (s.ok()) s = ReadInputs(f.consistency, &b.consistency);
+  if (!s.ok()) return Fail(s);
+  const ProofReport r = VerifyProofBundle(b);
+  std::cout << r.Text();
+  return r.ok() ? 0 : 1;
+}
+
+void AddVerifyProofCommand(CLI::App* audit, int* exit_code) {
+  auto f = std::make_shared<VerifyProofFlags>();
+  auto* vp = audit->add_subcommand(
+      "verify-proof", "check checkpoints and proofs offline against a pinned key; exit 1 on any failure");
+  vp->add_option("--key", f->key, "the log's checkpoint verifier key (name+hash+key)")->required();
+  vp->add_option("--checkpoint", f->checkpoints, "a signed checkpoint file (repeatable)");
+  vp->add_option("--proof", f->proofs, "a tlog-proof file (repeatable)");
+  vp->add_option("--record", f->records,
+                 "export records, one JSON line each: the proofs' leaves (repeatable)");
+  vp->add_option("--consistency", f->consistency,
+                 "a consistency proof between two --checkpoint files (repeatable)");
+  vp->add_option("--witness", f->witnesses, "a witness's verifier key (repeatable)");
+  vp->add_option("--quorum", f->quorum, "cosignatures required of the witnesses (default: all)");
+  vp->callback([f, exit_code] { *exit_code = RunVerifyProof(*f); });
+}
+
+}  // namespace
+
+void AddAuditCommands(CLI::App& app, int* exit_code) {
+  auto* audit =
+      app.add_subcommand("audit", "query, verify, export and import the event log; checkpoints and proofs");
+  audit->require_subcommand(1);
+  AddQueryCommand(audit, exit_code);
+  AddVerifyCommand(audit, exit_code);
+  AddExportCommand(audit, exit_code);
+  AddImportCommand(audit, exit_code);
+  AddLiveCommands(audit, exit_code);
+  AddVerifyProofCommand(audit, exit_code);
 }
 
 std::string LogDirOf(const std::string& data) {

@@ -20,8 +20,9 @@ struct UpFlags {
   std::string durability = "sync";
   std::string log_format = "json";
   bool check = false;
-  int broker_port = -1;     // --broker-port; -1: not given
-  bool http_given = false;  // --http was on the command line
+  int broker_port = -1;            // --broker-port; -1: not given
+  bool http_given = false;         // --http was on the command line
+  double checkpoint_seconds = 10;  // --checkpoint-every-seconds
 };
 
 constexpr const char* kDefaultHttp = "127.0.0.1:0";
@@ -80,7 +81,22 @@ bool ApplyUpFlags(UpFlags& f) {
     std::cerr << "tollgate: --broker-port is the embedded broker's; with --brokers there is none\n";
     return false;
   }
+  if (!(f.checkpoint_seconds >= 0 && f.checkpoint_seconds <= 86400)) {
+    std::cerr << "tollgate: --checkpoint-every-seconds must be between 0 and 86400\n";
+    return false;
+  }
+  f.pipeline.checkpoints.every = std::chrono::milliseconds(static_cast<int64_t>(f.checkpoint_seconds * 1000));
   return true;
+}
+
+// Signed checkpoints of the log (docs/log_format.md, "Checkpoints and proofs").
+void AddCheckpointFlags(CLI::App* up, UpFlags* f) {
+  up->add_option("--checkpoint-every-events", f->pipeline.checkpoints.every_events,
+                 "sign a checkpoint of the log's Merkle tree every N events (0: off)")
+      ->capture_default_str();
+  up->add_option("--checkpoint-every-seconds", f->checkpoint_seconds,
+                 "and after this long when the log grew (0: off)")
+      ->capture_default_str();
 }
 
 // --check: validates the invocation without starting anything (compose test).
@@ -242,6 +258,7 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_option("--tools-dir", f->pipeline.tools_dir, "CLI tools: DIR/<name>/run (default DATA/tools)");
   up->add_option("--workspaces", f->pipeline.workspace_root,
                  "agents' workspaces root (default DATA/workspaces)");
+  AddCheckpointFlags(up, f.get());
   up->add_flag("--check", f->check, "validate the flags, print the configuration and exit");
   up->callback([f, exit_code, http] {
     f->http_given = http->count() > 0;

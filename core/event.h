@@ -35,12 +35,13 @@ inline constexpr const char* kPolicyRefused = "policy.refused";
 inline constexpr const char* kCredentialAdded = "credential.added";
 inline constexpr const char* kCredentialRevoked = "credential.revoked";
 inline constexpr const char* kToolsAvailable = "tools.available";
+inline constexpr const char* kCheckpointSigned = "checkpoint.signed";
 }  // namespace ev
 inline constexpr std::string_view kEventTypes[] = {
     ev::kRequestReceived,    ev::kRequestRejected, ev::kDecisionMade,    ev::kApprovalRequested,
     ev::kApprovalGranted,    ev::kApprovalDenied,  ev::kApprovalExpired, ev::kExecutionStarted,
     ev::kExecutionCompleted, ev::kPolicyUpdated,   ev::kApprovalRefused, ev::kCredentialAdded,
-    ev::kCredentialRevoked,  ev::kToolsAvailable,  ev::kPolicyRefused,
+    ev::kCredentialRevoked,  ev::kToolsAvailable,  ev::kPolicyRefused,   ev::kCheckpointSigned,
 };
 bool IsKnownEventType(std::string_view type);
 // The org of events about the whole deployment (policy.updated of the file

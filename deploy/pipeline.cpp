@@ -157,11 +157,14 @@ Status Pipeline::OpenLogAndIdentity() {
   return Status::Ok();
 }
 
-// Observers of the log: metrics, the approvers' webhooks and the OTLP exporter.
+// Observers of the log: metrics, the approvers' webhooks, the checkpoints
+// and the OTLP exporter.
 Status Pipeline::StartObservers() {
   Metrics* m = metrics_.get();
   local_->sink->AddListener([m](const std::vector<Event>& events) { m->Observe(events); });
   StartApprovalWebhooks(options_.webhooks, local_->store_view.get(), *local_->sink, &webhooks_);
+  Status s = StartCheckpoints(*local_, *key_, options_.checkpoints, &checkpoints_);
+  if (!s.ok()) return s;
   return StartOtlpExport(options_.otlp_endpoint, *local_->sink, *metrics_, &otlp_);
 }
 
@@ -266,9 +269,14 @@ Status Pipeline::ServeApi() {
   };
   if (decide_ != nullptr) ao.policy_health = [d = decide_] { return d->PolicyHealth(); };
   ao.log_refusal = [log = local_->log.get()] { return log->refusal(); };  // a full disk on /healthz
+  ao.tree = checkpoints_.tree.get();
+  ao.checkpointer = checkpoints_.checkpointer.get();
   Status s =
       ServeLog(options_, bus_, std::move(ao), local_->log->store(),
-               {{"embedded_broker", options_.brokers.empty()}, {"gate_key", GateKeyJson(*gate_)}}, &api_);
+               {{"embedded_broker", options_.brokers.empty()},
+                {"gate_key", GateKeyJson(*gate_)},
+                {"checkpoint_key", CheckpointKeyJson(checkpoints_.checkpointer->signer())}},
+               &api_);
   if (!s.ok()) return s;
   if (api_) notify_->SetConsoleBase(api_->url());
   return Status::Ok();
@@ -300,6 +308,8 @@ Pipeline::~Pipeline() {
   reconcile_producer_.reset();
   otlp_.reset();
   webhooks_.reset();
+  checkpoints_.checkpointer.reset();  // then the tree, before the log it reads
+  checkpoints_.tree.reset();
   local_.reset();
   broker_.reset();
 }

@@ -19,6 +19,7 @@
 #include "core/auth.h"
 #include "core/credentials.h"
 #include "decide/decide_stage.h"
+#include "deploy/checkpoints.h"
 #include "deploy/endpoints.h"  // WriteEndpoints, for its callers
 #include "deploy/local_log.h"
 #include "deploy/reconciler.h"
@@ -43,6 +44,8 @@ struct PipelineOptions {
   Durability durability = Durability::kSync;
   size_t max_request_bytes = 1 << 20;
   size_t max_batch = 500;
+  // Signed checkpoints of the log's Merkle tree (audit/checkpointer.h).
+  CheckpointOptions checkpoints;
   // The time the stages see (RunnerOptions::clock); null: the wall clock.
   std::function<int64_t()> clock;
   bool write_endpoints = true;  // data_dir/endpoints.json
@@ -119,6 +122,8 @@ class Pipeline {
   ApproveStage& approve() { return *approve_; }
   // The approvers' webhooks (observe/approval_webhooks.h); null without --webhook.
   const ApprovalWebhooks* webhooks() const { return webhooks_.get(); }
+  Checkpointer& checkpointer() { return *checkpoints_.checkpointer; }
+  const MerkleStore& tree() const { return *checkpoints_.tree; }
   ApiServer* api() { return api_.get(); }              // null without http_listen
   Scheduler* scheduler() { return scheduler_.get(); }  // null when replaying
   // What GET /metrics serves (api/metrics.h).
@@ -176,6 +181,7 @@ class Pipeline {
   std::shared_ptr<Metrics> metrics_ = std::make_shared<Metrics>();
   std::shared_ptr<OtlpExporter> otlp_;          // with --otlp-endpoint
   std::unique_ptr<ApprovalWebhooks> webhooks_;  // with --webhook
+  Checkpoints checkpoints_;                     // the Merkle tree and its signed checkpoints
 };
 
 }  // namespace tollgate

@@ -421,6 +421,13 @@ Json GoodData(std::string_view type) {
             {"in_force_version", "file:0123456789abcdef"},
             {"in_force_content_hash", kHash}};
   }
+  if (type == "checkpoint.signed") {
+    return {{"origin", "tollgate/0123456789abcdef"},
+            {"size", 42},
+            {"root", "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="},
+            {"note",
+             "tollgate/0123456789abcdef\n42\nCsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I=\n\n\u2014 sig\n"}};
+  }
   if (type == "credential.added") return CredentialAddedEvent(GoodCredential(), 1795862424123456).data;
   if (type == "credential.revoked") {
     return CredentialRevokedEvent(GoodCredential(), "admin", "key leaked", 1795862424123456).data;
@@ -437,8 +444,8 @@ Json GoodEvent(std::string_view type) {
   }
   Event e;
   e.type = std::string(type);
-  const bool deployment_wide =
-      type == "policy.updated" || type == "tools.available" || type == "policy.refused";
+  const bool deployment_wide = type == "policy.updated" || type == "tools.available" ||
+                               type == "policy.refused" || type == "checkpoint.signed";
   e.request_id = deployment_wide ? "" : "r-1";
   e.id = e.request_id.empty() ? MakeEventId(e.type, "") : MakeRequestEventId("acme", e.type, e.request_id);
   e.time_us = 1795862424123456;
@@ -590,6 +597,7 @@ TEST(EventDataSchema, RefusesBadDataOfEveryType) {
       {"policy.updated", "/source", nullptr, true, "/data: missing required field 'source'"},
       {"tools.available", "/executor", nullptr, true, "/data: missing required field 'executor'"},
       {"policy.refused", "/errors", Json::array(), false, "/data/errors"},
+      {"checkpoint.signed", "/root", "not base64", false, "/data/root"},
       {"policy.updated", "/policy_version", "", false, "/data/policy_version: must not be empty"},
       {"policy.updated", "/policy", nullptr, true, "policy"},
       {"policy.updated", "/tier", "org", false, "/data/tier: must be one of"},
