@@ -3,7 +3,7 @@
 rewrites one record and recomputes every hash after it (docs/log_format.md,
 "Limits of the chain"). Reads a range export from seq 1, changes the data
 of record SEQ (sets data.rewritten = true) and writes an export that
-verifies on its own.
+verifies on its own. SEQ may be "first:TYPE": the first record of that type.
 
 Usage: rewrite_log.py IN OUT SEQ
 """
@@ -21,6 +21,8 @@ def main(src, dst, seq):
     header, records, end = lines[0], lines[1:-1], lines[-1]
     if header.get("from_seq") != 1:
         raise SystemExit("a rewrite from seq 1 needs an export from seq 1")
+    if isinstance(seq, str):
+        seq = next(r["seq"] for r in records if r["type"] == seq.split(":", 1)[1])
     prev = bytes(32)
     for r in records:
         if r["seq"] == seq:
@@ -36,4 +38,5 @@ def main(src, dst, seq):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    arg = sys.argv[3]
+    main(sys.argv[1], sys.argv[2], arg if arg.startswith("first:") else int(arg))
