@@ -74,8 +74,8 @@ Status ValidateEnvelope(const Event& e) {
     if (e.type.empty()) return Status::Error(errc::kInvalidEvent, "field 'type' is required");
     return Status::Error(errc::kUnknownEventType, "unknown event type '" + e.type.substr(0, 64) + "'");
   }
-  const bool needs_request =
-      e.type != ev::kPolicyUpdated && e.type != ev::kToolsAvailable && e.type != ev::kPolicyRefused;
+  const bool needs_request = e.type != ev::kPolicyUpdated && e.type != ev::kToolsAvailable &&
+                             e.type != ev::kPolicyRefused && e.type != ev::kCheckpointSigned;
   Status s;
   if (!(s = CheckIdField("id", e.id, true)).ok()) return s;
   if (!(s = CheckIdField("org_id", e.org_id, true)).ok()) return s;
