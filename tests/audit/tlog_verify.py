@@ -41,7 +41,7 @@ def node_hash(left, right):
 # --- signed notes (C2SP signed-note) -------------------------------------
 
 def parse_vkey(vkey):
-    name, hexhash, b64 = vkey.split("+")
+    name, hexhash, b64 = vkey.split("+", 2)  # base64 may hold "+"
     raw = base64.b64decode(b64, validate=True)
     if raw[0] != 0x01 or len(raw) != 33:
         raise ValueError("not an Ed25519 verifier key")
