@@ -217,7 +217,8 @@ TEST_F(CheckpointTest, ALogRewrittenAfterACheckpointFailsTheConsistencyProofFrom
   if (std::filesystem::exists(dir_.sub("data/tokens.json")))
     std::filesystem::copy(dir_.sub("data/tokens.json"), dir_.sub("forged/tokens.json"));
   ASSERT_EQ(
-      Run({"audit", "import", "--data", dir_.sub("forged"), "--file", dir_.sub("rewritten.jsonl")}, &out), 0)
+      Run({"audit", "import", "--data", dir_.sub("forged/log"), "--file", dir_.sub("rewritten.jsonl")}, &out),
+      0)
       << out;
   ASSERT_EQ(Run({"audit", "verify", "--data", dir_.sub("forged")}, &out), 0) << "the chain verifies: " << out;
 
