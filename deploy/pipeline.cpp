@@ -271,12 +271,11 @@ Status Pipeline::ServeApi() {
   ao.log_refusal = [log = local_->log.get()] { return log->refusal(); };  // a full disk on /healthz
   ao.tree = checkpoints_.tree.get();
   ao.checkpointer = checkpoints_.checkpointer.get();
-  Status s =
-      ServeLog(options_, bus_, std::move(ao), local_->log->store(),
-               {{"embedded_broker", options_.brokers.empty()},
-                {"gate_key", GateKeyJson(*gate_)},
-                {"checkpoint_key", CheckpointKeyJson(checkpoints_.checkpointer->signer())}},
-               &api_);
+  Status s = ServeLog(options_, bus_, std::move(ao), local_->log->store(),
+                      {{"embedded_broker", options_.brokers.empty()},
+                       {"gate_key", GateKeyJson(*gate_)},
+                       {"checkpoint_key", CheckpointKeyJson(checkpoints_.checkpointer->signer())}},
+                      &api_);
   if (!s.ok()) return s;
   if (api_) notify_->SetConsoleBase(api_->url());
   return Status::Ok();
