@@ -32,7 +32,8 @@ bool ParseDurability(std::string_view text, Durability* out) {
 // destroy), it only joins bytes, hashes and writes.
 struct EventLog::Pending {
   std::string id;
-  EventBodyParts body;  // canonical bytes around the seq
+  EventBodyParts body;                         // canonical bytes around the seq and the links
+  std::string org_id, request_id, session_id;  // the links' keys
   // Index keys minus their trailing be64(seq), which the writer appends.
   std::vector<std::pair<logfmt::Cf, std::string>> index_prefixes;
   // The open-request index's change (audit/open_requests.h).
@@ -55,6 +56,9 @@ struct EventLog::Pending {
   // Everything but the body (made by SplitEventBody) from `e`.
   void Take(const Event& e) {
     id = e.id;
+    org_id = e.org_id;
+    request_id = e.request_id;
+    session_id = e.session_id;
     record_seq = e.seq;
     record_prev_hash = e.prev_hash;
     record_hash = e.hash;
@@ -101,6 +105,7 @@ Status EventLog::Open(const std::string& path, const LogOptions& options, std::u
                                                 " but the last event is " + std::to_string(last) +
                                                 "; run `tollgate audit verify` before writing to this log");
   }
+  log->links_ = std::make_unique<LinkTracker>(*log->store_);
   log->written_seq_ = log->head_seq_;
   log->written_hash_ = log->head_hash_;
   log->PinMemtable();  // opening flushed what the WAL held
@@ -470,7 +475,13 @@ bool EventLog::ChainOn(Pending& p, uint64_t& seq, Digest& hash) {
   const uint64_t next = seq + 1;
   char digits[20];
   const std::string_view seq_digits(digits, std::to_chars(digits, digits + sizeof digits, next).ptr - digits);
-  const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.tail);
+  if (!p.expect_position) {  // the log's links; a record brings its own
+    std::optional<uint64_t> prev_in_request, prev_in_session;
+    r.status = links_->Step(p.org_id, p.request_id, p.session_id, next, &prev_in_request, &prev_in_session);
+    if (!r.status.ok()) return false;
+    p.body.links = LinksText(prev_in_request, prev_in_session);
+  }
+  const Digest next_hash = ChainHash(hash, p.body.head, seq_digits, p.body.links, p.body.tail);
   if (p.expect_position) {
     std::string want_prev = ToHex(hash), got_hash = ToHex(next_hash);
     if (p.record_seq != next || p.record_prev_hash != want_prev || p.record_hash != got_hash) {
@@ -479,6 +490,7 @@ bool EventLog::ChainOn(Pending& p, uint64_t& seq, Digest& hash) {
                                                        std::to_string(next) + " (prev_hash or hash differ)");
       return false;
     }
+    links_->NoteBoth(p.org_id, p.request_id, p.session_id, next);
   }
   const std::string seq_key = EncodeSeq(next);
   const rocksdb::Slice seq_slice(seq_key);
@@ -488,8 +500,9 @@ bool EventLog::ChainOn(Pending& p, uint64_t& seq, Digest& hash) {
                                    Bytes(next_hash),
                                    p.body.head,
                                    seq_digits,
+                                   p.body.links,
                                    p.body.tail};
-  wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 6));
+  wb.Put(store_->cf(kEvents), rocksdb::SliceParts(&seq_slice, 1), rocksdb::SliceParts(record, 7));
   for (const auto& [cf, prefix] : p.index_prefixes) {
     const rocksdb::Slice key[] = {prefix, seq_slice};
     wb.Put(store_->cf(cf), rocksdb::SliceParts(key, 2), rocksdb::SliceParts(nullptr, 0));
@@ -512,6 +525,7 @@ bool EventLog::WriteOut(std::vector<Pending*>& batch, uint64_t seq, const Digest
   wb.Put(store_->cf(kMeta), kMetaHeadHash, Bytes(hash));
   // The WAL takes about the batch's bytes.
   if (Status room = RoomFor(wb.GetDataSize()); !room.ok()) {
+    links_->Forget();  // what it noted of this batch is not in the log
     RefuseBatch(batch, room, true, false);
     return false;
   }
@@ -524,6 +538,7 @@ bool EventLog::WriteOut(std::vector<Pending*>& batch, uint64_t seq, const Digest
   if (!w.ok()) {
     // Not in the chain (written_seq_ stays): the next batch goes on from
     // the last written event once the log recovers.
+    links_->Forget();
     RefuseBatch(batch, FromRocks(w, "a write failed"), w.IsIOError(), true);
     return false;
   }
@@ -565,6 +580,7 @@ void EventLog::WriteBatchOf(std::vector<Pending*>& batch) {
   rocksdb::DB* db = store_->db();
   wb_.Clear();        // keeps its buffer: no regrowth and no fresh pages per batch
   in_batch_.clear();  // id -> index in batch
+  links_->Trim();
   const uint64_t first_seq = seq + 1;
   // Idempotency lookups for the whole batch in one MultiGet.
   std::vector<rocksdb::Slice> ids;

@@ -53,6 +53,7 @@
 #include <vector>
 
 #include "audit/append_future.h"
+#include "audit/links.h"
 #include "audit/log_store.h"
 #include "core/event.h"
 #include "core/latency_histogram.h"
@@ -208,6 +209,7 @@ class EventLog {
   Digest written_hash_{};                                  // writer thread only
   rocksdb::WriteBatch wb_;                                 // writer thread only; reused
   std::unordered_map<std::string_view, size_t> in_batch_;  // writer thread only; reused
+  std::unique_ptr<LinkTracker> links_;                     // writer thread only
   std::condition_variable sync_cv_;
   std::deque<Unsynced> unsynced_;  // guarded by mu_
   bool syncer_waiting_ = false;    // guarded by mu_; SyncLoop sleeps on sync_cv_

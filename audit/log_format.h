@@ -89,12 +89,12 @@ Status DecodeRecord(std::string_view value, RecordView* out);
 inline Digest ChainHash(const Digest& prev, std::string_view body) {
   return Sha256(std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), body);
 }
-// The same link over a body given as head + seq digits + tail (see
+// The same link over a body given as head + seq digits + links + tail (see
 // EventBodyParts), so the writer need not join them first.
 inline Digest ChainHash(const Digest& prev, std::string_view head, std::string_view seq_digits,
-                        std::string_view tail) {
-  return Sha256(
-      {std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), head, seq_digits, tail});
+                        std::string_view links, std::string_view tail) {
+  return Sha256({std::string_view(reinterpret_cast<const char*>(prev.data()), prev.size()), head, seq_digits,
+                 links, tail});
 }
 
 }  // namespace tollgate::logfmt

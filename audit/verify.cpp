@@ -6,6 +6,7 @@
 #include <array>
 #include <sstream>
 
+#include "audit/links.h"
 #include "audit/merkle.h"
 #include "audit/merkle_store.h"
 #include "core/checkpoint.h"
@@ -114,6 +115,9 @@ struct LogCheck {
   uint64_t merkle_size = 0;
   merkle::Frontier merkle_edge{};
   uint64_t merkle_nodes = 0;  // nodes the stored size implies, each compared
+  // The completeness links each event must carry, re-derived in seq order.
+  LinkTracker links{store};
+  uint64_t first_linked = 0;  // the first event that carries links
 };
 
 // The stored tree, read through the check's snapshot.
@@ -169,6 +173,36 @@ void CheckImpliedEntries(LogCheck& k, const Event& e, uint64_t seq) {
   }
 }
 
+// The links of `e` (docs/log_format.md, "Links") name the previous event of
+// its request and of its session. Events logged before links existed carry
+// none; once one carries them, every later event with those ids must.
+void CheckLinks(LogCheck& k, const Event& e, uint64_t seq) {
+  k.links.Trim();  // every earlier event is in the index
+  if (!e.prev_in_request && !e.prev_in_session) {
+    if (k.first_linked != 0 && (!e.request_id.empty() || !e.session_id.empty())) {
+      k.c.Add(seq, errc::kChainBroken,
+              "seq " + S(seq) + " carries no links, but events from seq " + S(k.first_linked) + " do");
+    }
+    k.links.NoteBoth(e.org_id, e.request_id, e.session_id, seq);
+    return;
+  }
+  if (k.first_linked == 0) k.first_linked = seq;
+  std::optional<uint64_t> want_request, want_session;
+  Status s = k.links.Step(e.org_id, e.request_id, e.session_id, seq, &want_request, &want_session);
+  if (!s.ok()) return k.c.Add(seq, errc::kLogIO, "seq " + S(seq) + ": " + s.message());
+  auto say = [](const std::optional<uint64_t>& v) { return v ? "seq " + S(*v) : std::string("none"); };
+  if (e.prev_in_request != want_request) {
+    k.c.Add(seq, errc::kChainBroken,
+            "seq " + S(seq) + " names " + say(e.prev_in_request) +
+                " as the previous event of its request, but it is " + say(want_request));
+  }
+  if (e.prev_in_session != want_session) {
+    k.c.Add(seq, errc::kChainBroken,
+            "seq " + S(seq) + " names " + say(e.prev_in_session) +
+                " as the previous event of its session, but it is " + say(want_session));
+  }
+}
+
 // 1. Walks the events in seq order: no gaps, each links to the one before
 // and matches its hash, a valid canonical body, its index entries present.
 void CheckEvents(LogCheck& k) {
@@ -205,6 +239,7 @@ void CheckEvents(LogCheck& k) {
     Event e;
     if (!CheckBody(seq, rec.body, k.c, &e)) continue;
     CheckImpliedEntries(k, e, seq);
+    CheckLinks(k, e, seq);
   }
   if (!it->status().ok()) k.c.Add(0, errc::kLogIO, "reading events failed: " + it->status().ToString());
 }

@@ -284,6 +284,7 @@ struct VerifyProofFlags {
   std::string key;
   std::vector<std::string> checkpoints, proofs, records, consistency, witnesses;
   size_t quorum = 0;
+  bool complete = false;
 };
 
 Status ReadInputs(const std::vector<std::string>& paths, std::vector<ProofInput>* out) {
@@ -302,6 +303,7 @@ int RunVerifyProof(const VerifyProofFlags& f) {
   b.key = f.key;
   b.witnesses = f.witnesses;
   b.quorum = f.quorum;
+  b.complete = f.complete;
   Status s = ReadInputs(f.checkpoints, &b.checkpoints);
   if (s.ok()) s = ReadInputs(f.proofs, &b.proofs);
   if (s.ok()) s = ReadInputs(f.records, &b.records);
@@ -325,6 +327,8 @@ void AddVerifyProofCommand(CLI::App* audit, int* exit_code) {
                  "a consistency proof between two --checkpoint files (repeatable)");
   vp->add_option("--witness", f->witnesses, "a witness's verifier key (repeatable)");
   vp->add_option("--quorum", f->quorum, "cosignatures required of the witnesses (default: all)");
+  vp->add_flag("--complete", f->complete,
+               "the records of each request and session form an unbroken chain from its first event");
   vp->callback([f, exit_code] { *exit_code = RunVerifyProof(*f); });
 }
 

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "audit/log_format.h"
 #include "audit/merkle.h"
 #include "core/canonical_json.h"
 #include "core/checkpoint.h"
@@ -58,6 +59,8 @@ class Run {
   void Records(const ProofInput& in);
   void Proof(const ProofInput& in);
   void Consistency(const ProofInput& in);
+  void Complete();
+  void Chain(const std::string& what, const std::vector<uint64_t>& seqs, bool request);
 
   const ProofBundle& b_;
   ProofReport report_;
@@ -69,6 +72,7 @@ class Run {
   std::map<uint64_t, Digest> leaves_;  // record hashes by seq, of the records that verified
   std::vector<ProofInput> carried_;    // proofs the records carried
   std::set<uint64_t> proven_;          // seqs whose inclusion verified
+  std::map<uint64_t, Event> events_;   // the records that verified, decoded (for `complete`)
 };
 
 ProofReport Run::Go() {
@@ -79,6 +83,7 @@ ProofReport Run::Go() {
   for (const ProofInput& in : b_.proofs) Proof(in);
   for (const ProofInput& in : carried_) Proof(in);
   for (const ProofInput& in : b_.consistency) Consistency(in);
+  if (b_.complete) Complete();
   for (const auto& [seq, hash] : leaves_) {
     if (!proven_.count(seq)) Add("record seq " + S(seq), Failed("no proof of its inclusion was given"));
   }
@@ -164,6 +169,9 @@ void Run::Records(const ProofInput& in) {
     }
     leaves_[seq] = hash;
     Add("record " + where, s, "seq " + S(seq) + ", hash " + ToHex(hash));
+    Json body = rec;
+    for (const char* k : {"proof", "proof_pending"}) body.erase(k);
+    if (b_.complete && !EventFromJson(body, &events_[seq]).ok()) events_.erase(seq);
     if (rec.contains("proof") && rec["proof"].is_string()) {
       carried_.push_back({"carried by " + where, rec["proof"].get<std::string>()});
     }

@@ -10,7 +10,11 @@
 //     seq index+1 is the leaf at `index` under its root (RFC 9162 §2.1.3.2);
 //     every record given must be proven so;
 //   - each consistency proof joins two checkpoints given, of its sizes
-//     (RFC 9162 §2.1.4.2).
+//     (RFC 9162 §2.1.4.2);
+//   - with `complete`, the records of each request and of each session they
+//     hold form an unbroken chain of links (docs/log_format.md, "Links")
+//     back to that request's or session's first event: a record left out of
+//     the answer is named.
 //
 // Pure functions of their inputs; thread-safe.
 #pragma once
@@ -49,6 +53,7 @@ struct ProofBundle {
   std::vector<ProofInput> consistency;  // tollgate.dev/tlog-consistency@v1
   std::vector<std::string> witnesses;   // witness verifier keys (type 0x04)
   size_t quorum = 0;                    // cosignatures needed; 0: every witness
+  bool complete = false;                // check the records' request and session chains
 };
 
 struct ProofCheck {

@@ -29,6 +29,8 @@ Json Event::BodyJson() const {
   j["request_id"] = request_id;
   j["tool"] = tool;
   j["data"] = data;
+  if (prev_in_request) j["seq_prev_request"] = *prev_in_request;
+  if (prev_in_session) j["seq_prev_session"] = *prev_in_session;
   return j;
 }
 
@@ -85,6 +87,11 @@ Status ValidateEnvelope(const Event& e) {
   if (!(s = CheckIdField("tool", e.tool, false)).ok()) return s;
   if (e.time_us <= 0) return Status::Error(errc::kInvalidEvent, "field 'time' must be after 1970");
   if (!e.data.is_object()) return Status::Error(errc::kInvalidEvent, "field 'data' must be an object");
+  // A link names an earlier event of the same request or session.
+  if (e.prev_in_request && (e.request_id.empty() || (e.seq != 0 && *e.prev_in_request >= e.seq)))
+    return Status::Error(errc::kInvalidEvent, "field 'seq_prev_request' does not name an earlier event");
+  if (e.prev_in_session && (e.session_id.empty() || (e.seq != 0 && *e.prev_in_session >= e.seq)))
+    return Status::Error(errc::kInvalidEvent, "field 'seq_prev_session' does not name an earlier event");
   return Status::Ok();
 }
 
@@ -104,8 +111,9 @@ Status ReadString(const Json& j, const char* name, std::string* out) {
 
 Status EventFromJson(const Json& j, Event* out) {
   if (!j.is_object()) return Status::Error(errc::kInvalidEvent, "an event must be a JSON object");
-  static const char* kKnown[] = {"seq",        "id",         "type", "time", "org_id",    "agent_id",
-                                 "session_id", "request_id", "tool", "data", "prev_hash", "hash"};
+  static const char* kKnown[] = {
+      "seq",        "id",   "type", "time",      "org_id", "agent_id",         "session_id",
+      "request_id", "tool", "data", "prev_hash", "hash",   "seq_prev_request", "seq_prev_session"};
   for (const auto& [key, _] : j.items()) {
     bool known = false;
     for (const char* k : kKnown) known = known || key == k;
@@ -134,6 +142,15 @@ Status EventFromJson(const Json& j, Event* out) {
       return Status::Error(errc::kInvalidEvent, "field 'seq' must be a positive integer");
     }
     e.seq = it->get<uint64_t>();
+  }
+  for (auto [name, link] : {std::pair{"seq_prev_request", &e.prev_in_request},
+                            std::pair{"seq_prev_session", &e.prev_in_session}}) {
+    auto it = j.find(name);
+    if (it == j.end()) continue;
+    if (!it->is_number_unsigned())
+      return Status::Error(errc::kInvalidEvent,
+                           std::string("field '") + name + "' must be an unsigned integer");
+    *link = it->get<uint64_t>();
   }
   auto data = j.find("data");
   if (data == j.end()) return Status::Error(errc::kInvalidEvent, "field 'data' is required");
@@ -204,6 +221,7 @@ Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
   if (!(s = AppendStringField(&h, "org_id", e.org_id)).ok()) return s;
   if (!(s = AppendStringField(&h, "request_id", e.request_id)).ok()) return s;
   h.append(",\"seq\":");
+  out->links = LinksText(e.prev_in_request, e.prev_in_session);
   std::string& t = out->tail;
   t.clear();
   if (!(s = AppendStringField(&t, "session_id", e.session_id)).ok()) return s;
@@ -211,12 +229,20 @@ Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out) {
   if (!(s = AppendStringField(&t, "tool", e.tool)).ok()) return s;
   if (!(s = AppendStringField(&t, "type", e.type)).ok()) return s;
   t.push_back('}');
-  const size_t size = out->head.size() + out->tail.size() + 20;
+  // Room for a 20-digit seq and the log's links (LinksText of two).
+  const size_t size = out->head.size() + out->tail.size() + 20 + 80;
   if (size > max_bytes) {
     return Status::Error(errc::kEventTooLarge,
                          "event is " + std::to_string(size) + " bytes, limit " + std::to_string(max_bytes));
   }
   return Status::Ok();
+}
+
+std::string LinksText(std::optional<uint64_t> prev_in_request, std::optional<uint64_t> prev_in_session) {
+  std::string out;
+  if (prev_in_request) out.append(",\"seq_prev_request\":").append(std::to_string(*prev_in_request));
+  if (prev_in_session) out.append(",\"seq_prev_session\":").append(std::to_string(*prev_in_session));
+  return out;
 }
 
 namespace {
@@ -440,6 +466,13 @@ bool ScanEnvelope(std::string_view body, EnvelopeView* v) {
   v->request_id_key_at = s.pos;
   if (!str("\"request_id\":", &v->request_id)) return false;
   if (!s.Literal("\"seq\":") || !s.Unsigned(&v->seq) || !s.Literal(",")) return false;
+  for (auto [key, link] : {std::pair{"\"seq_prev_request\":", &v->prev_in_request},
+                           std::pair{"\"seq_prev_session\":", &v->prev_in_session}}) {
+    uint64_t n = 0;
+    if (!s.Literal(key)) continue;
+    if (!s.Unsigned(&n) || !s.Literal(",")) return false;
+    *link = n;
+  }
   if (!str("\"session_id\":", &v->session_id) || !str("\"time\":", &v->time) || !str("\"tool\":", &v->tool) ||
       !str("\"type\":", &v->type, /*last=*/true)) {
     return false;

@@ -63,8 +63,14 @@ struct Event {
   std::string request_id;  // may be empty (e.g. policy.updated)
   std::string tool;        // may be empty
   Json data = Json::object();
-  std::string prev_hash;  // hex; assigned by the log
-  std::string hash;       // hex; assigned by the log
+  // Completeness links (docs/log_format.md, "Links"), assigned by the log
+  // like seq: the seq of the previous event of the same (org_id,
+  // request_id) and of the same (org_id, session_id), 0 for the first.
+  // Absent on an event without that id and on events logged before links.
+  std::optional<uint64_t> prev_in_request;  // "seq_prev_request"
+  std::optional<uint64_t> prev_in_session;  // "seq_prev_session"
+  std::string prev_hash;                    // hex; assigned by the log
+  std::string hash;                         // hex; assigned by the log
 
   // The envelope minus prev_hash/hash, as a JSON object.
   Json BodyJson() const;
@@ -93,14 +99,18 @@ Status EventFromText(std::string_view text, Event* out);
 // E_EVENT_TOO_LARGE past max_bytes.
 Status EncodeEventBody(const Event& e, size_t max_bytes, std::string* out);
 
-// The canonical body split around its seq, so that it can be serialised
-// before the log assigns the seq: body = head + decimal(seq) + tail. (Keys
-// are sorted; "seq" falls between "request_id" and "session_id".)
+// The canonical body split around what the log assigns, so that it can be
+// serialised before: body = head + decimal(seq) + links + tail. (Keys are
+// sorted; "seq", "seq_prev_request" and "seq_prev_session" fall together
+// between "request_id" and "session_id".)
 struct EventBodyParts {
   std::string head;
+  std::string links;  // LinksText of the event's links
   std::string tail;
-  std::string Join(uint64_t seq) const { return head + std::to_string(seq) + tail; }
+  std::string Join(uint64_t seq) const { return head + std::to_string(seq) + links + tail; }
 };
+// `,"seq_prev_request":N` and `,"seq_prev_session":M`, each when present.
+std::string LinksText(std::optional<uint64_t> prev_in_request, std::optional<uint64_t> prev_in_session);
 // As EncodeEventBody; the size limit allows for a 20-digit seq.
 Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out);
 
@@ -109,12 +119,13 @@ Status SplitEventBody(const Event& e, size_t max_bytes, EventBodyParts* out);
 // on the envelope and hand records on as JSON. Views point into the body.
 struct EnvelopeView {
   uint64_t seq = 0;
+  std::optional<uint64_t> prev_in_request, prev_in_session;
   std::string_view agent_id, data, id, org_id, request_id, session_id, time, tool, type;
   size_t id_key_at = 0;          // offset of the "id" key's opening quote
   size_t request_id_key_at = 0;  // offset of the "request_id" key's opening quote
 };
 // True when `body` has exactly the layout EncodeEventBody writes: the ten
-// envelope keys in sorted order, no whitespace, string fields without escape
+// envelope keys (and the links present) in sorted order, no whitespace, string fields without escape
 // sequences. `data` is skipped by bracket matching, not validated. False
 // means "decode it with EventFromText instead", never "the event is bad".
 bool ScanEnvelope(std::string_view body, EnvelopeView* out);

@@ -8,7 +8,9 @@
 //   - a record changed in what the verifier is shown fails its proof;
 //   - a log rewritten and rehashed after a checkpoint was published
 //     verifies as a chain, but fails the consistency proof from that
-//     checkpoint.
+//     checkpoint;
+//   - a session's answer with its proofs passes `verify-proof --complete`,
+//     and the same answer with one event left out fails it.
 // Only loopback addresses are used.
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -189,6 +191,51 @@ TEST_F(CheckpointTest, AnIndependentVerifierChecksTheServedCheckpointsAndProofs)
   EXPECT_EQ(Verify(changed, &out), 1) << out;
   EXPECT_TRUE(Contains(out, "FAIL checkpoint signature")) << out;
   StopUp();
+}
+
+TEST_F(CheckpointTest, ASessionAnswerWithOneEventLeftOutFailsTheCompletenessCheck) {
+  StartUp(dir_.sub("data"));
+  for (int i = 0; i < 3; ++i) Submit("r-" + std::to_string(i));
+  const std::string cp = Get("/v1/audit/checkpoint?fresh=1");
+  Json key, answer;
+  ASSERT_TRUE(ParseJson(Get("/v1/audit/checkpoint-key"), &key).ok());
+  ASSERT_TRUE(ParseJson(Get("/v1/audit?session=s-proofs&proofs=1&limit=1000"), &answer).ok());
+  StopUp();
+  ASSERT_EQ(answer.value("checkpoint", ""), cp);
+  std::vector<std::string> lines;
+  for (const Json& r : answer["events"]) {
+    ASSERT_TRUE(r.contains("proof")) << r.dump();  // every event is under the checkpoint
+    lines.push_back(r.dump());
+  }
+  ASSERT_GE(lines.size(), 9u);
+  auto verify = [&](const std::vector<std::string>& records, std::string* out) {
+    std::ofstream(dir_.sub("cp.txt")) << cp;
+    std::ofstream recs(dir_.sub("answer.jsonl"), std::ios::trunc);
+    for (const auto& l : records) recs << l << "\n";
+    recs.close();
+    return Run({"audit", "verify-proof", "--key", key.value("verifier_key", ""), "--checkpoint",
+                dir_.sub("cp.txt"), "--record", dir_.sub("answer.jsonl"), "--complete"},
+               out);
+  };
+  std::string out;
+  EXPECT_EQ(verify(lines, &out), 0) << out;
+  EXPECT_TRUE(Contains(out, "OK session ")) << out;
+  EXPECT_TRUE(Contains(out, "ended by execution.completed: complete")) << out;
+
+  // The middle call's decision left out: every record left still verifies,
+  // but its request's and its session's chains name the missing one.
+  std::vector<std::string> cut;
+  for (const auto& l : lines) {
+    Json r;
+    ASSERT_TRUE(ParseJson(l, &r).ok());
+    if (r.value("request_id", "") == "r-1" && r.value("type", "") == "decision.made") continue;
+    cut.push_back(l);
+  }
+  ASSERT_EQ(cut.size() + 1, lines.size());
+  EXPECT_EQ(verify(cut, &out), 1) << out;
+  EXPECT_TRUE(Contains(out, "FAIL request ")) << out;
+  EXPECT_TRUE(Contains(out, "FAIL session ")) << out;
+  EXPECT_TRUE(Contains(out, "an event is missing")) << out;
 }
 
 TEST_F(CheckpointTest, ALogRewrittenAfterACheckpointFailsTheConsistencyProofFromIt) {

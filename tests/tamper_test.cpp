@@ -406,6 +406,8 @@ TEST_F(TamperTest, ForgedRecordInTheMiddle) {
           if (!old_session.empty()) db.Delete(kBySession, IndexKey(old_session, k));
           db.Put(kBySession, IndexKey(e.session_id, k), "");
           what = "session_id, index rewritten";
+          // The new session has no earlier event: a link to one betrays it at k.
+          if (e.prev_in_session.value_or(0) != 0) expect = k;
           break;
         }
         default:  // an indexed field, index left alone: the entries betray it at k
@@ -434,6 +436,31 @@ TEST_F(TamperTest, ForgedRecordInTheMiddle) {
     db.Put(kEvents, EncodeSeq(k), EncodeRecord(rec.prev_hash, ChainHash(rec.prev_hash, body), body));
     return Outcome{"seq " + std::to_string(k) + " re-hashed with a non-canonical body", k};
   });
+}
+
+TEST_F(TamperTest, ALinkRehashedToSkipAnEventIsCaughtAtItsSeq) {
+  const uint64_t n = P().head;
+  for (int i = 0; i < 10; ++i) {
+    Tamper([&](RawDb& db) {
+      uint64_t k = Rand(2, n);
+      while (k > 1 && P().events[k].prev_in_session.value_or(0) == 0) --k;
+      Event e = P().events[k];
+      EXPECT_TRUE(e.prev_in_session.has_value()) << "the pristine log has no linked session events";
+      // Names the event before the true previous one (or none): a selection
+      // without the previous event would chain without a gap.
+      const uint64_t skipped = *e.prev_in_session;
+      e.prev_in_session = P().events[skipped].prev_in_session.value_or(0);
+      std::string body;
+      Status s = EncodeEventBody(e, kDefaultMaxEventBytes, &body);
+      EXPECT_TRUE(s.ok()) << s.ToString();
+      RecordView rec;
+      EXPECT_TRUE(DecodeRecord(P().values[k], &rec).ok());
+      db.Put(kEvents, EncodeSeq(k), EncodeRecord(rec.prev_hash, ChainHash(rec.prev_hash, body), body));
+      return Outcome{"seq " + std::to_string(k) + " re-hashed with its session link skipping seq " +
+                         std::to_string(skipped),
+                     k};
+    });
+  }
 }
 
 TEST_F(TamperTest, TruncatedTail) {

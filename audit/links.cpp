@@ -1,0 +1,77 @@
+#include "audit/links.h"
+
+#include <memory>
+#include <tuple>
+
+namespace tollgate {
+
+using namespace logfmt;
+
+std::string LinkTracker::Key(Cf cf, std::string_view org, std::string_view id) {
+  std::string k(1, static_cast<char>(cf));
+  k.append(org).push_back('\0');  // ids are free of NUL: the join is unambiguous
+  k.append(id);
+  return k;
+}
+
+void LinkTracker::Note(Cf cf, std::string_view org, std::string_view id, uint64_t seq) {
+  last_[Key(cf, org, id)] = seq;
+}
+
+Status LinkTracker::Prev(Cf cf, std::string_view org, std::string_view id, uint64_t before, uint64_t* out) {
+  if (auto it = last_.find(Key(cf, org, id)); it != last_.end() && it->second < before) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  return WalkIndex(cf, org, id, before, out);
+}
+
+// Back from `before` along the id's index range to the first event of `org`.
+Status LinkTracker::WalkIndex(Cf cf, std::string_view org, std::string_view id, uint64_t before,
+                              uint64_t* out) {
+  *out = 0;
+  if (before <= 1) return Status::Ok();
+  const std::string prefix = IndexPrefix(id);
+  std::unique_ptr<rocksdb::Iterator> it(store_.db()->NewIterator({}, store_.cf(cf)));
+  for (it->SeekForPrev(IndexKey(id, before - 1)); it->Valid(); it->Prev()) {
+    std::string_view value;
+    uint64_t seq = 0;
+    if (!ParseIndexKey(it->key().ToStringView(), &value, &seq) || value != id) break;
+    Event e;
+    std::string raw;
+    Status s = store_.ReadRaw(seq, &raw);
+    if (s.ok()) s = LogStore::DecodeEvent(seq, raw, &e);
+    if (!s.ok()) return s;
+    if (e.org_id == org) {
+      *out = seq;
+      return Status::Ok();
+    }
+  }
+  if (!it->status().ok())
+    return FromRocks(it->status(), "cannot read the index of " + std::string(CfName(cf)));
+  return Status::Ok();
+}
+
+Status LinkTracker::Step(std::string_view org, std::string_view request_id, std::string_view session_id,
+                         uint64_t seq, std::optional<uint64_t>* prev_in_request,
+                         std::optional<uint64_t>* prev_in_session) {
+  // Both looked up before either is noted: a failed step notes nothing.
+  for (auto [cf, id, link] : {std::tuple{kByRequest, request_id, prev_in_request},
+                              std::tuple{kBySession, session_id, prev_in_session}}) {
+    link->reset();
+    if (id.empty()) continue;
+    uint64_t prev = 0;
+    if (Status s = Prev(cf, org, id, seq, &prev); !s.ok()) return s;
+    *link = prev;
+  }
+  NoteBoth(org, request_id, session_id, seq);
+  return Status::Ok();
+}
+
+void LinkTracker::NoteBoth(std::string_view org, std::string_view request_id, std::string_view session_id,
+                           uint64_t seq) {
+  if (!request_id.empty()) Note(kByRequest, org, request_id, seq);
+  if (!session_id.empty()) Note(kBySession, org, session_id, seq);
+}
+
+}  // namespace tollgate
