@@ -493,6 +493,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
   RegisterCredentialRoutes(im, svr);
   RegisterAuditRoutes(im, svr);
   RegisterProofRoutes(im, svr);
+  RegisterReportRoutes(im, svr);
   RegisterIdentityRoutes(im, svr);
   RegisterConsoleRoutes(im, svr);
   RegisterReplayRoutes(im, svr);

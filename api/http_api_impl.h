@@ -48,6 +48,7 @@ void RegisterApprovalRoutes(Impl* im, httplib::Server& svr);    // http_routes_a
 void RegisterCredentialRoutes(Impl* im, httplib::Server& svr);  // http_routes_credentials.cpp
 void RegisterAuditRoutes(Impl* im, httplib::Server& svr);       // http_routes_audit.cpp
 void RegisterProofRoutes(Impl* im, httplib::Server& svr);       // http_routes_proofs.cpp
+void RegisterReportRoutes(Impl* im, httplib::Server& svr);      // http_routes_report.cpp
 void RegisterIdentityRoutes(Impl* im, httplib::Server& svr);    // http_routes_status.cpp
 void RegisterReplayRoutes(Impl* im, httplib::Server& svr);      // http_routes_audit.cpp
 void RegisterToolRoutes(Impl* im, httplib::Server& svr);        // http_routes_tools.cpp

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/http_api_impl.h"
+#include "audit/audit_proofs.h"
 #include "audit/checkpointer.h"
 #include "audit/merkle.h"
 #include "audit/merkle_store.h"
@@ -56,16 +57,6 @@ bool NumberParam(const httplib::Request& req, httplib::Response& res, const char
   return true;
 }
 
-// The tree size a stored checkpoint note names.
-Status NoteSize(const std::string& note, uint64_t* size) {
-  SignedNote parsed;
-  Checkpoint cp;
-  Status s = ParseNote(note, &parsed);
-  if (s.ok()) s = ParseCheckpointText(parsed.text, &cp);
-  if (s.ok()) *size = cp.size;
-  return s;
-}
-
 // The stored checkpoint of `size` (the latest when unset) and the size it
 // covers; false after answering 404 (none stored) or 500.
 bool StoredCheckpoint(const MerkleStore& tree, const std::optional<uint64_t>& size, httplib::Response& res,
@@ -73,7 +64,7 @@ bool StoredCheckpoint(const MerkleStore& tree, const std::optional<uint64_t>& si
   Status s = size ? tree.GetCheckpoint(*size, note) : tree.LatestCheckpoint(note);
   if (s.ok()) {
     if (size) *covers = *size;
-    if (!size) s = NoteSize(*note, covers);
+    if (!size) s = CheckpointNoteSize(*note, covers);
   }
   if (s.ok()) return true;
   if (s.code() == errc::kNotFound) {
@@ -84,18 +75,6 @@ bool StoredCheckpoint(const MerkleStore& tree, const std::optional<uint64_t>& si
     Error(res, StatusFor(s), s.code(), s.message());
   }
   return false;
-}
-
-// The tlog-proof of `seq` (leaf seq-1) against the checkpoint `note` of
-// `size` leaves (1 <= seq <= size).
-Status TlogProofText(const MerkleStore& tree, const std::string& note, uint64_t size, uint64_t seq,
-                     std::string* out) {
-  TlogProof proof;
-  proof.index = seq - 1;
-  proof.checkpoint = note;
-  Status s = merkle::InclusionProof(tree, proof.index, size, &proof.hashes);
-  if (s.ok()) *out = FormatTlogProof(proof);
-  return s;
 }
 
 // A caller bound to one org may see the proof of its own org's events
@@ -111,27 +90,6 @@ bool SeqVisibleTo(Impl* im, const Principal& who, uint64_t seq, httplib::Respons
   if (e.org_id == who.org_id) return true;
   Error(res, 403, errc::kForbidden, "seq " + std::to_string(seq) + " is not an event of org " + who.org_id);
   return false;
-}
-
-// Adds "proof" (or "proof_pending") to one event's JSON record `line`.
-Status AddProof(const MerkleStore& tree, const std::string& note, uint64_t size, std::string* line) {
-  Json rec;
-  Status s = ParseJson(*line, &rec);
-  if (!s.ok()) return s;
-  if (!rec.is_object() || !rec.contains("seq") || !rec["seq"].is_number_unsigned() || line->back() != '}') {
-    return Status::Error(errc::kLogCorrupt, "an audit record without a seq");
-  }
-  const uint64_t seq = rec["seq"].get<uint64_t>();
-  std::string field = ",\"proof_pending\":true}";
-  if (seq >= 1 && seq <= size) {
-    std::string proof;
-    s = TlogProofText(tree, note, size, seq, &proof);
-    if (!s.ok()) return s;
-    field = ",\"proof\":" + Json(proof).dump() + "}";
-  }
-  line->pop_back();  // the record's closing brace; the field goes before it
-  *line += field;
-  return Status::Ok();
 }
 
 // GET /v1/audit/checkpoint[?size=N][&fresh=1]: the latest signed
@@ -227,15 +185,7 @@ bool AddAuditProofs(Impl* im, httplib::Response& res, std::vector<std::string>* 
     Error(res, 404, errc::kNotFound, kNoTree);
     return false;
   }
-  uint64_t size = 0;  // no checkpoint yet: every event is pending
-  Status s = tree->LatestCheckpoint(note);
-  if (s.code() == errc::kNotFound) {
-    note->clear();
-    s = Status::Ok();
-  } else if (s.ok()) {
-    s = NoteSize(*note, &size);
-  }
-  for (size_t i = 0; s.ok() && i < lines->size(); ++i) s = AddProof(*tree, *note, size, &(*lines)[i]);
+  Status s = ProveAuditRecords(*tree, lines, note);
   if (!s.ok()) Error(res, StatusFor(s), s.code(), s.message());
   return s.ok();
 }

@@ -14,6 +14,10 @@
 // Checkpoints of sizes that are multiples of `every_events` depend only
 // on the log and the key (Ed25519 signatures are deterministic): two
 // processes folding the same log sign identical ones.
+//
+// With witnesses (audit/witness_client.h) each new checkpoint is also
+// offered to them; their cosignatures are added to the stored note on
+// their own thread, so a slow or absent witness never delays signing.
 #pragma once
 
 #include <chrono>
@@ -24,6 +28,7 @@
 #include <thread>
 
 #include "audit/merkle_store.h"
+#include "audit/witness_client.h"
 #include "core/checkpoint.h"
 #include "core/stage.h"
 
@@ -38,6 +43,8 @@ struct CheckpointOptions {
   // Append a checkpoint.signed event for each checkpoint (the embedded
   // deployment; false where another process writes the log).
   bool log_them = true;
+  // Witnesses to cosign each checkpoint (none: no cosignatures).
+  WitnessOptions witnesses;
 };
 
 class Checkpointer : public LogSubscriber {
@@ -63,6 +70,9 @@ class Checkpointer : public LogSubscriber {
   const std::string& origin() const { return signer_.name(); }
   // The last failure of the thread (catch-up, signing, appending).
   Status last_error() const;
+  // The witnesses' client (null without witnesses): its last_error() says
+  // why the latest checkpoint lacks its cosignatures.
+  const Witnesses* witnesses() const { return witnesses_.get(); }
 
  private:
   Checkpointer(MerkleStore& tree, NoteSigner signer, CheckpointOptions options, EventSink* sink);
@@ -83,6 +93,7 @@ class Checkpointer : public LogSubscriber {
   bool stop_ = false;
   Status last_error_;
   std::mutex sign_mu_;  // one signature at a time (thread and SignNow)
+  std::unique_ptr<Witnesses> witnesses_;
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <rocksdb/iterator.h>
 
+#include "audit/audit_proofs.h"
 #include "audit/verify.h"
 
 namespace tollgate {
@@ -30,9 +31,38 @@ Status SeqRangeForTime(const LogStore& store, const ExportRange& r, uint64_t* lo
   return Status::Ok();
 }
 
+// With `tree`: the record's proof fields, added to `rec`, which is then
+// written canonical to `line` (the chain hashes the record without them).
+class Prover {
+ public:
+  explicit Prover(const MerkleStore* tree) : tree_(tree) {}
+  Status Start() { return tree_ != nullptr ? LatestProofBasis(*tree_, &basis_) : Status::Ok(); }
+  Status Line(Json rec, std::string* line) const {
+    if (tree_ != nullptr) {
+      if (!rec.is_object() || !rec.contains("seq") || !rec["seq"].is_number_unsigned()) {
+        return Status::Error(errc::kLogCorrupt, "an audit record without a seq");
+      }
+      Json fields;
+      Status s = ProofFields(*tree_, basis_, rec["seq"].get<uint64_t>(), &fields);
+      if (!s.ok()) return s;
+      rec.update(fields);
+    }
+    return CanonicalBytes(rec, line);
+  }
+  bool on() const { return tree_ != nullptr; }
+
+ private:
+  const MerkleStore* tree_;
+  ProofBasis basis_;
+};
+
 }  // namespace
 
-Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out, ExportStats* stats) {
+Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out, ExportStats* stats,
+                 const MerkleStore* proofs) {
+  Prover prover(proofs);
+  Status ps = prover.Start();
+  if (!ps.ok()) return ps;
   uint64_t head;
   Digest head_hash;
   Status s = store.ReadHead(&head, &head_hash);
@@ -69,7 +99,7 @@ Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& 
     Event e;
     s = LogStore::DecodeEvent(seq, it->value().ToStringView(), &e);
     if (!s.ok()) return s;
-    s = CanonicalBytes(e.RecordJson(), &line);
+    s = prover.Line(e.RecordJson(), &line);
     if (!s.ok()) return s;
     out << line << '\n';
     prev = Digest{};
@@ -118,6 +148,10 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
     Status ps = ParseJson(line, &j);
     if (!ps.ok()) return ps;
     if (j.is_object() && j.contains("tollgate_export_end")) break;
+    if (j.is_object()) {  // an export with proofs: not part of the record
+      j.erase("proof");
+      j.erase("proof_pending");
+    }
     Event e;
     Status s = EventFromJson(j, &e);
     if (!s.ok()) return s;
@@ -130,7 +164,10 @@ Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported) {
 }
 
 Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuery query, std::ostream& out,
-                       ExportStats* stats) {
+                       ExportStats* stats, const MerkleStore* proofs) {
+  Prover prover(proofs);
+  Status ps = prover.Start();
+  if (!ps.ok()) return ps;
   query.json_lines = true;
   query.descending = false;
   query.cursor.clear();
@@ -173,7 +210,15 @@ Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuer
              .dump()
       << '\n';
   Json last = Json::object();
-  for (const std::string& l : lines) out << l << '\n';
+  for (std::string& l : lines) {
+    if (prover.on()) {  // the record's proof fields, the line kept canonical
+      Json rec;
+      s = ParseJson(l, &rec);
+      if (s.ok()) s = prover.Line(std::move(rec), &l);
+      if (!s.ok()) return s;
+    }
+    out << l << '\n';
+  }
   if (!lines.empty()) ParseJson(lines.back(), &last);
   Json end = {{"tollgate_export_end",
                {{"count", lines.size()},

@@ -9,6 +9,14 @@
 // The end line makes a cut-off export detectable. An export covers a
 // contiguous seq range, because only a contiguous range can be chain-checked:
 // a time range exports the smallest seq range holding every event in it.
+//
+// With proofs (`tollgate audit export --proofs`; `proofs` the log's Merkle
+// tree): each record also carries "proof", its C2SP tlog-proof against the
+// latest signed checkpoint (every proof holds that checkpoint), or
+// "proof_pending": true when that checkpoint does not cover it yet
+// (audit/audit_proofs.h, as GET /v1/audit?proofs=1), and stays canonical.
+// Those two fields are not part of the record's hash; the chain and
+// `tollgate audit verify-proof --record` check the rest.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +27,7 @@
 #include "audit/audit_query.h"
 #include "audit/event_log.h"
 #include "audit/log_store.h"
+#include "audit/merkle_store.h"
 #include "core/status.h"
 
 namespace tollgate {
@@ -35,7 +44,7 @@ struct ExportStats {
 };
 
 Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& out,
-                 ExportStats* stats = nullptr);
+                 ExportStats* stats = nullptr, const MerkleStore* proofs = nullptr);
 
 // A selection export: the records a get_audit_log filter matches (in seq
 // order, cursor and limit ignored), for an auditor of one org, who may not
@@ -48,10 +57,10 @@ Status ExportLog(const LogStore& store, const ExportRange& range, std::ostream& 
 // E_INVALID_QUERY (narrow the filter, or use a range export).
 inline constexpr size_t kMaxSelectionEvents = 200000;
 Status ExportSelection(const LogStore& store, const QueryScope& scope, AuditQuery query, std::ostream& out,
-                       ExportStats* stats = nullptr);
+                       ExportStats* stats = nullptr, const MerkleStore* proofs = nullptr);
 
 // Verifies the whole stream first (nothing is written if it does not verify),
-// then appends its records; the export must continue the log exactly (from
+// then appends its records (without any proof fields); the export must continue the log exactly (from
 // seq head+1 with prev_hash = head hash), so a fresh log takes an export that
 // starts at seq 1. `in` must be seekable (a file).
 Status ImportLog(EventLog& log, std::istream& in, uint64_t* imported = nullptr);

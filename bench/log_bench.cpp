@@ -13,8 +13,13 @@
 #include <random>
 #include <thread>
 
+#include "audit/audit_proofs.h"
 #include "audit/audit_query.h"
+#include "audit/checkpointer.h"
 #include "audit/event_log.h"
+#include "audit/log_sink.h"
+#include "audit/merkle_store.h"
+#include "cli/verify_proof.h"
 
 namespace tollgate::bench {
 namespace {
@@ -101,9 +106,51 @@ Status RocksDbGroupRound(const std::string& dir, size_t threads, size_t per, dou
   return Status::Ok();
 }
 
+// The log's Merkle tree kept as the embedded deployment keeps it
+// (deploy/checkpoints.cpp): a Checkpointer hearing of durable appends,
+// signing a checkpoint every 1000 events and appending its
+// checkpoint.signed through a sink of the log. Destroy before the log.
+class TreeOn {
+ public:
+  Status Start(EventLog& log) {
+    NoteSigner signer;
+    Status s = CheckpointSigner(std::string(32, 'k'), "bench.example/log", &signer);
+    if (s.ok()) s = MerkleStore::Open(log.store(), &tree_);
+    if (!s.ok()) return s;
+    sink_ = std::make_unique<LogSink>(log);
+    CheckpointOptions o;
+    o.every_events = 1000;
+    return Checkpointer::Start(*tree_, log.head_seq(), std::move(signer), o, sink_.get(), &cp_);
+  }
+  // What a LogSink listener passes on for a durable group: only its top seq
+  // matters to the checkpointer.
+  void Heard(uint64_t seq) {
+    thread_local std::vector<Event> group(1);  // appenders call this at once
+    group[0].type = "bench.appended";
+    group[0].seq = seq;
+    cp_->OnAppended(group);
+  }
+  // Signs the tree as it stands: fails unless it caught up with `seq`.
+  Status Check(uint64_t seq) {
+    std::string note;
+    Status s = cp_->SignNow(&note);
+    if (s.ok() && tree_->size() < seq) s = Status::Error("E_BENCH", "the Merkle tree fell behind the log");
+    return s.ok() ? cp_->last_error() : s;
+  }
+  const MerkleStore& tree() const { return *tree_; }
+  Checkpointer& checkpointer() { return *cp_; }
+
+ private:
+  std::unique_ptr<LogSink> sink_;
+  std::unique_ptr<MerkleStore> tree_;
+  std::unique_ptr<Checkpointer> cp_;  // stopped first
+};
+
 // Appends `events` through `log` keeping up to `window` appends in flight (a
 // sliding window, so encoding the next events overlaps the writer's work).
-Status AppendAll(EventLog& log, std::vector<Event>& events, size_t window = 4096) {
+// With `tree`, tells it of each acknowledged append, as a LogSink tells its
+// listeners of each group (here each append is a group of one).
+Status AppendAll(EventLog& log, std::vector<Event>& events, size_t window = 4096, TreeOn* tree = nullptr) {
   std::deque<AppendFuture> inflight;
   for (size_t i = 0; i < events.size(); ++i) {
     inflight.push_back(log.AppendAsync(std::move(events[i])));
@@ -111,9 +158,79 @@ Status AppendAll(EventLog& log, std::vector<Event>& events, size_t window = 4096
       AppendResult r = inflight.front().get();
       inflight.pop_front();
       if (!r.status.ok()) return r.status;
+      if (tree != nullptr) tree->Heard(r.seq);
     }
   }
   return Status::Ok();
+}
+
+// The append test's events: `n` of them over 1,000 sessions.
+std::vector<Event> AppendEvents(size_t n) {
+  std::mt19937_64 rng(7);
+  std::vector<Event> events;
+  for (size_t i = 0; i < n; ++i) events.push_back(BenchEvent(i, SessionOf(i, rng), "a"));
+  return events;
+}
+
+// One buffered append round of `n` events into a fresh log at `dir`, the
+// Merkle tree kept (`tree_on`) or not: appends/s. The tree must have caught
+// up by the end (checked after the clock stops).
+Status TreeAppendRound(const std::string& dir, size_t n, bool tree_on, double* rate) {
+  LogOptions o;
+  o.durability = Durability::kBuffered;
+  std::unique_ptr<EventLog> log;
+  Status s = EventLog::Open(dir, o, &log);
+  if (!s.ok()) return s;
+  TreeOn tree;
+  if (tree_on && !(s = tree.Start(*log)).ok()) return s;
+  std::vector<Event> events = AppendEvents(n);
+  const auto t0 = Clock::now();
+  s = AppendAll(*log, events, 4096, tree_on ? &tree : nullptr);
+  const auto t1 = Clock::now();
+  if (s.ok() && tree_on) s = tree.Check(n);
+  *rate = n / Seconds(t0, t1);
+  return s;
+}
+
+// One round of `threads` synced appenders writing `per` events each into a
+// fresh log at `dir`, each append alone (a group of one, told to the tree
+// when `tree_on`): appends/s, and the RocksDB write batches it took.
+Status SyncAppendRound(const std::string& dir, size_t threads, size_t per, bool tree_on, double* rate,
+                       size_t* batches) {
+  LogOptions o;
+  o.durability = Durability::kSync;
+  std::atomic<size_t> sync_batches{0};
+  o.batch_observer = [&sync_batches](const rocksdb::WriteBatch&) { ++sync_batches; };
+  std::unique_ptr<EventLog> log;
+  Status s = EventLog::Open(dir, o, &log);
+  if (!s.ok()) return s;
+  TreeOn tree;
+  if (tree_on && !(s = tree.Start(*log)).ok()) return s;
+  // The events are made before the clock starts: building test payloads is
+  // not part of an append.
+  std::vector<std::vector<Event>> work(threads);
+  for (size_t t = 0; t < threads; ++t) {
+    std::mt19937_64 rng(t);
+    for (size_t i = 0; i < per; ++i) work[t].push_back(BenchEvent(t * per + i, SessionOf(i, rng), "s"));
+  }
+  std::vector<std::thread> pool;
+  std::atomic<bool> failed{false};
+  const auto t0 = Clock::now();
+  for (size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (Event& e : work[t]) {
+        AppendResult r = log->Append(std::move(e));
+        if (!r.status.ok()) failed = true;
+        if (r.status.ok() && tree_on) tree.Heard(r.seq);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  const auto t1 = Clock::now();
+  if (failed) return Status::Error("E_BENCH", "a synced append failed");
+  *rate = per * threads / Seconds(t0, t1);
+  *batches = sync_batches;
+  return tree_on ? tree.Check(per * threads) : Status::Ok();
 }
 
 double Median(std::vector<double> v) {
@@ -207,6 +324,75 @@ Status MeasureQuery(const LogStore& store, int reps, double* query_us, double* d
 
 Json Fail(const Status& s) { return Json{{"error", s.ToString()}}; }
 
+// The proofs test's log: `total` events in which session "proven" holds
+// exactly 1,000, spread evenly (the rest over 1,000 other sessions), the
+// tree kept and a checkpoint signed of the whole log at the end.
+Status BuildProvenLog(EventLog& log, TreeOn& tree, size_t total) {
+  std::mt19937_64 rng(9);
+  const size_t stride = total / 1000;
+  std::vector<Event> chunk;
+  for (size_t i = 0; i < total; ++i) {
+    const bool proven = i % stride == 0 && i / stride < 1000;
+    chunk.push_back(BenchEvent(i, proven ? "proven" : SessionOf(i, rng), "p"));
+    if (chunk.size() == 20000 || i + 1 == total) {
+      Status s = AppendAll(log, chunk, 4096, &tree);
+      if (!s.ok()) return s;
+      chunk.clear();
+    }
+  }
+  return tree.Check(total);
+}
+
+// 5. The 1,000 events of one session fetched with their proofs (as
+// get_audit_log and GET /v1/audit?proofs=1 answer), then verified offline
+// as `tollgate audit verify-proof` does (cli/verify_proof.h: no RocksDB):
+// every record's hash, the checkpoint's signature, each inclusion.
+// Median milliseconds of the verification, and of the fetch.
+Status MeasureProofs(const std::string& dir, size_t total, int reps, double* verify_ms, double* fetch_ms) {
+  LogOptions o;
+  o.durability = Durability::kBuffered;
+  std::unique_ptr<EventLog> log;
+  Status s = EventLog::Open(dir, o, &log);
+  if (!s.ok()) return s;
+  TreeOn tree;
+  if (s = tree.Start(*log); s.ok()) s = BuildProvenLog(*log, tree, std::max<size_t>(total, 1000));
+  if (!s.ok()) return s;
+  AuditQuery q;
+  q.session_id = "proven";
+  q.limit = 1000;
+  q.json_lines = true;
+  std::vector<double> fetches, verifies;
+  for (int rep = 0; rep < reps; ++rep) {
+    const auto t0 = Clock::now();
+    AuditPage page;
+    std::string note;
+    s = GetAuditLog(log->store(), QueryScope::Operator(), q, &page);
+    if (s.ok()) s = ProveAuditRecords(tree.tree(), &page.lines, &note);
+    const auto t1 = Clock::now();
+    if (!s.ok()) return s;
+    if (page.lines.size() != 1000) {
+      return Status::Error("E_BENCH",
+                           "the session returned " + std::to_string(page.lines.size()) + " events");
+    }
+    cli::ProofBundle bundle;
+    bundle.key = tree.checkpointer().verifier_key();
+    bundle.checkpoints.push_back({"checkpoint", note});
+    std::string records;
+    for (const std::string& line : page.lines) records += line + "\n";
+    bundle.records.push_back({"answer", std::move(records)});
+    const auto t2 = Clock::now();
+    const cli::ProofReport report = cli::VerifyProofBundle(bundle);
+    const auto t3 = Clock::now();
+    // ok() holds only if every record was proven (a pending one fails).
+    if (!report.ok()) return Status::Error("E_BENCH", "the proofs did not verify:\n" + report.Text());
+    fetches.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    verifies.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
+  }
+  *verify_ms = Median(verifies);
+  *fetch_ms = Median(fetches);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Json RunLogBench(const LogBenchOptions& opt_in) {
@@ -239,17 +425,11 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
   {
     std::cerr << "bench log: appending " << opt.append_events << " events (buffered)…\n";
     const int rounds = opt.quick ? 1 : 3;
-    auto make_events = [&opt] {
-      std::mt19937_64 rng(7);
-      std::vector<Event> events;
-      for (size_t i = 0; i < opt.append_events; ++i) events.push_back(BenchEvent(i, SessionOf(i, rng), "a"));
-      return events;
-    };
     std::string arena;
     std::vector<std::pair<size_t, size_t>> spans;  // (offset, size) of each recorded batch in `arena`
     arena.reserve(opt.append_events * 4096);
     spans.reserve(opt.append_events);
-    std::vector<double> log_rates, raw_rates;
+    std::vector<double> log_rates, raw_rates, tree_on_rates, tree_off_rates;
     for (int round = 0; round < rounds; ++round) {
       LogOptions o;
       o.durability = Durability::kBuffered;
@@ -262,7 +442,7 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
       std::unique_ptr<EventLog> log;
       s = EventLog::Open(scratch.Next(), o, &log);
       if (!s.ok()) return Fail(s);
-      std::vector<Event> events = make_events();
+      std::vector<Event> events = AppendEvents(opt.append_events);
       auto t0 = Clock::now();
       s = AppendAll(*log, events);
       auto t1 = Clock::now();
@@ -284,6 +464,16 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
       }
       auto t3 = Clock::now();
       raw_rates.push_back(opt.append_events / Seconds(t2, t3));
+
+      // The Merkle tree on vs off, neither recording its batches; the
+      // first one swapped each round.
+      for (int k = 0; k < 2; ++k) {
+        const bool on = (k + round) % 2 == 1;
+        double rate = 0;
+        s = TreeAppendRound(scratch.Next(), opt.append_events, on, &rate);
+        if (!s.ok()) return Fail(s);
+        (on ? tree_on_rates : tree_off_rates).push_back(rate);
+      }
     }
     const double log_rate = Median(log_rates);
     const double raw_rate = Median(raw_rates);
@@ -292,6 +482,9 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     out["append_batches"] = spans.size();
     out["append_rounds"] = rounds;
     out["append_vs_raw"] = log_rate / raw_rate;
+    out["append_tree_per_s"] = Median(tree_on_rates);
+    out["append_no_tree_per_s"] = Median(tree_off_rates);
+    out["append_tree_vs_off"] = Median(tree_on_rates) / Median(tree_off_rates);
   }
 
   // 2. sync_group_vs_naive: concurrent synced appends vs. one fdatasync'd Put
@@ -304,41 +497,22 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     const int rounds = opt.quick ? 1 : 3;
     const size_t per = std::max<size_t>(1, opt.sync_events / opt.sync_appenders);
     const size_t naive_n = std::max<size_t>(20, std::min<size_t>(300, opt.sync_events / 10));
-    std::vector<double> group_rates, naive_rates, rocks_group_rates;
+    std::vector<double> group_rates, naive_rates, rocks_group_rates, tree_group_rates;
     size_t events_written = 0, batches_written = 0;
     for (int round = 0; round < rounds; ++round) {
-      LogOptions o;
-      o.durability = Durability::kSync;
-      std::atomic<size_t> sync_batches{0};
-      o.batch_observer = [&sync_batches](const rocksdb::WriteBatch&) { ++sync_batches; };
-      std::unique_ptr<EventLog> log;
-      s = EventLog::Open(scratch.Next(), o, &log);
-      if (!s.ok()) return Fail(s);
-      // The events are made before the clock starts, here and for the naive
-      // writer below: building test payloads is not part of an append.
-      std::vector<std::vector<Event>> work(opt.sync_appenders);
-      for (size_t t = 0; t < opt.sync_appenders; ++t) {
-        std::mt19937_64 rng(t);
-        for (size_t i = 0; i < per; ++i) work[t].push_back(BenchEvent(t * per + i, SessionOf(i, rng), "s"));
+      // The tree on and off in turn, the first one swapped each round.
+      double rate = 0, tree_rate = 0;
+      size_t batches = 0, tree_batches = 0;
+      for (int k = 0; k < 2; ++k) {
+        const bool on = (k + round) % 2 == 1;
+        s = SyncAppendRound(scratch.Next(), opt.sync_appenders, per, on, on ? &tree_rate : &rate,
+                            on ? &tree_batches : &batches);
+        if (!s.ok()) return Fail(s);
       }
-      std::vector<std::thread> threads;
-      std::atomic<bool> failed{false};
-      auto t0 = Clock::now();
-      for (size_t t = 0; t < opt.sync_appenders; ++t) {
-        threads.emplace_back([&, t] {
-          for (Event& e : work[t]) {
-            AppendResult r = log->Append(std::move(e));
-            if (!r.status.ok()) failed = true;
-          }
-        });
-      }
-      for (auto& th : threads) th.join();
-      auto t1 = Clock::now();
-      if (failed) return Fail(Status::Error("E_BENCH", "a synced append failed"));
-      group_rates.push_back(per * opt.sync_appenders / Seconds(t0, t1));
+      group_rates.push_back(rate);
+      tree_group_rates.push_back(tree_rate);
       events_written += per * opt.sync_appenders;
-      batches_written += sync_batches;
-      log.reset();
+      batches_written += batches;
 
       double rocks_rate = 0;
       s = RocksDbGroupRound(scratch.Next(), opt.sync_appenders, per, &rocks_rate);
@@ -374,6 +548,8 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     out["sync_group_vs_naive"] = group_rate / naive_rate;
     out["sync_rocksdb_group_per_s"] = Median(rocks_group_rates);
     out["sync_vs_rocksdb_group"] = group_rate / Median(rocks_group_rates);
+    out["sync_tree_per_s"] = Median(tree_group_rates);
+    out["sync_tree_vs_off"] = Median(tree_group_rates) / group_rate;
   }
 
   // 3 and 4. Query latency vs. a raw scan, and on a 10x larger log.
@@ -401,16 +577,35 @@ Json RunLogBench(const LogBenchOptions& opt_in) {
     out["query_growth_10x"] = q_large / q_small;
   }
 
+  // 5. A session's proofs verified offline (goal: under 50 ms).
+  {
+    const size_t total = opt.quick ? 2000 : opt.query_base_events;
+    std::cerr << "bench log: proving a 1000-event session of a " << total << "-event log…\n";
+    double verify_ms = 0, fetch_ms = 0;
+    s = MeasureProofs(scratch.Next(), total, opt.quick ? 2 : 7, &verify_ms, &fetch_ms);
+    if (!s.ok()) return Fail(s);
+    out["proofs_verify_ms"] = verify_ms;
+    out["proofs_verify_vs_goal"] = verify_ms / 50;
+    out["proofs_fetch_ms"] = fetch_ms;  // the query and its proofs, from the log
+    out["proofs_events"] = 1000;
+  }
+
   // sync_group_vs_naive stays as information: a naive writer is not the
   // limit; RocksDB's own write group with as many threads is.
   out["goals"] = {{"append_vs_raw", ">= 0.7"},
                   {"sync_vs_rocksdb_group", ">= 1.5"},
                   {"query_vs_raw_scan", "<= 3"},
-                  {"query_growth_10x", "<= 1.5"}};
+                  {"query_growth_10x", "<= 1.5"},
+                  {"append_tree_vs_off", ">= 0.95"},
+                  {"sync_tree_vs_off", ">= 0.95"},
+                  {"proofs_verify_vs_goal", "< 1 (1,000 proofs verified offline in under 50 ms)"}};
   out["met"] = {{"append_vs_raw", out["append_vs_raw"].get<double>() >= 0.7},
                 {"sync_vs_rocksdb_group", out["sync_vs_rocksdb_group"].get<double>() >= 1.5},
                 {"query_vs_raw_scan", out["query_vs_raw_scan"].get<double>() <= 3},
-                {"query_growth_10x", out["query_growth_10x"].get<double>() <= 1.5}};
+                {"query_growth_10x", out["query_growth_10x"].get<double>() <= 1.5},
+                {"append_tree_vs_off", out["append_tree_vs_off"].get<double>() >= 0.95},
+                {"sync_tree_vs_off", out["sync_tree_vs_off"].get<double>() >= 0.95},
+                {"proofs_verify_vs_goal", out["proofs_verify_vs_goal"].get<double>() < 1}};
   if (own_dir) {
     std::error_code ec;
     std::filesystem::remove_all(scratch.root, ec);

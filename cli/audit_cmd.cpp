@@ -1,10 +1,13 @@
-// `tollgate audit query|verify|export|import|checkpoint|proof|consistency|
-// verify-proof`.
+// `tollgate audit query|verify|export|import|report|checkpoint|proof|
+// consistency|verify-proof`.
 //
 // Readers open the log as a RocksDB secondary, so they work while `tollgate
 // up` is writing it; import opens it as the writer. checkpoint, proof and
 // consistency ask the running `up` (its HTTP API, which holds the tree and
-// signs); verify-proof needs neither log nor network (cli/verify_proof.h).
+// signs); report asks it when it runs, else reads the log; verify-proof
+// needs neither log nor network (cli/verify_proof.h).
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -13,8 +16,10 @@
 #include <sstream>
 
 #include "audit/audit_query.h"
+#include "audit/compliance_report.h"
 #include "audit/event_log.h"
 #include "audit/export.h"
+#include "audit/merkle_store.h"
 #include "audit/query_params.h"
 #include "audit/verify.h"
 #include "cli/admin_client.h"
@@ -138,6 +143,7 @@ struct ExportFlags {
   std::string data = kDefaultDataDir, out, since, until;
   ExportRange range;
   uint64_t from = 0, to = 0;
+  bool proofs = false;
 };
 
 int RunExport(ExportFlags& f) {
@@ -148,12 +154,19 @@ int RunExport(ExportFlags& f) {
   std::unique_ptr<LogStore> store;
   Status s = OpenReader(f.data, &store);
   if (!s.ok()) return Fail(s);
+  std::unique_ptr<MerkleStore> tree;  // --proofs: each record's inclusion proof
+  if (f.proofs) {
+    s = MerkleStore::Open(*store, &tree);
+    if (s.ok() && !tree->present()) s = Status::Error("E_NOT_CONFIGURED", "this log keeps no Merkle tree");
+    if (!s.ok()) return Fail(s);
+  }
   ExportStats stats;
   if (f.out.empty()) {
-    s = ExportLog(*store, f.range, std::cout, &stats);
+    s = ExportLog(*store, f.range, std::cout, &stats, tree.get());
   } else {
     std::ofstream out(f.out, std::ios::trunc);
-    s = out ? ExportLog(*store, f.range, out, &stats) : Status::Error(errc::kLogIO, "cannot write " + f.out);
+    s = out ? ExportLog(*store, f.range, out, &stats, tree.get())
+            : Status::Error(errc::kLogIO, "cannot write " + f.out);
   }
   if (!s.ok()) return Fail(s);
   std::cerr << "exported seq " << stats.from_seq << ".." << stats.to_seq << " (" << stats.count
@@ -171,6 +184,9 @@ void AddExportCommand(CLI::App* audit, int* exit_code) {
   exp->add_option("--to-seq", ef->to, "last seq");
   exp->add_option("--since", ef->since, "events from this time (RFC 3339)");
   exp->add_option("--until", ef->until, "events before this time (RFC 3339)");
+  exp->add_flag("--proofs", ef->proofs,
+                "each record with its inclusion proof against the latest signed checkpoint "
+                "(check with audit verify-proof --record)");
   exp->callback([ef, exit_code] { *exit_code = RunExport(*ef); });
 }
 
@@ -199,6 +215,86 @@ void AddImportCommand(CLI::App* audit, int* exit_code) {
     }
     std::cerr << "imported " << n << " events; head seq " << log->head_seq() << "\n";
   });
+}
+
+// --- The compliance report (audit/compliance_report.h) ---
+
+// `audit report`'s filters: {flag, query-string name, help}; the names are
+// GET /v1/audit/report's, which AuditParamsFromQueryString reads for both.
+constexpr QueryFilter kReportFilters[] = {
+    {"--org", "org", "org id"},
+    {"--agent", "agent", "agent id"},
+    {"--session", "session", "session id"},
+    {"--tool", "tool", "tool name; an alias's calls count under the tool it expands to too"},
+    {"--verdict", "verdict", "decision verdict: allow, deny or ask"},
+    {"--since", "since", "calls from this time (RFC 3339, inclusive)"},
+    {"--until", "until", "calls before this time (RFC 3339, exclusive)"},
+};
+
+struct ReportFlags {
+  std::string data = kDefaultDataDir, token_file, format;
+  std::map<std::string, std::string> params;  // by query-string name; "" = not given
+  bool proofs = false;
+};
+
+// Without a running `up`: the same report from the log, as the operator
+// (every org). Proofs need the tree's checkpoints, which `up` serves.
+int ReportFromLog(const ReportFlags& f, const std::string& format) {
+  if (f.proofs) {
+    std::cerr << "tollgate: --proofs needs the running `tollgate up --data " << f.data
+              << "` (it holds the checkpoints)\n";
+    return 2;
+  }
+  std::multimap<std::string, std::string> query(f.params.begin(), f.params.end());
+  ReportFilter filter;
+  Status s = ReportFilterFromParams(AuditParamsFromQueryString(query), &filter);
+  std::unique_ptr<LogStore> store;
+  if (s.ok()) s = OpenReader(f.data, &store);
+  std::vector<ReportRow> rows;
+  if (s.ok()) s = ReadReport(*store, QueryScope::Operator(), filter, &rows);
+  if (!s.ok()) return Fail(s);
+  WriteReport(format, rows, nullptr, std::cout);
+  std::cout << std::flush;
+  return 0;
+}
+
+int RunReport(const ReportFlags& f) {
+  // A person at a terminal reads a table; a pipe or a file gets CSV.
+  const std::string format = !f.format.empty() ? f.format : isatty(STDOUT_FILENO) ? "table" : "csv";
+  const std::string url = LiveApiUrl(f.data);
+  if (url.empty()) return ReportFromLog(f, format);
+  std::string path = "/v1/audit/report?format=" + EncodeQueryParam(format);
+  for (const auto& [k, v] : f.params) {
+    if (!v.empty()) path += "&" + k + "=" + EncodeQueryParam(v);
+  }
+  if (f.proofs) path += "&proofs=1";
+  std::string token, text;
+  Status s = ResolveToken({f.data, f.token_file}, &token);
+  if (!s.ok()) return Fail(s);
+  s = ApiGetText(url, token, path, &text);
+  if (!s.ok()) {
+    std::cerr << "tollgate: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::cout << text << std::flush;
+  return 0;
+}
+
+// `audit report`.
+void AddReportCommand(CLI::App* audit, int* exit_code) {
+  auto f = std::make_shared<ReportFlags>();
+  auto* cmd = audit->add_subcommand(
+      "report", "the compliance report: one row per call, with its decision, approvers, outcome and cost");
+  cmd->add_option("--data", f->data, "data directory of `tollgate up` (or its log)")->capture_default_str();
+  cmd->add_option("--token-file", f->token_file,
+                  "an auditor's or admin's token (default: $TOLLGATE_TOKEN, DATA/admin.token)");
+  for (const QueryFilter& filter : kReportFilters)
+    cmd->add_option(filter.flag, f->params[filter.param], filter.help);
+  cmd->add_option("--format", f->format, "table, csv or jsonl (default: table on a terminal, else csv)")
+      ->check(CLI::IsMember({"table", "csv", "jsonl"}));
+  cmd->add_flag("--proofs", f->proofs,
+                "each row with the inclusion proof of each of its events (csv, jsonl; needs `up`)");
+  cmd->callback([f, exit_code] { *exit_code = RunReport(*f); });
 }
 
 // --- Checkpoints and proofs: served by the running `up` (its HTTP API) ---
@@ -335,13 +431,15 @@ void AddVerifyProofCommand(CLI::App* audit, int* exit_code) {
 }  // namespace
 
 void AddAuditCommands(CLI::App& app, int* exit_code) {
-  auto* audit =
-      app.add_subcommand("audit", "query, verify, export and import the event log; checkpoints and proofs");
+  auto* audit = app.add_subcommand(
+      "audit",
+      "query, verify, export and import the event log; the compliance report; checkpoints and proofs");
   audit->require_subcommand(1);
   AddQueryCommand(audit, exit_code);
   AddVerifyCommand(audit, exit_code);
   AddExportCommand(audit, exit_code);
   AddImportCommand(audit, exit_code);
+  AddReportCommand(audit, exit_code);
   AddLiveCommands(audit, exit_code);
   AddVerifyProofCommand(audit, exit_code);
 }

@@ -20,9 +20,11 @@ struct UpFlags {
   std::string durability = "sync";
   std::string log_format = "json";
   bool check = false;
-  int broker_port = -1;            // --broker-port; -1: not given
-  bool http_given = false;         // --http was on the command line
-  double checkpoint_seconds = 10;  // --checkpoint-every-seconds
+  int broker_port = -1;                // --broker-port; -1: not given
+  bool http_given = false;             // --http was on the command line
+  double checkpoint_seconds = 10;      // --checkpoint-every-seconds
+  std::vector<std::string> witnesses;  // --witness URL=VERIFIER_KEY
+  size_t witness_quorum = 0;           // --witness-quorum; 0: all of them
 };
 
 constexpr const char* kDefaultHttp = "127.0.0.1:0";
@@ -60,6 +62,27 @@ std::vector<std::string> ChoosePorts(UpFlags& f) {
   return taken;
 }
 
+// --witness/--witness-quorum into the checkpoint options; false (said on
+// stderr) for a malformed one.
+bool ApplyWitnessFlags(UpFlags& f) {
+  WitnessOptions& w = f.pipeline.checkpoints.witnesses;
+  for (const std::string& flag : f.witnesses) {
+    WitnessEndpoint e;
+    Status s = ParseWitnessFlag(flag, &e);
+    if (!s.ok()) {
+      std::cerr << "tollgate: --witness: " << s.ToString() << "\n";
+      return false;
+    }
+    w.witnesses.push_back(std::move(e));
+  }
+  if (f.witness_quorum > f.witnesses.size()) {
+    std::cerr << "tollgate: --witness-quorum " << f.witness_quorum << " needs that many --witness\n";
+    return false;
+  }
+  w.quorum = f.witness_quorum;
+  return true;
+}
+
 // 1. The flags: the log format and durability are applied, the rest
 // checked. False (after saying why on stderr) when one is wrong.
 bool ApplyUpFlags(UpFlags& f) {
@@ -86,7 +109,7 @@ bool ApplyUpFlags(UpFlags& f) {
     return false;
   }
   f.pipeline.checkpoints.every = std::chrono::milliseconds(static_cast<int64_t>(f.checkpoint_seconds * 1000));
-  return true;
+  return ApplyWitnessFlags(f);
 }
 
 // Signed checkpoints of the log (docs/log_format.md, "Checkpoints and proofs").
@@ -97,6 +120,11 @@ void AddCheckpointFlags(CLI::App* up, UpFlags* f) {
   up->add_option("--checkpoint-every-seconds", f->checkpoint_seconds,
                  "and after this long when the log grew (0: off)")
       ->capture_default_str();
+  up->add_option("--witness", f->witnesses,
+                 "a C2SP tlog-witness to cosign each checkpoint, URL=VERIFIER_KEY (its submission prefix "
+                 "and cosignature/v1 key; repeatable; docs/log_format.md, \"Witnesses\")");
+  up->add_option("--witness-quorum", f->witness_quorum,
+                 "a checkpoint is served cosigned once this many witnesses signed it (default: all)");
 }
 
 // --check: validates the invocation without starting anything (compose test).

@@ -6,6 +6,7 @@ import { h, notice } from './dom.js';
 import { renderLogin } from './login.js';
 import { renderInbox } from './inbox.js';
 import { renderAudit } from './audit.js';
+import { renderReport } from './report.js';
 import { renderSessions, renderSession } from './session.js';
 
 let stop = null;
@@ -62,6 +63,7 @@ export async function route() {
   switch (view) {
     case 'inbox': stop = renderInbox(main, ctx); break;
     case 'audit': stop = renderAudit(main, ctx); break;
+    case 'report': stop = renderReport(main, ctx); break;
     case 'sessions': stop = renderSessions(main, ctx); break;
     case 'session': stop = renderSession(main, ctx, path[1] || ''); break;
     default: main.append(h('h1', {}, 'Not found'), notice(`There is no view "${view}".`, 'error'));

@@ -2,6 +2,10 @@
 // so a search can be shared and the back button works; paging by cursor;
 // one event's detail with its hash and chain position; an export of the
 // filter as a selection export that `tollgate audit verify --file` checks.
+// "With proofs" (proofs=1 in the URL) asks /v1/audit?proofs=1: the signed
+// checkpoint the page is proven against, a mark per event (proven, or not
+// covered yet), and downloads of the checkpoint and of the proven records
+// with their tlog-proofs, the files `tollgate audit verify-proof` reads.
 import { api, download, explain } from './api.js';
 import { badge, field, h, jsonBlock, notice, verdictBadge, viewLink, when } from './dom.js';
 
@@ -59,22 +63,26 @@ export function renderAudit(main, { me, params }) {
     field('From (your time)', inputs.since), field('Until (your time)', inputs.until),
     h('div', { class: 'field check' }, inputs.desc, h('label', { for: 'f-desc' }, 'Newest first')));
   inputs.desc.id = 'f-desc';
+  inputs.proofs = h('input', { type: 'checkbox', name: 'proofs', id: 'f-proofs', checked: params.get('proofs') === '1' });
+  fields.push(h('div', { class: 'field check' }, inputs.proofs, h('label', { for: 'f-proofs' }, 'With proofs')));
 
   const form = h('form', { class: 'filters', 'aria-label': 'Audit filters' }, fields,
     h('div', { class: 'actions' },
       h('button', { type: 'submit' }, 'Search'),
       h('button', { type: 'button', class: 'secondary', 'data-action': 'export' }, 'Export JSON lines')));
   const status = h('div', { 'aria-live': 'polite' });
+  const proven = h('section', { class: 'proofs', 'aria-label': 'Proofs', hidden: true });
   const table = h('table', { class: 'events' });
   const pager = h('div', { class: 'pager' });
   const detail = h('section', { class: 'detail', 'aria-label': 'Event detail', tabindex: -1, hidden: true });
-  main.append(h('h1', {}, 'Audit log'), form, status, h('div', { class: 'table-wrap' }, table), pager, detail);
+  main.append(h('h1', {}, 'Audit log'), form, status, proven, h('div', { class: 'table-wrap' }, table), pager, detail);
 
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const q = new URLSearchParams();
     for (const [k, el] of Object.entries(inputs)) {
       if (k === 'desc') q.set('desc', el.checked ? 'true' : 'false');
+      else if (k === 'proofs') { if (el.checked) q.set('proofs', '1'); }
       else if (k === 'since' || k === 'until') { if (el.value) q.set(k, toUtc(el.value)); }
       else if (el.value.trim()) q.set(k, el.value.trim());
     }
@@ -99,16 +107,21 @@ export function renderAudit(main, { me, params }) {
 
   const cursors = [''];  // the cursor of each page shown so far
   let head = null;
+  const withProofs = params.get('proofs') === '1';
   async function load(page) {
     status.replaceChildren(notice('Searching…'));
     try {
-      const [{ data }, health] = await Promise.all([
-        api(`/v1/audit?${apiQuery(params, { cursor: cursors[page], desc: params.get('desc') || 'true', limit: params.get('limit') || '50' })}`),
+      const path = `/v1/audit?${apiQuery(params, { cursor: cursors[page], desc: params.get('desc') || 'true', limit: params.get('limit') || '50', proofs: withProofs ? '1' : '' })}`;
+      // With proofs, the answer's text too: the records are saved as sent.
+      const [answer, health] = await Promise.all([
+        withProofs ? download(path).then((b) => b.text()).then((text) => ({ text, data: JSON.parse(text) })) : api(path),
         fetch('/healthz', { cache: 'no-store' }).then((r) => r.json()).catch(() => null),
       ]);
+      const { data } = answer;
       head = health ? health.head_seq : null;
       if (data.next_cursor) cursors[page + 1] = data.next_cursor;
       show(data.events, page, Boolean(data.next_cursor));
+      if (withProofs) showProofs(proven, data.checkpoint, data.events, rawEvents(answer.text), status);
     } catch (e) {
       status.replaceChildren(notice(`Search failed: ${explain(e)}`, 'error'));
     }
@@ -117,15 +130,17 @@ export function renderAudit(main, { me, params }) {
   function show(events, page, more) {
     status.replaceChildren(events.length ? notice(`${events.length} events on page ${page + 1}.`) :
       notice(page ? 'No more events.' : 'No event matches these filters.'));
+    const columns = ['Seq', 'Time', 'Type', 'Agent', 'Session', 'Tool', 'Outcome'].concat(withProofs ? ['Proof'] : []);
     table.replaceChildren(
-      h('thead', {}, h('tr', {}, ['Seq', 'Time', 'Type', 'Agent', 'Session', 'Tool', 'Outcome'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, events.map((e) => {
         const open = h('button', { type: 'button', class: 'link', 'aria-label': `Open event ${e.seq}` }, String(e.seq));
         open.addEventListener('click', () => showDetail(e));
         return h('tr', { 'data-seq': e.seq },
           h('td', {}, open), h('td', {}, when(e.time)), h('td', {}, h('code', {}, e.type)),
           h('td', {}, e.agent_id), h('td', {}, e.session_id ? viewLink('session', e.session_id) : ''),
-          h('td', {}, e.tool ? h('code', {}, e.tool) : ''), h('td', {}, outcome(e)));
+          h('td', {}, e.tool ? h('code', {}, e.tool) : ''), h('td', {}, outcome(e)),
+          withProofs ? h('td', { class: 'proof' }, proofMark(e)) : null);
       })));
     pager.replaceChildren();
     if (page > 0) pager.append(button('Previous page', () => load(page - 1)));
@@ -144,6 +159,8 @@ export function renderAudit(main, { me, params }) {
         h('dt', {}, 'Time'), h('dd', {}, when(e.time)),
         h('dt', {}, 'Request'), h('dd', {}, e.request_id ? h('a', { href: `#/audit?request=${encodeURIComponent(e.request_id)}&desc=false` }, e.request_id) : '—')),
       h('p', { class: 'muted' }, 'hash = SHA-256(previous hash ‖ the record without its two hashes); see docs/log_format.md.'),
+      e.proof ? h('h3', {}, 'Inclusion proof (C2SP tlog-proof)') : null,
+      e.proof ? h('pre', { class: 'json', tabindex: 0, 'aria-label': 'Inclusion proof' }, e.proof) : null,
       jsonBlock(e, 'The record'));
     detail.focus?.();
     detail.scrollIntoView({ block: 'nearest' });
@@ -162,6 +179,97 @@ function outcome(e) {
   }
   if (e.type.startsWith('approval.')) return d.approver ? `${d.approver}` : '';
   return '';
+}
+
+// Proofs: whether the page's checkpoint covers the event.
+function proofMark(e) {
+  if (typeof e.proof === 'string') return badge('proven ✓', 'ok');
+  return badge('not covered yet', 'warn');
+}
+
+// The origin, size and root of a signed checkpoint note (its first three
+// lines: docs/log_format.md, "Checkpoints"); null when it is not one.
+export function checkpointFacts(note) {
+  if (typeof note !== 'string' || !note) return null;
+  const [origin, size, root] = note.split('\n');
+  return origin && /^\d+$/.test(size || '') && root ? { origin, size, root } : null;
+}
+
+// The text of each element of the answer's "events" array ({"events":[...],
+// as /v1/audit writes it), as sent: a record parsed and written again could
+// change a number (1.0, or past 2^53) and so its hash.
+export function rawEvents(text) {
+  const out = [];
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  let from = -1;
+  for (let i = text.indexOf('['); i >= 0 && i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (c === '\\') escaped = true;
+      else if (c === '"') inString = false;
+    } else if (c === '"') {
+      inString = true;
+    } else if (c === '{' || c === '[') {
+      if (depth === 1) from = i;
+      depth++;
+    } else if (c === '}' || c === ']') {
+      depth--;
+      if (depth === 1) out.push(text.slice(from, i + 1));
+      if (depth === 0) break;
+    }
+  }
+  return out;
+}
+
+// The records that carry a proof, one JSON line each as sent (`raw`, from
+// rawEvents): what `tollgate audit verify-proof --record` reads (each proof
+// holds its checkpoint). Records not covered yet are left out: they have no
+// proof.
+export function provenRecords(events, raw) {
+  const lines = raw && raw.length === events.length ? raw : events.map((e) => JSON.stringify(e));
+  return lines.filter((_, i) => typeof events[i].proof === 'string').map((l) => `${l}\n`).join('');
+}
+
+function save(text, name, type) {
+  const a = h('a', {});
+  a.href = URL.createObjectURL(new Blob([text], { type }));  // a blob: URL of our own making
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+}
+
+// The checkpoint the page is proven against and the downloads of it and of
+// the proven records.
+function showProofs(section, note, events, raw, status) {
+  section.hidden = false;
+  const facts = checkpointFacts(note);
+  const n = events.filter((e) => typeof e.proof === 'string').length;
+  if (!facts) {
+    section.replaceChildren(h('h2', {}, 'Proofs'),
+      notice('No checkpoint has been signed yet: no event on this page is covered yet.'));
+    return;
+  }
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const saveProofs = button('Download proofs', () => {
+    save(provenRecords(events, raw), `tollgate-proofs-${stamp}.jsonl`, 'application/x-ndjson');
+    status.replaceChildren(notice(`Saved ${n} records with their proofs. Check them offline with ` +
+      '`tollgate audit verify-proof --key <checkpoint key> --checkpoint <checkpoint file> --record <file>`.'));
+  });
+  saveProofs.setAttribute('data-action', 'proofs');
+  const saveCheckpoint = button('Download checkpoint', () => save(note, `tollgate-checkpoint-${facts.size}.txt`, 'text/plain'));
+  saveCheckpoint.setAttribute('data-action', 'checkpoint');
+  section.replaceChildren(h('h2', {}, 'Proofs'),
+    h('p', {}, `${n} of ${events.length} events on this page are proven against this signed checkpoint:`),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'Origin'), h('dd', {}, h('code', {}, facts.origin)),
+      h('dt', {}, 'Size'), h('dd', { 'data-size': facts.size }, `${facts.size} events`),
+      h('dt', {}, 'Root'), h('dd', {}, h('code', { class: 'hash' }, facts.root))),
+    h('div', { class: 'actions' }, saveProofs, saveCheckpoint));
 }
 
 function button(label, onclick) {

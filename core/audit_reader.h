@@ -8,6 +8,9 @@
 
 namespace tollgate {
 
+// Proofs were asked of a reader that keeps no Merkle tree (docs/errors.md).
+inline constexpr const char* kNoProofsCode = "E_NOT_CONFIGURED";
+
 class AuditReader {
  public:
   virtual ~AuditReader() = default;
@@ -18,6 +21,15 @@ class AuditReader {
   // an operator). Fills *page with {"events": [record JSON...],
   // "next_cursor": "..."}. Thread-safe.
   virtual Status Query(const std::string& org_id, const Json& query, Json* page) = 0;
+  // Query, each record also carrying its inclusion proof against the latest
+  // signed checkpoint (audit/audit_proofs.h: "proof", a C2SP tlog-proof, or
+  // "proof_pending": true when that checkpoint does not cover it yet), and
+  // the page "checkpoint": that checkpoint's signed note ("" before the
+  // first). kNoProofsCode where no tree is kept (this default).
+  virtual Status QueryWithProofs(const std::string& /*org_id*/, const Json& /*query*/, Json* /*page*/) {
+    return Status::Error(kNoProofsCode,
+                         "this deployment keeps no Merkle tree here: it has no proofs to give");
+  }
 };
 
 }  // namespace tollgate

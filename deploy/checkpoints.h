@@ -20,8 +20,18 @@ struct Checkpoints {
   std::unique_ptr<Checkpointer> checkpointer;
 };
 
-Status StartCheckpoints(LocalLog& local, const EventsKey& key, const CheckpointOptions& options,
-                        Checkpoints* out);
+// With options.witnesses and no transport given, the witnesses are asked
+// over libcurl. The key's credential goes to `writer` (default local.sink:
+// a process that writes its log itself; the distributed keeper gives its
+// events-topic writer, so every copy of the log gets it).
+Status StartCheckpoints(LocalLog& local, const EventsKey& key, CheckpointOptions options, Checkpoints* out,
+                        EventSink* writer = nullptr);
+
+// The distributed keeper's options (deploy/stage_service.h): every keeper
+// folds the same topic into its own copy of the log, so it signs only at
+// multiples of every_events (and on demand) and logs nothing: a
+// checkpoint.signed appended locally would make the copies diverge.
+CheckpointOptions KeeperCheckpointOptions(CheckpointOptions options);
 
 // {"origin", "verifier_key", "public_key"} of a checkpoint signer: for
 // endpoints.json and GET /v1/audit/checkpoint-key.

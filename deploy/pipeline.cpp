@@ -174,7 +174,7 @@ Status Pipeline::StartObservers() {
 Status Pipeline::StartStages(const std::string& incarnation) {
   // The redaction rules in force (the policy's redact section), for every
   // stage that logs (docs/redaction.md); decide's fold sets them.
-  audit_reader_ = std::make_unique<LogAuditReader>(local_->log->store());
+  audit_reader_ = std::make_unique<LogAuditReader>(local_->log->store(), checkpoints_.tree.get());
   StageEnv env;
   env.options = &options_;
   env.topics = bus_.topics;

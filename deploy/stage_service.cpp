@@ -182,9 +182,14 @@ Status StageService::ServeMetrics() {
 // then the follow loop and the API.
 Status StageService::StartKeeper() {
   const PipelineOptions& po = options_.pipeline;
+  // The log's Merkle tree and signed checkpoints, as `up` keeps them, but
+  // not logged: this copy is one of several folded from the topic.
+  Status s = StartCheckpoints(*local_, *key_, KeeperCheckpointOptions(po.checkpoints), &checkpoints_,
+                              topic_sink_.get());
+  if (!s.ok()) return s;
   // Scheduled calls fire from the process that writes the log
   // (deploy/scheduler.h); it folds what the follower appends.
-  Status s = Scheduler::Start(local_->log->store(), *local_->sink, {bus_, service_signer_}, &scheduler_);
+  s = Scheduler::Start(local_->log->store(), *local_->sink, {bus_, service_signer_}, &scheduler_);
   if (!s.ok()) return s;
   // So do Duragent's notify deliveries, and "allow always" written into a
   // Duragent workspace (deploy/notify_deliveries.h, duragent_local_rules.h):
@@ -233,13 +238,18 @@ Status StageService::ServeKeeperApi() {
   ao.metrics = [m = keeper_metrics_] { return m->Render(); };
   ao.metrics_public = po.metrics_public;
   ao.log_refusal = [log = local_->log.get()] { return log->refusal(); };  // a full disk on /healthz
+  ao.tree = checkpoints_.tree.get();
+  ao.checkpointer = checkpoints_.checkpointer.get();
   auto tools = MakeToolDirectory(po.policy_path, po.data_dir, built_.policy);
   ao.list_tools = [tools](const std::string& org, const std::string& agent, Json* out) {
     return tools->List(org, agent, out);
   };
-  Status s =
-      ServeLog(po, bus_, std::move(ao), local_->log->store(),
-               {{"embedded_broker", false}, {"keeper", true}, {"gate_key", GateKeyJson(*gate_)}}, &api_);
+  Status s = ServeLog(po, bus_, std::move(ao), local_->log->store(),
+                      {{"embedded_broker", false},
+                       {"keeper", true},
+                       {"gate_key", GateKeyJson(*gate_)},
+                       {"checkpoint_key", CheckpointKeyJson(checkpoints_.checkpointer->signer())}},
+                      &api_);
   if (!s.ok()) return s;
   if (api_ && notify_) notify_->SetConsoleBase(api_->url());
   return Status::Ok();
@@ -265,6 +275,10 @@ StageService::~StageService() {
   otlp_.reset();
   webhooks_.reset();
   topic_sink_.reset();
+  // Nothing appends now: the checkpointer stops, then the tree closes,
+  // before the log they read.
+  checkpoints_.checkpointer.reset();
+  checkpoints_.tree.reset();
   follower_.reset();
   local_.reset();
 }

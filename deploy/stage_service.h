@@ -15,7 +15,9 @@
 // serves the HTTP API. As the process that owns the log it also fires
 // scheduled calls, sends notify deliveries and writes "allow always" into a
 // Duragent workspace (--policy DIR), as `tollgate up` does. More than one
-// keeper may run; each holds the same events under the same seqs and hashes.
+// keeper may run; each holds the same events under the same seqs and hashes,
+// keeps the log's Merkle tree and signs the same checkpoints of it
+// (deploy/checkpoints.h, KeeperCheckpointOptions).
 #pragma once
 
 #include <atomic>
@@ -26,6 +28,7 @@
 
 #include "api/http_api.h"
 #include "api/metrics_server.h"
+#include "deploy/checkpoints.h"
 #include "deploy/notify_deliveries.h"
 #include "deploy/pipeline.h"
 #include "deploy/stages.h"
@@ -98,6 +101,7 @@ class StageService {
   std::unique_ptr<Scheduler> scheduler_;        // the keeper fires scheduled calls
   std::unique_ptr<NotifyDeliveries> notify_;    // and sends notify deliveries
   std::shared_ptr<Metrics> keeper_metrics_;     // the keeper's /metrics
+  Checkpoints checkpoints_;                     // the keeper's tree and checkpoints
   std::shared_ptr<const JwtSigner> service_signer_;
   bool admin_token_created_ = false;
   std::unique_ptr<AuditReader> audit_reader_;

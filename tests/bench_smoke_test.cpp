@@ -17,8 +17,8 @@ TEST(LogBench, QuickRunReportsEveryRatio) {
   o.quick = true;
   Json r = RunLogBench(o);
   ASSERT_FALSE(r.contains("error")) << r.dump();
-  for (const char* key :
-       {"append_vs_raw", "sync_vs_rocksdb_group", "query_vs_raw_scan", "query_growth_10x"}) {
+  for (const char* key : {"append_vs_raw", "sync_vs_rocksdb_group", "query_vs_raw_scan", "query_growth_10x",
+                          "append_tree_vs_off", "sync_tree_vs_off", "proofs_verify_vs_goal"}) {
     ASSERT_TRUE(r.contains(key)) << key;
     double v = r[key].get<double>();
     EXPECT_TRUE(std::isfinite(v) && v > 0) << key << " = " << v;

@@ -8,7 +8,12 @@
 // (alias: the log's own code). Org and agent (and, for scope
 // "session", the session) come from the request envelope; args cannot widen
 // them: naming another session needs scope "agent", and the query always
-// carries the caller's org and agent.
+// carries the caller's org and agent. proofs: true adds each entry's
+// inclusion proof ("proof", a C2SP tlog-proof, or "proof_pending": true)
+// and the signed "checkpoint" they are proven against, exactly as GET
+// /v1/audit?proofs=1 answers (audit/audit_proofs.h); where no Merkle tree
+// is kept, E_NOT_CONFIGURED. With proofs, `entries` (the seed's copy of
+// `events`) is left out.
 #include <algorithm>
 
 #include "execute/tools/tools.h"
@@ -71,9 +76,14 @@ class GetAuditLogTool : public BuiltinTool {
       if (!args["session_id"].is_string()) return ToolFail(errc::kInvalidArgs, "session_id must be a string");
       q["session_id"] = args["session_id"];  // still within this agent
     }
+    if (args.contains("proofs") && !args["proofs"].is_boolean())
+      return ToolFail(errc::kInvalidArgs, "proofs must be a boolean");
+    const bool proofs = args.value("proofs", false);
     Json page;
-    Status s = ctx.audit->Query(ctx.org_id, q, &page);
+    Status s =
+        proofs ? ctx.audit->QueryWithProofs(ctx.org_id, q, &page) : ctx.audit->Query(ctx.org_id, q, &page);
     if (!s.ok()) {
+      if (s.code() == kNoProofsCode) return ToolFail(s.code(), s.message());  // not a read error
       if (s.code() == "E_INVALID_QUERY") return ToolFail(errc::kInvalidArgs, s.message());
       if (s.code() == "E_FORBIDDEN") return ToolFail(s.code(), s.message());  // a refusal, not a read error
       return ToolResultErrorAs(errc::kAuditError, s.code(), s.message(), true);
@@ -84,7 +94,9 @@ class GetAuditLogTool : public BuiltinTool {
     }
     if (!page.contains("events") || !page["events"].is_array()) page["events"] = Json::array();
     page["count"] = page["events"].size();
-    page["entries"] = page["events"];
+    // The seed's copy, left out with proofs (no seed asks for them): each
+    // proof is ~1 KB, and the result must stay within one event.
+    if (!proofs) page["entries"] = page["events"];
     return ToolOk(page);
   }
 };

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Up, cli, waitFor, TOLLGATE } from '../mcp/harness.mjs';
 import { Browser } from './webdriver.mjs';
+import { checkProofsView } from './audit_proofs.mjs';
 
 const SHOTS = process.env.TOLLGATE_SCREENSHOTS;
 
@@ -208,6 +209,8 @@ test('the export of a filter verifies offline', async () => {
   await browser.until('the export to finish', "return document.body.textContent.includes('Exported.')");
 });
 
+
+test('the audit view with proofs shows its checkpoint, marks each event, and its downloads verify offline', () => checkProofsView({ browser, up }));
 test('a session timeline shows the requests, their decisions and approvals, and that it verifies', async () => {
   await browser.go(`${up.http}/#/session/console-s1`);
   await browser.until('two requests', "return document.querySelectorAll('li.step').length === 2");

@@ -11,6 +11,7 @@ import json
 import os
 import time
 import unittest
+import urllib.request
 
 import harness as h
 
@@ -90,6 +91,32 @@ class DistributedDeployment(unittest.TestCase):
                 self.assertEqual(seq, max(record), d + ": " + head)
             self.assertEqual(record.get(seq), digest, d + ": " + head)
 
+    def keeper_get(self, instance, path):
+        ep = h._read_json(os.path.join(self.scratch.sub(instance), "endpoints.json"))
+        req = urllib.request.Request(ep["http"] + path, headers={"Authorization": "Bearer " + self.d.admin_token})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.read().decode()
+
+    def assert_keepers_sign_the_same_checkpoints(self, keepers):
+        """Each keeper keeps the tree of its own copy of the log and signs
+        checkpoints of it with the deployment's checkpoint key: for the same
+        size, the same bytes (docs/deployments.md, "Checkpoints")."""
+        keys = {k: json.loads(self.keeper_get(k, "/v1/audit/checkpoint-key")) for k in keepers}
+        self.assertEqual(len({json.dumps(v, sort_keys=True) for v in keys.values()}), 1, keys)
+
+        def signed_alike():
+            # Signed on demand at each keeper's head; the log is idle, so
+            # once every copy is level they sign the same size.
+            notes = [self.keeper_get(k, "/v1/audit/checkpoint?fresh=1") for k in keepers]
+            return notes if len({n.split("\n")[1] for n in notes}) == 1 else None
+
+        notes = h.wait_until(signed_alike, 30, "the keepers' checkpoints of one size")
+        self.assertEqual(notes[1:], notes[:1] * (len(notes) - 1))
+        size = notes[0].split("\n")[1]
+        self.assertGreater(int(size), 0)
+        for k in keepers:  # stored and served by size too
+            self.assertEqual(self.keeper_get(k, "/v1/audit/checkpoint?size=" + size), notes[0], k)
+
     def test_every_request_ends_once_and_the_keepers_log_matches_the_embedded_one(self):
         agents = ["agent-%d" % a for a in range(3)]
         reqs = h.workload(3, 16)
@@ -121,6 +148,7 @@ class DistributedDeployment(unittest.TestCase):
         self.d.stage("audit", "keeper-2")
         dist = h.log_events(self.scratch.sub("keeper"))
         h.wait_until(lambda: len(h.log_events(self.scratch.sub("keeper-2"))) == len(dist), 30, "keeper-2")
+        self.assert_keepers_sign_the_same_checkpoints(["keeper", "keeper-2"])
         self.d.stop()
         self.assert_copies_agree(["keeper", "keeper-2"], ["ingest", "decide", "approve", "execute-1", "execute-2"])
 
