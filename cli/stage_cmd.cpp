@@ -117,6 +117,10 @@ void AddStageCommand(CLI::App& app, int* exit_code) {
       "--deployment-key", f->service.deployment_key,
       "the events topic's key (default DATA/keys/events.key; the keeper makes it, the stages need a "
       "copy)");
+  cmd->add_option("--checkpoint-every-events", f->service.pipeline.checkpoints.every_events,
+                  "audit only: sign a checkpoint of the log every N events (0: on demand only); every "
+                  "keeper signs the same bytes at the same sizes")
+      ->capture_default_str();
   cmd->add_option("--topic-prefix", f->service.pipeline.topic_prefix, "topic name prefix")
       ->capture_default_str();
   cmd->add_option("--partitions", f->service.pipeline.partitions, "partitions of the topics tollgate creates")
