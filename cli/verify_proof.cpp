@@ -221,6 +221,42 @@ void Run::Consistency(const ProofInput& in) {
       "the checkpoint of size " + S(p.old_size) + " is a prefix of the one of size " + S(p.new_size));
 }
 
+// The records' chains: each request's and each session's records, by seq.
+void Run::Complete() {
+  std::map<std::pair<std::string, std::string>, std::vector<uint64_t>> requests, sessions;
+  for (const auto& [seq, e] : events_) {
+    if (!e.request_id.empty()) requests[{e.org_id, e.request_id}].push_back(seq);
+    if (!e.session_id.empty()) sessions[{e.org_id, e.session_id}].push_back(seq);
+  }
+  for (const auto& [key, seqs] : requests) Chain("request " + key.first + "/" + key.second, seqs, true);
+  for (const auto& [key, seqs] : sessions) Chain("session " + key.first + "/" + key.second, seqs, false);
+  if (events_.empty()) Add("completeness", Failed("no record to check"));
+}
+
+// One chain: the first record links to none (0), each later one to the
+// record before it. A request whose last record ends it is complete; any
+// other chain is complete up to its last record.
+void Run::Chain(const std::string& what, const std::vector<uint64_t>& seqs, bool request) {
+  uint64_t prev = 0;
+  for (uint64_t seq : seqs) {
+    const Event& e = events_.at(seq);
+    const std::optional<uint64_t>& link = request ? e.prev_in_request : e.prev_in_session;
+    if (!link) return Add(what, Failed("record seq " + S(seq) + " carries no links (logged before them)"));
+    if (*link != prev) {
+      return Add(what,
+                 Failed("record seq " + S(seq) + " names seq " + S(*link) + " as the event before it" +
+                        (prev == 0 ? ", which the answer does not hold"
+                                   : ", but the answer's is seq " + S(prev) + ": an event is missing")));
+    }
+    prev = seq;
+  }
+  const Event& last = events_.at(seqs.back());
+  const bool closed = request && logfmt::OpenIndexOp(last) == logfmt::OpenOp::kClose;
+  Add(what, Status::Ok(),
+      S(seqs.size()) + " events from its first, seqs " + S(seqs.front()) + ".." + S(seqs.back()) +
+          (closed ? "; ended by " + last.type + ": complete" : "; complete up to seq " + S(seqs.back())));
+}
+
 }  // namespace
 
 bool ProofReport::ok() const {
