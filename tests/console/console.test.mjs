@@ -12,6 +12,7 @@ import path from 'node:path';
 import { Up, cli, waitFor, TOLLGATE } from '../mcp/harness.mjs';
 import { Browser } from './webdriver.mjs';
 import { checkProofsView } from './audit_proofs.mjs';
+import { checkReportView } from './report_view.mjs';
 
 const SHOTS = process.env.TOLLGATE_SCREENSHOTS;
 
@@ -211,6 +212,7 @@ test('the export of a filter verifies offline', async () => {
 
 
 test('the audit view with proofs shows its checkpoint, marks each event, and its downloads verify offline', () => checkProofsView({ browser, up }));
+test('the report view shows each call with its approvers, and its CSV reads back in a spreadsheet parser', () => checkReportView({ browser, up }));
 test('a session timeline shows the requests, their decisions and approvals, and that it verifies', async () => {
   await browser.go(`${up.http}/#/session/console-s1`);
   await browser.until('two requests', "return document.querySelectorAll('li.step').length === 2");
