@@ -19,7 +19,7 @@
 #include "audit/event_log.h"
 #include "audit/log_sink.h"
 #include "audit/merkle_store.h"
-#include "cli/verify_proof.h"
+#include "audit/verify_proof.h"
 
 namespace tollgate::bench {
 namespace {
@@ -345,7 +345,7 @@ Status BuildProvenLog(EventLog& log, TreeOn& tree, size_t total) {
 
 // 5. The 1,000 events of one session fetched with their proofs (as
 // get_audit_log and GET /v1/audit?proofs=1 answer), then verified offline
-// as `tollgate audit verify-proof` does (cli/verify_proof.h: no RocksDB):
+// as `tollgate audit verify-proof` does (audit/verify_proof.h: no RocksDB):
 // every record's hash, the checkpoint's signature, each inclusion.
 // Median milliseconds of the verification, and of the fetch.
 Status MeasureProofs(const std::string& dir, size_t total, int reps, double* verify_ms, double* fetch_ms) {
@@ -374,14 +374,14 @@ Status MeasureProofs(const std::string& dir, size_t total, int reps, double* ver
       return Status::Error("E_BENCH",
                            "the session returned " + std::to_string(page.lines.size()) + " events");
     }
-    cli::ProofBundle bundle;
+    ProofBundle bundle;
     bundle.key = tree.checkpointer().verifier_key();
     bundle.checkpoints.push_back({"checkpoint", note});
     std::string records;
     for (const std::string& line : page.lines) records += line + "\n";
     bundle.records.push_back({"answer", std::move(records)});
     const auto t2 = Clock::now();
-    const cli::ProofReport report = cli::VerifyProofBundle(bundle);
+    const ProofReport report = VerifyProofBundle(bundle);
     const auto t3 = Clock::now();
     // ok() holds only if every record was proven (a pending one fails).
     if (!report.ok()) return Status::Error("E_BENCH", "the proofs did not verify:\n" + report.Text());

@@ -5,7 +5,7 @@
 // up` is writing it; import opens it as the writer. checkpoint, proof and
 // consistency ask the running `up` (its HTTP API, which holds the tree and
 // signs); report asks it when it runs, else reads the log; verify-proof
-// needs neither log nor network (cli/verify_proof.h).
+// needs neither log nor network (audit/verify_proof.h).
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,9 +22,9 @@
 #include "audit/merkle_store.h"
 #include "audit/query_params.h"
 #include "audit/verify.h"
+#include "audit/verify_proof.h"
 #include "cli/admin_client.h"
 #include "cli/commands.h"
-#include "cli/verify_proof.h"
 
 namespace tollgate::cli {
 namespace {
@@ -374,7 +374,7 @@ void AddLiveCommands(CLI::App* audit, int* exit_code) {
   });
 }
 
-// --- verify-proof: offline (cli/verify_proof.h) ---
+// --- verify-proof: offline (audit/verify_proof.h) ---
 
 struct VerifyProofFlags {
   std::string key;

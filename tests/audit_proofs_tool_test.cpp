@@ -17,7 +17,7 @@
 #include "audit/log_sink.h"
 #include "audit/merkle_store.h"
 #include "audit/verify.h"
-#include "cli/verify_proof.h"
+#include "audit/verify_proof.h"
 #include "core/tlog_proof.h"
 #include "tests/execute_test_util.h"
 
@@ -93,18 +93,18 @@ TEST_F(AuditProofsToolTest, EachOwnEntryComesWithAProofThatVerifiesOfflineAgains
     records += e.dump() + "\n";
   }
 
-  cli::ProofBundle bundle;
+  ProofBundle bundle;
   bundle.key = cp_->verifier_key();
   bundle.checkpoints.push_back({"checkpoint", data["checkpoint"].get<std::string>()});
   bundle.records.push_back({"answer", records});
-  const cli::ProofReport report = cli::VerifyProofBundle(bundle);
+  const ProofReport report = VerifyProofBundle(bundle);
   EXPECT_TRUE(report.ok()) << report.Text();
 
   // A record altered after the answer no longer verifies.
   Json forged = data["events"][0];
   forged["tool"] = "http_request";
   bundle.records = {{"forged", forged.dump() + "\n"}};
-  EXPECT_FALSE(cli::VerifyProofBundle(bundle).ok());
+  EXPECT_FALSE(VerifyProofBundle(bundle).ok());
 }
 
 TEST_F(AuditProofsToolTest, WithoutProofsTheAnswerIsAsBefore) {
@@ -167,11 +167,11 @@ TEST_F(AuditProofsToolTest, AnExportWithProofsVerifiesAsAChainAndEachRecordAsPro
       if (line.find("\"proof\":") != std::string::npos) covered += line + "\n";
     }
     EXPECT_EQ(pending, 1u) << text;
-    cli::ProofBundle bundle;
+    ProofBundle bundle;
     bundle.key = cp_->verifier_key();
     bundle.checkpoints.push_back({"checkpoint", note});
     bundle.records.push_back({"export", covered});
-    const cli::ProofReport report = cli::VerifyProofBundle(bundle);
+    const ProofReport report = VerifyProofBundle(bundle);
     EXPECT_TRUE(report.ok()) << report.Text();
   }
 

@@ -6,7 +6,7 @@
 #include "audit/checkpointer.h"
 #include "audit/event_log.h"
 #include "audit/verify.h"
-#include "cli/verify_proof.h"
+#include "audit/verify_proof.h"
 #include "test_util.h"
 
 namespace tollgate {
@@ -165,7 +165,7 @@ std::string Lines(const std::vector<std::string>& lines) {
   return out;
 }
 
-const cli::ProofCheck* CheckNamed(const cli::ProofReport& r, const std::string& what) {
+const ProofCheck* CheckNamed(const ProofReport& r, const std::string& what) {
   for (const auto& c : r.checks)
     if (c.what == what) return &c;
   return nullptr;
@@ -183,7 +183,7 @@ TEST(Links, VerifyProofCompleteNamesTheEventLeftOutOfAnAnswer) {
   std::vector<std::string> answer = Records(*log, "s1");
   ASSERT_EQ(answer.size(), 5u);
 
-  cli::ProofBundle b;
+  ProofBundle b;
   NoteSigner signer;
   ASSERT_TRUE(CheckpointSigner(std::string(32, 'k'), "", &signer).ok());
   b.key = signer.VerifierKey();
@@ -191,9 +191,9 @@ TEST(Links, VerifyProofCompleteNamesTheEventLeftOutOfAnAnswer) {
   b.records = {{"answer", Lines(answer)}};
   // Every check of the whole answer's chains passes; without proofs the
   // report as a whole still fails, which is not what this test is about.
-  auto whole = cli::VerifyProofBundle(b);
-  const cli::ProofCheck* req = CheckNamed(whole, "request o1/r1");
-  const cli::ProofCheck* ses = CheckNamed(whole, "session o1/s1");
+  auto whole = VerifyProofBundle(b);
+  const ProofCheck* req = CheckNamed(whole, "request o1/r1");
+  const ProofCheck* ses = CheckNamed(whole, "session o1/s1");
   ASSERT_NE(req, nullptr) << whole.Text();
   ASSERT_NE(ses, nullptr) << whole.Text();
   EXPECT_TRUE(req->status.ok()) << whole.Text();
@@ -203,7 +203,7 @@ TEST(Links, VerifyProofCompleteNamesTheEventLeftOutOfAnAnswer) {
 
   answer.erase(answer.begin() + 2);  // r1's execution.started
   b.records = {{"answer", Lines(answer)}};
-  auto cut = cli::VerifyProofBundle(b);
+  auto cut = VerifyProofBundle(b);
   req = CheckNamed(cut, "request o1/r1");
   ses = CheckNamed(cut, "session o1/s1");
   ASSERT_NE(req, nullptr) << cut.Text();

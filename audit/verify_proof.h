@@ -1,6 +1,6 @@
-// `tollgate audit verify-proof`'s checks, offline: no log, no network, only
-// a pinned checkpoint key and the texts an auditor was given
-// (docs/log_format.md, "Checkpoints and proofs"):
+// `tollgate audit verify-proof`'s checks (audit/, so that bench/ and tests use them too), offline: no log, no
+// network, only a pinned checkpoint key and the texts an auditor was given (docs/log_format.md, "Checkpoints
+// and proofs"):
 //
 //   - each signed checkpoint (core/checkpoint.h) is signed by the key and
 //     names its origin; with witness keys, enough of them cosigned it;
@@ -33,8 +33,6 @@ namespace errc {
 // says names which and why).
 inline constexpr const char* kProofFailed = "E_PROOF_FAILED";
 }  // namespace errc
-
-namespace cli {
 
 // One input: a name for the report (its file) and its contents.
 struct ProofInput {
@@ -79,5 +77,4 @@ ProofReport VerifyProofBundle(const ProofBundle& bundle);
 // E_CHAIN_BROKEN for a hash that does not match.
 Status RecordHash(std::string_view line, uint64_t* seq, Digest* hash);
 
-}  // namespace cli
 }  // namespace tollgate

@@ -1,4 +1,4 @@
-#include "cli/verify_proof.h"
+#include "audit/verify_proof.h"
 
 #include <map>
 #include <set>
@@ -11,7 +11,7 @@
 #include "core/signed_note.h"
 #include "core/tlog_proof.h"
 
-namespace tollgate::cli {
+namespace tollgate {
 namespace {
 
 std::string S(uint64_t n) { return std::to_string(n); }
@@ -285,4 +285,4 @@ Status RecordHash(std::string_view line, uint64_t* seq, Digest* hash) {
   return RecordHashOf(rec, seq, hash);
 }
 
-}  // namespace tollgate::cli
+}  // namespace tollgate
