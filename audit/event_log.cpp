@@ -129,6 +129,7 @@ EventLog::~EventLog() {
   }
   sync_cv_.notify_all();
   if (syncer_.joinable()) syncer_.join();
+  links_.reset();  // its iterators, before the database
   store_.reset();  // before the members the listener uses
 }
 

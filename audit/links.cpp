@@ -26,23 +26,47 @@ Status LinkTracker::Prev(Cf cf, std::string_view org, std::string_view id, uint6
   return WalkIndex(cf, org, id, before, out);
 }
 
-// Back from `before` along the id's index range to the first event of `org`.
+// Back from `before` along the id's index range to the first event of
+// `org`. One iterator per family serves every walk of a batch (Trim drops
+// them: the next batch must see what this one wrote).
 Status LinkTracker::WalkIndex(Cf cf, std::string_view org, std::string_view id, uint64_t before,
                               uint64_t* out) {
   *out = 0;
   if (before <= 1) return Status::Ok();
-  const std::string prefix = IndexPrefix(id);
-  std::unique_ptr<rocksdb::Iterator> it(store_.db()->NewIterator({}, store_.cf(cf)));
+  std::unique_ptr<rocksdb::Iterator>& it = cf == kByRequest ? request_it_ : session_it_;
+  if (!it) it.reset(store_.db()->NewIterator({}, store_.cf(cf)));
+  // Most misses are ids with no event yet (a new request): one forward
+  // seek says so. SeekForPrev costs a direction switch of every level.
+  it->Seek(IndexPrefix(id));
+  std::string_view first_id;
+  uint64_t first_seq = 0;
+  if (!it->Valid() || !ParseIndexKey(it->key().ToStringView(), &first_id, &first_seq) || first_id != id ||
+      first_seq >= before) {
+    if (!it->status().ok())
+      return FromRocks(it->status(), "cannot read the index of " + std::string(CfName(cf)));
+    return Status::Ok();
+  }
   for (it->SeekForPrev(IndexKey(id, before - 1)); it->Valid(); it->Prev()) {
     std::string_view value;
     uint64_t seq = 0;
     if (!ParseIndexKey(it->key().ToStringView(), &value, &seq) || value != id) break;
-    Event e;
     std::string raw;
+    RecordView rec;
     Status s = store_.ReadRaw(seq, &raw);
-    if (s.ok()) s = LogStore::DecodeEvent(seq, raw, &e);
+    if (s.ok()) s = DecodeRecord(raw, &rec);
     if (!s.ok()) return s;
-    if (e.org_id == org) {
+    // The envelope scan reads the org without parsing the body; a body it
+    // does not take (escaped strings) is decoded in full.
+    EnvelopeView v;
+    std::string org_of;
+    if (ScanEnvelope(rec.body, &v)) {
+      org_of = v.org_id;
+    } else {
+      Event e;
+      if (s = EventFromText(rec.body, &e); !s.ok()) return s;
+      org_of = e.org_id;
+    }
+    if (org_of == org) {
       *out = seq;
       return Status::Ok();
     }

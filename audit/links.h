@@ -10,7 +10,10 @@
 // it does not hold. Not thread-safe: one owner thread.
 #pragma once
 
+#include <rocksdb/iterator.h>
+
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,11 +44,17 @@ class LinkTracker {
   // record that brings its own).
   void NoteBoth(std::string_view org, std::string_view request_id, std::string_view session_id, uint64_t seq);
   // Drops what is remembered (the batch it noted was not written).
-  void Forget() { last_.clear(); }
+  void Forget() {
+    last_.clear();
+    request_it_.reset();
+    session_it_.reset();
+  }
   // Drops what is remembered when it holds more than max_keys; only between
   // batches, when everything noted is written and the index knows it.
   void Trim() {
     if (last_.size() > max_keys_) last_.clear();
+    request_it_.reset();
+    session_it_.reset();
   }
 
  private:
@@ -55,6 +64,7 @@ class LinkTracker {
   const LogStore& store_;
   const size_t max_keys_;
   std::unordered_map<std::string, uint64_t> last_;
+  std::unique_ptr<rocksdb::Iterator> request_it_, session_it_;  // until Trim or Forget
 };
 
 }  // namespace tollgate

@@ -19,7 +19,8 @@ std::string S(uint64_t n) { return std::to_string(n); }
 Status Failed(const std::string& why) { return Status::Error(errc::kProofFailed, why); }
 
 // A record's seq and recomputed hash (RecordHash on a parsed line).
-Status RecordHashOf(const Json& rec, uint64_t* seq, Digest* hash) {
+// `rec` is consumed: the hashed body is what is left of it.
+Status RecordHashOf(Json rec, uint64_t* seq, Digest* hash) {
   Digest prev{}, claimed{};
   auto hex = [&rec](const char* k, Digest* d) {
     return rec.contains(k) && rec[k].is_string() && DigestFromHex(rec[k].get<std::string>(), d);
@@ -30,16 +31,16 @@ Status RecordHashOf(const Json& rec, uint64_t* seq, Digest* hash) {
   if (!rec.contains("seq") || !rec["seq"].is_number_unsigned() || rec["seq"].get<uint64_t>() == 0) {
     return Status::Error(errc::kExportInvalid, "not a record: it needs a seq of 1 or more");
   }
-  Json body = rec;
-  for (const char* k : {"prev_hash", "hash", "proof", "proof_pending"}) body.erase(k);
+  const uint64_t at = rec["seq"].get<uint64_t>();
+  for (const char* k : {"prev_hash", "hash", "proof", "proof_pending"}) rec.erase(k);
   std::string canon;
-  Status s = CanonicalBytes(body, &canon);
+  Status s = CanonicalBytes(rec, &canon);
   if (!s.ok()) return s;
   const std::string_view prev_bytes(reinterpret_cast<const char*>(prev.data()), prev.size());
   if (Sha256(prev_bytes, canon) != claimed) {
     return Status::Error(errc::kChainBroken, "its hash is not SHA-256(prev_hash || canonical body)");
   }
-  *seq = rec["seq"].get<uint64_t>();
+  *seq = at;
   *hash = claimed;
   return Status::Ok();
 }
@@ -160,21 +161,26 @@ void Run::Records(const ProofInput& in) {
         (rec.contains("tollgate_export") || rec.contains("tollgate_export_end"))) {
       continue;
     }
+    // The proof it carries rides outside its hashed body.
+    std::string proof;
+    if (s.ok() && rec.is_object()) {
+      if (auto p = rec.find("proof"); p != rec.end() && p->is_string()) proof = p->get<std::string>();
+      rec.erase("proof");
+      rec.erase("proof_pending");
+    }
+    Event e;
+    const bool decoded = b_.complete && s.ok() && EventFromJson(rec, &e).ok();
     uint64_t seq = 0;
     Digest hash{};
-    if (s.ok()) s = RecordHashOf(rec, &seq, &hash);
+    if (s.ok()) s = RecordHashOf(std::move(rec), &seq, &hash);
     if (!s.ok()) {
       Add("record " + where, s);
       continue;
     }
     leaves_[seq] = hash;
     Add("record " + where, s, "seq " + S(seq) + ", hash " + ToHex(hash));
-    Json body = rec;
-    for (const char* k : {"proof", "proof_pending"}) body.erase(k);
-    if (b_.complete && !EventFromJson(body, &events_[seq]).ok()) events_.erase(seq);
-    if (rec.contains("proof") && rec["proof"].is_string()) {
-      carried_.push_back({"carried by " + where, rec["proof"].get<std::string>()});
-    }
+    if (decoded) events_[seq] = std::move(e);
+    if (!proof.empty()) carried_.push_back({"carried by " + where, std::move(proof)});
   }
 }
 
@@ -282,7 +288,7 @@ Status RecordHash(std::string_view line, uint64_t* seq, Digest* hash) {
   Json rec;
   Status s = ParseJson(line, &rec);
   if (!s.ok()) return s;
-  return RecordHashOf(rec, seq, hash);
+  return RecordHashOf(std::move(rec), seq, hash);
 }
 
 }  // namespace tollgate
