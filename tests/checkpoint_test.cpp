@@ -236,6 +236,18 @@ TEST_F(CheckpointTest, ASessionAnswerWithOneEventLeftOutFailsTheCompletenessChec
   EXPECT_TRUE(Contains(out, "FAIL request ")) << out;
   EXPECT_TRUE(Contains(out, "FAIL session ")) << out;
   EXPECT_TRUE(Contains(out, "an event is missing")) << out;
+
+  // The CLI's get_audit_log, read from the log itself with up stopped,
+  // gives the same answer with proofs: each names its checkpoint.
+  ASSERT_EQ(Run({"audit", "query", "--data", data_, "--session", "s-proofs", "--all", "--proofs"}, &out), 0)
+      << out;
+  std::ofstream(dir_.sub("cli.jsonl")) << out;
+  ASSERT_EQ(Run({"audit", "verify-proof", "--key", key.value("verifier_key", ""), "--record",
+                 dir_.sub("cli.jsonl"), "--complete"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(Contains(out, "OK session ")) << out;
 }
 
 TEST_F(CheckpointTest, ALogRewrittenAfterACheckpointFailsTheConsistencyProofFromIt) {
