@@ -7,7 +7,7 @@
 // covered yet), and downloads of the checkpoint and of the proven records
 // with their tlog-proofs, the files `tollgate audit verify-proof` reads.
 import { api, download, explain } from './api.js';
-import { badge, field, h, jsonBlock, notice, verdictBadge, viewLink, when } from './dom.js';
+import { badge, field, h, jsonBlock, notice, toLocal, toUtc, verdictBadge, viewLink, when } from './dom.js';
 
 const TEXT_FILTERS = [
   ['agent', 'Agent'], ['session', 'Session'], ['request', 'Request'], ['tool', 'Tool'],
@@ -17,18 +17,6 @@ const TYPES = [
   'approval.denied', 'approval.expired', 'approval.refused', 'execution.started', 'execution.completed',
   'policy.updated', 'credential.added', 'credential.revoked', 'tools.available',
 ];
-
-// A datetime-local value (the viewer's zone) as RFC 3339 UTC, and back.
-function toUtc(local) {
-  const d = new Date(local);
-  return Number.isNaN(d.getTime()) ? '' : d.toISOString();
-}
-function toLocal(iso) {
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return '';
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
 
 // The query string of the filters in `params` that the API takes.
 function apiQuery(params, extra = {}) {

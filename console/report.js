@@ -5,22 +5,10 @@
 // row's inclusion proofs when asked). Every cell is agent-supplied text and
 // is shown as text (dom.js's h()).
 import { download, explain } from './api.js';
-import { badge, field, h, notice, verdictBadge, viewLink, when } from './dom.js';
+import { badge, field, h, notice, toLocal, toUtc, verdictBadge, viewLink, when } from './dom.js';
 
 const TEXT_FILTERS = [['agent', 'Agent'], ['session', 'Session'], ['tool', 'Tool (an alias counts under the tool it expands to)']];
 const API_FILTERS = ['org', 'agent', 'session', 'tool', 'verdict', 'since', 'until'];
-
-// A datetime-local value (the viewer's zone) as RFC 3339 UTC, and back.
-function toUtc(local) {
-  const d = new Date(local);
-  return Number.isNaN(d.getTime()) ? '' : d.toISOString();
-}
-function toLocal(iso) {
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return '';
-  const pad = (n) => String(n).padStart(2, '0');
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
-}
 
 // The report's query string for the filters in `params`.
 export function reportQuery(params, format, proofs) {

@@ -23,6 +23,7 @@
 
 #include "core/canonical_json.h"
 #include "deploy/endpoints.h"
+#include "test_util.h"
 #include "tests/child_process.h"
 
 namespace tollgate {
@@ -35,22 +36,6 @@ using testing::WaitUntil;
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tollgate-checkpoint-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -138,7 +123,7 @@ class CheckpointTest : public ::testing::Test {
     return records;
   }
 
-  ScratchDir dir_;
+  testing::TempDir dir_;
   std::string data_;
   std::unique_ptr<ChildProcess> up_;
   int commands_ = 0;

@@ -28,6 +28,7 @@
 #include "audit/witness_client.h"
 #include "core/canonical_json.h"
 #include "deploy/endpoints.h"
+#include "test_util.h"
 #include "tests/child_process.h"
 
 namespace tollgate {
@@ -40,22 +41,6 @@ using testing::WaitUntil;
 bool Contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tollgate-witness-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data()) ? tmpl : "";
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -158,7 +143,7 @@ class WitnessTest : public ::testing::Test {
     return key.value("verifier_key", "");
   }
 
-  ScratchDir dir_;
+  testing::TempDir dir_;
   std::string data_;
   std::unique_ptr<ChildProcess> up_;
   int commands_ = 0;
