@@ -9,10 +9,11 @@
 namespace tollgate {
 
 Json ApprovalAnswer(const std::string& decision, bool always, const std::string& comment,
-                    const std::string& args_hash) {
+                    const std::string& args_hash, bool declassify) {
   Json body{{"decision", decision}, {"scope", always ? "always" : "once"}};
   if (!comment.empty()) body["comment"] = comment;
   if (!args_hash.empty()) body["args_hash"] = args_hash;
+  if (declassify) body["declassify"] = true;
   return body;
 }
 
@@ -26,7 +27,9 @@ Status ApprovalResponseFrom(const Json& answer, const std::string& request_id, c
             {"scope", field("scope", "once")},
             {"args_hash", field("args_hash", pending_args_hash)},
             {"response_id", "http-" + NewToken().substr(0, 24)}};
-  if (answer.contains("comment")) resp["comment"] = answer["comment"];
+  for (const char* k : {"comment", "declassify"}) {
+    if (answer.contains(k)) resp[k] = answer[k];
+  }
   Status s = SchemaRegistry::Builtin().Validate("approval_response", resp);
   if (!s.ok()) return s;
   *response = std::move(resp);

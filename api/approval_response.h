@@ -19,16 +19,18 @@
 namespace tollgate {
 
 // The POST body: {"decision": "approve"|"deny", "scope": "always"|"once",
-// "comment"?, "args_hash"?}. An empty comment or args_hash is left out (the
-// API then takes the pending request's args_hash).
+// "comment"?, "args_hash"?, "declassify"?}. An empty comment or args_hash is
+// left out (the API then takes the pending request's args_hash);
+// "declassify": true only when asked (the approve stage also declassifies
+// the request's session, and requires the comment as the reason).
 Json ApprovalAnswer(const std::string& decision, bool always, const std::string& comment,
-                    const std::string& args_hash);
+                    const std::string& args_hash, bool declassify = false);
 
 // The approval_response to a POST body `answer` about `request_id` of
 // `org_id`, by `approver`: the body's decision, scope (default "once"),
-// comment and args_hash (default `pending_args_hash`), passed on as given so
-// that the schema check names a wrong type (E_SCHEMA_VIOLATION), and a fresh
-// response_id ("http-...").
+// comment, declassify and args_hash (default `pending_args_hash`), passed
+// on as given so that the schema check names a wrong type
+// (E_SCHEMA_VIOLATION), and a fresh response_id ("http-...").
 Status ApprovalResponseFrom(const Json& answer, const std::string& request_id, const std::string& org_id,
                             const std::string& approver, const Json& pending_args_hash, Json* response);
 

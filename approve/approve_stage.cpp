@@ -571,10 +571,21 @@ StageResult ApproveStage::RecordAnswer(Response& x) {
   const std::string& approver = x.who.identity;
   const std::string& decision = x.decision;
   const StageContext& ctx = x.ctx;
+  // A grant may also declassify the request's session (decide's session
+  // facts fold clears its history labels on it), so it must say why: the
+  // comment is the record of it. On a deny it means nothing (a denial
+  // clears nothing) and is left out, not refused.
+  // (The schema checked both fields' types at step 3.)
+  const bool declassify = decision == "approve" && x.resp.value("declassify", false);
+  if (declassify && x.resp.value("comment", "").find_first_not_of(" \t\r\n") == std::string::npos) {
+    return Refuse(x, approve_errc::kInvalidResponse,
+                  "declassify needs a comment: the reason the session is clean again is logged with it");
+  }
   Json data{{"approver", approver}, {"scope", x.resp["scope"]}, {"source", ctx.source}};
   for (const char* k : {"comment", "response_id"}) {
     if (x.resp.contains(k)) data[k] = x.resp[k];
   }
+  if (declassify) data["declassify"] = true;
   Event e = EventAbout(history, x.rid, decision == "approve" ? ev::kApprovalGranted : ev::kApprovalDenied,
                        ctx.now_us, std::move(data), "approver:" + approver);
   std::vector<Event> with = history;

@@ -5,6 +5,8 @@
 // (POST /v1/approvals/{id}) with the approver's token, which publishes a
 // signed response and waits for the approve stage's verdict on it
 // (docs/trust.md): the approver is the token's identity, never a flag.
+// `approve --declassify --comment WHY` also declassifies the request's
+// session (docs/approvals.md, "Declassify").
 // Exit codes: 0 the response was recorded (granted/denied), 1 refused or no
 // such approval, 2 usage or connection error, 3 no verdict in time.
 #include <unistd.h>
@@ -107,6 +109,7 @@ struct RespondFlags {
   std::string data = kDefaultDataDir, token_file, org;
   std::string id, as, comment, args_hash;
   bool always = false;
+  bool declassify = false;
 };
 
 // The org of the pending approval `id` when the caller does not say: the
@@ -139,6 +142,11 @@ int RunRespond(const RespondFlags& f, const std::string& decision) {
            "DATA/admin.token is the identity \"admin\"\n";
     return 2;
   }
+  // A declassify clears the session's history labels for later decisions:
+  // only with a grant, and with its reason for the record.
+  if (f.declassify && decision != "approve") return Fail("--declassify goes with approve only");
+  if (f.declassify && f.comment.find_first_not_of(" \t\r\n") == std::string::npos)
+    return Fail("--declassify needs --comment WHY: the reason the session is clean again is logged");
   AdminTarget t{f.data, f.token_file};
   std::string token;
   Status s = ResolveToken(t, &token);
@@ -155,7 +163,7 @@ int RunRespond(const RespondFlags& f, const std::string& decision) {
     }
     if (!s.ok()) return Fail(s.ToString());
   }
-  const Json body = ApprovalAnswer(decision, f.always, f.comment, f.args_hash);
+  const Json body = ApprovalAnswer(decision, f.always, f.comment, f.args_hash, f.declassify);
   int status = 0;
   Json reply;
   s = ApiCall(url, token, "POST", "/v1/approvals/" + EncodeQueryParam(f.id) + "?org=" + EncodeQueryParam(org),
@@ -184,7 +192,11 @@ void AddApprovalsCommands(CLI::App& app, int* exit_code) {
 
   for (const char* decision : {"approve", "deny"}) {
     auto f = std::make_shared<RespondFlags>();
-    auto* cmd = approvals->add_subcommand(decision, std::string(decision) + " a pending request");
+    auto* cmd = approvals->add_subcommand(
+        decision,
+        std::string(decision) == "approve"
+            ? "approve a pending request (--declassify --comment WHY: and mark its session clean again)"
+            : "deny a pending request");
     cmd->add_option("id", f->id, "request id")->required();
     cmd->add_option("--as", f->as, "refused: approvals count only from a token's identity");
     cmd->add_option("--token-file", f->token_file,
@@ -194,6 +206,11 @@ void AddApprovalsCommands(CLI::App& app, int* exit_code) {
     if (std::string(decision) == "approve") {
       cmd->add_flag("--always", f->always,
                     "also allow this exact call for the agent from now on (policy.updated)");
+      cmd->add_flag("--declassify", f->declassify,
+                    "also mark the request's session clean again: its untrusted/secret labels and earlier "
+                    "sequence matches no longer count (needs --comment WHY; logged with your name)");
+    } else {
+      cmd->add_flag("--declassify", f->declassify, "refused: only an approval declassifies a session");
     }
     cmd->add_option("--args-hash", f->args_hash, "the args hash approved (default: the pending request's)");
     cmd->add_option("--data", f->data, "data directory of `tollgate up`")->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include "audit/log_store.h"
 #include "cli/commands.h"
+#include "decide/decide_snapshot.h"
 #include "decide/decide_stage.h"
 #include "deploy/pipeline.h"
 
@@ -45,15 +46,47 @@ struct ExplainFlags {
   double cost = -1;
 };
 
+// The session's history as the decision saw it (docs/policy.md, "History"),
+// printed before the checks.
+void PrintHistory(const Json& h, const std::string& session, const SessionFacts::Session* s) {
+  std::cout << "history   session " << session << ": " << h.value("calls", 0) << " completed calls, "
+            << h.value("integrity", "") << ", " << h.value("confidentiality", "");
+  if (s != nullptr && s->integrity_seq != 0) std::cout << "; untrusted since seq " << s->integrity_seq;
+  if (s != nullptr && s->confidentiality_seq != 0)
+    std::cout << "; " << ConfidentialityName(s->confidentiality) << " since seq " << s->confidentiality_seq;
+  if (s != nullptr && s->declassified_seq != 0)
+    std::cout << "; declassified at seq " << s->declassified_seq << " by " << s->declassified_by;
+  std::cout << " (up to seq " << h.value("upto", 0) << ")\n";
+  if (h.contains("rule")) {
+    std::cout << "          decided by history rule '" << h["rule"].get<std::string>() << "' on seq";
+    for (const auto& q : h["matched"]) std::cout << " " << q.get<uint64_t>();
+    std::cout << "\n";
+  }
+}
+
 int RunExplain(const ExplainFlags& f) {
   Json args;
   if (!ParseJson(f.args, &args).ok() || !args.is_object()) {
     std::cerr << "tollgate: --args must be a JSON object\n";
     return 2;
   }
-  DecideStage stage(DecideConfig{});
-  // Budgets (and agent-local rules, and the policy in force) from the log
-  // when there is one, read as a secondary like the audit commands do.
+  // A policy file given: the decision is made under it, and the log's
+  // session facts are labelled under it too (as a what-if does), so its
+  // history rules apply to the session's past calls.
+  PolicyPtr file;
+  PolicyInForce candidate;
+  if (!f.policy.empty()) {
+    Status s = LoadPolicyFile(f.policy, &file);
+    if (!s.ok()) {
+      std::cerr << s.message() << "\n";
+      return 1;
+    }
+    candidate.SetFile(file);
+  }
+  DecideState state;
+  if (file != nullptr) state.set_labels_from(&candidate);
+  // Budgets, session facts, agent-local rules and the policy in force from
+  // the log when there is one, read as a secondary like the audit commands.
   std::string from = "no log";
   if (std::filesystem::exists(f.data + "/log")) {
     std::unique_ptr<LogStore> store;
@@ -63,8 +96,8 @@ int RunExplain(const ExplainFlags& f) {
     Digest hash;
     if (s.ok()) s = store->ReadHead(&head, &hash);
     if (s.ok()) {
-      s = stage.Rebuild(
-          head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "");
+      s = RebuildDecideState(
+          head, [&store](uint64_t seq, Event* e) { return store->ReadEvent(seq, e); }, "", &state);
     }
     if (!s.ok()) {
       std::cerr << "tollgate: cannot read the log under " << f.data << ": " << s.ToString() << "\n";
@@ -72,24 +105,24 @@ int RunExplain(const ExplainFlags& f) {
     }
     from = f.data + "/log up to seq " + std::to_string(head);
   }
-  if (!f.policy.empty() || !stage.policy().has_policy()) {
-    PolicyPtr p;
-    const std::string path = f.policy.empty() ? DefaultPolicyPath() : f.policy;
-    Status s = LoadPolicyFile(path, &p);
+  if (file == nullptr && !state.policy().has_policy()) {
+    Status s = LoadPolicyFile(DefaultPolicyPath(), &file);
     if (!s.ok()) {
       std::cerr << s.message() << "\n";
       return 1;
     }
-    stage.UsePolicy(p);
   }
+  if (file != nullptr) state.SetFilePolicy(file);
   int64_t at = NowMicros();
   if (!f.at.empty()) at = ParseTimeFlag("--at", f.at);
   Json request = {{"request_id", "explain"}, {"org_id", f.org}, {"agent_id", f.agent},
                   {"session_id", f.session}, {"tool", f.tool},  {"args", args}};
   if (f.cost >= 0) request["estimated_cost_usd"] = f.cost;
-  PolicyInForce pif = stage.policy();
-  BudgetLedger ledger = stage.ledger();
-  Json d = Decide(pif, ledger, DecideInput{&request, at});
+  const PolicyInForce& pif = state.policy();
+  const SessionFacts& facts = state.facts();
+  DecideInput in{&request, at};
+  in.facts = &facts;
+  Json d = Decide(pif, state.ledger(), in);
   std::cout << "verdict   " << d["verdict"].get<std::string>() << "\n"
             << "reason    " << d["reason"].get<std::string>() << "\n"
             << "rule      " << d["rule"].get<std::string>() << "\n"
@@ -97,8 +130,9 @@ int RunExplain(const ExplainFlags& f) {
             << (d["read_only"] == true ? ", read-only" : ", mutating") << "\n"
             << "invocation " << d["invocation"].get<std::string>() << "\n"
             << "policy    " << d["policy_version"].get<std::string>() << " (org " << f.org << "; deployment "
-            << pif.version() << "; budgets from " << from << ")\n"
-            << "checks:\n";
+            << pif.version() << "; budgets from " << from << ")\n";
+  if (d.contains("history")) PrintHistory(d["history"], f.session, facts.Find(f.org, f.session));
+  std::cout << "checks:\n";
   for (const auto& c : d["checks"]) {
     std::cout << "  " << c["check"].get<std::string>() << ": " << c["result"].get<std::string>();
     if (!c["detail"].get<std::string>().empty()) std::cout << "  (" << c["detail"].get<std::string>() << ")";

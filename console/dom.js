@@ -81,6 +81,17 @@ export function dangerBadge(level) {
 }
 
 // An error or empty state, said plainly.
+// A decision's session history (docs/policy.md, "History") as a facts row:
+// the labels it saw, and the rule and the seqs of the earlier events it
+// used. Nothing when the decision records none.
+export function historyFacts(hist) {
+  if (!hist) return null;
+  const seqs = (hist.matched || []).map((q) => `seq ${Number(q)}`).join(', ');
+  return [h('dt', {}, 'History'), h('dd', {},
+    `${hist.integrity}, ${hist.confidentiality}, ${Number(hist.calls)} completed calls (up to seq ${Number(hist.upto)})`,
+    hist.rule ? [' · rule ', h('code', {}, hist.rule), ` on ${seqs}`] : null)];
+}
+
 export function notice(text, kind = 'info') {
   return h('p', { class: `notice ${kind}`, role: kind === 'error' ? 'alert' : 'status' }, text);
 }

@@ -3,7 +3,7 @@
 // approver) removes the card from every open inbox. A card is kept while
 // its request is pending, so a comment being typed survives the polls.
 import { api, explain } from './api.js';
-import { badge, dangerBadge, duration, field, h, jsonBlock, notice, viewLink, when } from './dom.js';
+import { badge, dangerBadge, duration, field, h, historyFacts, jsonBlock, notice, viewLink, when } from './dom.js';
 
 const POLL_MS = 1000;
 // GET /v1/approvals is paged (docs/http_api.md): the newest first, up to
@@ -116,6 +116,10 @@ function alwaysRule(p) {
     'chooses "always"; `tollgate rules revoke` removes it.';
 }
 
+// What "Approve and declassify" does (docs/approvals.md, "Declassify").
+const DECLASSIFY = 'Approve once, and mark this session clean again: its untrusted/secret labels and earlier ' +
+  'sequence matches no longer count (logged with your name and reason)';
+
 function card(p, me, changed) {
   const d = p.decision || {};
   const req = p.request || {};
@@ -123,10 +127,16 @@ function card(p, me, changed) {
   const left = h('span', { class: 'left' });
   const result = h('div', { 'aria-live': 'polite' });
   const comment = h('textarea', { name: 'comment', rows: 2, placeholder: 'Why (recorded in the log)' });
+  // The reason a declassify is logged with, asked for in the card itself.
+  const reason = h('input', { type: 'text', name: 'declassify-reason', placeholder: 'Why this session is clean again (recorded in the log)' });
+  // A plain wrapper: `.field` sets display, which would override hidden.
+  const reasonField = h('div', { hidden: true }, field('Reason to declassify', reason));
+  // Indexes: 0 once, 1 always, 2 deny (used below); 3 declassify.
   const buttons = [
     h('button', { type: 'button', class: 'approve', 'data-action': 'approve-once' }, 'Approve once'),
     h('button', { type: 'button', class: 'approve', 'data-action': 'approve-always', title: alwaysRule(p) }, 'Approve always'),
     h('button', { type: 'button', class: 'deny', 'data-action': 'deny' }, 'Deny'),
+    h('button', { type: 'button', class: 'approve', 'data-action': 'approve-declassify', title: DECLASSIFY }, 'Approve and declassify'),
   ];
   const el = h('li', { class: 'card approval', 'data-request-id': p.request_id },
     h('div', { class: 'card-head' },
@@ -140,19 +150,22 @@ function card(p, me, changed) {
       me.org_id === '*' ? [h('dt', {}, 'Org'), h('dd', {}, p.org_id)] : null,
       h('dt', {}, 'Asked by'), h('dd', {}, d.rule ? h('code', {}, d.rule) : '—'),
       h('dt', {}, 'Reason'), h('dd', {}, d.reason || '—'),
+      historyFacts(d.history),
       h('dt', {}, 'Requested'), h('dd', {}, when(p.requested_at)),
       h('dt', {}, 'Approvals'), h('dd', {}, quorum)),
     // The log keeps arguments with their secrets replaced (docs/redaction.md).
     h('h3', {}, 'Arguments ', JSON.stringify(req.args ?? {}).includes('[REDACTED]') ? badge('secrets redacted', 'warn') : null),
     jsonBlock(req.args ?? {}, 'Arguments'),
     field('Comment', comment),
-    h('div', { class: 'actions' }, buttons),
+    reasonField,
+    // The approve buttons together, Deny last.
+    h('div', { class: 'actions' }, buttons[0], buttons[1], buttons[3], buttons[2]),
     result);
 
-  async function answer(decision, scope) {
+  async function answer(decision, scope, extra = {}) {
     for (const b of buttons) b.disabled = true;
     result.replaceChildren(notice('Sending…'));
-    const body = { decision, comment: comment.value, args_hash: p.args_hash };
+    const body = { decision, comment: comment.value, args_hash: p.args_hash, ...extra };
     if (decision === 'approve') body.scope = scope;
     try {
       const org = me.org_id === '*' ? `?org=${encodeURIComponent(p.org_id)}` : '';
@@ -173,6 +186,18 @@ function card(p, me, changed) {
   buttons[0].addEventListener('click', () => answer('approve', 'once'));
   buttons[1].addEventListener('click', () => answer('approve', 'always'));
   buttons[2].addEventListener('click', () => answer('deny'));
+  // The first press asks for the reason; a press with one sends it (the
+  // approve stage refuses a declassify without a reason too).
+  buttons[3].addEventListener('click', () => {
+    const why = reason.value.trim();
+    if (reasonField.hidden || !why) {
+      reasonField.hidden = false;
+      reason.focus();
+      result.replaceChildren(notice('Say why this session is clean again, then press "Approve and declassify" again.'));
+      return;
+    }
+    answer('approve', 'once', { declassify: true, comment: why });
+  });
 
   let deadline = p.deadline;
   return {

@@ -2,7 +2,7 @@
 // timeline (GET /v1/replay/sessions/{id}) with the answer of --verify and a
 // what-if panel that re-decides the session under a pasted policy.
 import { api, explain } from './api.js';
-import { badge, duration, field, h, jsonBlock, notice, verdictBadge, viewLink, when } from './dom.js';
+import { badge, duration, field, h, historyFacts, jsonBlock, notice, verdictBadge, viewLink, when } from './dom.js';
 
 export function renderSessions(main, { go }) {
   const input = h('input', { name: 'session', autocomplete: 'off', required: true });
@@ -137,6 +137,7 @@ function request(r, prev) {
       h('dt', {}, 'Request'), h('dd', {}, h('a', { href: `#/audit?request=${encodeURIComponent(r.request_id)}&desc=false` }, r.request_id)),
       h('dt', {}, 'Decision'), h('dd', {}, d.rule ? [h('code', {}, d.rule), ` — ${d.reason || ''}`] : '—',
         d.policy_version ? h('span', { class: 'muted' }, ` (policy ${d.policy_version})`) : null),
+      historyFacts(d.history),
       approvals.length ? [h('dt', {}, 'Approvals'), h('dd', {}, h('ul', { class: 'plain' }, approvals.map((a) => h('li', {},
         `${a.type.replace('approval.', '')}${a.approver ? ` by ${a.approver}` : ''}${a.scope ? ` (${a.scope})` : ''}`,
         a.waited_us >= 0 ? ` after waiting ${duration(a.waited_us)}` : '', a.comment ? ` — “${a.comment}”` : ''))))] : null,

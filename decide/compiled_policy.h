@@ -16,6 +16,7 @@
 #include "core/http_alias.h"
 #include "decide/glob.h"
 #include "decide/policy_engine.h"
+#include "decide/session_facts.h"
 
 namespace tollgate {
 
@@ -63,10 +64,48 @@ struct Condition {
   std::vector<std::string> commands;
 };
 
+// `labels:` (docs/policy.md, "Labels"): how a completed call's result is
+// labelled (decide/session_facts.h, ClassifyResult).
+struct CompiledLabels {
+  bool has_trusted_hosts = false;
+  GlobSet trusted_hosts;                                // network results from other hosts are untrusted
+  std::set<std::string> trusted_servers;                // mcp:SERVER/* results from others are untrusted
+  GlobSet untrusted, trusted;                           // invocation/subject globs, over the defaults
+  GlobSet levels[4];                                    // by Confidentiality (internal, confidential, secret)
+  Confidentiality redacted = Confidentiality::kSecret;  // a result whose redaction fired
+};
+
+// A sequence rule's `after:`: what an earlier completed call must be.
+struct CallPattern {
+  std::string key;      // its canonical JSON: SessionFacts keeps matches by it
+  size_t key_hash = 0;  // PatternKeyHash of key
+  GlobSet tools, invocations;
+  bool has_integrity = false;  // its result's labels
+  Integrity integrity = Integrity::kTrusted;
+  bool has_confidentiality = false;  // at least
+  Confidentiality confidentiality = Confidentiality::kPublic;
+};
+
+// A rule's history conditions (docs/policy.md, "History").
+struct HistoryCond {
+  bool session = false;  // when.session: the session's labels
+  bool untrusted = false;
+  bool has_confidentiality = false;  // at least
+  Confidentiality confidentiality = Confidentiality::kPublic;
+  bool sequence = false;  // after/within
+  size_t after = 0;       // Policy::Compiled::after_patterns index
+  int count = 1;          // matches needed within the window
+  int within_calls = 0;   // the last N completed calls of the session, or
+  int64_t within_us = 0;  // completed within this long before received_at
+  bool any() const { return session || sequence; }
+};
+
 struct Rule {
   std::string name;
   GlobSet tools;  // empty: any tool
   Condition when;
+  GlobSet invocations;  // a sequence rule's then.invocation; empty: any
+  HistoryCond history;
   std::string verdict;  // allow | deny | ask
   std::string reason;
   int priority = 0;  // higher matches first (the compiler sorts, stably)
@@ -78,6 +117,7 @@ struct Tier {
   Mode mode = Mode::kAsk;
   GlobSet deny, allow, notify;
   std::vector<Rule> rules;
+  std::vector<size_t> history_asks;  // indexes of its history ask rules (step 15b), in order
   bool has_grants = false;
   GlobSet grants;  // tool names
   bool has_http = false;
@@ -119,6 +159,9 @@ struct Policy::Compiled {
   std::unordered_map<std::string, std::vector<std::string>> groups;
   std::set<std::string> mcp_servers;  // execute.mcp_servers' names
   bool writes_enabled = true;         // execute.writes_enabled
+  CompiledLabels labels;
+  std::vector<CallPattern> after_patterns;  // of every tier's sequence rules, once each
+  bool has_history = false;                 // labels: or a history rule: decisions record `history`
 };
 
 }  // namespace tollgate

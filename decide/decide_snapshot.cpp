@@ -11,7 +11,8 @@
 namespace tollgate {
 
 namespace {
-constexpr const char* kSnapshotFormat = "decide-snapshot.v4";  // v4: the ledger prunes (decide-ledger.v3)
+// v5: the session facts (decide/session_facts.h); v4: the ledger prunes (decide-ledger.v3)
+constexpr const char* kSnapshotFormat = "decide-snapshot.v5";
 constexpr int64_t kSnapshotEveryUs = 300'000'000;
 constexpr uint64_t kSnapshotMinEvents = 1000;
 
@@ -52,6 +53,7 @@ bool ReadSnapshot(const std::string& path, uint64_t head_seq, const ReadEventFn&
   for (const auto& r : body.value("local", Json::array())) {
     if (s.ok()) s = state.AddLocalRule(r);
   }
+  if (s.ok()) s = SessionFacts::FromJson(body.value("session_facts", Json::object()), &state.mutable_facts());
   const Json executors = body.value("executors", Json::object());  // items() must not outlive it
   for (const auto& [executor, names] : executors.items()) {
     if (!names.is_array()) continue;
@@ -125,6 +127,7 @@ Status WriteDecideSnapshot(const std::string& path, const DecideState& state, ui
                {"seq", seq},
                {"event_id", event_id},
                {"ledger", state.ledger().Serialize()},
+               {"session_facts", state.facts().ToJson()},
                {"local", state.local_rules()}};
   Json executors = Json::object();
   for (const auto& [executor, names] : state.executors().cli) executors[executor] = names;

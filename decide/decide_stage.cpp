@@ -144,6 +144,7 @@ StageResult DecideStage::Process(const Message& in, const StageContext& ctx, con
       return r;
     }
     DecideInput decide_input{&flow.request, received_at, &state_.executors()};
+    decide_input.facts = &state_.facts();
     decision = Decide(state_.policy(), state_.ledger(), decide_input);
     // Before the ledger sees it: an oversize invocation is a deny, and
     // holds no budget (core/messages.h, BoundDecision).

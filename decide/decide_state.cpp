@@ -32,6 +32,7 @@ Status DecideState::Apply(const Event& e) {
   }
   if (e.type != ev::kPolicyUpdated) {
     ledger_.Apply(e);
+    facts_.Apply(labels_from_ != nullptr ? *labels_from_ : policy_, e);
     return Status::Ok();
   }
   Status s = policy_.Apply(e);
@@ -53,6 +54,8 @@ void DecideState::ApplyDecisionMade(const Event& envelope, const Decision& d) {
   // As BudgetLedger::Apply does for a decision.made.
   if (envelope.seq > ledger_.applied_seq()) ledger_.set_applied_seq(envelope.seq);
   if (envelope.request_id.empty()) return;
+  facts_.ApplyDecision(envelope.org_id, envelope.request_id, envelope.session_id, d.verdict, d.invocation,
+                       d.subject, envelope.seq);
   if (envelope.seq != 0 && envelope.seq <= ledger_.pruned_seq()) return;  // as BudgetLedger::Apply
   ledger_.ApplyDecision(envelope.request_id, envelope.org_id, envelope.agent_id, envelope.session_id,
                         envelope.tool, d, envelope.seq);
@@ -60,6 +63,9 @@ void DecideState::ApplyDecisionMade(const Event& envelope, const Decision& d) {
 
 void DecideState::ApplyDecision(const std::string& request_id, const Json& request, const Json& decision) {
   ledger_.ApplyDecision(request_id, request, decision);
+  facts_.ApplyDecision(request.value("org_id", ""), request_id, request.value("session_id", ""),
+                       decision.value("verdict", ""), decision.value("invocation", ""),
+                       decision.value("subject", ""), 0);
 }
 
 void DecideState::SetFilePolicy(PolicyPtr policy) { policy_.SetFile(std::move(policy)); }

@@ -1,6 +1,7 @@
 // DecideState: what decisions depend on besides the request, folded from
 // the log: the policy in force (decide/policy_in_force.h) and the budget
-// ledger (BudgetLedger, decide/policy_engine.h). One fold, used by
+// ledger (BudgetLedger, decide/policy_engine.h) and the session facts
+// history rules read (decide/session_facts.h). One fold, used by
 //  - the decide stage, for its own decision (at once, so later requests of
 //    the same batch see the reservation) and for every appended group (its
 //    LogSink listener);
@@ -24,6 +25,7 @@
 #include "core/event.h"
 #include "core/status.h"
 #include "decide/policy_engine.h"
+#include "decide/session_facts.h"
 
 namespace tollgate {
 
@@ -65,6 +67,13 @@ class DecideState {
   // (after the rebuild read it all).
   void CoverTo(uint64_t head_seq, const std::string& head_id);
 
+  // The session facts (decide/session_facts.h), classified under the
+  // policy in force, or under `labels_from` when set (a what-if's
+  // candidate: it outlives the state).
+  const SessionFacts& facts() const { return facts_; }
+  SessionFacts& mutable_facts() { return facts_; }  // the snapshot restores it; replay defers it
+  void set_labels_from(const PolicyInForce* p) { labels_from_ = p; }
+
   const PolicyInForce& policy() const { return policy_; }
   const BudgetLedger& ledger() const { return ledger_; }
   BudgetLedger& mutable_ledger() { return ledger_; }  // the snapshot restores it
@@ -84,6 +93,8 @@ class DecideState {
 
   PolicyInForce policy_;
   BudgetLedger ledger_;
+  SessionFacts facts_;
+  const PolicyInForce* labels_from_ = nullptr;
   std::vector<Json> local_rules_;
   ExecutorTools executors_;
   uint64_t max_seq_ = 0;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/http_alias.h"
 #include "core/invocation.h"
 #include "core/tool_catalog.h"
 #include "core/url.h"
@@ -60,8 +61,10 @@ std::string Resolve(const Origins* origins, const std::string& ptr) {
 struct Compiler {
   const LineMap* lines;
   Status error;
-  const Origins* origins = nullptr;  // compiling an org's merged document
-  std::string failed_at;             // the first error's pointer in the file
+  const Origins* origins = nullptr;      // compiling an org's merged document
+  std::string failed_at;                 // the first error's pointer in the file
+  Policy::Compiled* compiled = nullptr;  // what Compile builds (history rules register patterns)
+  const Json* doc = nullptr;             // ... from this document
 
   bool Fail(const std::string& ptr, const std::string& what) {
     if (error.ok()) {
@@ -161,6 +164,172 @@ struct Compiler {
     return true;
   }
 
+  bool When(const Json& w, const std::string& ptr, Condition* when) {
+    for (auto m : Strings(w, "method")) {
+      std::transform(m.begin(), m.end(), m.begin(), ::toupper);
+      when->methods.push_back(m);
+    }
+    for (auto h : Strings(w, "host")) {
+      std::transform(h.begin(), h.end(), h.begin(), ::tolower);
+      std::string err;
+      if (!when->hosts.Add(h, &err)) return Fail(ptr + "/host", err);
+      when->has_hosts = true;
+    }
+    when->path_prefixes = Strings(w, "path_prefix");
+    for (const auto& f : Strings(w, "file_prefix")) when->file_prefixes.push_back(NormalizePath(f));
+    when->commands = Strings(w, "command");
+    return true;
+  }
+
+  // History (docs/policy.md, "History"). A tool name in a history rule is a
+  // glob, or a tool that exists: a typo would make the rule match nothing.
+  bool KnownTool(const std::string& t, const std::string& ptr) {
+    if (t.find_first_of("*?[") != std::string::npos || FindBuiltinTool(t) != nullptr ||
+        compiled->tools.count(t) != 0 || FindBuiltinHttpAlias(t) != nullptr || t.rfind("cli:", 0) == 0 ||
+        t.rfind("mcp:", 0) == 0 || t.rfind("mcp__", 0) == 0) {
+      return true;
+    }
+    const Json* h = doc->contains("http_request") ? &(*doc)["http_request"] : nullptr;
+    if (h != nullptr && h->contains("aliases") && (*h)["aliases"].contains(t)) return true;
+    return Fail(ptr,
+                "unknown tool '" + t + "' (not a built-in, not in tools:, not cli:NAME or mcp:SERVER/TOOL)");
+  }
+
+  bool ToolGlobs(const Json& j, const std::string& ptr, GlobSet* out) {
+    for (const auto& t : Strings(j, "tool")) {
+      std::string err;
+      if (!KaizenName(t, ptr + "/tool", false) || !KnownTool(t, ptr + "/tool")) return false;
+      if (!out->Add(McpToolPattern(t), &err)) return Fail(ptr + "/tool", err);
+    }
+    return true;
+  }
+
+  bool InvocationGlobs(const Json& j, const std::string& ptr, GlobSet* out) {
+    for (const auto& g : Strings(j, "invocation")) {
+      std::string err;
+      if (!out->Add(g, &err)) return Fail(ptr + "/invocation", err);
+    }
+    return true;
+  }
+
+  bool Labels(const Json& j, CompiledLabels* out) {
+    if (j.contains("trusted_hosts")) {
+      out->has_trusted_hosts = true;
+      for (auto h : Strings(j, "trusted_hosts")) {
+        std::transform(h.begin(), h.end(), h.begin(), ::tolower);
+        std::string err;
+        if (!out->trusted_hosts.Add(h, &err)) return Fail("/labels/trusted_hosts", err);
+      }
+    }
+    for (const auto& s : Strings(j, "trusted_servers")) out->trusted_servers.insert(s);
+    if (j.contains("untrusted") && !Globs(j["untrusted"], "/labels/untrusted", &out->untrusted, true))
+      return false;
+    if (j.contains("trusted") && !Globs(j["trusted"], "/labels/trusted", &out->trusted, true)) return false;
+    for (int level = 1; level < 4; ++level) {
+      const char* name = ConfidentialityName(static_cast<Confidentiality>(level));
+      if (j.contains(name) && !Globs(j[name], std::string("/labels/") + name, &out->levels[level], true))
+        return false;
+    }
+    if (j.contains("redacted") && !ParseConfidentiality(j["redacted"].get<std::string>(), &out->redacted))
+      return Fail("/labels/redacted", "unknown confidentiality label");
+    compiled->has_history = true;
+    return true;
+  }
+
+  // when.session: the session's labels.
+  bool SessionCond(const Json& s, const std::string& ptr, HistoryCond* h) {
+    h->session = true;
+    if (s.contains("integrity")) {
+      Integrity i;
+      if (!ParseIntegrity(s["integrity"].get<std::string>(), &i) || i != Integrity::kUntrusted)
+        return Fail(ptr + "/integrity", "a session condition names integrity: untrusted");
+      h->untrusted = true;
+    }
+    if (s.contains("confidentiality")) {
+      h->has_confidentiality = true;
+      if (!ParseConfidentiality(s["confidentiality"].get<std::string>(), &h->confidentiality))
+        return Fail(ptr + "/confidentiality", "unknown confidentiality label");
+    }
+    if (!h->untrusted && !h->has_confidentiality)
+      return Fail(ptr, "a session condition names integrity or confidentiality");
+    return true;
+  }
+
+  // after: a call pattern, registered once by its text.
+  bool After(const Json& a, const std::string& ptr, HistoryCond* h) {
+    CallPattern p;
+    Json keyed = a;
+    keyed.erase("count");
+    p.key = keyed.dump();
+    p.key_hash = PatternKeyHash()(std::string_view(p.key));
+    if (!ToolGlobs(a, ptr, &p.tools) || !InvocationGlobs(a, ptr, &p.invocations)) return false;
+    if (a.contains("result")) {
+      const Json& r = a["result"];
+      if (r.contains("integrity")) {
+        p.has_integrity = true;
+        if (!ParseIntegrity(r["integrity"].get<std::string>(), &p.integrity))
+          return Fail(ptr + "/result/integrity", "unknown integrity label");
+      }
+      if (r.contains("confidentiality")) {
+        p.has_confidentiality = true;
+        if (!ParseConfidentiality(r["confidentiality"].get<std::string>(), &p.confidentiality))
+          return Fail(ptr + "/result/confidentiality", "unknown confidentiality label");
+      }
+    }
+    h->count = a.value("count", 1);
+    if (h->count < 1 || h->count > static_cast<int>(SessionFacts::kMaxMatches))
+      return Fail(ptr + "/count", "count is 1 to " + std::to_string(SessionFacts::kMaxMatches));
+    auto& pats = compiled->after_patterns;
+    auto it = std::find_if(pats.begin(), pats.end(), [&](const CallPattern& q) { return q.key == p.key; });
+    h->after = static_cast<size_t>(it - pats.begin());
+    if (it == pats.end()) pats.push_back(std::move(p));
+    return true;
+  }
+
+  // within: a bounded window, of calls or of minutes.
+  bool Within(const Json& w, const std::string& ptr, HistoryCond* h) {
+    const bool calls = w.contains("calls"), minutes = w.contains("minutes");
+    if (calls == minutes)
+      return Fail(
+          ptr,
+          "within: names one bounded window, {calls: N} (at most 10000) or {minutes: M} (at most 10080)");
+    if (calls) {
+      h->within_calls = w["calls"].get<int>();
+      if (h->within_calls < 1 || h->within_calls > 10000) return Fail(ptr + "/calls", "calls is 1 to 10000");
+    } else {
+      const int m = w["minutes"].get<int>();
+      if (m < 1 || m > 10080) return Fail(ptr + "/minutes", "minutes is 1 to 10080 (a week)");
+      h->within_us = int64_t{m} * 60'000'000;
+    }
+    return true;
+  }
+
+  // A rule's history keys: when.session (a label rule), after/within/then
+  // (a sequence rule). Such a rule denies or asks, never allows.
+  bool RuleHistory(const Json& r, const std::string& rp, Rule* rule) {
+    const bool session = r.contains("when") && r["when"].contains("session");
+    const bool sequence = r.contains("after") || r.contains("within") || r.contains("then");
+    if (!session && !sequence) return true;
+    compiled->has_history = true;
+    if (rule->verdict == "allow")
+      return Fail(rp + "/verdict", "a history rule denies or asks: history can only restrict a call");
+    if (session && !SessionCond(r["when"]["session"], rp + "/when/session", &rule->history)) return false;
+    if (!sequence) return true;
+    if (!r.contains("after") || !r.contains("within"))
+      return Fail(rp, "a sequence rule needs after: and a bounded within: ({calls: N} or {minutes: M})");
+    if (r.contains("tool") || r.contains("tools") || (r.contains("when") && !session))
+      return Fail(rp, "a sequence rule names the later call in then: {tool, invocation, when}");
+    rule->history.sequence = true;
+    if (!After(r["after"], rp + "/after", &rule->history) ||
+        !Within(r["within"], rp + "/within", &rule->history))
+      return false;
+    if (!r.contains("then")) return true;
+    const Json& t = r["then"];
+    if (!ToolGlobs(t, rp + "/then", &rule->tools) || !InvocationGlobs(t, rp + "/then", &rule->invocations))
+      return false;
+    return !t.contains("when") || When(t["when"], rp + "/then/when", &rule->when);
+  }
+
   bool Rules(const Json& arr, const std::string& ptr, std::vector<Rule>* out) {
     if (!arr.is_array()) return true;
     for (size_t i = 0; i < arr.size(); ++i) {
@@ -184,22 +353,8 @@ struct Compiler {
         if (!KaizenName(t, rp + "/tool", false)) return false;
         if (!rule.tools.Add(McpToolPattern(t), &err)) return Fail(rp + "/tool", err);
       }
-      if (r.contains("when")) {
-        const Json& w = r["when"];
-        for (auto m : Strings(w, "method")) {
-          std::transform(m.begin(), m.end(), m.begin(), ::toupper);
-          rule.when.methods.push_back(m);
-        }
-        for (auto h : Strings(w, "host")) {
-          std::transform(h.begin(), h.end(), h.begin(), ::tolower);
-          std::string err;
-          if (!rule.when.hosts.Add(h, &err)) return Fail(rp + "/when/host", err);
-          rule.when.has_hosts = true;
-        }
-        rule.when.path_prefixes = Strings(w, "path_prefix");
-        for (const auto& f : Strings(w, "file_prefix")) rule.when.file_prefixes.push_back(NormalizePath(f));
-        rule.when.commands = Strings(w, "command");
-      }
+      if (r.contains("when") && !When(r["when"], rp + "/when", &rule.when)) return false;
+      if (!RuleHistory(r, rp, &rule)) return false;
       out->push_back(std::move(rule));
     }
     // Kaizen's PermissionRule priority: higher first; equal priorities (and
@@ -234,6 +389,9 @@ struct Compiler {
     if (j.contains("allow") && !Globs(j["allow"], ptr + "/allow", &t->allow, true)) return false;
     if (j.contains("notify") && !Notify(j["notify"], ptr + "/notify", &t->notify)) return false;
     if (j.contains("rules") && !Rules(j["rules"], ptr + "/rules", &t->rules)) return false;
+    for (size_t i = 0; i < t->rules.size(); ++i) {
+      if (t->rules[i].verdict == "ask" && t->rules[i].history.any()) t->history_asks.push_back(i);
+    }
     if (j.contains("tools") && j["tools"].is_array()) {
       t->has_grants = true;
       if (!Globs(j["tools"], ptr + "/tools", &t->grants)) return false;
@@ -397,7 +555,10 @@ struct Compiler {
   }
 
   bool Compile(const Json& doc, Policy::Compiled* c) {
+    compiled = c;
+    this->doc = &doc;
     if (!Settings(doc, c)) return false;
+    if (doc.contains("labels") && !Labels(doc["labels"], &c->labels)) return false;
     if (doc.contains("tools") && !Tools(doc["tools"], c)) return false;
     if (!TierFrom(doc, "", &c->org)) return false;
     if (doc.contains("tool_allowlist")) {

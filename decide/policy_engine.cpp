@@ -55,6 +55,12 @@ void Decision::Clear() {
   approvers.clear();
   timeout_s = 900;
   notify.clear();
+  has_history = false;
+  history.upto = history.calls = 0;
+  history.integrity = Integrity::kTrusted;
+  history.confidentiality = Confidentiality::kPublic;
+  history.rule.clear();
+  history.matched.clear();
 }
 
 Json Decision::ToJson() const {
@@ -79,6 +85,17 @@ Json Decision::ToJson() const {
   if (verdict == "ask")
     j["approval"] = {{"quorum", quorum}, {"approvers", approvers}, {"timeout_s", timeout_s}};
   if (!notify.empty()) j["notify"] = notify;
+  if (has_history) {
+    Json h = {{"upto", history.upto},
+              {"calls", history.calls},
+              {"integrity", IntegrityName(history.integrity)},
+              {"confidentiality", ConfidentialityName(history.confidentiality)}};
+    if (!history.rule.empty()) {
+      h["rule"] = history.rule;
+      h["matched"] = history.matched;
+    }
+    j["history"] = std::move(h);
+  }
   return j;
 }
 
@@ -112,6 +129,7 @@ struct Call {
   Mode mode = Mode::kAsk;
   const char* mode_from = "default";
   int64_t cost = 0;
+  const SessionFacts::Session* session = nullptr;  // its history, when the policy has history rules
 
   const std::string& inv() const { return d->invocation; }
   const char* TierName(const Tier* t) const { return t == &c.org ? "org" : "agent"; }
@@ -142,6 +160,87 @@ void ReadOrg(const PolicyInForce& pif, Call& k) {
   k.d->invocation = ResolveInvocation(k.http, &f);
   ParseArgs(k.http, &f, &k.d->subject);
   k.is_http = *f.tool == "http_request" || f.alias != nullptr;
+  if (!k.c.has_history) return;
+  // What the session's history was when this call was decided (replay
+  // decides on exactly this much of it: decide/session_facts.h).
+  Decision* d = k.d;
+  d->has_history = true;
+  k.session = k.in.facts == nullptr ? nullptr : k.in.facts->Find(*f.org, *f.session);
+  if (k.session != nullptr) {
+    d->history.upto = k.session->upto;
+    d->history.calls = k.session->calls;
+    d->history.integrity = k.session->integrity;
+    d->history.confidentiality = k.session->confidentiality;
+  }
+}
+
+// A history rule's condition over the session (docs/policy.md, "History"):
+// on a match, the rule and the seqs it used go to decision.history, and
+// *why says what they were.
+bool HistoryHolds(Call& k, const Rule& r, std::string* why) {
+  const SessionFacts::Session* s = k.session;
+  const HistoryCond& h = r.history;
+  if (s == nullptr) return false;
+  if (h.session && ((h.untrusted && s->integrity != Integrity::kUntrusted) ||
+                    (h.has_confidentiality && s->confidentiality < h.confidentiality))) {
+    return false;
+  }
+  std::vector<uint64_t> seqs;  // the sequence's matches, newest first
+  if (h.sequence) {
+    const CallPattern& after = k.c.after_patterns[h.after];
+    auto it = s->matches.find(PatternKey{after.key, after.key_hash});
+    if (it == s->matches.end() || it->second.size() < static_cast<size_t>(h.count)) return false;
+    const std::vector<SessionFacts::Match>& v = it->second;
+    const int64_t since = k.in.received_at_us - h.within_us;
+    for (auto m = v.rbegin(); m != v.rend() && static_cast<int>(seqs.size()) < h.count; ++m) {
+      const bool in =
+          h.within_calls > 0 ? s->calls - m->call < static_cast<uint64_t>(h.within_calls) : m->at_us >= since;
+      if (in) seqs.push_back(m->seq);
+      if (!in && (h.within_calls > 0 || m->max_at < since)) break;  // no older match is inside
+    }
+    if (static_cast<int>(seqs.size()) < h.count) return false;
+  }
+  // It holds: what it used, for decision.history and the reason.
+  std::vector<uint64_t> used(seqs.rbegin(), seqs.rend());
+  if (h.session && h.untrusted) {
+    used.push_back(s->integrity_seq);
+    *why = "seq " + std::to_string(s->integrity_seq) + " brought untrusted content into the session";
+  }
+  if (h.session && h.has_confidentiality) {
+    used.push_back(s->confidentiality_seq);
+    *why += std::string(why->empty() ? "" : "; ") + "seq " + std::to_string(s->confidentiality_seq) +
+            " brought " + ConfidentialityName(s->confidentiality) + " data into the session";
+  }
+  if (h.sequence) {
+    std::string list;
+    for (auto q = seqs.rbegin(); q != seqs.rend(); ++q)
+      list += (list.empty() ? "" : ", ") + std::to_string(*q);
+    *why += std::string(why->empty() ? "" : "; ") + "seq " + list + " matched its after: within the last " +
+            (h.within_calls > 0 ? std::to_string(h.within_calls) + " calls"
+                                : std::to_string(h.within_us / 60'000'000) + " minutes");
+  }
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  k.d->history.rule = r.name;
+  k.d->history.matched = std::move(used);
+  return true;
+}
+
+// Whether rule `r` holds for the call: its tools and `when:`, a sequence
+// rule's then.invocation, and its history conditions. *why: what the
+// history said, when a history rule holds.
+bool RuleHolds(Call& k, const Rule& r, std::string* why) {
+  if (!RuleMatches(r, k.f)) return false;
+  if (r.invocations.size() != 0 && MatchSubjects(r.invocations, k.inv(), k.d->subject) < 0) return false;
+  return !r.history.any() || HistoryHolds(k, r, why);
+}
+
+// A rule's reason, and what the history said when it is a history rule.
+std::string RuleReason(const Rule& r, const char* verdict, const std::string& why) {
+  std::string reason = !r.reason.empty() ? r.reason
+                                         : std::string(verdict == std::string("deny") ? "denied" : "asked") +
+                                               " by rule '" + r.name + "'";
+  return why.empty() ? reason : reason + " (history: " + why + ")";
 }
 
 // A CLI tool no executor has (once they have said what they hold) could
@@ -330,10 +429,11 @@ bool DenyRules(Call& k) {
   for (const Tier* t : {&k.c.org, k.agent}) {
     if (t == nullptr) continue;
     for (const Rule& r : t->rules) {
-      if (r.verdict == "deny" && RuleMatches(r, k.f)) {
-        Step(k.d, "rules", "deny", r.name);
-        Finish(k.d, "deny", r.reason.empty() ? "denied by rule '" + r.name + "'" : r.reason,
-               std::string(k.TierName(t)) + ".rule:" + r.name, errc::kPolicyDenied);
+      std::string why;
+      if (r.verdict == "deny" && RuleHolds(k, r, &why)) {
+        Step(k.d, "rules", "deny", why.empty() ? r.name : r.name + ": " + why);
+        Finish(k.d, "deny", RuleReason(r, "deny", why), std::string(k.TierName(t)) + ".rule:" + r.name,
+               errc::kPolicyDenied);
         return true;
       }
     }
@@ -442,11 +542,15 @@ bool AskAllowRules(Call& k) {
     for (const Tier* t : {k.agent, static_cast<const Tier*>(&k.c.org)}) {
       if (t == nullptr) continue;
       for (const Rule& r : t->rules) {
-        if (r.verdict == want && RuleMatches(r, k.f)) {
-          Step(k.d, "rules", want, r.name);
-          return FinishAllowOrAsk(
-              k, want, r.reason.empty() ? std::string(want) + " by rule '" + r.name + "'" : r.reason,
-              std::string(k.TierName(t)) + ".rule:" + r.name);
+        std::string why;
+        // A history ask rule only tightens an allow (HistoryAsk, below).
+        if (r.verdict == want && !r.history.any() && RuleHolds(k, r, &why)) {
+          Step(k.d, "rules", want, why.empty() ? r.name : r.name + ": " + why);
+          return FinishAllowOrAsk(k, want,
+                                  why.empty() && r.reason.empty()
+                                      ? std::string(want) + " by rule '" + r.name + "'"
+                                      : RuleReason(r, want, why),
+                                  std::string(k.TierName(t)) + ".rule:" + r.name);
         }
       }
     }
@@ -571,6 +675,29 @@ void ModeDefault(Call& k) {
   FinishAllowOrAsk(k, "ask", "'" + *k.f.tool + "' mutates; mode " + mode + " asks", rule);
 }
 
+// 15b. history ask rules (agent tier first): an allowed call a history ask
+// rule matches asks instead. After the other steps, so history can only
+// tighten a decision: a deny or an ask stays (an ask rule at step 10
+// would turn restrict's deny into an ask). Not under bypass. The
+// reservation stays: the budgets had room for the allow.
+void HistoryAsk(Call& k) {
+  Decision* d = k.d;
+  if (!k.c.has_history || d->verdict != "allow" || k.mode == Mode::kBypass) return;
+  for (const Tier* t : {k.agent, static_cast<const Tier*>(&k.c.org)}) {
+    if (t == nullptr) continue;
+    for (size_t i : t->history_asks) {
+      const Rule& r = t->rules[i];
+      std::string why;
+      if (RuleHolds(k, r, &why)) {
+        Step(d, "history", "ask", r.name + ": " + why);
+        Finish(d, "ask", RuleReason(r, "ask", why), std::string(k.TierName(t)) + ".rule:" + r.name);
+        ResolveApproval(k.c, k.f, k.spec.danger, d);
+        return;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // The numbered steps of docs/policy.md, in order; the first that decides
@@ -595,9 +722,11 @@ void DecideInto(const PolicyInForce& pif, const BudgetLedger& ledger, const Deci
   if (Bypass(k) || DenyLists(k) || DenyRules(k) || Dangerous(k) || AllowlistAndGrants(k) || Plan(k) ||
       Http(k) || Unanalysable(k) || AskAllowRules(k) || AllowLists(k) || Restrict(k) || MutatingHttp(k) ||
       Threshold(k)) {
-    return;  // 2 to 14.
+    HistoryAsk(k);  // 15b.
+    return;         // 2 to 14.
   }
   ModeDefault(k);  // 15.
+  HistoryAsk(k);   // 15b.
 }
 
 Json Decide(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in) {

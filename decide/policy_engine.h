@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "core/tool_catalog.h"
 #include "decide/glob.h"
+#include "decide/labels.h"
 #include "decide/policy_in_force.h"
 #include "decide/policy_loader.h"
 
@@ -165,6 +166,8 @@ struct ExecutorTools {
   void ApplyReload(const std::string& org, const std::string& agent, const Json& tools);
 };
 
+class SessionFacts;
+
 struct DecideInput {
   // The normalised request: request_id, org_id, agent_id, session_id, tool,
   // args, optional action, estimated_cost_usd.
@@ -175,6 +178,20 @@ struct DecideInput {
   // alias is decided on its configured URL instead of being denied for
   // arguments that do not fit it.
   bool probe = false;
+  // The session facts history rules read (decide/session_facts.h); null:
+  // no history (every history rule's condition is then false).
+  const SessionFacts* facts = nullptr;
+};
+
+// decision.history (docs/policy.md, "History"): what the session's history
+// was when the call was decided, and which of it a history rule used.
+struct DecisionHistory {
+  uint64_t upto = 0;   // the largest seq of the session's history folded
+  uint64_t calls = 0;  // its completed calls
+  Integrity integrity = Integrity::kTrusted;
+  Confidentiality confidentiality = Confidentiality::kPublic;
+  std::string rule;               // the history rule that decided, "" for none
+  std::vector<uint64_t> matched;  // the seqs it matched, ascending
 };
 
 // One step of the path through the checks (decision.checks).
@@ -212,6 +229,10 @@ struct Decision {
   std::vector<std::string> approvers;
   int timeout_s = 900;
   std::vector<std::string> notify;  // notify globs that matched
+  // The policy has history (labels or history rules): every decision
+  // records the session's history it saw.
+  bool has_history = false;
+  DecisionHistory history;
   void Clear();
   Json ToJson() const;
 };
@@ -223,7 +244,9 @@ void DecideInto(const PolicyInForce& policy, const BudgetLedger& ledger, const D
 //   reservation {usd, received_at, budgets:[names]} (allow/ask with cost or
 //   budgets), invocation, read_only, checks [{check, result, detail}],
 //   [approval {quorum, approvers, timeout_s}] when verdict is ask,
-//   [notify: [patterns]] when a notify glob matched.
+//   [notify: [patterns]] when a notify glob matched,
+//   [history {upto, calls, integrity, confidentiality, [rule, matched]}]
+//   when the policy has labels or history rules.
 // Without a policy (has_policy() false) the verdict is deny with
 // E_NO_POLICY; the stage never calls it so (it fails closed earlier).
 Json Decide(const PolicyInForce& policy, const BudgetLedger& ledger, const DecideInput& in);

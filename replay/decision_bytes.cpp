@@ -73,6 +73,22 @@ bool ComparedDecisionBytes(const Decision& d, std::string* out) {
     out->append(",\"error_code\":");
     ok = ok && String(d.error_code, out);
   }
+  if (d.has_history) {
+    const DecisionHistory& h = d.history;
+    out->append(",\"history\":{\"calls\":").append(std::to_string(h.calls));
+    out->append(",\"confidentiality\":\"").append(ConfidentialityName(h.confidentiality));
+    out->append("\",\"integrity\":\"").append(IntegrityName(h.integrity)).append("\"");
+    if (!h.rule.empty()) {
+      out->append(",\"matched\":[");
+      for (size_t i = 0; i < h.matched.size(); ++i) {
+        if (i > 0) out->push_back(',');
+        out->append(std::to_string(h.matched[i]));
+      }
+      out->append("],\"rule\":");
+      ok = ok && String(h.rule, out);
+    }
+    out->append(",\"upto\":").append(std::to_string(h.upto)).push_back('}');
+  }
   out->append(",\"invocation\":");
   ok = ok && String(d.invocation, out);
   if (!d.notify.empty()) {
@@ -99,6 +115,22 @@ bool ComparedDecisionBytes(const Decision& d, std::string* out) {
   ok = ok && String(d.verdict, out);
   out->push_back('}');
   return ok;
+}
+
+bool HistoryUpto(std::string_view bytes, uint64_t* upto) {
+  // Canonical form: "history" is a top-level key and "upto" its last one;
+  // nothing before it in the object holds an unescaped "upto" key (its
+  // rule name is a quoted string, and a quote inside is escaped).
+  const size_t h = bytes.find("\"history\":{");
+  if (h == std::string_view::npos) return false;
+  const size_t u = bytes.find("\"upto\":", h);
+  if (u == std::string_view::npos) return false;
+  uint64_t v = 0;
+  size_t i = u + 7;
+  if (i >= bytes.size() || bytes[i] < '0' || bytes[i] > '9') return false;
+  for (; i < bytes.size() && bytes[i] >= '0' && bytes[i] <= '9'; ++i) v = v * 10 + (bytes[i] - '0');
+  *upto = v;
+  return true;
 }
 
 }  // namespace tollgate::replay

@@ -7,7 +7,9 @@
 // error codes and notify, and strings that need escaping.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "decide/policy_engine.h"
 
@@ -16,5 +18,9 @@ namespace tollgate::replay {
 // Writes the bytes to *out. False (and *out unspecified) when a string is
 // not valid UTF-8 or a number not finite, where CanonicalBytes fails too.
 bool ComparedDecisionBytes(const Decision& d, std::string* out);
+
+// history.upto of a decision kept as those bytes, into *upto; false (and
+// *upto unchanged) when it records no history.
+bool HistoryUpto(std::string_view compared_bytes, uint64_t* upto);
 
 }  // namespace tollgate::replay

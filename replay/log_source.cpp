@@ -38,12 +38,16 @@ Status QueryAll(const LogStore& store, AuditQuery q, std::vector<Event>* out) {
 class CostReader : public nlohmann::json_sax<Json> {
  public:
   double cost = 0;
+  bool redacted = false;  // a top-level "redacted" list with an entry: the result's redaction fired
   bool null() override { return Value(); }
   bool boolean(bool) override { return Value(); }
   bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
   bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
   bool number_float(number_float_t v, const string_t&) override { return Number(v); }
-  bool string(string_t&) override { return Value(); }
+  bool string(string_t&) override {
+    if (in_redacted_ && depth_ == 2) redacted = true;
+    return Value();
+  }
   bool binary(binary_t&) override { return Value(); }
   bool start_object(std::size_t) override {
     ++depth_;
@@ -54,15 +58,18 @@ class CostReader : public nlohmann::json_sax<Json> {
     return depth_ > 0;
   }
   bool start_array(std::size_t) override {
+    in_redacted_ = want_redacted_ && depth_ == 1;
     ++depth_;
     return true;
   }
   bool end_array() override {
     --depth_;
+    if (depth_ == 1) in_redacted_ = false;
     return true;
   }
   bool key(string_t& k) override {
     want_ = depth_ == 1 && k == "cost_usd";
+    want_redacted_ = depth_ == 1 && k == "redacted";
     return true;
   }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
@@ -77,12 +84,14 @@ class CostReader : public nlohmann::json_sax<Json> {
   bool Number(double v) {
     if (want_ && depth_ == 1) {
       cost = v;
-      return false;  // found: stop
+      want_ = false;
+      return true;  // read on: "redacted" sorts after it
     }
     return Value();
   }
   int depth_ = 0;
   bool want_ = false;
+  bool want_redacted_ = false, in_redacted_ = false;
 };
 
 // An Event of the envelope alone (data empty); its id only `with_id`.
@@ -180,7 +189,7 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
     // v points into `body`; decide on the decoded event instead.
     const bool full = e.type == ev::kDecisionMade || e.type == ev::kExecutionCompleted ||
                       e.type == ev::kApprovalDenied || e.type == ev::kApprovalExpired ||
-                      (e.type == ev::kRequestReceived && target.Matches(e));
+                      e.type == ev::kApprovalGranted || (e.type == ev::kRequestReceived && target.Matches(e));
     if (full) out->push_back({std::move(e), {}});
     return Status::Ok();
   }
@@ -191,7 +200,7 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
   const std::string_view type = v.type;
   const bool received = type == ev::kRequestReceived;
   if (!received && type != ev::kDecisionMade && type != ev::kExecutionCompleted &&
-      type != ev::kApprovalDenied && type != ev::kApprovalExpired) {
+      type != ev::kApprovalDenied && type != ev::kApprovalExpired && type != ev::kApprovalGranted) {
     return Status::Ok();
   }
   if (!EnvelopeEvent(v, &e, /*with_id=*/!keep_bytes)) {
@@ -223,6 +232,13 @@ Status DecodeInput(uint64_t seq, std::string_view value, const Target& target, b
     CostReader cr;
     Json::sax_parse(v.data, &cr);
     e.data["cost_usd"] = cr.cost;
+    if (cr.redacted) e.data["redacted"] = Json::array({"*"});  // what the session facts read of it
+  } else if (type == ev::kApprovalGranted) {
+    // Only a declassification matters to the fold (decide/session_facts.h).
+    if (v.data.find("\"declassify\":true") == std::string_view::npos || !ParseJson(v.data, &e.data).ok()) {
+      out->pop_back();
+      return Status::Ok();
+    }
   }
   in.event = std::move(e);
   return Status::Ok();

@@ -12,9 +12,9 @@
 
 namespace tollgate::replay {
 
-const char* const kComparedFields[] = {"verdict",        "reason",     "rule",        "danger_level",
-                                       "policy_version", "error_code", "reservation", "approval",
-                                       "invocation",     "read_only",  "notify",      nullptr};
+const char* const kComparedFields[] = {
+    "verdict",  "reason",     "rule",      "danger_level", "policy_version", "error_code", "reservation",
+    "approval", "invocation", "read_only", "notify",       "history",        nullptr};
 
 bool DecisionChange::verdict_changed() const {
   return !redecided.is_null() && recorded.value("verdict", "") != redecided.value("verdict", "");
@@ -111,11 +111,25 @@ struct Redecider::State {
   void Redecide(DecisionInput& input, Request& r, const PolicyInForce& policy);
   void FoldSameDecision(Event& e, Request& r);
   void RecordChange(DecisionInput& input, Request& r);
+  void CatchUpHistory(const DecisionInput& input);
+  // A what-if's re-made decision as the session facts keep it (with its
+  // subject, which the compared fields lack).
+  void FoldWhatIfCall(const Event& e, const Decision& d) {
+    fold.mutable_facts().ApplyDecision(e.org_id, e.request_id, e.session_id, d.verdict, d.invocation,
+                                       d.subject, e.seq);
+  }
 };
 
 Redecider::Redecider(const Target& target, const RedecideOptions& options) : s_(std::make_unique<State>()) {
   s_->target = target;
   s_->report.what_if = options.candidate != nullptr;
+  // Each session's history waits until its next decision says how much of
+  // it decide had folded (decide/session_facts.h).
+  s_->fold.mutable_facts().set_deferred(true);
+  if (s_->report.what_if) {
+    s_->fold.set_labels_from(&s_->what_if);  // the candidate's labels and patterns
+    s_->fold.mutable_facts().set_counterfactual(true);
+  }
   if (s_->report.what_if) {
     s_->report.candidate_version = options.candidate->version();
     s_->what_if.SetFile(options.candidate);
@@ -185,6 +199,20 @@ void Redecider::State::FoldOther(DecisionInput& input) {
   fold.Apply(e);
 }
 
+// The session's history up to what the decision recorded decide had
+// folded (history.upto), or all of it before the decision when it
+// recorded none.
+void Redecider::State::CatchUpHistory(const DecisionInput& input) {
+  const Event& e = input.event;
+  uint64_t upto = e.seq > 0 ? e.seq - 1 : 0;
+  if (!input.compared_bytes.empty()) {
+    HistoryUpto(input.compared_bytes, &upto);
+  } else if (auto h = e.data.find("history"); h != e.data.end() && h->is_object()) {
+    upto = h->value("upto", upto);
+  }
+  fold.mutable_facts().CatchUp(e.org_id, e.session_id, upto);
+}
+
 // A target decision that cannot be re-made: why, and what was recorded.
 void Redecider::State::NotRedecided(DecisionInput& input, std::string note) {
   Event& e = input.event;
@@ -204,7 +232,8 @@ void Redecider::State::FoldDecision(DecisionInput& input, bool is_target) {
   const bool waiting = rit != requests.end() && rit->second.waiting;
   if (!is_target && !waiting) {
     ParseData(input);
-    fold.Apply(e);  // another request of the org: budget state only
+    CatchUpHistory(input);  // what this decision saw, so the session's queue stays short
+    fold.Apply(e);          // another request of the org: budget state only
     return;
   }
   const PolicyInForce& policy = report.what_if ? what_if : fold.policy();
@@ -229,6 +258,8 @@ void Redecider::State::Redecide(DecisionInput& input, Request& r, const PolicyIn
   in.request = &r.request;
   in.received_at_us = r.received_us;
   in.executors = &fold.executors();
+  CatchUpHistory(input);
+  in.facts = &fold.facts();
   Decision& d = decision;
   DecideInto(policy, fold.ledger(), in, &d);
   d.checks.clear();  // explanation, not compared: not worth serialising
@@ -259,6 +290,7 @@ void Redecider::State::FoldSameDecision(Event& e, Request& r) {
   Decision& d = decision;
   if (report.what_if) {
     fold.ApplyDecision(e.request_id, r.request, Compared(d.ToJson()));
+    FoldWhatIfCall(e, d);
   } else {
     fold.ApplyDecisionMade(e, d);  // the recorded decision is the re-made one
   }
@@ -286,6 +318,7 @@ void Redecider::State::RecordChange(DecisionInput& input, Request& r) {
   ParseData(input);
   if (report.what_if) {
     fold.ApplyDecision(e.request_id, r.request, c.redecided);
+    FoldWhatIfCall(e, d);
   } else {
     fold.Apply(e);
   }
@@ -451,6 +484,12 @@ std::string FormatReport(const RedecideReport& r) {
     }
     if (c.executed) o << "  (ran, cost " << Usd(c.cost_usd) << ")";
     o << "\n      now: " << c.redecided.value("reason", "") << "\n";
+    // A history rule: the earlier events that made the call flip.
+    if (auto h = c.redecided.find("history"); h != c.redecided.end() && h->contains("rule")) {
+      o << "      because of seq";
+      for (const auto& q : (*h)["matched"]) o << " " << q.dump();
+      o << " (history rule " << (*h)["rule"].get<std::string>() << ")\n";
+    }
   }
   for (const auto& c : r.not_redecided) {
     o << "  seq " << c.seq << "  " << c.request_id << "  " << c.tool << "  not re-decided: " << c.note

@@ -250,6 +250,7 @@ Json TimelineToJson(const SessionTimeline& t) {
                        {"policy_version", r.policy_version},
                        {"danger_level", r.danger_level}};
       if (!r.decision_error.empty()) j["decision"]["error_code"] = r.decision_error;
+      if (auto h = r.decision.find("history"); h != r.decision.end()) j["decision"]["history"] = *h;
     }
     if (r.approval_requested || !r.approvals.empty()) {
       j["approval"] = {{"requested", r.approval_request}, {"responses", approvals}};

@@ -232,6 +232,68 @@ TEST_F(ApproveTest, OneDenyEndsItWithADeniedResult) {
   EXPECT_EQ(stage_.pending(), 0u);
 }
 
+TEST_F(ApproveTest, AGrantWithDeclassifyRecordsItInApprovalGranted) {
+  const std::string hash = Hold(AskSpec{});
+  Json grant = Response("r1", "approve", "alice", hash);
+  grant["declassify"] = true;
+  grant["comment"] = "the fetched page was our own docs site";
+  StageResult r = Respond(grant);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].type, "approval.granted");
+  EXPECT_EQ(r.events[0].data["declassify"], true);
+  EXPECT_EQ(r.events[0].data["approver"], "alice") << "who declassified";
+  EXPECT_EQ(r.events[0].data["comment"], "the fetched page was our own docs site") << "why";
+  EXPECT_EQ(r.events[0].session_id, "sess-1") << "the session it declassifies";
+  EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(r.events[0].BodyJson()).ok());
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0].message.topic, topics_.execute());
+  EXPECT_TRUE(State("r1").cleared());
+
+  // A plain grant records no declassify; on a deny it means nothing and
+  // is left out, not refused.
+  AskSpec plain;
+  plain.request_id = "r2";
+  const std::string hash2 = Hold(plain);
+  StageResult p = Respond(Response("r2", "approve", "alice", hash2));
+  ASSERT_EQ(p.events.size(), 1u);
+  EXPECT_EQ(p.events[0].type, "approval.granted");
+  EXPECT_FALSE(p.events[0].data.contains("declassify"));
+  AskSpec denied;
+  denied.request_id = "r3";
+  const std::string hash3 = Hold(denied);
+  Json deny = Response("r3", "deny", "bob", hash3);
+  deny["declassify"] = true;
+  StageResult d = Respond(deny);
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].type, "approval.denied");
+  EXPECT_FALSE(d.events[0].data.contains("declassify"));
+}
+
+TEST_F(ApproveTest, ADeclassifyWithoutAReasonIsRefused) {
+  const std::string hash = Hold(AskSpec{});
+  Json grant = Response("r1", "approve", "alice", hash);
+  grant["declassify"] = true;
+  for (const Json& comment : {Json(), Json(""), Json(" \n ")}) {
+    Json without = grant;
+    if (!comment.is_null()) without["comment"] = comment;
+    StageResult r = Respond(without);
+    ASSERT_EQ(r.events.size(), 1u) << comment;
+    EXPECT_EQ(r.events[0].type, "approval.refused");
+    EXPECT_EQ(r.events[0].data["code"], "E_INVALID_RESPONSE");
+    EXPECT_NE(r.events[0].data.value("message", "").find("comment"), std::string::npos);
+    EXPECT_TRUE(r.outputs.empty());
+    EXPECT_TRUE(SchemaRegistry::Builtin().ValidateEvent(r.events[0].BodyJson()).ok());
+  }
+  EXPECT_TRUE(State("r1").approval_pending()) << "a refused declassify grants nothing";
+  EXPECT_TRUE(log_.Of("approval.granted").empty());
+  // With its reason, the same approver's grant counts.
+  grant["comment"] = "reviewed the session: nothing untrusted reached this call";
+  StageResult ok = Respond(grant);
+  ASSERT_EQ(ok.events.size(), 1u);
+  EXPECT_EQ(ok.events[0].type, "approval.granted");
+  EXPECT_EQ(ok.events[0].data["declassify"], true);
+}
+
 TEST_F(ApproveTest, RefusalsAreLoggedWithTheirReason) {
   AskSpec spec;
   spec.approvers = {"alice"};

@@ -72,14 +72,20 @@ TEST(DecideBench, QuickRunReportsEveryFigure) {
   o.quick = true;
   Json r = bench::RunDecideBench(o);
   ASSERT_FALSE(r.contains("error")) << r.dump();
-  for (const char* key :
-       {"p50_us", "p99_us", "p50_us_1000", "p99_us_1000", "growth_10x", "p50_json_us", "decisions_per_s",
-        "regex_baseline_per_s", "decide_vs_baseline", "vs_cedar_p50", "vs_opa"}) {
+  for (const char* key : {"p50_us", "p99_us", "p50_us_1000", "p99_us_1000", "growth_10x", "p50_json_us",
+                          "decisions_per_s", "regex_baseline_per_s", "decide_vs_baseline", "vs_cedar_p50",
+                          "vs_opa", "p50_us_history", "p99_us_history", "history_vs_plain_p50"}) {
     ASSERT_TRUE(r.contains(key) && r[key].is_number()) << key << " in " << r.dump();
     EXPECT_TRUE(std::isfinite(r[key].get<double>())) << key;
     EXPECT_GT(r[key].get<double>(), 0) << key;
   }
   EXPECT_TRUE(r["met"]["p50_us"].is_boolean());
+  EXPECT_TRUE(r["met"]["p99_us_history"].is_boolean());
+  // History rules decide some of the timed calls, and most are decided
+  // elsewhere, as in production.
+  const double share = r["history_decided_share"].get<double>();
+  EXPECT_GT(share, 0) << r.dump();
+  EXPECT_LT(share, 0.5) << r.dump();
 }
 
 }  // namespace

@@ -67,8 +67,13 @@ class PolicyPipelineTest : public ::testing::Test {
     return got;
   }
   // Sends one request and waits for its result (null after 30 s).
-  Json Call(const std::string& rid, const std::string& tool, Json args) {
-    Send(Request(rid, tool, std::move(args)));
+  Json Call(const std::string& rid, const std::string& tool, Json args,
+            const std::string& session = "sess-1") {
+    Send(Request(rid, tool, std::move(args), session));
+    return Await(rid);
+  }
+  // The result of `rid` (null after 30 s).
+  Json Await(const std::string& rid) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < deadline) {
       std::vector<Message> batch;

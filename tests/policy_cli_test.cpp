@@ -90,6 +90,37 @@ TEST(PolicyCli, CheckReportsEveryProblemWithItsFileLineAndColumn) {
   EXPECT_LT(out.find(file + ":11:"), out.find(file + ":16:"));
 }
 
+// History rules (docs/policy.md, "History"): a window that is missing or
+// out of bounds, an unknown label and an unknown tool, each at its line.
+TEST(PolicyCli, CheckRefusesUnboundedHistoryWindowsUnknownLabelsAndUnknownTools) {
+  TempDir dir;
+  const std::string file = dir.sub("history.yaml");
+  std::ofstream(file)
+      << "mode: ask\n"                                                                      // 1
+         "rules:\n"                                                                         // 2
+         "  - {name: a, after: {tool: echo}, then: {tool: echo}, verdict: ask}\n"           // 3
+         "  - {name: b, after: {tool: echo}, within: {minutes: 99999}, verdict: ask}\n"     // 4
+         "  - {name: c, tool: echo, when: {session: {integrity: shady}}, verdict: deny}\n"  // 5
+         "  - {name: d, after: {tool: reed_file}, within: {calls: 5}, verdict: deny}\n";    // 6
+  std::string out;
+  EXPECT_EQ(RunTollgate("policy check " + file, &out), 1) << out;
+  for (const std::string& want : {file + ":4:", file + ":5:"}) {
+    EXPECT_NE(out.find(want), std::string::npos) << "missing: " << want << "\n" << out;
+  }
+  // The compiler's refusals come once the schema's are mended.
+  std::ofstream(file) << "mode: ask\n"
+                         "rules:\n"
+                         "  - {name: a, after: {tool: echo}, then: {tool: echo}, verdict: ask}\n";
+  EXPECT_EQ(RunTollgate("policy check " + file, &out), 1) << out;
+  EXPECT_NE(out.find("bounded within:"), std::string::npos) << out;
+  std::ofstream(file) << "mode: ask\n"
+                         "rules:\n"
+                         "  - {name: d, after: {tool: reed_file}, within: {calls: 5}, verdict: deny}\n";
+  EXPECT_EQ(RunTollgate("policy check " + file, &out), 1) << out;
+  EXPECT_NE(out.find(file + ":3:"), std::string::npos) << out;
+  EXPECT_NE(out.find("unknown tool 'reed_file'"), std::string::npos) << out;
+}
+
 TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {
   TempDir dir;
   std::string out;
@@ -104,6 +135,64 @@ TEST(PolicyCli, ExplainShowsTheDecisionAndThePathThroughTheChecks) {
   EXPECT_EQ(d["invocation"], "builtin:write_file");
   EXPECT_NE(out.find("checks:"), std::string::npos);
   EXPECT_NE(out.find("registry: pass"), std::string::npos) << out;
+}
+
+// The session's history from the log (docs/policy.md, "History"): an
+// untrusted fetch completed in s1, so a POST there is denied, and the
+// explanation names the rule and the fetch's seq; s2 has no history.
+TEST(PolicyCli, ExplainReadsTheSessionsHistoryFromTheLogUnderData) {
+  TempDir dir;
+  const std::string policy = dir.sub("p.yaml");
+  std::ofstream(policy) << "mode: dangerous\n"
+                           "http_request: {allowed_methods: [GET, POST]}\n"
+                           "labels: {trusted_hosts: [localhost]}\n"
+                           "rules:\n"
+                           "  - {name: no-post-after-untrusted, tool: http_request,\n"
+                           "     when: {method: POST, session: {integrity: untrusted}}, verdict: deny}\n";
+  uint64_t fetched = 0;
+  {
+    std::unique_ptr<EventLog> log;
+    std::filesystem::create_directories(dir.sub("data"));
+    Status s = EventLog::Open(dir.sub("data/log"), LogOptions{}, &log);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    Event e =
+        testing::MakeEvent("decision.made", "get-1", "s1", "a1", "default", "http_request", NowMicros());
+    e.data = {{"verdict", "allow"},
+              {"reason", "r"},
+              {"rule", "x"},
+              {"danger_level", "MEDIUM"},
+              {"policy_version", "v"},
+              {"read_only", true},
+              {"invocation", "http_request:GET http://127.0.0.1:9/page"}};
+    ASSERT_TRUE(log->Append(e).status.ok());
+    e = testing::MakeEvent("execution.completed", "get-1", "s1", "a1", "default", "http_request",
+                           NowMicros());
+    e.data = {{"result", {{"success", true}}}, {"duration_ms", 1}};
+    AppendResult r = log->Append(e);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    fetched = r.seq;
+  }
+  const std::string post =
+      " --agent a1 --tool http_request --args '{\"method\":\"POST\",\"url\":\"http://localhost:9/up\"}'";
+  std::string out;
+  ASSERT_EQ(
+      RunTollgate("policy explain --policy " + policy + " --data " + dir.sub("data") + " --session s1" + post,
+                  &out),
+      0)
+      << out;
+  EXPECT_EQ(LastLineJson(out)["verdict"], "deny") << out;
+  EXPECT_NE(out.find("history   session s1: 1 completed calls, untrusted, public; untrusted since seq " +
+                     std::to_string(fetched)),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("decided by history rule 'no-post-after-untrusted' on seq " + std::to_string(fetched)),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(
+      RunTollgate("policy explain --policy " + policy + " --data " + dir.sub("data") + " --session s2" + post,
+                  &out),
+      0);
+  EXPECT_EQ(LastLineJson(out)["verdict"], "allow") << out;
 }
 
 TEST(PolicyCli, ExplainReadsBudgetsFromTheLogUnderData) {
