@@ -299,7 +299,13 @@ struct ChildPlan {
     _exit(127);
   };
   setpgid(0, 0);
-  signal(SIGPIPE, SIG_DFL);  // the tool gets the usual default, not our SIG_IGN
+  // The tool gets the usual dispositions and mask, not ours nor what `up`
+  // inherited (a shell starting it in the background ignores SIGINT and
+  // SIGQUIT, and exec keeps an ignored signal ignored: C-c would do nothing).
+  for (int sig : {SIGPIPE, SIGINT, SIGQUIT}) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   if (spec.terminal >= 0) {
     if (dup2(spec.terminal, 0) < 0 || dup2(spec.terminal, 1) < 0 || dup2(spec.terminal, 2) < 0) fail(1);
   } else if (dup2(c.in_fd, 0) < 0 || dup2(c.out_fd, 1) < 0 || dup2(c.err_fd, 2) < 0) {
