@@ -156,12 +156,13 @@ void SessionFacts::Apply(const PolicyInForce& policy, const Event& e) {
     p->second.by = e.data.value("approver", "");
     p->second.why = e.data.value("comment", "");
   } else if (e.type == ev::kExecutionCompleted) {
-    auto p = pending_.find(Key(e.org_id, e.request_id));
+    const std::string request = Key(e.org_id, e.request_id);
+    auto p = pending_.find(request);
     if (Seen(e.seq)) {
       if (p != pending_.end()) pending_.erase(p);  // re-created by a refold's decision.made
       return;
     }
-    if (counterfactual_ && denied_.erase(Key(e.org_id, e.request_id)) != 0) return;  // it no longer ran
+    if (counterfactual_ && denied_.erase(request) != 0) return;  // it no longer ran
     CallRecord call;
     call.tool = e.tool;
     if (p != pending_.end()) {
