@@ -178,6 +178,9 @@ void AddMcpBench(CLI::App* bench, int* exit_code) {
                 << "; through tollgate p50 " << ms("upstream_via_tollgate_p50_ms") << "\n"
                 << "mcp_overhead_vs_submit " << num("mcp_overhead_vs_submit", "") << " (goal <= 1.2, "
                 << (r["met"]["mcp_overhead_vs_submit"].get<bool>() ? "met" : "missed")
+                << "); mcp_overhead_vs_submit_modern (2026-07-28) "
+                << num("mcp_overhead_vs_submit_modern", "") << " (goal <= 1.2, "
+                << (r["met"]["mcp_overhead_vs_submit_modern"].get<bool>() ? "met" : "missed")
                 << "); mcp_vs_upstream_direct " << num("mcp_vs_upstream_direct", "") << "\n";
     }
     std::cout << r.dump() << std::endl;

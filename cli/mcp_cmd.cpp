@@ -24,6 +24,7 @@ struct McpFlags {
   std::string data = kDefaultDataDir, brokers, topic_prefix, token_file;
   std::string org = "default", agent, session, key, gate_key;
   int max_wait_s = 3600;
+  int hold_s = 45;
   int watch_ms = 2000;
 };
 
@@ -34,15 +35,48 @@ std::string RandomSession() {
   return buf;
 }
 
-// Where a request stands, from its events as the audit API returns them.
-std::string Describe(const std::string& url, const std::string& token, const std::string& org,
-                     const std::string& rid) {
+// The events of a request, as the audit API returns them.
+Status RequestEvents(const std::string& url, const std::string& token, const std::string& org,
+                     const std::string& rid, std::vector<Event>* out) {
+  out->clear();
+  if (url.empty() || token.empty())
+    return Status::Error("E_UNAVAILABLE", "no tollgate API to read the log from");
   int status = 0;
   Json reply;
   Status s = ApiCall(url, token, "GET",
                      "/v1/audit?org=" + EncodeQueryParam(org) + "&request=" + EncodeQueryParam(rid), "",
                      &status, &reply);
-  return s.ok() ? mcp::DescribeProgress(reply.value("events", Json::array())) : "";
+  if (!s.ok()) return s;
+  for (const Json& j : reply.value("events", Json::array())) {
+    Event e;
+    if (!(s = EventFromJson(j, &e)).ok()) return s;
+    out->push_back(std::move(e));
+  }
+  return Status::Ok();
+}
+
+// The pending approvals of an agent, as the approvals API returns them
+// (what attaching a re-issued call needs: id, tool, args_hash).
+Status AgentPending(const std::string& url, const std::string& token, const std::string& org,
+                    const std::string& agent, std::vector<PendingApproval>* out) {
+  out->clear();
+  if (url.empty() || token.empty()) return Status::Error("E_UNAVAILABLE", "no tollgate API");
+  int status = 0;
+  Json reply;
+  Status s = ApiCall(
+      url, token, "GET",
+      "/v1/approvals?org=" + EncodeQueryParam(org) + "&agent=" + EncodeQueryParam(agent) + "&limit=200", "",
+      &status, &reply);
+  if (!s.ok()) return s;
+  for (const Json& j : reply.value("approvals", Json::array())) {
+    PendingApproval p;
+    p.request_id = j.value("request_id", "");
+    p.agent_id = j.value("agent_id", "");
+    p.tool = j.value("tool", "");
+    p.args_hash = j.value("args_hash", "");
+    out->push_back(std::move(p));
+  }
+  return Status::Ok();
 }
 
 int RunMcp(McpFlags& f) {
@@ -82,6 +116,7 @@ int RunMcp(McpFlags& f) {
   mcp::Gateway gw;
   gw.pipeline = pipeline.get();
   gw.max_wait = std::chrono::seconds(f.max_wait_s);
+  gw.hold = std::chrono::seconds(f.hold_s);
   gw.list_tools = [url, token](const std::string& org, const std::string& agent, Json* out) {
     if (url.empty() || token.empty())
       return Status::Error("E_UNAVAILABLE", "no tollgate API to list tools from");
@@ -101,8 +136,12 @@ int RunMcp(McpFlags& f) {
                          NowMicros() / 1'000'000);
     return Status::Ok();
   };
-  gw.describe = [url, token](const std::string& org, const std::string& rid) {
-    return url.empty() || token.empty() ? std::string() : Describe(url, token, org, rid);
+  gw.events = [url, token](const std::string& org, const std::string& rid, std::vector<Event>* out) {
+    return RequestEvents(url, token, org, rid, out);
+  };
+  gw.pending = [url, token](const std::string& org, const std::string& agent,
+                            std::vector<PendingApproval>* out) {
+    return AgentPending(url, token, org, agent, out);
   };
   const std::string mcp_session = RandomSession();
   mcp::Session session(gw, {f.org, f.agent, f.session.empty() ? mcp_session : f.session}, mcp_session);
@@ -132,6 +171,9 @@ void AddMcpCommand(CLI::App& app, int* exit_code) {
       "--gate-key", f->gate_key,
       "the gate's public key results are checked with (default: endpoints.json's; GET /v1/gate-key)");
   cmd->add_option("--max-wait", f->max_wait_s, "seconds a call waits for its result at most")
+      ->capture_default_str();
+  cmd->add_option("--hold", f->hold_s,
+                  "seconds an asked call holds a client without tasks before answering E_PENDING_APPROVAL")
       ->capture_default_str();
   cmd->add_option("--watch-ms", f->watch_ms, "how often the tool list is checked for changes")
       ->capture_default_str();

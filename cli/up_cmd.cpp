@@ -276,6 +276,11 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
   up->add_flag("--shared-results-topic", f->pipeline.shared_results_topic,
                "every org's results on one topic PREFIXresults, not PREFIXresults.ORG (compatibility: no "
                "Kafka ACL can keep orgs apart there; docs/trust.md)");
+  up->add_option("--mcp-hold", f->pipeline.mcp_hold_s,
+                 "seconds /mcp holds an asked call of a client without tasks before answering "
+                 "E_PENDING_APPROVAL (docs/mcp.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3600));
   up->add_option("--tokens", f->pipeline.tokens_file,
                  "the HTTP API's tokens file (default DATA/tokens.json)");
   up->add_option("--webhook", f->pipeline.webhooks,

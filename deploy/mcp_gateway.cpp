@@ -1,5 +1,6 @@
 #include "deploy/mcp_gateway.h"
 
+#include "audit/approvals.h"
 #include "audit/log_sink.h"
 #include "core/auth.h"
 #include "core/event.h"
@@ -11,7 +12,7 @@ namespace tollgate {
 
 Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> signer, const LogStore& store,
                        const CredentialRegistry& credentials, ListToolsFn list_tools,
-                       std::shared_ptr<mcp::HttpEndpoint>* out) {
+                       std::shared_ptr<mcp::HttpEndpoint>* out, const McpGatewayOptions& options) {
   if (!signer) return Status::Error("E_UNAVAILABLE", "no service key to sign the agents' calls with");
   std::shared_ptr<mcp::PipelineClient> pipeline;
   {
@@ -40,13 +41,13 @@ Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> si
                                  NowMicros() / 1'000'000);
     return Status::Ok();
   };
-  gw.describe = [view](const std::string& org, const std::string& rid) {
-    std::vector<Event> events;
-    if (!view->EventsOfRequest(org, rid, &events).ok()) return std::string();
-    Json list = Json::array();
-    for (const Event& e : events) list.push_back({{"type", e.type}, {"data", e.data}});
-    return mcp::DescribeProgress(list);
+  gw.events = [view](const std::string& org, const std::string& rid, std::vector<Event>* out) {
+    return view->EventsOfRequest(org, rid, out);
   };
+  gw.pending = [&store](const std::string& org, const std::string& agent, std::vector<PendingApproval>* out) {
+    return ListPendingApprovals(store, {org, agent}, out);
+  };
+  gw.hold = options.hold;
   *out = std::make_shared<mcp::HttpEndpoint>(std::move(gw));
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 // agent its token names (docs/trust.md); its progress is read from the log.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,11 +19,17 @@ namespace tollgate {
 
 using ListToolsFn = std::function<Status(const std::string& org, const std::string& agent, Json* out)>;
 
-// `store` (the log, for progress messages) and `credentials` (the gate
-// keys results are checked with) must outlive the endpoint.
+// How long an asked call holds a client without tasks (mcp::Gateway::hold).
+struct McpGatewayOptions {
+  std::chrono::seconds hold{45};
+};
+
+// `store` (the log: progress messages, tasks, pending approvals to attach
+// to) and `credentials` (the gate keys results are checked with) must
+// outlive the endpoint.
 Status MakeMcpEndpoint(const BusConfig& bus, std::shared_ptr<const JwtSigner> signer, const LogStore& store,
                        const CredentialRegistry& credentials, ListToolsFn list_tools,
-                       std::shared_ptr<mcp::HttpEndpoint>* out);
+                       std::shared_ptr<mcp::HttpEndpoint>* out, const McpGatewayOptions& options = {});
 
 // For the stdio gateway (`tollgate mcp`), a separate process that outlives
 // restarts of `up`: where DATA/endpoints.json says the bus is now

@@ -39,7 +39,10 @@ Status ServeLog(const PipelineOptions& options, const BusConfig& bus, ApiOptions
     api.bus = bus;
     // The MCP gateway (/mcp) on the same server, signing with the same key.
     if (!api.mcp && api.service_signer && api.credentials != nullptr) {
-      Status s = MakeMcpEndpoint(bus, api.service_signer, store, *api.credentials, api.list_tools, &api.mcp);
+      McpGatewayOptions mcp;
+      mcp.hold = std::chrono::seconds(options.mcp_hold_s);
+      Status s =
+          MakeMcpEndpoint(bus, api.service_signer, store, *api.credentials, api.list_tools, &api.mcp, mcp);
       if (!s.ok()) return s;
     }
     Status s = ApiServer::Start(std::move(api), store, server);

@@ -62,6 +62,9 @@ struct PipelineOptions {
   std::vector<std::string> webhooks;  // POSTed to when an approval is requested
   std::string http_listen;            // HTTP API "HOST:PORT" (port 0: any); empty = no API
   std::string tokens_file;            // tokens to import into the log; default data_dir/tokens.json
+  // /mcp: how long an asked call holds a client without tasks before it
+  // answers E_PENDING_APPROVAL (docs/mcp.md "Calls awaiting approval").
+  int mcp_hold_s = 45;
   int64_t max_signature_skew_us = kDefaultMaxSkewUs;  // iat of a request's or response's signature
   // Execute: CLI tools dir and workspace root; empty = the policy's
   // execute.tools_dir / execute.workspace_root, else <data>/tools and

@@ -176,7 +176,15 @@ HttpReply HttpEndpoint::Handle(const HttpCall& call) {
   if (!OriginAllowed(call)) return RpcFailure(403, nullptr, kInvalidRequest, "Origin not allowed");
   if (stopping_) return RpcFailure(503, nullptr, kInternalError, "shutting down");
   const std::string version = call.header("MCP-Protocol-Version");
-  if (!version.empty() && NegotiateVersion(version) != version) {
+  if (IsModernVersion(version) && call.method != "POST") {
+    HttpReply r = RpcFailure(405, nullptr, kInvalidRequest, "revision " + version + " uses POST only");
+    r.headers.emplace_back("Allow", "POST");
+    return r;
+  }
+  // A version no era knows: refused here, unless the body is a modern
+  // request (its envelope then answers -32022 with what is supported).
+  if (!version.empty() && !IsModernVersion(version) && NegotiateVersion(version) != version &&
+      !(call.method == "POST" && ReadEnvelope(Parse(call.body).params).modern)) {
     return RpcFailure(400, nullptr, kInvalidRequest, "unsupported MCP-Protocol-Version " + version);
   }
   {
@@ -229,7 +237,7 @@ std::shared_ptr<Session> HttpEndpoint::Find(const HttpCall& call, HttpReply* ref
 
 HttpReply HttpEndpoint::Initialize(const HttpCall& call, const Incoming& in) {
   const std::string id = NewSessionId();
-  auto session = std::make_shared<Session>(gw_, Who{call.org, call.agent, id}, id);
+  auto session = std::make_shared<Session>(gw_, Who{call.org, call.agent, id, "transport", call.auth}, id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     const AgentKey who{call.org, call.agent};
@@ -272,6 +280,8 @@ HttpReply HttpEndpoint::Initialize(const HttpCall& call, const Incoming& in) {
 HttpReply HttpEndpoint::Post(const HttpCall& call) {
   Incoming in = Parse(call.body);
   if (in.kind == Incoming::Kind::kInvalid) return RpcFailure(400, in.id, in.error_code, in.error_message);
+  const Envelope env = ReadEnvelope(in.params);
+  if (env.modern || IsModernVersion(call.header("MCP-Protocol-Version"))) return PostModern(call, in, env);
   if (in.kind == Incoming::Kind::kRequest && in.method == "initialize") return Initialize(call, in);
 
   HttpReply refused;
@@ -305,6 +315,88 @@ HttpReply HttpEndpoint::Post(const HttpCall& call) {
   HttpReply r;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
+  r.stream = [session, in, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
+    session->Handle(
+        in, [&write](const Json& m) { write(SseEvent(m)); }, gone);
+  };
+  return r;
+}
+
+namespace {
+
+// The 2026-07-28 header checks: each header the body's request needs,
+// present and saying what the body says. "" when they hold.
+std::string HeaderMismatch(const HttpCall& call, const Incoming& in, const Envelope& env) {
+  const std::string version = call.header("MCP-Protocol-Version");
+  if (version.empty()) return "the required MCP-Protocol-Version header is absent";
+  if (version != env.version)
+    return "the body names protocol version " + env.version + " but the MCP-Protocol-Version header names " +
+           version;
+  if (in.kind != Incoming::Kind::kRequest) return "";  // notifications are exempt
+  const std::string method = DecodeHeaderValue(call.header("Mcp-Method"));
+  if (method.empty()) return "the required Mcp-Method header is absent";
+  if (method != in.method)
+    return "the body names method " + in.method + " but the Mcp-Method header names " + method;
+  const char* field = in.method == "tools/call"           ? "name"
+                      : in.method.rfind("tasks/", 0) == 0 ? "taskId"
+                                                          : nullptr;
+  if (field == nullptr) return "";
+  const std::string name = DecodeHeaderValue(call.header("Mcp-Name"));
+  if (name.empty()) return "the required Mcp-Name header is absent";
+  const Json body = in.params.value(field, Json());
+  if (!body.is_string() || body.get<std::string>() != name)
+    return std::string("the body carries params.") + field + " other than the Mcp-Name header's " + name;
+  return "";
+}
+
+}  // namespace
+
+HttpReply HttpEndpoint::PostModern(const HttpCall& call, Incoming in, const Envelope& env) {
+  if (!env.modern) {
+    return RpcFailure(400, in.id, kInvalidParams,
+                      "the MCP-Protocol-Version header names revision " +
+                          call.header("MCP-Protocol-Version") +
+                          ", but the request has no _meta envelope (io.modelcontextprotocol/protocolVersion, "
+                          "io.modelcontextprotocol/clientCapabilities)");
+  }
+  if (env.error_code != 0)
+    return JsonReply(400, Error(in.id, env.error_code, env.error_message, env.error_data));
+  if (std::string why = HeaderMismatch(call, in, env); !why.empty())
+    return RpcFailure(400, in.id, kHeaderMismatch, "the request headers and body disagree: " + why);
+  if (in.kind == Incoming::Kind::kRequest && !Session::ServesModern(in.method))
+    return RpcFailure(404, in.id, kMethodNotFound, "method '" + in.method + "' is not served");
+  if (in.method.rfind("tasks/", 0) == 0 && !env.tasks) {
+    return JsonReply(
+        400, Error(in.id, kMissingCapability, "missing required client capability",
+                   {{"requiredCapabilities", {{"extensions", {{kTasksExtension, Json::object()}}}}}}));
+  }
+  // No session: each request is served on its own, for the token's agent.
+  // A client without a session name of its own has one per agent.
+  auto session = std::make_shared<Session>(
+      gw_, Who{call.org, call.agent, "agent-" + call.agent, "agent", call.auth}, NewSessionId());
+  if (in.kind != Incoming::Kind::kRequest) {
+    HttpReply r;
+    r.status = 202;  // a modern client cancels by closing its stream
+    return r;
+  }
+  if (in.method != "tools/call") {
+    Json answer;
+    session->Handle(in, [&answer](const Json& m) { answer = m; });
+    return JsonReply(200, answer);
+  }
+  if (const std::string tp = call.header("traceparent");
+      IsValidTraceparent(tp) && MetaTraceparent(in.params).empty()) {
+    in.params["_meta"]["traceparent"] = tp;
+  }
+  std::shared_ptr<Busy> busy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    busy = Hold("", {call.org, call.agent}, false);
+  }
+  HttpReply r;
+  r.content_type = "text/event-stream";
+  r.headers.emplace_back("Cache-Control", "no-store");
+  r.headers.emplace_back("X-Accel-Buffering", "no");
   r.stream = [session, in, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
     session->Handle(
         in, [&write](const Json& m) { write(SseEvent(m)); }, gone);

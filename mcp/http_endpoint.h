@@ -13,6 +13,13 @@
 //          (notifications/tools/list_changed), kept alive by comments.
 //   DELETE ends the session; its calls still waiting are withdrawn.
 //
+// A 2026-07-28 request (its version in params._meta) needs no session: it
+// is checked against its headers (MCP-Protocol-Version, Mcp-Method, and
+// Mcp-Name for tools/call and tasks/*: 400 -32020 when absent or not the
+// body's), served by a session of its own for (org, agent), and answered as
+// JSON (tools/call: an event stream). An unknown method is 404 -32601; an
+// Mcp-Session-Id it carries is ignored.
+//
 // A session belongs to the (org, agent) of the token that made it: another
 // token naming it gets 404, as an unknown session does. Sessions end when
 // idle (HttpEndpointLimits::session_idle) and are capped per agent, per org
@@ -46,6 +53,7 @@ struct HttpCall {
   // waiting for its result ends and withdraws its pending approval, as
   // notifications/cancelled does. Null: never.
   std::function<bool()> gone;
+  Json auth;  // how it authenticated, when by OAuth (Who::auth); null otherwise
 };
 
 struct HttpReply {
@@ -105,6 +113,7 @@ class HttpEndpoint {
   // reply's stream, whether or not it ran).
   struct Busy;
   HttpReply Post(const HttpCall& call);
+  HttpReply PostModern(const HttpCall& call, Incoming in, const Envelope& env);
   HttpReply Get(const HttpCall& call);
   HttpReply Initialize(const HttpCall& call, const Incoming& in);
   std::shared_ptr<Session> Find(const HttpCall& call, HttpReply* refused);

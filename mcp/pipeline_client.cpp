@@ -284,7 +284,14 @@ std::optional<Json> PipelineClient::Waiter::Wait(std::chrono::steady_clock::time
                                                  const std::function<void()>& tick) {
   std::unique_lock<std::mutex> lock(mu);
   while (!result) {
-    if (std::chrono::steady_clock::now() >= until || (stop && stop())) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    if (stop) {
+      // Unlocked: `stop` may ask pending().
+      lock.unlock();
+      const bool stopped = stop();
+      lock.lock();
+      if (stopped) return result;  // a result that came meanwhile still counts
+    }
     cv.wait_for(lock, std::chrono::milliseconds(100));
     if (!result && tick) {
       lock.unlock();

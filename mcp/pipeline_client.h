@@ -61,7 +61,7 @@ class PipelineClient {
    public:
     // The final result, or nullopt when `until` passed or `stop()` became
     // true (checked every 100 ms; `tick()`, when set, runs at each check
-    // too).
+    // too). Both run without the waiter's lock, so they may call pending().
     std::optional<Json> Wait(std::chrono::steady_clock::time_point until, const std::function<bool()>& stop,
                              const std::function<void()>& tick = nullptr);
     // The last signed `pending` message (approval requested), if any.

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/event.h"
+#include "core/jwt.h"
 #include "core/sha256.h"
 
 namespace tollgate::mcp {
@@ -11,6 +12,105 @@ namespace tollgate::mcp {
 const std::vector<std::string>& SupportedVersions() {
   static const std::vector<std::string> kVersions = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
   return kVersions;
+}
+
+const std::vector<std::string>& ModernVersions() {
+  static const std::vector<std::string> kVersions = {kModernVersion};
+  return kVersions;
+}
+
+bool IsModernVersion(const std::string& v) {
+  const auto& m = ModernVersions();
+  return std::find(m.begin(), m.end(), v) != m.end();
+}
+
+namespace {
+
+const Json& ServerInfo() {
+  static const Json kInfo{{"name", "tollgate"}, {"title", "tollgate gateway"}, {"version", "0.3"}};
+  return kInfo;
+}
+
+void RefuseEnvelope(Envelope* e, const std::string& key, const std::string& problem) {
+  e->error_code = kInvalidParams;
+  e->error_message =
+      "invalid _meta envelope for protocol revision " + e->version + ": " + key + ": " + problem;
+  e->error_data = {{"envelope", {{"key", key}, {"problem", problem}}}};
+}
+
+}  // namespace
+
+Envelope ReadEnvelope(const Json& params) {
+  Envelope e;
+  if (!params.is_object()) return e;
+  auto meta = params.find("_meta");
+  if (meta == params.end() || !meta->is_object()) return e;
+  auto v = meta->find(kMetaVersion);
+  if (v == meta->end()) return e;
+  e.modern = true;
+  if (!v->is_string() || !IsModernVersion(v->get<std::string>())) {
+    e.version = v->is_string() ? v->get<std::string>() : v->dump();
+    e.error_code = kUnsupportedVersion;
+    e.error_message = "unsupported protocol version: " + e.version;
+    e.error_data = {{"supported", ModernVersions()}, {"requested", e.version}};
+    return e;
+  }
+  e.version = v->get<std::string>();
+  auto caps = meta->find(kMetaCapabilities);
+  if (caps == meta->end()) {
+    RefuseEnvelope(&e, kMetaCapabilities, "missing");
+    return e;
+  }
+  if (!caps->is_object()) {
+    RefuseEnvelope(&e, kMetaCapabilities, "not an object");
+    return e;
+  }
+  if (auto ext = caps->find("extensions"); ext != caps->end() && ext->is_object()) {
+    e.tasks = ext->contains(kTasksExtension);
+  }
+  if (auto info = meta->find(kMetaClientInfo); info != meta->end() && info->is_object()) {
+    if (auto n = info->find("name"); n != info->end() && n->is_string()) e.client_name = *n;
+  }
+  return e;
+}
+
+Json Complete(Json result) {
+  result["resultType"] = "complete";
+  Json& meta = result["_meta"];
+  if (!meta.is_object()) meta = Json::object();
+  meta[kMetaServerInfo] = ServerInfo();
+  return result;
+}
+
+Json DiscoverResult(const std::string& instructions) {
+  return Complete(
+      {{"supportedVersions", ModernVersions()},
+       {"capabilities", {{"tools", Json::object()}, {"extensions", {{kTasksExtension, Json::object()}}}}},
+       {"instructions", instructions},
+       {"ttlMs", 0},
+       {"cacheScope", "private"}});
+}
+
+std::string DecodeHeaderValue(const std::string& v) {
+  static const std::string kOpen = "=?base64?", kClose = "?=";
+  if (v.size() < kOpen.size() + kClose.size() || v.compare(0, kOpen.size(), kOpen) != 0 ||
+      v.compare(v.size() - kClose.size(), kClose.size(), kClose) != 0) {
+    return v;
+  }
+  // Standard base64 (padded) as base64url without padding, for the strict
+  // decoder we have.
+  std::string b = v.substr(kOpen.size(), v.size() - kOpen.size() - kClose.size());
+  while (!b.empty() && b.back() == '=') b.pop_back();
+  for (char& c : b) {
+    if (c == '+')
+      c = '-';
+    else if (c == '/')
+      c = '_';
+    else if (c == '-' || c == '_')
+      return "";
+  }
+  std::string out;
+  return Base64UrlDecode(b, &out) ? out : "";
 }
 
 std::string NegotiateVersion(const std::string& requested) {
@@ -173,6 +273,26 @@ std::string DescribeProgress(const Json& events) {
   if (where != "awaiting approval") return where;
   return where + ": " + std::to_string(grants) + " of " + std::to_string(quorum) + " approvals, expires at " +
          deadline;
+}
+
+Json PendingApprovalResult(const std::string& request_id, const std::string& where, int retry_after_s) {
+  const std::string text =
+      "E_PENDING_APPROVAL: request " + request_id + " is " + where +
+      ". Nothing has run yet. Call the same tool with the same arguments again in about " +
+      std::to_string(retry_after_s) +
+      " s: that call waits for this request's outcome (no second approval is asked).";
+  return {{"content", Json::array({Text(text)})},
+          {"structuredContent",
+           {{"status", "pending_approval"},
+            {"request_id", request_id},
+            {"where", where},
+            {"retry_after_s", retry_after_s},
+            {"error",
+             {{"code", "E_PENDING_APPROVAL"},
+              {"message", "awaiting approval; call again with the same arguments for the outcome"},
+              {"recoverable", true}}}}},
+          {"isError", true},
+          {"_meta", {{"io.tollgate/request_id", request_id}, {"io.tollgate/status", "pending"}}}};
 }
 
 }  // namespace tollgate::mcp

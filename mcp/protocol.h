@@ -17,9 +17,27 @@ inline constexpr int kInvalidRequest = -32600;
 inline constexpr int kMethodNotFound = -32601;
 inline constexpr int kInvalidParams = -32602;
 inline constexpr int kInternalError = -32603;
+// The 2026-07-28 revision's own.
+inline constexpr int kHeaderMismatch = -32020;
+inline constexpr int kMissingCapability = -32021;
+inline constexpr int kUnsupportedVersion = -32022;
 
-// The protocol revisions this server speaks, newest first.
+// The 2026-07-28 revision ("modern"): no initialize, no session; every
+// request names its version and the client's capabilities in params._meta.
+inline constexpr const char* kModernVersion = "2026-07-28";
+inline constexpr const char* kMetaVersion = "io.modelcontextprotocol/protocolVersion";
+inline constexpr const char* kMetaCapabilities = "io.modelcontextprotocol/clientCapabilities";
+inline constexpr const char* kMetaClientInfo = "io.modelcontextprotocol/clientInfo";
+inline constexpr const char* kMetaServerInfo = "io.modelcontextprotocol/serverInfo";
+inline constexpr const char* kTasksExtension = "io.modelcontextprotocol/tasks";
+// The tollgate session a modern call belongs to, when the client names one.
+inline constexpr const char* kMetaSession = "io.tollgate/session";
+
+// The legacy revisions this server speaks (initialize), newest first.
 const std::vector<std::string>& SupportedVersions();
+// The modern revisions (server/discover's supportedVersions).
+const std::vector<std::string>& ModernVersions();
+bool IsModernVersion(const std::string& v);
 // The client's version when supported, else our newest (the client then
 // decides whether to go on, as the spec's lifecycle says).
 std::string NegotiateVersion(const std::string& requested);
@@ -43,6 +61,30 @@ struct Incoming {
 // Classifies `text` (one JSON-RPC message, untrusted: parsed under the input
 // limits; batches are refused, as the 2025-06-18 revision removed them).
 Incoming Parse(const std::string& text);
+
+// One request's era, read from its params._meta. A request is modern when
+// it names a protocol version there (the spec's rule); its envelope must
+// then name a modern version (else kUnsupportedVersion, data {supported,
+// requested}) and carry clientCapabilities as an object (else
+// kInvalidParams, data {envelope {key, problem}}).
+struct Envelope {
+  bool modern = false;
+  std::string version;
+  bool tasks = false;  // the client declared the Tasks extension
+  std::string client_name;
+  int error_code = 0;  // when refused: the error to answer
+  std::string error_message;
+  Json error_data;
+};
+Envelope ReadEnvelope(const Json& params);
+
+// A modern result: resultType "complete" and the server's info in _meta.
+Json Complete(Json result);
+// The answer to server/discover.
+Json DiscoverResult(const std::string& instructions);
+// A value of the Mcp-Name / Mcp-Method headers: as sent, or the
+// "=?base64?...?=" form decoded; "" when that form is malformed.
+std::string DecodeHeaderValue(const std::string& v);
 
 // The request_id a tools/call becomes: derived from the MCP session (the
 // transport's own, random per connection) and the JSON-RPC id, keyed with
@@ -68,5 +110,10 @@ Json GatewayErrorResult(const std::string& request_id, const std::string& code, 
 // (objects with "type" and "data", in log order): "received", "decided",
 // "awaiting approval: 0 of 1 approvals, expires at ...", "executing".
 std::string DescribeProgress(const Json& events);
+
+// A call still awaiting approval when its client's hold ended: isError with
+// E_PENDING_APPROVAL, the request id, where it stands and when to ask again
+// (the identical call then attaches to the same request).
+Json PendingApprovalResult(const std::string& request_id, const std::string& where, int retry_after_s);
 
 }  // namespace tollgate::mcp

@@ -1,6 +1,18 @@
 // One MCP session of the gateway (docs/mcp.md): initialize, ping,
 // tools/list, tools/call and notifications/cancelled for one authenticated
-// (org, agent), whichever transport carries it.
+// (org, agent), whichever transport carries it; and the 2026-07-28
+// revision's requests (server/discover, tools/list, tools/call, tasks/get,
+// tasks/cancel, tasks/update), each read on its own: a modern request names
+// its version and capabilities in its _meta (protocol.h ReadEnvelope).
+//
+// An asked call (docs/mcp.md "Calls awaiting approval"): a modern client that
+// declared the Tasks extension gets a task once approval.requested is in the
+// log, its id the request's; tasks/get reads the request's state from the
+// log, so a task outlives this process and the client's. Any other client
+// is held with progress for Gateway::hold, then answered E_PENDING_APPROVAL
+// with the request id; the identical call (same org, agent, tool and
+// arguments) made while that approval is pending, or before its outcome
+// reached a client, attaches to the same request instead of making another.
 //
 // Who the agent is comes from the transport's authentication (the agent's
 // key for stdio, its bearer token for HTTP), never from a message. Every
@@ -22,13 +34,40 @@
 #include <string>
 
 #include "core/canonical_json.h"
+#include "core/event.h"
 #include "core/message.h"
+#include "core/pending_approval.h"
 #include "core/status.h"
 #include "core/tool_discovery.h"
 #include "mcp/pipeline_client.h"
 #include "mcp/protocol.h"
 
 namespace tollgate::mcp {
+
+// The calls whose client was told E_PENDING_APPROVAL: (org, agent, tool,
+// args_hash) -> request_id, until the outcome reached a client or the
+// entry is a day old. Thread-safe; at most kMax entries (oldest dropped).
+class Attachments {
+ public:
+  static constexpr size_t kMax = 4096;
+  using Clock = std::chrono::steady_clock;
+  void Remember(const std::string& key, const std::string& rid);
+  // The request of `key`, or "" when none; marks it attached.
+  std::string Find(const std::string& key);
+  // Whether a call attached to `rid` since it was remembered.
+  bool Attached(const std::string& key, const std::string& rid);
+  void Forget(const std::string& key, const std::string& rid);
+
+ private:
+  struct Entry {
+    std::string rid;
+    Clock::time_point until;
+    bool attached = false;
+  };
+  std::mutex mu_;
+  std::map<std::string, Entry> by_key_;
+  std::deque<std::string> order_;
+};
 
 // What a session needs from the deployment it runs in.
 struct Gateway {
@@ -44,12 +83,24 @@ struct Gateway {
   std::function<Status(const std::string& org, const std::string& agent, const std::string& request_id,
                        Message* out)>
       withdraw;
-  // Where a waiting call stands, for progress messages ("awaiting approval,
-  // 0 of 1, expires at ..."); null or "" when not known.
-  std::function<std::string(const std::string& org, const std::string& request_id)> describe;
+  // The events of one request, in log order: progress messages ("awaiting
+  // approval, 0 of 1, expires at ..."), tasks/get, attaching. Null: none.
+  std::function<Status(const std::string& org, const std::string& request_id, std::vector<Event>* out)>
+      events;
+  // The pending approvals of (org, agent), for attaching a re-issued call
+  // after a restart of the gateway. Null: only this process's memory.
+  std::function<Status(const std::string& org, const std::string& agent, std::vector<PendingApproval>* out)>
+      pending;
   // A call waits this long for its result at most; its approval's deadline
   // normally ends it first (the request then ends `expired`).
   std::chrono::seconds max_wait{3600};
+  // A client without tasks waits this long for an asked call's approval,
+  // then gets E_PENDING_APPROVAL (below the 60 s clients time out after).
+  std::chrono::seconds hold{45};
+  // A client that hung up while its call awaited approval: the identical
+  // call made within this attaches to it; after it, it is withdrawn.
+  std::chrono::seconds reattach_grace{10};
+  std::shared_ptr<Attachments> attachments = std::make_shared<Attachments>();
   std::chrono::milliseconds progress_every{1000};
   // Whatever the functions above need kept alive (the bus client, ...).
   std::shared_ptr<void> keep_alive;
@@ -57,7 +108,14 @@ struct Gateway {
 
 struct Who {
   std::string org, agent;
-  std::string session;  // the tollgate session_id of every call
+  // The tollgate session_id of every legacy call, and of a modern one that
+  // names none in _meta (io.tollgate/session) nor has a trace; where it
+  // comes from: "transport" (the MCP session) or "agent".
+  std::string session;
+  std::string session_from = "transport";
+  // How the agent authenticated, when by OAuth: {method, issuer, subject,
+  // token_id, scopes}, recorded in the request's metadata (never a token).
+  Json auth;
 };
 
 class Session {
@@ -88,12 +146,18 @@ class Session {
     closed_ = true;
   }
   bool initialized() const { return initialized_; }
+  // The modern methods served (others: kMethodNotFound, HTTP 404).
+  static bool ServesModern(const std::string& method);
   const Who& who() const { return who_; }
   const std::string& id() const { return mcp_session_; }
 
  private:
   Json Initialize(const Incoming& in);
   Json ListTools(const Incoming& in);
+  void HandleModern(const Incoming& in, const Envelope& env, const Send& send,
+                    const std::function<bool()>& gone);
+  // tasks/get, tasks/cancel, tasks/update of a modern client with tasks.
+  void Task(const Incoming& in, const Send& send);
   // One tools/call in flight. `mu` orders its publication and its
   // withdrawal: a call given up before it was published never is, and one
   // published is withdrawn exactly once, the moment its client gives up.
@@ -103,11 +167,23 @@ class Session {
     bool published = false, withdrawn = false;  // guarded by mu
     std::string rid;
   };
-  void CallTool(const Incoming& in, const Send& send, const std::function<bool()>& gone);
-  // Waits for the submitted call's result (with progress), then answers,
-  // or withdraws the call when its client gave up.
+  // How one tools/call is answered.
+  struct Mode {
+    bool modern = false;   // results carry resultType (Complete)
+    bool tasks = false;    // an asked call becomes a task
+    bool pending = false;  // attached to a request already awaiting approval
+    std::string attach_key;
+  };
+  void CallTool(const Incoming& in, const Envelope& env, const Send& send, const std::function<bool()>& gone);
+  // The request an identical earlier call left awaiting approval, or "".
+  std::string Attachable(const std::string& key, const std::string& tool, const std::string& args_hash);
+  // Waits for the call's result (with progress), then answers; an asked
+  // call becomes a task, or ends its hold E_PENDING_APPROVAL; a call whose
+  // client gave up is withdrawn.
   void Await(const Incoming& in, Call& call, PipelineClient::Waiter& waiter, const Send& send,
-             const std::function<bool()>& gone);
+             const std::function<bool()>& gone, const Mode& mode);
+  // Where `rid` stands, from the log ("" when not known).
+  std::string Where(const std::string& rid);
   // Submits `m` for `call` unless its client already gave up; false then
   // (or with *error set when the bus refused it).
   bool Submit(const std::shared_ptr<Call>& call, const Message& m, Status* error);
