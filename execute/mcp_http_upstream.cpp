@@ -1,8 +1,15 @@
 // An upstream MCP server over Streamable HTTP (execute/mcp_upstream.h):
 // each message is one POST, answered as JSON or as an SSE stream holding
-// the response; the session id from `initialize` rides on every later POST.
-// The supervisor thread connects (initialize + tools/list), re-lists every
-// minute, and reconnects with backoff when the server is unreachable.
+// the response. The supervisor thread connects, re-lists every minute, and
+// reconnects with backoff when the server is unreachable.
+// Connecting probes the era (mcp_upstream_internal.h) with server/discover
+// and its three headers. 2026-07-28: no initialize and no session; every
+// POST carries the envelope and MCP-Protocol-Version, Mcp-Method and
+// Mcp-Name. Legacy, which a 4xx other than 401/403 means unless its body is
+// a -32022 naming 2026-07-28 (v1 SDK servers answer 400 -32000, refusing
+// the header or the sessionless request): initialize, whose session id
+// rides on every later POST. A probe answered 401/403, 3xx or 5xx, or not
+// at all, leaves the server down as a failed initialize did.
 // Bodies and SSE events are parsed as untrusted input (ParseUpstreamMessage):
 // one the parser refuses ends that exchange with E_UPSTREAM_PROTOCOL (a
 // refused tools/list leaves the server down, saying why); each POST stands
@@ -89,16 +96,18 @@ Status FromSse(const std::string& body, int64_t id, Json* out) {
   return flush();
 }
 
-// A protocol revision as the server named it, if it looks like one (it
-// goes back in a header).
-std::string VersionOf(const Json& result) {
-  if (!result.is_object() || !result.contains("protocolVersion") || !result["protocolVersion"].is_string()) {
-    return kMcpClientVersion;
-  }
-  const std::string v = result["protocolVersion"].get<std::string>();
-  static constexpr const char* kPlain = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-";
-  const bool plain = !v.empty() && v.size() <= 32 && v.find_first_not_of(kPlain) == std::string::npos;
-  return plain ? v : kMcpClientVersion;
+// A JSON-RPC error's message in a non-2xx body (a 2026-07-28 server says
+// there what it refused, e.g. -32020 for a header), as ": (code) text", or
+// "" when the body holds none. Bounded: it goes into the call's error.
+std::string ErrorTextOf(const std::string& body) {
+  Json m;
+  if (!ParseUpstreamMessage(body, &m).ok() || !m.is_object() || !m.contains("error") ||
+      !m["error"].is_object())
+    return "";
+  const Json& e = m["error"];
+  if (!e.contains("message") || !e["message"].is_string()) return "";
+  const std::string code = e.contains("code") && e["code"].is_number_integer() ? e["code"].dump() : "?";
+  return ": (" + code + ") " + TruncateUtf8(e["message"].get<std::string>(), 500);
 }
 
 class HttpUpstream : public McpUpstream {
@@ -116,10 +125,7 @@ class HttpUpstream : public McpUpstream {
     std::string why;
     if (!WaitReady(std::min(timeout_ms, kReadyWaitMs), &why))
       return Status::Error(errc::kUpstreamUnavailable, why);
-    Json msg;
-    Status st = Exchange(method, params, timeout_ms, &msg);
-    if (!st.ok()) return st;
-    return McpAnswer(spec_.name, method, msg, result);
+    return Call(method, params, timeout_ms, result);
   }
 
  private:
@@ -158,22 +164,66 @@ class HttpUpstream : public McpUpstream {
       session_.clear();
       version_.clear();
     }
-    Json msg, result;
-    Status st = Exchange("initialize", McpInitializeParams(), kConnectTimeoutMs, &msg);
-    if (st.ok()) st = McpAnswer(spec_.name, "initialize", msg, &result);
-    if (!st.ok()) return st;
+    SetEra("");
+    McpEra era = McpEra::kLegacy;
+    if (Status st = Probe(&era); !st.ok()) return st;
+    if (era == McpEra::kModern) {
+      SetEra(kMcpModernVersion);
+      return ListTools();
+    }
+    Json result;
+    if (Status st = Call("initialize", McpInitializeParams(), kConnectTimeoutMs, &result); !st.ok())
+      return st;
+    const std::string version = McpLegacyVersion(result);
     {
       std::lock_guard<std::mutex> lock(session_mu_);
-      version_ = VersionOf(result);
+      version_ = version;
     }
+    SetEra(version);
     Post(Json{{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}, kConnectTimeoutMs, nullptr);
     return ListTools();
   }
 
+  // server/discover, and in *era what its answer says (the header comment
+  // has the rule). A body the parser refuses for more than not being JSON
+  // (too deep, too large) is refused as any answer is.
+  Status Probe(McpEra* era) {
+    const int64_t id = next_id_++;
+    const Json params = McpDiscoverParams();
+    Reply r;
+    Status st = Post(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", "server/discover"}, {"params", params}},
+                     kConnectTimeoutMs, &r, McpModernHeaders("server/discover", params));
+    if (!st.ok()) return st;
+    const bool client_error = r.status >= 400 && r.status < 500 && r.status != 401 && r.status != 403;
+    if (!client_error && (r.status < 200 || r.status >= 300)) {
+      return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name +
+                                                           "' answered HTTP " + std::to_string(r.status) +
+                                                           " to server/discover" + ErrorTextOf(r.body));
+    }
+    Json msg;
+    const bool sse = r.content_type.rfind("text/event-stream", 0) == 0;
+    Status parsed = sse ? FromSse(r.body, id, &msg) : ParseUpstreamMessage(r.body, &msg);
+    if (!parsed.ok() && parsed.code() != errc::kInvalidJson) {
+      const std::string what = std::string(sse ? "an event stream" : "a body") + " answering server/discover";
+      return Status::Error(errc::kUpstreamProtocol, McpRefusal(spec_.name, what, parsed));
+    }
+    *era = parsed.ok() ? McpProbeEra(msg) : McpEra::kLegacy;  // empty or not JSON: legacy
+    return Status::Ok();
+  }
+
+  // One request in the era of the connection, its answer as Request's.
+  Status Call(const std::string& method, const Json& params, int timeout_ms, Json* result) {
+    const bool modern = Modern();
+    Json msg;
+    Status st = Exchange(method, params, timeout_ms, &msg, modern);
+    if (st.ok()) st = McpAnswer(spec_.name, method, msg, result);
+    if (st.ok() && modern) st = McpModernResult(spec_.name, method, *result);
+    return st;
+  }
+
   Status ListTools() {
-    Json msg, result;
-    Status st = Exchange("tools/list", Json::object(), kConnectTimeoutMs, &msg);
-    if (st.ok()) st = McpAnswer(spec_.name, "tools/list", msg, &result);
+    Json result;
+    Status st = Call("tools/list", Json::object(), kConnectTimeoutMs, &result);
     if (!st.ok()) return st;
     if (!result.is_object() || !result.contains("tools") || !result["tools"].is_array()) {
       return Status::Error(errc::kUpstreamProtocol,
@@ -183,14 +233,17 @@ class HttpUpstream : public McpUpstream {
     return Status::Ok();
   }
 
-  // One request and its response message.
-  Status Exchange(const std::string& method, const Json& params, int timeout_ms, Json* msg) {
+  // One request and its response message; `modern`: in the 2026-07-28
+  // era (the envelope and the headers).
+  Status Exchange(const std::string& method, const Json& params, int timeout_ms, Json* msg, bool modern) {
     const int64_t id = next_id_++;
+    const Json sent = modern ? McpWithEnvelope(params) : params;
     Reply r;
-    Status st =
-        Post(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}}, timeout_ms, &r);
+    Status st = Post(Json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", sent}}, timeout_ms,
+                     &r, modern ? McpModernHeaders(method, sent) : std::vector<std::string>{});
     if (!st.ok()) return st;
-    if (r.status == 404 && method != "initialize") {
+    // 2026-07-28 has no session to lose: its 404 is an unknown method.
+    if (!modern && r.status == 404 && method != "initialize") {
       // The server forgot our session: the supervisor reconnects.
       SetState(State::kDown, "the server ended the MCP session");
       return Status::Error(errc::kUpstreamUnavailable,
@@ -198,7 +251,8 @@ class HttpUpstream : public McpUpstream {
     }
     if (r.status < 200 || r.status >= 300) {
       return Status::Error(errc::kUpstreamUnavailable, "upstream MCP server '" + spec_.name +
-                                                           "' answered HTTP " + std::to_string(r.status));
+                                                           "' answered HTTP " + std::to_string(r.status) +
+                                                           ErrorTextOf(r.body));
     }
     if (method == "initialize" && !r.session.empty()) {
       std::lock_guard<std::mutex> lock(session_mu_);
@@ -216,8 +270,9 @@ class HttpUpstream : public McpUpstream {
     return Status::Ok();
   }
 
-  // POSTs `body`; *r null for a notification (the answer is not read).
-  Status Post(const Json& body, int timeout_ms, Reply* r) {
+  // POSTs `body` with the `extra` header lines; *r null for a notification
+  // (the answer is not read).
+  Status Post(const Json& body, int timeout_ms, Reply* r, const std::vector<std::string>& extra = {}) {
     Reply ignored;
     if (r == nullptr) r = &ignored;
     const auto fail = [&](const std::string& code, const std::string& why) {
@@ -243,6 +298,7 @@ class HttpUpstream : public McpUpstream {
       if (!session_.empty()) hdrs = curl_slist_append(hdrs, ("Mcp-Session-Id: " + session_).c_str());
       if (!version_.empty()) hdrs = curl_slist_append(hdrs, ("MCP-Protocol-Version: " + version_).c_str());
     }
+    for (const std::string& h : extra) hdrs = curl_slist_append(hdrs, h.c_str());
     for (const auto& [k, v] : spec_.headers) {
       std::string val, missing;
       if (!ExpandEnv(v, &val, &missing) || val.find_first_of("\r\n") != std::string::npos) {
@@ -285,7 +341,7 @@ class HttpUpstream : public McpUpstream {
   const std::vector<Cidr> allow_;
   std::atomic<int64_t> next_id_{1};
   std::mutex session_mu_;
-  std::string session_, version_;
+  std::string session_, version_;  // legacy era only: 2026-07-28 has neither
 };
 
 }  // namespace

@@ -10,6 +10,16 @@
 // call, so the stream is out of step: the server is stopped, every call
 // waiting on it ends with E_UPSTREAM_PROTOCOL, and it is started again as
 // after an exit (the handshake's tools/list included).
+//
+// The era (mcp_upstream_internal.h) is probed on the process that serves:
+// server/discover is its first message. A v1 SDK server answers -32601 and
+// takes initialize next; a v2 SDK server is pinned to 2026-07-28 by it. A
+// server that does not answer within kProbeWaitMs is taken for a legacy one
+// that ignores unknown methods; should it be a modern one merely slow to
+// start, its answer to initialize (-32022 naming 2026-07-28) turns the
+// connection modern after all. In the modern era, tool list changes are
+// heard on a subscriptions/listen request kept open for the process's life
+// (when discover advertised tools.listChanged).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -34,6 +44,7 @@ namespace {
 constexpr size_t kMaxLine = kMaxUpstreamMessage;  // one JSON-RPC message from the server
 constexpr size_t kStderrTail = 2048;              // kept to say why it died
 constexpr int kReadyWaitMs = 5000;                // a call waits this long for a (re)start
+constexpr int kProbeWaitMs = 3000;                // server/discover unanswered: a legacy server
 
 class StdioUpstream : public McpUpstream {
  public:
@@ -59,7 +70,9 @@ class StdioUpstream : public McpUpstream {
       Json msg;
     };
     auto slot = std::make_shared<Slot>();
-    const int64_t id = Send(method, params, [slot](const Json& m) {
+    // The era of the connection this request goes out on, not of a later one.
+    const bool modern = Modern();
+    const int64_t id = Send(method, modern ? McpWithEnvelope(params) : params, [slot](const Json& m) {
       {
         std::lock_guard<std::mutex> lock(slot->mu);
         slot->msg = m;
@@ -74,11 +87,14 @@ class StdioUpstream : public McpUpstream {
     if (!slot->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return slot->done; })) {
       lock.unlock();
       Forget(id);
-      Notify("notifications/cancelled", {{"requestId", id}, {"reason", "timed out in tollgate"}});
+      const Json cancel{{"requestId", id}, {"reason", "timed out in tollgate"}};
+      Notify("notifications/cancelled", modern ? McpWithEnvelope(cancel) : cancel);
       return Status::Error(errc::kTimeout, "upstream MCP server '" + spec_.name + "' did not answer " +
                                                method + " within " + std::to_string(timeout_ms) + " ms");
     }
-    return McpAnswer(spec_.name, method, slot->msg, result);
+    Status st = McpAnswer(spec_.name, method, slot->msg, result);
+    if (st.ok() && modern) st = McpModernResult(spec_.name, method, *result);
+    return st;
   }
 
  private:
@@ -150,19 +166,13 @@ class StdioUpstream : public McpUpstream {
     const Status st = StartSandboxed(p, &child);
     close(cwd);
     if (!st.ok()) return SetState(State::kDown, st.message());
+    SetEra("");
     {
       std::lock_guard<std::mutex> lock(io_mu_);
       in_ = child.in;
     }
     // The handshake runs through the same reader as every call.
-    Send("initialize", McpInitializeParams(), [this](const Json& m) {
-      if (!m.contains("result")) {
-        const std::string why = m.contains("error") ? m["error"].dump() : m.dump();
-        return SetState(State::kDown, "initialize failed: " + TruncateUtf8(why, 500));
-      }
-      Notify("notifications/initialized", Json::object());
-      List(true);
-    });
+    Probe();
     std::string err_tail;
     const std::string refused = Serve(child, &err_tail);
     EndLife(&child, refused, std::move(err_tail));
@@ -241,6 +251,7 @@ class StdioUpstream : public McpUpstream {
       buf.erase(0, start);
       scanned = buf.size();
       if (refused.empty() && buf.size() > kMaxLine) refused = "a line longer than 16 MiB";
+      if (refused.empty()) ExpireProbe();
       for (ssize_t n; (n = read(child.err, chunk, sizeof chunk)) > 0;) {
         err_tail.append(chunk, static_cast<size_t>(n));
         if (err_tail.size() > 2 * kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
@@ -291,15 +302,89 @@ class StdioUpstream : public McpUpstream {
     SetState(State::kDown, why);  // after the handshake's callbacks, which would say less
   }
 
-  void List(bool first) {
-    Send("tools/list", Json::object(), [this, first](const Json& m) {
-      if (m.contains("result") && m["result"].is_object() && m["result"].contains("tools")) {
-        SetTools(m["result"]["tools"]);
-        if (first) SetState(State::kReady);
-      } else if (first) {
-        SetState(State::kDown, "tools/list failed: " + TruncateUtf8(m.dump(), 500));
-      }
+  // The handshake's first step: server/discover, its answer deciding the
+  // era. Unanswered, ExpireProbe ends the wait after kProbeWaitMs.
+  void Probe() {
+    const int64_t id = Send("server/discover", McpDiscoverParams(), [this](const Json& m) {
+      if (Gone(m)) return;
+      // A -32022 naming 2026-07-28 is modern too, with no result to read.
+      if (McpProbeEra(m) == McpEra::kModern) return StartModern(m.contains("result") ? m["result"] : Json());
+      Initialize();
     });
+    std::lock_guard<std::mutex> lock(io_mu_);
+    probe_id_ = id;
+    probe_deadline_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(kProbeWaitMs);
+  }
+
+  // The probe still unanswered at its deadline: forgotten (a late answer is
+  // dropped as any late one is) and its callback told, which makes the
+  // server a legacy one. Run by the reader, as callbacks are.
+  void ExpireProbe() {
+    Callback cb;
+    {
+      std::lock_guard<std::mutex> lock(io_mu_);
+      if (probe_id_ < 0 || std::chrono::steady_clock::now() < probe_deadline_) return;
+      auto it = pending_.find(probe_id_);
+      probe_id_ = -1;
+      if (it == pending_.end()) return;  // answered in time
+      cb = std::move(it->second);
+      pending_.erase(it);
+    }
+    cb(Json{{"x-probe", "no answer to server/discover within " + std::to_string(kProbeWaitMs) + " ms"}});
+  }
+
+  // An answer that stands for the server's end (EndLife answers every
+  // waiting callback so): it says why itself, afterwards.
+  static bool Gone(const Json& m) { return m.contains("x-unavailable") || m.contains("x-protocol"); }
+
+  // The legacy handshake: initialize, notifications/initialized, tools/list.
+  void Initialize() {
+    Send("initialize", McpInitializeParams(), [this](const Json& m) {
+      if (m.contains("result")) {
+        SetEra(McpLegacyVersion(m["result"]));
+        Notify("notifications/initialized", Json::object());
+        return List(true);
+      }
+      // A modern-only server whose answer to the probe came too late
+      // refuses initialize with -32022 naming 2026-07-28: speak that.
+      if (McpProbeEra(m) == McpEra::kModern) return StartModern(Json::object());
+      const std::string why = m.contains("error") ? m["error"].dump() : m.dump();
+      SetState(State::kDown, "initialize failed: " + TruncateUtf8(why, 500));
+    });
+  }
+
+  // The modern handshake: tools/list, and a subscription to its changes
+  // when the discover result advertised them.
+  void StartModern(const Json& discovered) {
+    SetEra(kMcpModernVersion);
+    List(true);
+    const bool list_changes = discovered.is_object() && discovered.contains("capabilities") &&
+                              discovered["capabilities"].is_object() &&
+                              discovered["capabilities"].contains("tools") &&
+                              discovered["capabilities"]["tools"].is_object() &&
+                              discovered["capabilities"]["tools"].value("listChanged", false) == true;
+    if (!list_changes) return;
+    // Answered only when the server ends the subscription, or refused by
+    // one that has none: either way nothing is left to do. Its
+    // notifications/tools/list_changed re-list as on a legacy server.
+    Send("subscriptions/listen", McpWithEnvelope({{"notifications", {{"toolsListChanged", true}}}}),
+         [](const Json&) {});
+  }
+
+  void List(bool first) {
+    const bool modern = Modern();
+    Send("tools/list", modern ? McpWithEnvelope(Json::object()) : Json::object(),
+         [this, first, modern](const Json& m) {
+           Status st = Status::Ok();
+           if (modern && m.contains("result")) st = McpModernResult(spec_.name, "tools/list", m["result"]);
+           if (st.ok() && m.contains("result") && m["result"].is_object() && m["result"].contains("tools")) {
+             SetTools(m["result"]["tools"]);
+             if (first) SetState(State::kReady);
+           } else if (first) {
+             SetState(State::kDown,
+                      st.ok() ? "tools/list failed: " + TruncateUtf8(m.dump(), 500) : st.message());
+           }
+         });
   }
 
   // One line of its stdout; returns why the stream can no longer be
@@ -346,10 +431,12 @@ class StdioUpstream : public McpUpstream {
   }
 
   const std::string run_dir_, run_as_, workspace_;
-  std::mutex io_mu_;  // in_, pending_, next_id_; never held while waiting on mu_
+  std::mutex io_mu_;  // in_, pending_, next_id_, probe_*; never held while waiting on mu_
   int in_ = -1;
   int64_t next_id_ = 1;
   std::map<int64_t, Callback> pending_;
+  int64_t probe_id_ = -1;  // server/discover of this life, until its deadline passed
+  std::chrono::steady_clock::time_point probe_deadline_;
 };
 
 }  // namespace

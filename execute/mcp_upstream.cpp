@@ -1,14 +1,114 @@
 #include "execute/mcp_upstream.h"
 
+#include "core/log.h"
+#include "core/signed_note.h"
 #include "execute/mcp_upstream_internal.h"
 #include "execute/tool.h"
 
 namespace tollgate {
+namespace {
+
+Json ClientInfo() { return {{"name", "tollgate"}, {"version", "1"}}; }
+
+bool ListsModern(const Json& versions) {
+  if (!versions.is_array()) return false;
+  for (const Json& v : versions) {
+    if (v.is_string() && v.get<std::string>() == kMcpModernVersion) return true;
+  }
+  return false;
+}
+
+// A field value a header carries as it is (RFC 9110 5.5, as the SDK reads
+// it): leading or trailing whitespace would be stripped by the receiver,
+// and a value of the encoded form would be decoded.
+bool PlainFieldValue(std::string_view v) {
+  if (v.empty() || v.front() == ' ' || v.front() == '\t' || v.back() == ' ' || v.back() == '\t') return false;
+  if (v.starts_with("=?base64?") && v.ends_with("?=")) return false;
+  for (const unsigned char c : v) {
+    if (c != '\t' && (c < 0x20 || c > 0x7e)) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 Json McpInitializeParams() {
-  return {{"protocolVersion", kMcpClientVersion},
-          {"capabilities", Json::object()},
-          {"clientInfo", {{"name", "tollgate"}, {"version", "1"}}}};
+  return {
+      {"protocolVersion", kMcpClientVersion}, {"capabilities", Json::object()}, {"clientInfo", ClientInfo()}};
+}
+
+std::string McpLegacyVersion(const Json& result) {
+  if (!result.is_object() || !result.contains("protocolVersion") || !result["protocolVersion"].is_string()) {
+    return kMcpClientVersion;
+  }
+  const std::string v = result["protocolVersion"].get<std::string>();
+  static constexpr const char* kPlain = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-";
+  const bool plain = !v.empty() && v.size() <= 32 && v.find_first_not_of(kPlain) == std::string::npos;
+  return plain ? v : kMcpClientVersion;
+}
+
+Json McpWithEnvelope(const Json& params) {
+  Json out = params.is_object() ? params : Json::object();
+  Json& meta = out["_meta"];
+  if (!meta.is_object()) meta = Json::object();
+  meta["io.modelcontextprotocol/protocolVersion"] = kMcpModernVersion;
+  meta["io.modelcontextprotocol/clientCapabilities"] = Json::object();
+  meta["io.modelcontextprotocol/clientInfo"] = ClientInfo();
+  return out;
+}
+
+Json McpDiscoverParams() { return McpWithEnvelope(Json::object()); }
+
+McpEra McpProbeEra(const Json& msg) {
+  if (!msg.is_object()) return McpEra::kLegacy;
+  if (msg.contains("result")) {
+    const Json& r = msg["result"];
+    return r.is_object() && r.contains("supportedVersions") && ListsModern(r["supportedVersions"])
+               ? McpEra::kModern
+               : McpEra::kLegacy;
+  }
+  if (msg.contains("error") && msg["error"].is_object()) {
+    const Json& e = msg["error"];
+    const bool unsupported = e.contains("code") && e["code"].is_number_integer() && e["code"] == -32022;
+    const bool names_modern = e.contains("data") && e["data"].is_object() &&
+                              e["data"].contains("supported") && ListsModern(e["data"]["supported"]);
+    if (unsupported && names_modern) return McpEra::kModern;
+  }
+  return McpEra::kLegacy;
+}
+
+Status McpModernResult(const std::string& server, const std::string& method, const Json& result) {
+  const bool has = result.is_object() && result.contains("resultType");
+  if (has && result["resultType"] == "complete") return Status::Ok();
+  std::string what = "no resultType", why;
+  if (has && result["resultType"].is_string()) {
+    const std::string t = result["resultType"].get<std::string>();
+    what = "resultType \"" + TruncateUtf8(t, 64) + "\"";
+    if (t == "input_required") why = ": it asks the client for input, and tollgate serves no input requests";
+    if (t == "task") why = ": it hands back a task, and tollgate holds no upstream tasks";
+  } else if (has) {
+    what = "a resultType that is not a string";
+  }
+  return Status::Error(errc::kUpstreamProtocol,
+                       "upstream MCP server '" + server + "' answered " + method + " with " + what + why +
+                           " (tollgate takes only \"complete\" " + kMcpModernVersion + " results)");
+}
+
+std::string McpHeaderValue(std::string_view value) {
+  if (PlainFieldValue(value)) return std::string(value);
+  return "=?base64?" + Base64StdEncode(value) + "?=";
+}
+
+std::vector<std::string> McpModernHeaders(const std::string& method, const Json& params) {
+  std::vector<std::string> h{std::string("MCP-Protocol-Version: ") + kMcpModernVersion,
+                             "Mcp-Method: " + McpHeaderValue(method)};
+  const char* field = method == "tools/call" || method == "prompts/get" ? "name"
+                      : method == "resources/read"                      ? "uri"
+                                                                        : nullptr;
+  if (field != nullptr && params.is_object() && params.contains(field) && params[field].is_string()) {
+    h.push_back("Mcp-Name: " + McpHeaderValue(params[field].get<std::string>()));
+  }
+  return h;
 }
 
 Status ParseUpstreamMessage(std::string_view bytes, Json* out) {
@@ -45,8 +145,14 @@ Status McpAnswer(const std::string& server, const std::string& method, const Jso
 }
 
 void McpUpstream::SetState(State s, const std::string& error) {
+  std::string became_ready;  // what the log says of a connection now serving
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (s == State::kReady && state_ != State::kReady) {
+      became_ready = "upstream MCP server '" + spec_.name + "' is ready: era " +
+                     (era_.empty() ? std::string("unknown") : era_) + ", " + std::to_string(tools_.size()) +
+                     " tools";
+    }
     state_ = s;
     if (s == State::kReady) {
       error_.clear();
@@ -55,6 +161,19 @@ void McpUpstream::SetState(State s, const std::string& error) {
     }
   }
   cv_.notify_all();
+  // Which era a server speaks is an operator's first question when it
+  // misbehaves: said once per connection.
+  if (!became_ready.empty()) log::Info({"execute"}) << became_ready;
+}
+
+void McpUpstream::SetEra(std::string era) {
+  std::lock_guard<std::mutex> lock(mu_);
+  era_ = std::move(era);
+}
+
+bool McpUpstream::Modern() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return era_ == kMcpModernVersion;
 }
 
 void McpUpstream::SetTools(Json tools) {
@@ -69,6 +188,7 @@ Json McpUpstream::StatusJson() const {
                    : state_ == State::kDown ? "down"
                                             : "starting"},
          {"tools", tools_}};
+  if (!era_.empty()) j["era"] = era_;
   if (!error_.empty()) j["error"] = error_;
   return j;
 }

@@ -4,12 +4,19 @@
 // - Each server has a supervisor thread of its own. A stdio server is
 //   started in the sandbox CLI tools run in (execute/sandbox.h: no shell,
 //   scrubbed environment, rlimits, no network unless `network: true`, dies
-//   with tollgate), initialized, and its tools listed; when it exits, every
+//   with tollgate), connected, and its tools listed; when it exits, every
 //   call waiting on it fails with E_UPSTREAM_UNAVAILABLE and it is started
 //   again after a backoff (0.1 s doubling to 10 s, reset once it stayed up
 //   30 s). A Streamable HTTP server is reached under http_request's SSRF
 //   rules (execute/net_pin.h: only global addresses or allow_cidrs, the
 //   resolved address pinned, no redirects, no proxy).
+// - Either protocol era: each (re)connect probes with server/discover. A
+//   server listing 2026-07-28 is spoken to in that revision (the _meta
+//   envelope on every request, no initialize, no session); any other
+//   answer means a legacy server, initialized as before
+//   (mcp_upstream_internal.h has the rule). A 2026-07-28 result whose
+//   resultType is not "complete" (input_required, task) is refused:
+//   tollgate serves no requests from upstream servers.
 // - What a server sends is untrusted input: parsed under the input limits
 //   (ParseJson: 63 levels, 16 MiB). A refused answer is
 //   E_UPSTREAM_PROTOCOL for its call; a stdio server whose stream it
@@ -48,11 +55,13 @@ class McpUpstreams {
   // {content, structuredContent?} as the server answered. Errors:
   // E_UPSTREAM_UNAVAILABLE (down, starting past the wait, unreachable),
   // E_UPSTREAM_TOOL_ERROR (isError, or a JSON-RPC error),
-  // E_UPSTREAM_PROTOCOL (an answer the parser refuses, or not an MCP
-  // result), E_TIMEOUT.
+  // E_UPSTREAM_PROTOCOL (an answer the parser refuses, not an MCP result,
+  // or a 2026-07-28 result that is not "complete"), E_TIMEOUT.
   Json Call(const std::string& server, const std::string& tool, const Json& args) const;
-  // {"<server>": {"transport", "state": "starting|ready|down", "error"?,
-  //  "tools": [the server's tools/list entries]}}.
+  // {"<server>": {"transport", "state": "starting|ready|down", "era"?,
+  //  "error"?, "tools": [the server's tools/list entries]}}. "era" is
+  // "2026-07-28" or the legacy revision the server's initialize named, once
+  // the connection's era is known.
   Json Describe() const;
   // Until every server is ready or down (start-up, tests); false on timeout.
   bool WaitSettled(std::chrono::milliseconds timeout) const;

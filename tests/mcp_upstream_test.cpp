@@ -1,6 +1,8 @@
 // Upstream MCP servers (docs/mcp.md): the policy's execute.mcp_servers as
 // execute reads it, decide's view of mcp:SERVER/TOOL, the MCP clients'
-// spelling of tool globs, and a server that cannot stay up failing closed.
+// spelling of tool globs, a server that cannot stay up failing closed, and
+// the era rules (the probe's answers the SDKs give, the envelope, the
+// Streamable HTTP headers, which 2026-07-28 results are taken).
 // The end-to-end cases with real servers are tests/mcp/upstream.test.mjs.
 #include "execute/mcp_upstream.h"
 
@@ -11,6 +13,7 @@
 #include "core/invocation.h"
 #include "decide/tool_access.h"
 #include "execute/config.h"
+#include "execute/mcp_upstream_internal.h"
 #include "execute/tool.h"
 #include "test_util.h"
 
@@ -128,6 +131,90 @@ TEST(McpUpstreamsRuntime, AServerThatExitsAtOnceFailsItsCallsClosedSayingWhy) {
   // A policy without it stops it.
   ups.Configure(DefaultExecutePolicy(dir.path()));
   EXPECT_FALSE(ups.Has("broken"));
+}
+
+// The answers to server/discover the SDKs give (captured, docs/mcp.md).
+TEST(McpEras, TheProbeIsModernOnlyWhenTheAnswerNames20260728) {
+  auto era = [](const char* text) { return McpProbeEra(Json::parse(text)); };
+  // SDK v2, either transport.
+  EXPECT_EQ(era(R"({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{},)"
+                R"("resultType":"complete","ttlMs":0,"cacheScope":"private"}})"),
+            McpEra::kModern);
+  // A server that understood the probe and names the revision it takes.
+  EXPECT_EQ(era(R"({"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version",)"
+                R"("data":{"supported":["2026-07-28"],"requested":"2099-01-01"}}})"),
+            McpEra::kModern);
+  for (
+      const char* legacy :
+      {// SDK v1 over stdio.
+       R"({"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}})",
+       // SDK v1 over HTTP (400), refusing the MCP-Protocol-Version header.
+       R"({"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Unsupported protocol version"},"id":null})",
+       // -32022 naming only legacy revisions, or no data.
+       R"({"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2025-11-25"]}}})",
+       R"({"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x"}})",
+       // A result of another shape (a server answering anything with one).
+       R"({"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"fine"}]}})",
+       R"({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2099-01-01"]}})",
+       R"({"jsonrpc":"2.0","id":1,"result":{"supportedVersions":"2026-07-28"}})",
+       // No answer (the stdio probe's deadline), not JSON-RPC at all.
+       R"({"x-probe":"no answer"})", R"(null)", R"([1,2])"}) {
+    EXPECT_EQ(era(legacy), McpEra::kLegacy) << legacy;
+  }
+}
+
+TEST(McpEras, TheEnvelopeIsTollgatesOwnAndKeepsWhatTheRequestCarried) {
+  const Json p = McpWithEnvelope(
+      {{"name", "echo"},
+       {"_meta", {{"progressToken", 7}, {"io.modelcontextprotocol/protocolVersion", "2025-06-18"}}}});
+  const Json& m = p["_meta"];
+  EXPECT_EQ(p["name"], "echo");
+  EXPECT_EQ(m["progressToken"], 7);
+  EXPECT_EQ(m["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+  EXPECT_EQ(m["io.modelcontextprotocol/clientCapabilities"], Json::object());
+  EXPECT_EQ(m["io.modelcontextprotocol/clientInfo"]["name"], "tollgate");
+  EXPECT_EQ(McpDiscoverParams(), McpWithEnvelope(Json::object()));
+  EXPECT_TRUE(McpWithEnvelope(Json()).contains("_meta"));
+}
+
+TEST(McpEras, HeaderValuesThatAreNotPlainAreBase64Encoded) {
+  EXPECT_EQ(McpHeaderValue("echo"), "echo");
+  EXPECT_EQ(McpHeaderValue("get_issue.v2"), "get_issue.v2");
+  EXPECT_EQ(McpHeaderValue("\xc3\xa9"
+                           "cho"),
+            "=?base64?w6ljaG8=?=");                                            // UTF-8
+  EXPECT_EQ(McpHeaderValue(" lead"), "=?base64?IGxlYWQ=?=");                   // a receiver strips it
+  EXPECT_EQ(McpHeaderValue("a\r\nX-Evil: 1"), "=?base64?YQ0KWC1FdmlsOiAx?=");  // no header of its own
+  EXPECT_EQ(McpHeaderValue("=?base64?ZWNobw==?="), "=?base64?PT9iYXNlNjQ/WldOb2J3PT0/PQ==?=");
+  EXPECT_EQ(McpHeaderValue(""),
+            "=?base64?"
+            "?=");  // two literals: no trigraph
+
+  using H = std::vector<std::string>;
+  EXPECT_EQ(McpModernHeaders("tools/call", {{"name", "echo"}, {"arguments", Json::object()}}),
+            (H{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/call", "Mcp-Name: echo"}));
+  EXPECT_EQ(McpModernHeaders("tools/list", Json::object()),
+            (H{"MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list"}));
+  EXPECT_EQ(McpModernHeaders("resources/read", {{"uri", "file:///a b"}}).back(), "Mcp-Name: file:///a b");
+}
+
+TEST(McpEras, OnlyACompleteResultIsTaken) {
+  EXPECT_TRUE(
+      McpModernResult("s", "tools/call", {{"resultType", "complete"}, {"content", Json::array()}}).ok());
+  const Status ask = McpModernResult("s", "tools/call", {{"resultType", "input_required"}});
+  EXPECT_EQ(ask.code(), errc::kUpstreamProtocol);
+  EXPECT_NE(ask.message().find("input_required"), std::string::npos) << ask.message();
+  EXPECT_NE(ask.message().find("'s'"), std::string::npos) << ask.message();
+  EXPECT_EQ(McpModernResult("s", "tools/call", {{"resultType", "task"}}).code(), errc::kUpstreamProtocol);
+  EXPECT_EQ(McpModernResult("s", "tools/list", {{"tools", Json::array()}}).code(), errc::kUpstreamProtocol);
+  EXPECT_EQ(McpModernResult("s", "tools/list", {{"resultType", 1}}).code(), errc::kUpstreamProtocol);
+  EXPECT_EQ(McpModernResult("s", "tools/list", Json::array()).code(), errc::kUpstreamProtocol);
+}
+
+TEST(McpEras, ALegacyServersRevisionIsKeptOnlyWhenPlain) {
+  EXPECT_EQ(McpLegacyVersion({{"protocolVersion", "2025-11-25"}}), "2025-11-25");
+  EXPECT_EQ(McpLegacyVersion({{"protocolVersion", "2025-11-25\r\nX: y"}}), kMcpClientVersion);
+  EXPECT_EQ(McpLegacyVersion(Json::object()), kMcpClientVersion);
 }
 
 }  // namespace
