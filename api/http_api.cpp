@@ -342,17 +342,50 @@ ConnectionOwner OwnerOf(const Principal& who, const std::string& authorization) 
 
 }  // namespace
 
+OAuthResource ResourceOf(const httplib::Request& req) {
+  return req.path == "/mcp" ? OAuthResource::kMcp : OAuthResource::kApi;
+}
+
+bool Authenticate(const ApiOptions& o, const std::string& authorization, OAuthResource resource,
+                  Principal* who, OAuthRefusal* why) {
+  if (BearerPrincipal(o.credentials, o.tokens, authorization, who)) return true;
+  const std::string prefix = "Bearer ";
+  // A static token is hex; only a JWT (with its dots) is worth verifying.
+  if (!o.oauth || authorization.compare(0, prefix.size(), prefix) != 0 ||
+      authorization.find('.') == std::string::npos) {
+    *why = {TokenFault::kNone, "unknown or revoked token"};
+    return false;
+  }
+  return o.oauth->Authenticate(authorization.substr(prefix.size()), resource, who, why);
+}
+
+namespace {
+
+// 401 with tollgate's JSON error; with --oauth, the challenge that leads a
+// client to the metadata and its authorization server (RFC 9728 5.1)
+// replaces the bare "Bearer" (one WWW-Authenticate: the SDK reads the first).
+void Unauthorized(const ApiOptions& o, const httplib::Request& req, httplib::Response& res, bool token_given,
+                  const std::string& message) {
+  Error(res, 401, "E_UNAUTHORIZED", message);
+  if (!o.oauth) return;
+  res.headers.erase("WWW-Authenticate");
+  res.set_header("WWW-Authenticate", o.oauth->Challenge(ResourceOf(req), token_given));
+}
+
+}  // namespace
+
 // The caller, or false after answering 401/403 (or 429/503 when the
 // connection would exceed its identity's share).
 bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
                std::initializer_list<const char*> roles, Principal* who) {
   const std::string h = req.get_header_value("Authorization");
   if (h.empty()) {
-    Error(res, 401, "E_UNAUTHORIZED", "missing Authorization: Bearer <token>");
+    Unauthorized(o, req, res, false, "missing Authorization: Bearer <token>");
     return false;
   }
-  if (!BearerPrincipal(o.credentials, o.tokens, h, who)) {
-    Error(res, 401, "E_UNAUTHORIZED", "unknown or revoked token");
+  OAuthRefusal why;
+  if (!Authenticate(o, h, ResourceOf(req), who, &why)) {
+    Unauthorized(o, req, res, true, why.message);
     return false;
   }
   // From here the connection counts against the token (api/fair_share.h).
@@ -489,6 +522,7 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
 
   // In this order: httplib takes the first route that matches.
   RegisterHealthRoutes(im, svr);
+  RegisterOAuthRoutes(im, svr);
   RegisterApprovalRoutes(im, svr);
   RegisterCredentialRoutes(im, svr);
   RegisterAuditRoutes(im, svr);
@@ -502,6 +536,9 @@ Status ApiServer::Start(ApiOptions options, const LogStore& store, std::unique_p
 
   api->port_ = BindPort(*im->server, im->options, &s);
   if (!s.ok()) return s;
+  // The resources are named after the bound address, never a request's
+  // Host header (which a client chooses); before the listener starts.
+  if (im->options.oauth) im->options.oauth->SetDefaultResourceBase(api->url());
   im->server->WidenBacklog();
   im->thread = std::thread([im] { im->server->listen_after_bind(); });
   *out = std::move(api);

@@ -36,7 +36,10 @@
 //   GET  /v1/audit/consistency?from=M&to=N  auditor, admin: the proof that
 //                             the tree of size M is a prefix of the stored
 //                             checkpoint of size N
-//   GET  /v1/whoami           any token: {identity, org_id, roles}
+//   GET  /v1/whoami           any token: {identity, org_id, roles}, and an
+//                             OAuth token's {issuer, subject, token_id, scopes}
+//   GET  /.well-known/oauth-protected-resource[/mcp|/v1]  no token: RFC 9728
+//                             metadata, with --oauth only (docs/oauth.md)
 //   GET  /v1/connections      operator, admin of org "*": what the fair-share
 //                             pools hold, the refusals, MCP sessions and
 //                             streams (api/fair_share.h)
@@ -54,8 +57,9 @@
 //                             (since=, until=); replay's org= as audit's;
 //                             at most max_concurrent_replays at once (503)
 //
-// Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h): none
-// or an unknown one is 401, a role that may not do it is 403. Tenancy: a
+// Every /v1 call needs "Authorization: Bearer <token>" (api/tokens.h, or
+// an OAuth access token with --oauth, api/oauth.h): none or an unknown one
+// is 401, a role that may not do it is 403. Tenancy: a
 // token bound to an org (admins included) sees and settles its own org only;
 // another org's approval is 404 (its existence is not disclosed), naming
 // another org in a filter is 403. Only a deployment-wide token (org "*")
@@ -87,6 +91,7 @@
 #include <string>
 
 #include "api/fair_share.h"
+#include "api/oauth.h"
 #include "api/tokens.h"
 #include "audit/log_store.h"
 #include "core/credentials.h"
@@ -109,6 +114,11 @@ struct ApiOptions {
   // when set, else `tokens` (tests without a log).
   const CredentialRegistry* credentials = nullptr;
   TokenStore tokens;
+  // OAuth access tokens (api/oauth.h, docs/oauth.md), accepted beside the
+  // static tokens; null: static tokens only. Start gives it the bound
+  // address as its default resource base, and serves its metadata at
+  // /.well-known/oauth-protected-resource[/mcp|/v1].
+  std::shared_ptr<OAuthResourceServer> oauth;
   // Where credential changes are appended (POST/DELETE /v1/credentials);
   // null: those answer 503.
   EventSink* sink = nullptr;

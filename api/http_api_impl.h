@@ -44,6 +44,7 @@ inline httplib::Server::Handler Bind(Impl* im, RouteHandler fn) {
 
 // The route groups, in the order ApiServer::Start registers them.
 void RegisterHealthRoutes(Impl* im, httplib::Server& svr);      // http_routes_status.cpp
+void RegisterOAuthRoutes(Impl* im, httplib::Server& svr);       // http_routes_oauth.cpp
 void RegisterApprovalRoutes(Impl* im, httplib::Server& svr);    // http_routes_approvals.cpp
 void RegisterCredentialRoutes(Impl* im, httplib::Server& svr);  // http_routes_credentials.cpp
 void RegisterAuditRoutes(Impl* im, httplib::Server& svr);       // http_routes_audit.cpp
@@ -82,6 +83,20 @@ int StatusFor(const Status& s);
 // connection would exceed its identity's share).
 bool Authorize(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
                std::initializer_list<const char*> roles, Principal* who);
+// The protected resource a request is for (api/oauth.h): /mcp's, or the API's.
+OAuthResource ResourceOf(const httplib::Request& req);
+// The principal of an Authorization header value: a static token
+// (BearerPrincipal), else, with --oauth, an access token for `resource`.
+// False with *why (never naming the token). No budget, no roles: for
+// Authorize, and for a stream re-checking its token.
+bool Authenticate(const ApiOptions& o, const std::string& authorization, OAuthResource resource,
+                  Principal* who, OAuthRefusal* why);
+// Step-up (http_routes_oauth.cpp): false after answering 403
+// insufficient_scope when `who` holds an OAuth token and the body of this
+// POST /mcp is a tools/call of a tool whose tool_scopes it lacks. The
+// challenge names every scope the call needs, held ones included.
+bool HasToolScopes(const ApiOptions& o, const httplib::Request& req, httplib::Response& res,
+                   const Principal& who);
 // A query parameter; "" when absent.
 std::string Param(const httplib::Request& req, const char* key);
 // The org= a caller may read: a caller bound to one org reads that org

@@ -60,11 +60,17 @@ void HandleMetrics(Impl* im, const httplib::Request& req, httplib::Response& res
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
-// GET /v1/whoami: who the token is; the console's login asks this.
+// GET /v1/whoami: who the token is (an OAuth token's issuer, subject, jti
+// and scopes too); the console's login asks this.
 void HandleWhoami(Impl* im, const httplib::Request& req, httplib::Response& res) {
   Principal who;
   if (!Authorize(im->options, req, res, {"agent", "approver", "auditor", "operator", "admin"}, &who)) return;
-  Reply(res, 200, {{"identity", who.identity}, {"org_id", who.org_id}, {"roles", who.roles}});
+  Json out{{"identity", who.identity}, {"org_id", who.org_id}, {"roles", who.roles}};
+  if (who.oauth()) {  // never the token itself
+    out["oauth"] = {
+        {"issuer", who.issuer}, {"subject", who.subject}, {"token_id", who.token_id}, {"scopes", who.scopes}};
+  }
+  Reply(res, 200, out);
 }
 
 // GET /v1/connections: what the fair-share pools hold (api/fair_share.h):

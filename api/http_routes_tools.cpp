@@ -29,6 +29,18 @@ bool PeerGone(int sock) {
   return ::recv(sock, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+// What request.received records of how the caller authenticated: an
+// OAuth token's issuer, subject, jti and scopes, never the token; null
+// for a static token.
+Json OAuthRecord(const Principal& who) {
+  if (!who.oauth()) return nullptr;
+  return {{"method", "oauth"},
+          {"issuer", who.issuer},
+          {"subject", who.subject},
+          {"token_id", who.token_id},
+          {"scopes", who.scopes}};
+}
+
 // GET /v1/tools?agent=A: the tools A may call, with schemas.
 void HandleListTools(Impl* im, const httplib::Request& req, httplib::Response& res) {
   const ApiOptions& o = im->options;
@@ -63,15 +75,21 @@ void HandleMcp(Impl* im, const httplib::Request& req, httplib::Response& res) {
   Principal who;
   if (!Authorize(o, req, res, {"agent"}, &who)) return;
   if (who.org_id == "*") return Error(res, 403, errc::kForbidden, "an agent token names one org");
-  mcp::HttpCall call{
-      req.method, req.body,     [&req](const std::string& h) { return req.get_header_value(h.c_str()); },
-      who.org_id, who.identity, nullptr};
+  if (!HasToolScopes(o, req, res, who)) return;
+  mcp::HttpCall call;
+  call.method = req.method;
+  call.body = req.body;
+  call.header = [&req](const std::string& h) { return req.get_header_value(h.c_str()); };
+  call.org = who.org_id;
+  call.agent = who.identity;
+  call.auth = OAuthRecord(who);
   // A stream (GET, or a tools/call waiting for its approval) ends once
-  // its client hangs up or its token stops authenticating (revoked).
-  // im->options outlives the server, and so the stream.
+  // its client hangs up or its token stops authenticating (revoked, or an
+  // OAuth token expired). im->options outlives the server, and so the stream.
   call.gone = [&o, sock = CurrentSocket(), auth = req.get_header_value("Authorization")] {
     Principal still;
-    return PeerGone(sock) || !BearerPrincipal(o.credentials, o.tokens, auth, &still);
+    OAuthRefusal why;
+    return PeerGone(sock) || !Authenticate(o, auth, OAuthResource::kMcp, &still, &why);
   };
   mcp::HttpReply r = o.mcp->Handle(call);
   res.status = r.status;

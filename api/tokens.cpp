@@ -113,7 +113,10 @@ bool BearerPrincipal(const CredentialRegistry* credentials, const TokenStore& to
   if (credentials == nullptr) return tokens.Authenticate(token, out);
   Credential c;
   if (!credentials->Token(Sha256Hex(token), &c)) return false;
-  *out = Principal{c.identity, c.org_id, c.roles};
+  *out = Principal();
+  out->identity = c.identity;
+  out->org_id = c.org_id;
+  out->roles = c.roles;
   return true;
 }
 
@@ -159,7 +162,11 @@ Status EnsureAdminToken(const std::string& tokens_path, const std::string& admin
   *created = false;
   if (std::filesystem::exists(tokens_path)) return Status::Ok();
   std::string token;
-  Status s = AddToken(tokens_path, Principal{"admin", "*", {"admin"}}, &token);
+  Principal admin;
+  admin.identity = "admin";
+  admin.org_id = "*";
+  admin.roles = {"admin"};
+  Status s = AddToken(tokens_path, admin, &token);
   if (!s.ok()) return s;
   s = WritePrivate(admin_token_path, token + "\n");
   if (!s.ok()) return s;

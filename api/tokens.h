@@ -25,6 +25,11 @@ struct Principal {
   std::string identity;
   std::string org_id;  // "*" = every org
   std::vector<std::string> roles;
+  // An OAuth access token's (api/oauth.h): its iss, sub, jti and scopes.
+  // Empty for a static token.
+  std::string issuer, subject, token_id;
+  std::vector<std::string> scopes;
+  bool oauth() const { return !issuer.empty(); }
   bool Has(const std::string& role) const;
   bool admin() const { return Has("admin"); }
   // May act on `org`: its own org; every org only when deployment-wide

@@ -109,6 +109,17 @@ bool ApplyUpFlags(UpFlags& f) {
     return false;
   }
   f.pipeline.checkpoints.every = std::chrono::milliseconds(static_cast<int64_t>(f.checkpoint_seconds * 1000));
+  if (!f.pipeline.oauth_file.empty()) {  // refused before anything starts
+    OAuthConfig oauth;
+    if (Status s = OAuthConfig::Load(f.pipeline.oauth_file, &oauth); !s.ok()) {
+      std::cerr << "tollgate: " << s.ToString() << "\n";
+      return false;
+    }
+    if (f.pipeline.http_listen.empty()) {
+      std::cerr << "tollgate: --oauth needs the HTTP API (--http)\n";
+      return false;
+    }
+  }
   return ApplyWitnessFlags(f);
 }
 
@@ -283,6 +294,9 @@ void AddUpCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 3600));
   up->add_option("--tokens", f->pipeline.tokens_file,
                  "the HTTP API's tokens file (default DATA/tokens.json)");
+  up->add_option("--oauth", f->pipeline.oauth_file,
+                 "accept OAuth 2.1 access tokens (JWTs) on /mcp and /v1, as this JSON file configures "
+                 "(issuers, claims, tool scopes; docs/oauth.md)");
   up->add_option("--webhook", f->pipeline.webhooks,
                  "URL POSTed (JSON) when an approval is requested (repeatable)");
   up->add_option("--otlp-endpoint", f->pipeline.otlp_endpoint,

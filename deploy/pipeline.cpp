@@ -274,6 +274,11 @@ Status Pipeline::ServeApi() {
   ao.log_refusal = [log = local_->log.get()] { return log->refusal(); };  // a full disk on /healthz
   ao.tree = checkpoints_.tree.get();
   ao.checkpointer = checkpoints_.checkpointer.get();
+  if (!options_.oauth_file.empty()) {
+    OAuthConfig oauth;
+    if (Status c = OAuthConfig::Load(options_.oauth_file, &oauth); !c.ok()) return c;
+    ao.oauth = std::make_shared<OAuthResourceServer>(std::move(oauth));
+  }
   Status s = ServeLog(options_, bus_, std::move(ao), local_->log->store(),
                       {{"embedded_broker", options_.brokers.empty()},
                        {"gate_key", GateKeyJson(*gate_)},

@@ -65,6 +65,9 @@ struct PipelineOptions {
   // /mcp: how long an asked call holds a client without tasks before it
   // answers E_PENDING_APPROVAL (docs/mcp.md "Calls awaiting approval").
   int mcp_hold_s = 45;
+  // OAuth access tokens for /mcp and /v1 (api/oauth.h, docs/oauth.md): the
+  // config file of `up --oauth`; empty = static tokens only.
+  std::string oauth_file;
   int64_t max_signature_skew_us = kDefaultMaxSkewUs;  // iat of a request's or response's signature
   // Execute: CLI tools dir and workspace root; empty = the policy's
   // execute.tools_dir / execute.workspace_root, else <data>/tools and
