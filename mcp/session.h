@@ -114,7 +114,7 @@ struct Who {
   std::string session;
   std::string session_from = "transport";
   // How the agent authenticated, when by OAuth: {method, issuer, subject,
-  // token_id, scopes}, recorded in the request's metadata (never a token).
+  // jti, scopes}, recorded in the request's metadata (never a token).
   Json auth;
 };
 

@@ -71,7 +71,7 @@ async function tokenFor(client, secret, resource, scope = '') {
 // The first object under `v` with method "oauth": the record of how a call was authenticated.
 function findOAuthRecord(v) {
   if (v === null || typeof v !== 'object') return null;
-  if (v.method === 'oauth' && 'token_id' in v) return v;
+  if (v.method === 'oauth' && 'jti' in v) return v;
   for (const x of Object.values(v)) {
     const found = findOAuthRecord(x);
     if (found) return found;
@@ -198,6 +198,6 @@ test('request.received records how the call was authenticated, never the token',
   assert.ok(auth, `request.received names the OAuth grant: ${JSON.stringify(received)}`);
   assert.equal(auth.issuer, as.issuer);
   assert.equal(auth.subject, 'oauth-agent');
-  assert.ok(as.tokenRequests.some((t) => t.jti === auth.token_id), 'the jti of a token the AS issued');
+  assert.ok(as.tokenRequests.some((t) => t.jti === auth.jti), 'the jti of a token the AS issued');
   assert.deepEqual(auth.scopes, ['mcp:tools']);
 });
