@@ -287,6 +287,12 @@ HttpReply HttpEndpoint::Post(const HttpCall& call) {
   HttpReply refused;
   auto session = Find(call, &refused);
   if (!session) return refused;
+  const std::string id = session->id();
+  return Serve(call, std::move(session), std::move(in), id);
+}
+
+HttpReply HttpEndpoint::Serve(const HttpCall& call, std::shared_ptr<Session> session, Incoming in,
+                              const std::string& busy_id) {
   if (in.kind != Incoming::Kind::kRequest) {
     session->Handle(in, [](const Json&) {});
     HttpReply r;
@@ -309,12 +315,13 @@ HttpReply HttpEndpoint::Post(const HttpCall& call) {
   std::shared_ptr<Busy> busy;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy = Hold(session->id(), {call.org, call.agent}, false);
+    busy = Hold(busy_id, {call.org, call.agent}, false);
   }
   // tools/call: an event stream, so progress can precede the result.
   HttpReply r;
   r.content_type = "text/event-stream";
   r.headers.emplace_back("Cache-Control", "no-store");
+  r.headers.emplace_back("X-Accel-Buffering", "no");
   r.stream = [session, in, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
     session->Handle(
         in, [&write](const Json& m) { write(SseEvent(m)); }, gone);
@@ -366,42 +373,14 @@ HttpReply HttpEndpoint::PostModern(const HttpCall& call, Incoming in, const Enve
   if (in.kind == Incoming::Kind::kRequest && !Session::ServesModern(in.method))
     return RpcFailure(404, in.id, kMethodNotFound, "method '" + in.method + "' is not served");
   if (in.method.rfind("tasks/", 0) == 0 && !env.tasks) {
-    return JsonReply(
-        400, Error(in.id, kMissingCapability, "missing required client capability",
-                   {{"requiredCapabilities", {{"extensions", {{kTasksExtension, Json::object()}}}}}}));
+    return JsonReply(400, MissingTasksError(in.id));
   }
   // No session: each request is served on its own, for the token's agent.
   // A client without a session name of its own has one per agent.
   auto session = std::make_shared<Session>(
       gw_, Who{call.org, call.agent, "agent-" + call.agent, "agent", call.auth}, NewSessionId());
-  if (in.kind != Incoming::Kind::kRequest) {
-    HttpReply r;
-    r.status = 202;  // a modern client cancels by closing its stream
-    return r;
-  }
-  if (in.method != "tools/call") {
-    Json answer;
-    session->Handle(in, [&answer](const Json& m) { answer = m; });
-    return JsonReply(200, answer);
-  }
-  if (const std::string tp = call.header("traceparent");
-      IsValidTraceparent(tp) && MetaTraceparent(in.params).empty()) {
-    in.params["_meta"]["traceparent"] = tp;
-  }
-  std::shared_ptr<Busy> busy;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    busy = Hold("", {call.org, call.agent}, false);
-  }
-  HttpReply r;
-  r.content_type = "text/event-stream";
-  r.headers.emplace_back("Cache-Control", "no-store");
-  r.headers.emplace_back("X-Accel-Buffering", "no");
-  r.stream = [session, in, gone = call.gone, busy](const std::function<bool(const std::string&)>& write) {
-    session->Handle(
-        in, [&write](const Json& m) { write(SseEvent(m)); }, gone);
-  };
-  return r;
+  // A notification is 202 (a modern client cancels by closing its stream).
+  return Serve(call, std::move(session), std::move(in), "");
 }
 
 HttpReply HttpEndpoint::Get(const HttpCall& call) {

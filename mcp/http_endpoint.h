@@ -114,6 +114,10 @@ class HttpEndpoint {
   struct Busy;
   HttpReply Post(const HttpCall& call);
   HttpReply PostModern(const HttpCall& call, Incoming in, const Envelope& env);
+  // Answers `in` with `session`: a notification 202, a request as JSON, a
+  // tools/call as an event stream (held busy under `busy_id`).
+  HttpReply Serve(const HttpCall& call, std::shared_ptr<Session> session, Incoming in,
+                  const std::string& busy_id);
   HttpReply Get(const HttpCall& call);
   HttpReply Initialize(const HttpCall& call, const Incoming& in);
   std::shared_ptr<Session> Find(const HttpCall& call, HttpReply* refused);

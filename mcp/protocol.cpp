@@ -74,6 +74,11 @@ Envelope ReadEnvelope(const Json& params) {
   return e;
 }
 
+Json MissingTasksError(const Json& id) {
+  return Error(id, kMissingCapability, "missing required client capability",
+               {{"requiredCapabilities", {{"extensions", {{kTasksExtension, Json::object()}}}}}});
+}
+
 Json Complete(Json result) {
   result["resultType"] = "complete";
   Json& meta = result["_meta"];

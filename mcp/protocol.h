@@ -78,6 +78,10 @@ struct Envelope {
 };
 Envelope ReadEnvelope(const Json& params);
 
+// -32021 for a tasks/* request whose client did not declare the Tasks
+// extension, naming it in data.requiredCapabilities.
+Json MissingTasksError(const Json& id);
+
 // A modern result: resultType "complete" and the server's info in _meta.
 Json Complete(Json result);
 // The answer to server/discover.

@@ -51,11 +51,6 @@ bool Withdrawn(const Json& result) {
   return e != r->end() && e->is_object() && e->value("code", "") == errc::kWithdrawn;
 }
 
-Json MissingTasks(const Json& id) {
-  return Error(id, kMissingCapability, "missing required client capability",
-               {{"requiredCapabilities", {{"extensions", {{kTasksExtension, Json::object()}}}}}});
-}
-
 }  // namespace
 
 void Attachments::Remember(const std::string& key, const std::string& rid) {
@@ -146,7 +141,7 @@ void Session::HandleModern(const Incoming& in, const Envelope& env, const Send& 
   }
   if (in.method == "tools/call") return CallTool(in, env, send, gone);
   if (in.method.rfind("tasks/", 0) == 0 && ServesModern(in.method)) {
-    if (!env.tasks) return send(MissingTasks(in.id));
+    if (!env.tasks) return send(MissingTasksError(in.id));
     return Task(in, send);
   }
   send(Error(in.id, kMethodNotFound, "method '" + in.method + "' is not served in revision " + env.version));
