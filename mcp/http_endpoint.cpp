@@ -299,7 +299,8 @@ HttpReply HttpEndpoint::Serve(const HttpCall& call, std::shared_ptr<Session> ses
     r.status = 202;
     return r;
   }
-  if (in.method != "tools/call") {
+  const bool listen = in.method == "subscriptions/listen";
+  if (in.method != "tools/call" && !listen) {
     Json answer;
     session->Handle(in, [&answer](const Json& m) { answer = m; });
     return JsonReply(200, answer);
@@ -315,7 +316,15 @@ HttpReply HttpEndpoint::Serve(const HttpCall& call, std::shared_ptr<Session> ses
   std::shared_ptr<Busy> busy;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    busy = Hold(busy_id, {call.org, call.agent}, false);
+    // A listen is a standing stream, capped as GET streams are.
+    const AgentKey who{call.org, call.agent};
+    auto open = streams_.find(who);
+    if (listen && open != streams_.end() && open->second >= limits_.max_streams_per_agent) {
+      return LimitFailure(429, in.id, "E_TOO_MANY_STREAMS",
+                          "agent '" + call.agent + "' has " + std::to_string(limits_.max_streams_per_agent) +
+                              " event streams open; close one first");
+    }
+    busy = Hold(busy_id, who, listen);
   }
   // tools/call: an event stream, so progress can precede the result.
   HttpReply r;

@@ -90,7 +90,8 @@ Json Complete(Json result) {
 Json DiscoverResult(const std::string& instructions) {
   return Complete(
       {{"supportedVersions", ModernVersions()},
-       {"capabilities", {{"tools", Json::object()}, {"extensions", {{kTasksExtension, Json::object()}}}}},
+       {"capabilities",
+        {{"tools", {{"listChanged", true}}}, {"extensions", {{kTasksExtension, Json::object()}}}}},
        {"instructions", instructions},
        {"ttlMs", 0},
        {"cacheScope", "private"}});

@@ -88,8 +88,9 @@ void Attachments::Forget(const std::string& key, const std::string& rid) {
 }
 
 bool Session::ServesModern(const std::string& method) {
-  static const std::set<std::string> kMethods = {"server/discover", "tools/list",   "tools/call",
-                                                 "tasks/get",       "tasks/cancel", "tasks/update"};
+  static const std::set<std::string> kMethods = {"server/discover",     "tools/list",   "tools/call",
+                                                 "tasks/get",           "tasks/cancel", "tasks/update",
+                                                 "subscriptions/listen"};
   return kMethods.count(method) > 0;
 }
 
@@ -140,6 +141,7 @@ void Session::HandleModern(const Incoming& in, const Envelope& env, const Send& 
     return send(Result(in.id, Complete(std::move(list))));
   }
   if (in.method == "tools/call") return CallTool(in, env, send, gone);
+  if (in.method == "subscriptions/listen") return Listen(in, env, send, gone);
   if (in.method.rfind("tasks/", 0) == 0 && ServesModern(in.method)) {
     if (!env.tasks) return send(MissingTasksError(in.id));
     return Task(in, send);
@@ -153,25 +155,51 @@ std::string Session::Where(const std::string& rid) {
   return DescribeProgress(EventList(events));
 }
 
+Status Session::ReadTask(const std::string& rid, Json* task, bool* ended) {
+  // The task is the request; only its own agent may see or end it. Another
+  // agent's is as unknown as one that never was.
+  std::vector<Event> events;
+  Status st = gw_.events ? gw_.events(who_.org, rid, &events) : Status::Error("E_UNAVAILABLE", "no log");
+  if (!st.ok()) return st;
+  const RequestState state = Summarize(events);
+  if (state.received == nullptr || state.received->agent_id != who_.agent)
+    return Status::Error("E_NOT_FOUND", "task not found: " + rid);
+  *task = {{"taskId", rid},
+           {"createdAt", FormatTime(state.received->time_us)},
+           {"lastUpdatedAt", FormatTime(events.back().time_us)},
+           {"ttlMs", nullptr},
+           {"pollIntervalMs", kPollIntervalMs}};
+  const Json result = ResultFromLog(state);
+  *ended = !result.is_null();
+  if (result.is_null()) {
+    (*task)["status"] = "working";
+    (*task)["statusMessage"] = DescribeProgress(EventList(events));
+  } else if (Withdrawn(result)) {
+    (*task)["status"] = "cancelled";
+    (*task)["statusMessage"] = "withdrawn before it ran";
+  } else {
+    (*task)["status"] = "completed";
+    (*task)["result"] = Complete(CallToolResultOf(result));
+  }
+  return Status::Ok();
+}
+
 void Session::Task(const Incoming& in, const Send& send) {
   const Json id = in.params.value("taskId", Json());
   if (!id.is_string() || id.get_ref<const std::string&>().empty() ||
       id.get_ref<const std::string&>().size() > 256)
     return send(Error(in.id, kInvalidParams, "params.taskId must be a task id"));
   const std::string rid = id;
-  // The task is the request; only its own agent may see or end it. Another
-  // agent's is as unknown as one that never was.
-  std::vector<Event> events;
-  Status st = gw_.events ? gw_.events(who_.org, rid, &events) : Status::Error("E_UNAVAILABLE", "no log");
+  Json task;
+  bool ended = false;
+  Status st = ReadTask(rid, &task, &ended);
+  if (st.code() == "E_NOT_FOUND") return send(Error(in.id, kInvalidParams, st.message()));
   if (!st.ok()) return send(Error(in.id, kInternalError, "cannot read the task: " + st.ToString()));
-  const RequestState state = Summarize(events);
-  if (state.received == nullptr || state.received->agent_id != who_.agent)
-    return send(Error(in.id, kInvalidParams, "task not found: " + rid));
   if (in.method == "tasks/update") return send(Result(in.id, Complete(Json::object())));  // no input asked
   if (in.method == "tasks/cancel") {
     // Withdrawn as a cancelled call is; the approve stage records it, and
     // an approval read after the withdrawal runs nothing.
-    if (!state.terminal()) {
+    if (!ended) {
       Call call;
       call.rid = rid;
       call.published = true;
@@ -179,23 +207,75 @@ void Session::Task(const Incoming& in, const Send& send) {
     }
     return send(Result(in.id, Complete(Json::object())));
   }
-  Json task{{"taskId", rid},
-            {"createdAt", FormatTime(state.received->time_us)},
-            {"lastUpdatedAt", FormatTime(events.back().time_us)},
-            {"ttlMs", nullptr},
-            {"pollIntervalMs", kPollIntervalMs}};
-  const Json result = ResultFromLog(state);
-  if (result.is_null()) {
-    task["status"] = "working";
-    task["statusMessage"] = DescribeProgress(EventList(events));
-  } else if (Withdrawn(result)) {
-    task["status"] = "cancelled";
-    task["statusMessage"] = "withdrawn before it ran";
-  } else {
-    task["status"] = "completed";
-    task["result"] = Complete(CallToolResultOf(result));
-  }
   send(Result(in.id, Complete(std::move(task))));
+}
+
+void Session::Listen(const Incoming& in, const Envelope& env, const Send& send,
+                     const std::function<bool()>& gone) {
+  const Json filter = in.params.value("notifications", Json::object());
+  if (!filter.is_object())
+    return send(Error(in.id, kInvalidParams, "params.notifications must be an object"));
+  const bool tools = filter.value("toolsListChanged", Json(false)) == Json(true);
+  std::map<std::string, std::string> tasks;  // task id -> the last state sent
+  if (auto ids = filter.find("taskIds"); ids != filter.end()) {
+    if (!env.tasks) return send(MissingTasksError(in.id));
+    if (!ids->is_array() || ids->size() > kMaxListenedTasks)
+      return send(Error(in.id, kInvalidParams,
+                        "notifications.taskIds must be an array of at most " +
+                            std::to_string(kMaxListenedTasks) + " task ids"));
+    for (const Json& id : *ids) {
+      Json task;
+      bool ended = false;
+      // Only the agent's own tasks are acknowledged; others are left out.
+      if (id.is_string() && ReadTask(id, &task, &ended).ok()) tasks[id] = "";
+    }
+  }
+  // The call's own entry: notifications/cancelled ends the listen.
+  auto call = std::make_shared<Call>();
+  const std::string key = in.id.dump();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_[key] = call;
+  }
+  struct Cleanup {
+    Session* s;
+    std::string key;
+    ~Cleanup() {
+      std::lock_guard<std::mutex> lock(s->mu_);
+      s->in_flight_.erase(key);
+    }
+  } cleanup{this, key};
+  const Json sub{{"io.modelcontextprotocol/subscriptionId", in.id}};
+  Json agreed = Json::object();
+  if (tools) agreed["toolsListChanged"] = true;
+  if (!tasks.empty()) {
+    agreed["taskIds"] = Json::array();
+    for (const auto& [id, last] : tasks) agreed["taskIds"].push_back(id);
+  }
+  send(Notification("notifications/subscriptions/acknowledged", {{"notifications", agreed}, {"_meta", sub}}));
+  if (tools) ToolsChanged();  // the list as of now is the one the client knows
+  // Polled: the log is the source of each task's state, the directory of
+  // the tool list; a change is sent once.
+  while (!call->given_up.load() && !closed_.load() && !(gone && gone())) {
+    if (tools && ToolsChanged()) send(Notification("notifications/tools/list_changed", {{"_meta", sub}}));
+    for (auto it = tasks.begin(); it != tasks.end();) {
+      Json task;
+      bool ended = false;
+      if (ReadTask(it->first, &task, &ended).ok()) {
+        const std::string now = task.value("status", "") + "\n" + task.value("statusMessage", "");
+        if (now != it->second) {
+          it->second = now;
+          task["_meta"] = sub;
+          send(Notification("notifications/tasks", std::move(task)));
+        }
+      }
+      it = ended ? tasks.erase(it) : std::next(it);
+    }
+    std::this_thread::sleep_for(gw_.progress_every);
+  }
+  // Ended by the server (a restart): the listen's result says so.
+  if (closed_.load() && !ended_.load() && !call->given_up.load())
+    send(Result(in.id, Complete({{"_meta", sub}})));
 }
 
 Json Session::Initialize(const Incoming& in) {

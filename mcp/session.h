@@ -158,6 +158,16 @@ class Session {
                     const std::function<bool()>& gone);
   // tasks/get, tasks/cancel, tasks/update of a modern client with tasks.
   void Task(const Incoming& in, const Send& send);
+  // The task `rid` as tasks/get shows it (without resultType), from the
+  // log; *ended once it has its outcome. E_NOT_FOUND for a request that is
+  // not this agent's.
+  Status ReadTask(const std::string& rid, Json* task, bool* ended);
+  // subscriptions/listen: acknowledges what it will send (tool list
+  // changes; with the Tasks extension, the agent's own tasks of taskIds),
+  // then sends notifications/tools/list_changed and notifications/tasks
+  // (each change of a task once) until the client cancels or leaves.
+  void Listen(const Incoming& in, const Envelope& env, const Send& send, const std::function<bool()>& gone);
+  static constexpr size_t kMaxListenedTasks = 100;
   // One tools/call in flight. `mu` orders its publication and its
   // withdrawal: a call given up before it was published never is, and one
   // published is withdrawn exactly once, the moment its client gives up.

@@ -80,7 +80,10 @@ int ServeStdio(Session& session, int in_fd, int out_fd, std::chrono::millisecond
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.find_first_not_of(" \t") == std::string::npos) continue;
       Incoming in = Parse(line);
-      if (in.kind == Incoming::Kind::kRequest && in.method == "tools/call") {
+      // Calls and listens wait (for approvers, for changes): each on a
+      // thread of its own.
+      if (in.kind == Incoming::Kind::kRequest &&
+          (in.method == "tools/call" || in.method == "subscriptions/listen")) {
         calls.remove_if([](Call& c) {
           if (!c.done->load()) return false;
           c.thread.join();

@@ -131,6 +131,64 @@ test('http: another agent cannot read or cancel a task', async () => {
   cli(['approvals', 'deny', taskId, '--data', up.data, '--comment', 'test over']);
 });
 
+test('http: subscriptions/listen acknowledges the agent\'s own tasks and sends each change of them', async () => {
+  const { client, session } = await connectWithTasks(http());
+  let taskId;
+  try {
+    const exec = await session.callTool('write_file', { path: `listened-${Date.now()}.txt`, content: 'told' });
+    assert.equal(exec.kind, 'task');
+    taskId = exec.handle.taskId;
+    await exec.handoff(() => {});
+  } finally {
+    await client.close();
+  }
+  const meta = {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+  };
+  const abort = new AbortController();
+  const res = await fetch(`${up.http}/mcp`, {
+    method: 'POST',
+    signal: abort.signal,
+    headers: {
+      Authorization: `Bearer ${token}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+      'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'subscriptions/listen',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen',
+      params: { notifications: { toolsListChanged: true, taskIds: [taskId, 'mcp-not-a-task-of-mine'] }, _meta: meta } }),
+  });
+  assert.equal(res.status, 200);
+  const messages = [];
+  const reader = res.body.getReader();
+  let buf = '';
+  const next = async (what, pred) => waitFor(what, async () => {
+    const found = messages.find(pred);
+    if (found) return found;
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`the stream ended before ${what}`);
+    buf += Buffer.from(value).toString('utf8');
+    for (let i; (i = buf.indexOf('\n\n')) >= 0; buf = buf.slice(i + 2)) {
+      const data = buf.slice(0, i).split('\n').find((l) => l.startsWith('data: '));
+      if (data) messages.push(JSON.parse(data.slice(6)));
+    }
+    return messages.find(pred);
+  }, 30000);
+  try {
+    const ack = await next('the acknowledgement', (m) => m.method === 'notifications/subscriptions/acknowledged');
+    assert.deepEqual(ack.params.notifications, { toolsListChanged: true, taskIds: [taskId] });
+    assert.equal(ack.params._meta['io.modelcontextprotocol/subscriptionId'], 'listen-1');
+    const working = await next('the task working', (m) => m.method === 'notifications/tasks' && m.params.status === 'working');
+    assert.equal(working.params.taskId, taskId);
+    assert.match(working.params.statusMessage, /awaiting approval/);
+    cli(['approvals', 'approve', taskId, '--data', up.data]);
+    const done = await next('the task completed', (m) => m.method === 'notifications/tasks' && m.params.status === 'completed');
+    assert.equal(done.params.result.isError, false, JSON.stringify(done.params));
+    assert.equal(done.params._meta['io.modelcontextprotocol/subscriptionId'], 'listen-1');
+  } finally {
+    abort.abort();
+  }
+});
+
 test('clients without tasks are held, told "pending approval", and the identical call attaches to the same request', async () => {
   // Short holds for the test: `up --mcp-hold` and `tollgate mcp --hold`.
   await up.stop();
