@@ -259,26 +259,13 @@ Json GatewayErrorResult(const std::string& request_id, const std::string& code, 
           {"_meta", {{"io.tollgate/request_id", request_id}, {"io.tollgate/status", "unknown"}}}};
 }
 
-std::string DescribeProgress(const Json& events) {
-  if (!events.is_array() || events.empty()) return "";
-  std::string where = "received", deadline;
-  int grants = 0;
-  int64_t quorum = 1;
-  for (const Json& e : events) {
-    const std::string type = e.value("type", "");
-    const Json data = e.value("data", Json::object());
-    if (type == ev::kDecisionMade) where = "decided";
-    if (type == ev::kApprovalRequested) {
-      where = "awaiting approval";
-      deadline = data.value("deadline", "");
-      if (data.contains("quorum") && data["quorum"].is_number_integer()) quorum = data["quorum"];
-    }
-    if (type == ev::kApprovalGranted) ++grants;
-    if (type == ev::kExecutionStarted) where = "executing";
-  }
-  if (where != "awaiting approval") return where;
-  return where + ": " + std::to_string(grants) + " of " + std::to_string(quorum) + " approvals, expires at " +
-         deadline;
+std::string DescribeProgress(const RequestState& state) {
+  if (state.received == nullptr) return "";
+  if (state.started != nullptr) return "executing";
+  if (state.approval_requested == nullptr) return state.decision != nullptr ? "decided" : "received";
+  return "awaiting approval: " + std::to_string(state.grants.size()) + " of " +
+         std::to_string(state.approvers_needed) + " approvals, expires at " +
+         state.approval_requested->data.value("deadline", "");
 }
 
 Json PendingApprovalResult(const std::string& request_id, const std::string& where, int retry_after_s) {

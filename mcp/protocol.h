@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/canonical_json.h"
+#include "core/request_state.h"
 
 namespace tollgate::mcp {
 
@@ -110,10 +111,11 @@ Json CallToolResultOf(const Json& tollgate_result);
 // within the wait, pipeline unreachable): isError with `code`.
 Json GatewayErrorResult(const std::string& request_id, const std::string& code, const std::string& message);
 
-// Where a request stands, for a progress message, from its events so far
-// (objects with "type" and "data", in log order): "received", "decided",
-// "awaiting approval: 0 of 1 approvals, expires at ...", "executing".
-std::string DescribeProgress(const Json& events);
+// Where a request stands, for a progress message and a task's status,
+// from its log (Summarize): "received", "decided", "awaiting approval: 0
+// of 2 approvals, expires at ..." (distinct grants of approvers_needed),
+// "executing"; "" without a request.received.
+std::string DescribeProgress(const RequestState& state);
 
 // A call still awaiting approval when its client's hold ended: isError with
 // E_PENDING_APPROVAL, the request id, where it stands and when to ask again

@@ -30,17 +30,20 @@ std::string Fingerprint(const Json& list) { return Sha256Hex(list.value("tools",
 constexpr std::chrono::hours kAttachTtl{24};
 constexpr int64_t kPollIntervalMs = 1000;
 
-Json EventList(const std::vector<Event>& events) {
-  Json list = Json::array();
-  for (const Event& e : events) list.push_back({{"type", e.type}, {"data", e.data}});
-  return list;
-}
-
 // A session id a client may name: what an agent's own would look like.
 bool PlainSessionId(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
   return s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-") ==
          std::string::npos;
+}
+
+// A task's fields but its status (and what goes with the status).
+Json TaskShape(const std::string& rid, int64_t created_us, int64_t updated_us) {
+  return {{"taskId", rid},
+          {"createdAt", FormatTime(created_us)},
+          {"lastUpdatedAt", FormatTime(updated_us)},
+          {"ttlMs", nullptr},
+          {"pollIntervalMs", kPollIntervalMs}};
 }
 
 // A tollgate result that ended in the agent's own withdrawal.
@@ -152,7 +155,7 @@ void Session::HandleModern(const Incoming& in, const Envelope& env, const Send& 
 std::string Session::Where(const std::string& rid) {
   std::vector<Event> events;
   if (!gw_.events || !gw_.events(who_.org, rid, &events).ok()) return "";
-  return DescribeProgress(EventList(events));
+  return DescribeProgress(Summarize(events));
 }
 
 Status Session::ReadTask(const std::string& rid, Json* task, bool* ended) {
@@ -164,16 +167,12 @@ Status Session::ReadTask(const std::string& rid, Json* task, bool* ended) {
   const RequestState state = Summarize(events);
   if (state.received == nullptr || state.received->agent_id != who_.agent)
     return Status::Error("E_NOT_FOUND", "task not found: " + rid);
-  *task = {{"taskId", rid},
-           {"createdAt", FormatTime(state.received->time_us)},
-           {"lastUpdatedAt", FormatTime(events.back().time_us)},
-           {"ttlMs", nullptr},
-           {"pollIntervalMs", kPollIntervalMs}};
+  *task = TaskShape(rid, state.received->time_us, events.back().time_us);
   const Json result = ResultFromLog(state);
   *ended = !result.is_null();
   if (result.is_null()) {
     (*task)["status"] = "working";
-    (*task)["statusMessage"] = DescribeProgress(EventList(events));
+    (*task)["statusMessage"] = DescribeProgress(state);
   } else if (Withdrawn(result)) {
     (*task)["status"] = "cancelled";
     (*task)["statusMessage"] = "withdrawn before it ran";
@@ -199,12 +198,7 @@ void Session::Task(const Incoming& in, const Send& send) {
   if (in.method == "tasks/cancel") {
     // Withdrawn as a cancelled call is; the approve stage records it, and
     // an approval read after the withdrawal runs nothing.
-    if (!ended) {
-      Call call;
-      call.rid = rid;
-      call.published = true;
-      GiveUp(call);
-    }
+    if (!ended) Withdraw(rid);
     return send(Result(in.id, Complete(Json::object())));
   }
   send(Result(in.id, Complete(std::move(task))));
@@ -371,12 +365,17 @@ void Session::GiveUp(Call& call) {
   call.given_up = true;
   if (!call.published || call.withdrawn || !gw_.withdraw) return;
   call.withdrawn = true;
+  Withdraw(call.rid);
+}
+
+void Session::Withdraw(const std::string& rid) {
+  if (!gw_.withdraw) return;
   // Keyed by agent, as approvers' responses are (core/messages.h
   // MessageFor): one partition, so an approval sent after the withdrawal is
   // read after it. A withdrawal the bus does not take now is sent again,
   // freshly signed, until it does (PublishOrRetry).
   const Gateway* gw = &gw_;
-  gw_.pipeline->PublishOrRetry([gw, org = who_.org, agent = who_.agent, rid = call.rid](Message* w) {
+  gw_.pipeline->PublishOrRetry([gw, org = who_.org, agent = who_.agent, rid](Message* w) {
     Status s = gw->withdraw(org, agent, rid, w);
     w->key = agent;
     return s;
@@ -626,21 +625,26 @@ void Session::Await(const Incoming& in, Call& call, PipelineClient::Waiter& wait
   }
   if (closed_.load()) return;  // the server is going away; the call is not given up
   if (asked) {
-    std::string where = Where(rid);
-    if (where.empty()) where = "awaiting approval";
     if (mode.tasks) {
       // A task, durably: approval.requested is in the log, so tasks/get
-      // finds it from any process, now and after restarts.
-      const std::string now = FormatTime(NowMicros());
-      return send(Result(in.id, {{"resultType", "task"},
-                                 {"taskId", rid},
-                                 {"status", "working"},
-                                 {"statusMessage", where},
-                                 {"createdAt", now},
-                                 {"lastUpdatedAt", now},
-                                 {"ttlMs", nullptr},
-                                 {"pollIntervalMs", kPollIntervalMs}}));
+      // finds it from any process, now and after restarts; answered as
+      // tasks/get would answer it now (an outcome logged meanwhile is the
+      // call's result instead).
+      Json task;
+      bool ended = false;
+      if (!ReadTask(rid, &task, &ended).ok()) {
+        // The log unreadable just now: still a task; tasks/get says the rest.
+        task = TaskShape(rid, NowMicros(), NowMicros());
+        task["status"] = "working";
+        task["statusMessage"] = "awaiting approval";
+      } else if (task.contains("result")) {
+        return send(Result(in.id, task["result"]));
+      }
+      task["resultType"] = "task";
+      return send(Result(in.id, std::move(task)));
     }
+    std::string where = Where(rid);
+    if (where.empty()) where = "awaiting approval";
     gw_.attachments->Remember(mode.attach_key, rid);
     const int retry = static_cast<int>(std::max<int64_t>(5, gw_.hold.count() / 3));
     return send(Result(in.id, answer(PendingApprovalResult(rid, where, retry))));

@@ -200,6 +200,8 @@ class Session {
   void Cancel(const Json& params);
   // The client gave the call up: withdraw it if it was submitted.
   void GiveUp(Call& call);
+  // Publishes the agent's withdrawal of `rid` (until the bus takes it).
+  void Withdraw(const std::string& rid);
 
   const Gateway& gw_;
   const Who who_;

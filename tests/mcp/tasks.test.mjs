@@ -28,6 +28,26 @@ const http = () => new StreamableHTTPClientTransport(new URL(up.http + '/mcp'), 
   requestInit: { headers: { Authorization: `Bearer ${token}` } },
 });
 
+// The raw 2026-07-28 envelope of a client with the Tasks extension.
+const TASKS_META = {
+  'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+  'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
+};
+
+// An asked write_file made a task by a client that then leaves (without
+// cancelling it): its task id.
+async function askedTask(name) {
+  const { client, session } = await connectWithTasks(http());
+  try {
+    const exec = await session.callTool('write_file', { path: `${name}-${Date.now()}.txt`, content: name });
+    assert.equal(exec.kind, 'task');
+    await exec.handoff(() => {});
+    return exec.handle.taskId;
+  } finally {
+    await client.close();
+  }
+}
+
 async function killAndRestart() {
   const done = new Promise((r) => up.proc.on('exit', r));
   up.proc.kill('SIGKILL');
@@ -99,21 +119,8 @@ test('stdio: a cancelled task is withdrawn and never runs, even when approved af
 });
 
 test('http: another agent cannot read or cancel a task', async () => {
-  const { client, session } = await connectWithTasks(http());
-  let taskId;
-  try {
-    const exec = await session.callTool('write_file', { path: `other-${Date.now()}.txt`, content: 'x' });
-    assert.equal(exec.kind, 'task');
-    taskId = exec.handle.taskId;
-    await exec.handoff(() => {});
-  } finally {
-    await client.close();
-  }
+  const taskId = await askedTask('other');
   const other = up.agentToken('default', 'other-agent');
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-    'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-  };
   for (const method of ['tasks/get', 'tasks/cancel']) {
     const res = await fetch(`${up.http}/mcp`, {
       method: 'POST',
@@ -121,7 +128,7 @@ test('http: another agent cannot read or cancel a task', async () => {
         Authorization: `Bearer ${other}`, 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
         'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': method, 'Mcp-Name': taskId,
       },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { taskId, _meta: meta } }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { taskId, _meta: TASKS_META } }),
     });
     const body = await res.json();
     assert.equal(body.error?.code, -32602, JSON.stringify(body));
@@ -132,20 +139,7 @@ test('http: another agent cannot read or cancel a task', async () => {
 });
 
 test('http: subscriptions/listen acknowledges the agent\'s own tasks and sends each change of them', async () => {
-  const { client, session } = await connectWithTasks(http());
-  let taskId;
-  try {
-    const exec = await session.callTool('write_file', { path: `listened-${Date.now()}.txt`, content: 'told' });
-    assert.equal(exec.kind, 'task');
-    taskId = exec.handle.taskId;
-    await exec.handoff(() => {});
-  } finally {
-    await client.close();
-  }
-  const meta = {
-    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-    'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } },
-  };
+  const taskId = await askedTask('listened');
   const abort = new AbortController();
   const res = await fetch(`${up.http}/mcp`, {
     method: 'POST',
@@ -155,7 +149,7 @@ test('http: subscriptions/listen acknowledges the agent\'s own tasks and sends e
       'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'subscriptions/listen',
     },
     body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen',
-      params: { notifications: { toolsListChanged: true, taskIds: [taskId, 'mcp-not-a-task-of-mine'] }, _meta: meta } }),
+      params: { notifications: { toolsListChanged: true, taskIds: [taskId, 'mcp-not-a-task-of-mine'] }, _meta: TASKS_META } }),
   });
   assert.equal(res.status, 200);
   const messages = [];
